@@ -1,0 +1,1 @@
+"""The command-line front door: argparse in front of the same service."""

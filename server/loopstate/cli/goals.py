@@ -1,0 +1,5 @@
+"""`loopstate goals` (being built: see its issue)."""
+
+
+def register(sub) -> None:
+    """No verbs yet."""

@@ -1,0 +1,5 @@
+"""`loopstate intent` (being built: see its issue)."""
+
+
+def register(sub) -> None:
+    """No verbs yet."""

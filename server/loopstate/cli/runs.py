@@ -1,0 +1,5 @@
+"""`loopstate runs` (being built: see its issue)."""
+
+
+def register(sub) -> None:
+    """No verbs yet."""

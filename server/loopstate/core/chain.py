@@ -1,0 +1,113 @@
+"""The hash chain every stream carries, whatever its domain's envelope.
+
+Each domain keeps its seed's field names (``prev_hash``/``event_hash`` for
+intent, ``previous_event_digest``/``event_digest`` for runs, ``append_sequence``
+for goals); a ChainLayout tells the core which fields hold the sequence, the
+previous hash, this event's hash and the schema version. The hash is SHA-256
+over the canonical event without its own hash field. A line must be exactly
+the canonical encoding of its event, so no byte can change unnoticed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical
+from loopstate.core.errors import LoopstateError
+
+SchemaVerdict = Literal["ok", "future", "invalid"]
+
+# Fields the core adds to every event for idempotency, whatever the envelope.
+REQUEST_ID = "request_id"
+REQUEST_FINGERPRINT = "request_fingerprint"
+
+
+@dataclass(frozen=True)
+class ChainLayout:
+    """Names the chain fields of one kind of stream and judges its schema versions."""
+
+    sequence_field: str
+    prev_field: str
+    hash_field: str
+    schema_field: str
+    classify_schema: Callable[[Any], SchemaVerdict]
+
+
+@dataclass(frozen=True)
+class Position:
+    """A verified point in a stream: after ``sequence`` at byte ``offset``."""
+
+    offset: int = 0
+    sequence: int = 0
+    hash: str | None = None
+
+
+class ChainError(LoopstateError):
+    """A record that breaks the chain: CORRUPT_LEDGER with offset, sequence and reason."""
+
+    def __init__(self, stream: str, offset: int, sequence: int | None, reason: str) -> None:
+        super().__init__(
+            ErrorCode.CORRUPT_LEDGER,
+            f"stream {stream!r} is corrupt at byte {offset} (sequence {sequence}): {reason}; "
+            "run `loopstate verify` for the full report and `loopstate recover` to keep the verified prefix",
+            stream=stream,
+            offset=offset,
+            sequence=sequence,
+            reason=reason,
+        )
+        self.offset = offset
+        self.sequence = sequence
+        self.reason = reason
+
+
+def seal(fields: dict[str, Any], layout: ChainLayout, at: Position) -> tuple[dict[str, Any], bytes]:
+    """Give ``fields`` the next sequence, the previous hash and its own hash.
+
+    Returns the complete event and its line (canonical JSON plus newline).
+    """
+    event = dict(fields)
+    event.pop(layout.hash_field, None)
+    event[layout.sequence_field] = at.sequence + 1
+    event[layout.prev_field] = at.hash
+    event[layout.hash_field] = canonical.sha256_hex(canonical.encode(event))
+    return event, canonical.encode(event) + b"\n"
+
+
+def check_line(line: bytes, layout: ChainLayout, at: Position, stream: str, verify_hash: bool = True) -> dict[str, Any]:
+    """Decode one complete line (without its newline) that should follow ``at``."""
+    try:
+        event = canonical.decode(line)
+    except Exception as exc:  # msgspec.DecodeError, UnicodeDecodeError
+        raise ChainError(stream, at.offset, at.sequence + 1, f"not valid JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise ChainError(stream, at.offset, at.sequence + 1, "record is not a JSON object")
+    verdict = layout.classify_schema(event.get(layout.schema_field))
+    if verdict == "future":
+        raise LoopstateError(
+            ErrorCode.FUTURE_SCHEMA,
+            f"stream {stream!r} holds {layout.schema_field}={event.get(layout.schema_field)!r} at byte {at.offset}, "
+            "newer than this loopstate understands; upgrade loopstate to read it",
+            stream=stream,
+            offset=at.offset,
+            schema=event.get(layout.schema_field),
+        )
+    if verdict == "invalid":
+        raise ChainError(stream, at.offset, at.sequence + 1, f"unknown {layout.schema_field} {event.get(layout.schema_field)!r}")
+    sequence = event.get(layout.sequence_field)
+    if type(sequence) is not int or sequence != at.sequence + 1:
+        raise ChainError(stream, at.offset, at.sequence + 1, f"{layout.sequence_field} is {sequence!r}, expected {at.sequence + 1}")
+    if event.get(layout.prev_field) != at.hash:
+        raise ChainError(stream, at.offset, sequence, f"{layout.prev_field} does not match the previous event's hash")
+    if verify_hash:
+        claimed = event.pop(layout.hash_field, None)
+        if claimed is None or canonical.sha256_hex(canonical.encode(event)) != claimed:
+            raise ChainError(stream, at.offset, sequence, f"{layout.hash_field} does not match the event's content")
+        event[layout.hash_field] = claimed
+        if canonical.encode(event) != line:
+            raise ChainError(stream, at.offset, sequence, "record is not in canonical form (it was edited)")
+    elif not isinstance(event.get(layout.hash_field), str):
+        raise ChainError(stream, at.offset, sequence, f"{layout.hash_field} is missing")
+    return event

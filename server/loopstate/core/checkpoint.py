@@ -1,0 +1,99 @@
+"""Checkpoints of a verified head, so a short-lived process need not re-hash it all.
+
+A checkpoint names the stream file's identity, the byte offset and the start of
+the last verified line, its sequence and its hash. Opening from a checkpoint
+re-checks that very line (its hash and its canonical form); everything before
+it is still parsed and linked but not re-hashed. A checkpoint that no longer
+matches its file is CORRUPT_LEDGER: the verified history changed. A missing or
+unreadable checkpoint is only a lost cache and means a full verify.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from loopstate.core import canonical, safefs
+from loopstate.core.chain import ChainError, Position, check_line
+from loopstate.core.stream import Stream
+
+# Write a new checkpoint once this many verified bytes lie past the old one.
+CHECKPOINT_EVERY = 4 << 20
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    dev: int
+    ino: int
+    line_start: int
+    offset: int
+    sequence: int
+    hash: str
+
+
+def path_for(stream: Stream) -> Path:
+    return stream.base / "checkpoints" / f"{stream.name}.json"
+
+
+def load(stream: Stream) -> Checkpoint | None:
+    try:
+        data = safefs.read_file(path_for(stream), stream.base)
+    except OSError:
+        return None
+    if not data:
+        return None
+    try:
+        return msgspec.json.decode(data, type=Checkpoint)
+    except msgspec.DecodeError:
+        return None
+
+
+def validate(stream: Stream, checkpoint: Checkpoint) -> int:
+    """Check ``checkpoint`` against the file; returns the offset hashes are trusted to.
+
+    Returns 0 when the checkpoint belongs to another file (replaced by a
+    re-chaining command): then everything is verified again.
+    """
+    fd = safefs.open_read(stream.path, stream.base)
+    if fd is None:
+        raise ChainError(stream.name, 0, None, "the stream file is missing but a checkpoint of it exists")
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino):
+            return 0
+        if info.st_size < checkpoint.offset:
+            raise ChainError(
+                stream.name, info.st_size, checkpoint.sequence,
+                f"the file is {info.st_size} bytes but was verified up to byte {checkpoint.offset}: acknowledged events are gone",
+            )
+        line = os.pread(fd, checkpoint.offset - checkpoint.line_start, checkpoint.line_start)
+    finally:
+        os.close(fd)
+    if not line.endswith(b"\n"):
+        raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
+    layout = stream.layout
+    event = canonical.decode(line[:-1]) if line[:1] == b"{" else None
+    if not isinstance(event, dict):
+        raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
+    before = Position(checkpoint.line_start, checkpoint.sequence - 1, event.get(layout.prev_field))
+    checked = check_line(line[:-1], layout, before, stream.name)
+    if checked[layout.hash_field] != checkpoint.hash:
+        raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record's hash changed")
+    return checkpoint.offset
+
+
+def save(stream: Stream, last_line_start: int) -> None:
+    """Record the stream's current verified head (caller holds the exclusive lock)."""
+    if stream.identity is None or not stream.position.offset:
+        return
+    record = Checkpoint(
+        dev=stream.identity[0], ino=stream.identity[1], line_start=last_line_start,
+        offset=stream.position.offset, sequence=stream.position.sequence, hash=stream.position.hash or "",
+    )
+    target = path_for(stream)
+    safefs.ensure_dir(target.parent, stream.base)
+    # Not fsynced: a checkpoint lost in a crash only costs a longer verify.
+    safefs.atomic_write(target, stream.base, msgspec.json.encode(record), durable=False)

@@ -1,0 +1,106 @@
+"""Store locks: exclusive for mutations, shared for readers, bounded waits.
+
+Built on portalocker (flock on POSIX). The OS releases a dead holder's lock, so
+there is no stale-lock guesswork. An exclusive holder writes its pid, a random
+token and the time into the lock file, so a waiter that times out can name who
+holds it. Readers never create a lock file: with no lock file there has never
+been a mutation to wait for.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+from types import TracebackType
+
+import portalocker
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, safefs
+from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class StoreLock:
+    """One lock file; use as a context manager via ``exclusive()`` or ``shared()``."""
+
+    def __init__(self, path: Path, base: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.path = path
+        self.base = base
+        self.timeout = timeout
+        self._file = None
+        self.token: str | None = None
+
+    def exclusive(self) -> "StoreLock":
+        safefs.ensure_dir(self.path.parent, self.base)
+        fd = safefs.open_rw(self.path, self.base, create=True)
+        self._acquire(fd, portalocker.LockFlags.EXCLUSIVE)
+        self.token = secrets.token_hex(16)
+        record = {"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, canonical.encode(record), 0)
+        return self
+
+    def shared(self) -> "StoreLock":
+        fd = safefs.open_rw(self.path, self.base, create=False)
+        if fd is not None:
+            self._acquire(fd, portalocker.LockFlags.SHARED)
+        return self
+
+    def _acquire(self, fd: int, flags: portalocker.LockFlags) -> None:
+        handle = os.fdopen(fd, "r+b", buffering=0)
+        deadline = time.monotonic() + self.timeout
+        pause = 0.0005
+        while True:
+            try:
+                portalocker.lock(handle, flags | portalocker.LockFlags.NON_BLOCKING)
+                break
+            except portalocker.exceptions.LockException:
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(handle)
+                    handle.close()
+                    raise LoopstateError(
+                        ErrorCode.LOCK_TIMEOUT,
+                        f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by {holder['describe']}; "
+                        "wait for it to finish or stop that process",
+                        lock=os.fspath(self.path),
+                        holder=holder,
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+        self._file = handle
+
+    def release(self) -> None:
+        """Closing the descriptor releases the lock; nothing else can fail here."""
+        if self._file is not None:
+            if self.token is not None:
+                try:  # forget the owner record so a later waiter does not blame us
+                    os.ftruncate(self._file.fileno(), 0)
+                except OSError:
+                    pass
+                self.token = None
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "StoreLock":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+
+def _read_holder(handle) -> dict:
+    try:
+        data = os.pread(handle.fileno(), 4096, 0)
+        record = canonical.decode(data) if data else {}
+    except Exception:
+        record = {}
+    if isinstance(record, dict) and "pid" in record:
+        describe = f"pid {record['pid']} (token {str(record.get('token'))[:8]}..., since {record.get('acquired_at')})"
+        return {**record, "describe": describe}
+    return {"describe": "a reader or a process that has not recorded itself yet"}

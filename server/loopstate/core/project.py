@@ -1,0 +1,84 @@
+"""One project's folder in the data dir, and the names of its streams.
+
+Layout (all 0700 folders, 0600 files)::
+
+    <data dir>/projects/<project_id>/
+        project.json            id, canonical root, schema version
+        streams/<name>.jsonl    the event streams
+        locks/<name>.lock       one lock per stream (owner pid, token, time)
+        checkpoints/<name>.json verified heads for short-lived processes
+        quarantine/<name>.jsonl length + SHA-256 of what was cut
+
+Opening a project for reading creates nothing; only ``ensure`` (called by
+mutations) makes folders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, safefs
+from loopstate.core.errors import LoopstateError
+from loopstate.core.lock import DEFAULT_TIMEOUT, StoreLock
+from loopstate.core.paths import canonical_root, project_id_for, resolve_data_dir
+
+STREAM_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9][A-Za-z0-9_-]{0,79})?$")
+PROJECT_SCHEMA = 1
+
+
+def check_stream_name(name: str) -> str:
+    if not isinstance(name, str) or not STREAM_NAME.match(name):
+        raise LoopstateError(
+            ErrorCode.INVALID_PARAMS,
+            f"stream name {name!r} is not valid: use '<domain>' or '<domain>.<id>' with letters, digits, '_' and '-'",
+            stream=name,
+        )
+    return name
+
+
+class Project:
+    """A validated project root and its store folder."""
+
+    def __init__(self, root: str | os.PathLike[str], *, data_dir: Path | None = None, lock_timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.root = canonical_root(root)
+        self.project_id = project_id_for(self.root)
+        self.data_dir = Path(data_dir) if data_dir is not None else resolve_data_dir()
+        self.dir = self.data_dir / "projects" / self.project_id
+        self.lock_timeout = lock_timeout
+        explicit = data_dir is not None or bool(os.environ.get("LOOPSTATE_DATA_DIR"))
+        if not explicit and (self.data_dir == Path(self.root) or Path(self.root) in self.data_dir.parents):
+            raise LoopstateError(
+                ErrorCode.INVALID_ROOT,
+                "the resolved data dir is inside the project workspace; set LOOPSTATE_DATA_DIR to a folder outside it",
+            )
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    def ensure(self) -> None:
+        """Create the project folder and its record (mutations only)."""
+        safefs.ensure_base(self.data_dir)
+        safefs.ensure_dir(self.dir, self.data_dir)
+        meta = self.dir / "project.json"
+        if not os.path.lexists(meta):
+            record = {"schema_version": PROJECT_SCHEMA, "project_id": self.project_id, "root": self.root}
+            safefs.atomic_write(meta, self.dir, canonical.encode(record))
+
+    def stream_names(self) -> list[str]:
+        folder = self.dir / "streams"
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        return sorted(n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and STREAM_NAME.match(n[: -len(".jsonl")]))
+
+    def lock(self, name: str) -> StoreLock:
+        check_stream_name(name)
+        return StoreLock(self.dir / "locks" / f"{name}.lock", self.dir, timeout=self.lock_timeout)
+
+    def kill_switch_default(self) -> Path:
+        return Path(self.root) / ".loopstate" / "STOP"

@@ -1,0 +1,240 @@
+"""File operations that refuse links, special files and escapes from the store.
+
+Every store path (stream, lock, quarantine, checkpoint, projection) goes through
+here. Files are opened with O_NOFOLLOW and checked on the opened descriptor:
+a regular file with exactly one link whose parent chain stays inside the
+project folder. A FIFO is opened non-blocking so it is refused instead of
+hanging. New files are 0600, new folders 0700.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+TEMP_MARK = ".loopstate-tmp-"
+
+
+def _unsafe(path: Path | str, why: str) -> LoopstateError:
+    return LoopstateError(
+        ErrorCode.UNSAFE_PATH,
+        f"refusing store path {os.fspath(path)!r}: {why}; remove it or point loopstate at a clean data dir",
+        path=os.fspath(path),
+        reason=why,
+    )
+
+
+def check_inside(path: Path, base: Path) -> None:
+    """Every component from ``base`` down to ``path``'s parent must be a real folder."""
+    try:
+        relative = path.relative_to(base)
+    except ValueError:
+        raise _unsafe(path, f"it is outside {os.fspath(base)!r}") from None
+    current = base
+    for part in relative.parts[:-1]:
+        if part in ("", ".", ".."):
+            raise _unsafe(path, "it has a '.' or '..' segment")
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            raise _unsafe(current, "a folder in the store path is a symlink or not a folder")
+
+
+def check_descriptor(fd: int, path: Path) -> os.stat_result:
+    """The opened file must be a regular file with one link, still at ``path``."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise _unsafe(path, "it is not a regular file")
+    if info.st_nlink != 1:
+        raise _unsafe(path, f"it has {info.st_nlink} hard links")
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        raise _unsafe(path, "it disappeared while being opened") from None
+    if (named.st_dev, named.st_ino) != (info.st_dev, info.st_ino):
+        raise _unsafe(path, "it was replaced while being opened")
+    return info
+
+
+def ensure_dir(path: Path, base: Path) -> None:
+    """Create ``path`` (and parents below ``base``) as 0700 folders, refusing links."""
+    check_inside(path / "x", base)
+    to_make = []
+    current = path
+    while current != base and not current.exists():
+        to_make.append(current)
+        current = current.parent
+    for folder in reversed(to_make):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            pass
+        fsync_dir(folder.parent)
+    current = base
+    for part in path.relative_to(base).parts:
+        current = current / part
+        if not stat.S_ISDIR(os.lstat(current).st_mode):
+            raise _unsafe(current, "a folder in the store path is a symlink or not a folder")
+
+
+def ensure_base(base: Path) -> None:
+    """Create the data/project base folder itself (0700), refusing a symlink there."""
+    if not base.exists():
+        base.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    info = os.lstat(base)
+    if not stat.S_ISDIR(info.st_mode):
+        raise _unsafe(base, "the store folder is a symlink or not a folder")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path, base: Path, flags: int) -> int:
+    check_inside(path, base)
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(path, "it is a symlink") from None
+        if exc.errno == errno.ENXIO:
+            raise _unsafe(path, "it is a FIFO or socket") from None
+        if exc.errno == errno.EISDIR:
+            raise _unsafe(path, "it is a directory") from None
+        raise
+
+
+def _checked(fd: int, path: Path) -> int:
+    try:
+        check_descriptor(fd, path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_append(path: Path, base: Path) -> tuple[int, bool]:
+    """Open for O_APPEND writing, creating 0600 if absent. Returns (fd, created).
+
+    When the file is new its folder is fsynced so the name survives a crash.
+    """
+    created = False
+    try:
+        fd = _open(path, base, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        created = True
+    except FileExistsError:
+        fd = _open(path, base, os.O_WRONLY | os.O_APPEND)
+    fd = _checked(fd, path)
+    if created:
+        fsync_dir(path.parent)
+    return fd, created
+
+
+def open_read(path: Path, base: Path) -> int | None:
+    """Open for reading; None when absent. Never creates anything."""
+    try:
+        fd = _open(path, base, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    return _checked(fd, path)
+
+
+def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
+    """Open read-write (for lock files); None when absent and ``create`` is false."""
+    flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    try:
+        fd = _open(path, base, flags)
+    except FileNotFoundError:
+        return None
+    return _checked(fd, path)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_file(path: Path, base: Path) -> bytes | None:
+    fd = open_read(path, base)
+    if fd is None:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def temp_name(path: Path) -> Path:
+    return path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}")
+
+
+def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to a 0600 sibling temp file, then rename it over ``path``.
+
+    The target, if present, must itself be a safe regular file: a symlink or
+    hard link at the target is refused, never followed or replaced silently.
+    """
+    check_inside(path, base)
+    try:
+        existing = os.lstat(path)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None:
+        if not stat.S_ISREG(existing.st_mode):
+            raise _unsafe(path, "it is not a regular file")
+        if existing.st_nlink != 1:
+            raise _unsafe(path, f"it has {existing.st_nlink} hard links")
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def remove_orphan_temps(folder: Path) -> list[str]:
+    """Remove strictly named temp files of ours left by a crash; returns their names."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if TEMP_MARK not in name:
+            continue
+        candidate = folder / name
+        info = os.lstat(candidate)
+        if stat.S_ISREG(info.st_mode):
+            os.unlink(candidate)
+            removed.append(name)
+    return removed

@@ -1,0 +1,177 @@
+"""The one place commands are applied and projections are kept current.
+
+For each (project, stream) the service keeps a Ledger and the domain state
+folded from it. A command runs as: exclusive lock, catch up on what other
+processes appended, idempotency check, the domain's pure ``decide``, one
+durable append, fold, notify listeners. A query catches up under a shared lock
+and asks the domain. Listeners hear about every new event exactly once, in
+order, whether this process or another wrote it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from loopstate_protocol.base import Command, Head, Query
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.clock import ClockFn, system_clock
+from loopstate.core.errors import LoopstateError
+from loopstate.core.idempotency import check_request_id, fingerprint
+from loopstate.core.ids import IdFactory, random_uuid
+from loopstate.core.ledger import Ledger
+from loopstate.core.lock import DEFAULT_TIMEOUT
+from loopstate.core.project import Project
+from loopstate.core.stream import Record
+from loopstate.domains.base import Context, Domain
+
+Listener = Callable[[Project, str, list[Record]], None]
+
+
+@dataclass
+class Outcome:
+    """What one command did: its events, the new head, and whether it was a retry."""
+
+    events: list[dict[str, Any]]
+    head: Head
+    replayed: bool
+
+
+class Folded:
+    """A ledger and the domain state folded from it."""
+
+    def __init__(self, service: "Service", project: Project, domain: Domain, stream: str) -> None:
+        self.domain = domain
+        self.stream = stream
+        self.state = domain.initial(stream)
+        self.ledger = Ledger(project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset)
+
+    def _on_record(self, record: Record) -> None:
+        self.state = self.domain.evolve(self.state, record.event)
+
+    def _on_reset(self) -> None:
+        self.state = self.domain.initial(self.stream)
+
+    def head(self) -> Head:
+        sequence, hash_ = self.ledger.head
+        return Head(stream=self.stream, sequence=sequence, hash=hash_)
+
+
+class Service:
+    def __init__(
+        self,
+        *,
+        data_dir: Path | None = None,
+        clock: ClockFn = system_clock,
+        new_id: IdFactory = random_uuid,
+        lock_timeout: float = DEFAULT_TIMEOUT,
+        domains: list[Domain] | None = None,
+    ) -> None:
+        from loopstate.service.registry import all_domains
+
+        self.data_dir = data_dir
+        self.clock = clock
+        self.new_id = new_id
+        self.lock_timeout = lock_timeout
+        self.domains = {d.name: d for d in (domains if domains is not None else all_domains())}
+        self._by_type: dict[type, Domain] = {}
+        for domain in self.domains.values():
+            for cls in (*domain.commands, *domain.queries):
+                self._by_type[cls] = domain
+        self._projects: dict[str, Project] = {}
+        self._folded: dict[tuple[str, str], Folded] = {}
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+
+    # plumbing ------------------------------------------------------------------
+
+    def project(self, root: str) -> Project:
+        project = Project(root, data_dir=self.data_dir, lock_timeout=self.lock_timeout)
+        return self._projects.setdefault(project.project_id, project)
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def domain_of(self, message: Command | Query) -> Domain:
+        domain = self._by_type.get(type(message))
+        if domain is None:
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no domain serves {type(message).__name__}")
+        return domain
+
+    def folded(self, project: Project, domain: Domain, stream: str) -> Folded:
+        key = (project.project_id, stream)
+        folded = self._folded.get(key)
+        if folded is None:
+            folded = self._folded[key] = Folded(self, project, domain, stream)
+        return folded
+
+    def context(self, project: Project, request_id: str = "") -> Context:
+        return Context(
+            now=self.clock(), new_id=self.new_id, project_id=project.project_id,
+            project_root=project.root, request_id=request_id,
+        )
+
+    def _notify(self, project: Project, stream: str, records: list[Record]) -> None:
+        if records:
+            for listener in list(self._listeners):
+                listener(project, stream, records)
+
+    # the three verbs ---------------------------------------------------------------
+
+    def execute(self, root: str, command: Command, request_id: str) -> Outcome:
+        """Apply one command durably, or return the first result of its exact retry."""
+        check_request_id(request_id)
+        with self._lock:
+            project = self.project(root)
+            domain = self.domain_of(command)
+            stream = domain.stream_for(command)
+            fp = fingerprint(type(command).__struct_config__.tag, msgspec.to_builtins(command))
+            folded = self.folded(project, domain, stream)
+            with folded.ledger.mutation() as tx:
+                earlier = tx.earlier(request_id, fp)
+                if earlier is not None:
+                    return Outcome([r.event for r in earlier], folded.head(), replayed=True)
+                ctx = self.context(project, request_id)
+                effects = getattr(domain, "effects", None)
+                if effects is not None:
+                    ctx = effects.before_decide(self, project, folded.state, command, ctx)
+                events = domain.decide(folded.state, command, ctx)
+                records = tx.append(events, request_id=request_id, fp=fp) if events else []
+                if effects is not None:
+                    effects.after_append(self, project, folded, records)
+            self._notify(project, stream, records)
+            return Outcome([r.event for r in records], folded.head(), replayed=False)
+
+    def query(self, root: str, query: Query) -> Any:
+        with self._lock:
+            project = self.project(root)
+            domain = self.domain_of(query)
+            folded = self.refresh(project, domain, domain.stream_for(query))
+            return domain.query(folded.state, query, self.context(project))
+
+    def view(self, root: str, domain_name: str, view: str, key: str | None) -> tuple[Folded, Any]:
+        """The current projection behind a subscription topic, after catching up."""
+        with self._lock:
+            project = self.project(root)
+            domain = self.domains.get(domain_name)
+            if domain is None or view not in domain.views:
+                raise LoopstateError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"unknown topic {domain_name}/{view}; topics are "
+                    + ", ".join(f"{d.name}/{v}" for d in self.domains.values() for v in d.views),
+                )
+            folded = self.refresh(project, domain, domain.stream_for_view(view, key))
+            return folded, domain.view(folded.state, view, key, self.context(project))
+
+    def refresh(self, project: Project, domain: Domain, stream: str) -> Folded:
+        """Catch one stream up with other processes' appends; listeners hear of them."""
+        with self._lock:
+            folded = self.folded(project, domain, stream)
+            records = folded.ledger.refresh()
+            self._notify(project, stream, records)
+            return folded
