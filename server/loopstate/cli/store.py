@@ -1,0 +1,141 @@
+"""`loopstate verify`, `recover` and `log`: the store-level commands every domain shares.
+
+They work on raw streams with each domain's chain layout, so they keep working
+when a domain's projection cannot be built (that is when they are needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.cli.output import add_common, emit_json, progress_printer, project_root
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.recovery import recover_stream, verify_stream
+from loopstate.core.stream import Stream
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    verify = sub.add_parser("verify", help="check every stream's hash chain from the first byte")
+    add_common(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    recover = sub.add_parser(
+        "recover", help="keep each damaged stream's verified prefix and move the damaged suffix to quarantine"
+    )
+    add_common(recover)
+    recover.add_argument("--export", metavar="DIR", help="also copy each verified prefix into DIR")
+    recover.set_defaults(func=cmd_recover)
+
+    log = sub.add_parser("log", help="print the events of every stream in order")
+    add_common(log)
+    log.add_argument("--stream", help="only this stream (e.g. intent, runs.<id>, goals.<id>)")
+    log.set_defaults(func=cmd_log)
+
+
+def layout_for(stream_name: str):
+    """The chain layout of a stream, from the domain that owns its name prefix."""
+    from loopstate.service.registry import all_domains
+
+    prefix = stream_name.split(".", 1)[0]
+    for domain in all_domains():
+        if prefix in getattr(domain, "stream_prefixes", (domain.name,)):
+            return domain.layout
+    raise LoopstateError(
+        ErrorCode.NOT_FOUND,
+        f"no domain owns stream {stream_name!r}; was it written by a newer loopstate?",
+        stream=stream_name,
+    )
+
+
+def _project(args: argparse.Namespace) -> Project:
+    return Project(project_root(args))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    project = _project(args)
+    reports = []
+    for name in project.stream_names():
+        stream = Stream(project.dir, name, layout_for(name))
+        with project.lock(name).shared():
+            reports.append(verify_stream(stream, progress=progress_printer(f"verify {name}")))
+    ok = all(r["ok"] for r in reports)
+    if args.json:
+        emit_json({"ok": ok, "project_id": project.project_id, "root": project.root, "streams": reports})
+    else:
+        if not reports:
+            print(f"no streams yet for {project.root}")
+        for r in reports:
+            if r["ok"]:
+                line = f"ok      {r['stream']}: {r['events']} events, head {r['sequence']} {str(r['hash'])[:12]}"
+                if r.get("torn_tail"):
+                    t = r["torn_tail"]
+                    line += f" (partial final line of {t['length']} bytes at byte {t['offset']}: the next mutation quarantines it)"
+                print(line)
+            else:
+                e = r["error"]
+                print(
+                    f"CORRUPT {r['stream']}: byte {e['offset']}, sequence {e['sequence']}: {e['reason']}"
+                    f" ({r['events']} events verified before it; `loopstate recover` keeps them)"
+                )
+    return 0 if ok else 1
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    project = _project(args)
+    results = []
+    for name in project.stream_names():
+        stream = Stream(project.dir, name, layout_for(name))
+        with project.lock(name).exclusive():
+            results.append(recover_stream(project, stream, export_dir=args.export))
+    if args.json:
+        emit_json({"project_id": project.project_id, "streams": results})
+    else:
+        for r in results:
+            if r["action"] == "none":
+                print(f"ok        {r['stream']}: chain holds ({r['events']} events)")
+            elif r["action"] == "cut_torn_tail":
+                print(f"repaired  {r['stream']}: cut a partial final line of {r['suffix_bytes']} bytes (length and SHA-256 kept in quarantine)")
+            else:
+                print(
+                    f"recovered {r['stream']}: kept {r['events']} verified events; moved {r['suffix_bytes']} bytes "
+                    f"from byte {r['offset']} to {r['quarantined_to']}"
+                    + (f"; exported prefix to {r['exported_to']}" if r.get("exported_to") else "")
+                )
+    return 0
+
+
+def _summary(event: dict[str, Any]) -> tuple[str, str]:
+    kind = event.get("event_type") or event.get("type") or "?"
+    at = event.get("occurred_at") or event.get("at") or event.get("recorded_at") or ""
+    return str(kind), str(at)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    project = _project(args)
+    names = [args.stream] if args.stream else project.stream_names()
+    if args.stream and args.stream not in project.stream_names():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {args.stream!r} in this project; `loopstate log` lists them")
+    out = []
+    for name in names:
+        stream = Stream(project.dir, name, layout_for(name))
+        seq_field = stream.layout.sequence_field
+        hash_field = stream.layout.hash_field
+        with project.lock(name).shared():
+            events = [r.event for r in stream.read_new()]
+        if args.json:
+            out.append({"stream": name, "head": {"sequence": stream.position.sequence, "hash": stream.position.hash}, "events": events})
+            continue
+        print(f"== {name} (head {stream.position.sequence} {str(stream.position.hash)[:12]})")
+        for event in events:
+            kind, at = _summary(event)
+            print(f"{event[seq_field]:>6}  {at:<27}  {kind:<24}  {event[hash_field][:12]}")
+        sys.stdout.flush()
+    if args.json:
+        emit_json({"project_id": project.project_id, "streams": out})
+    return 0

@@ -1,0 +1,96 @@
+"""Whole-stream verification and recovery, for `loopstate verify` and `recover`.
+
+Verification re-hashes every record from the first byte (checkpoints are
+checked, never trusted). Recovery keeps the verified prefix as the stream and
+moves the damaged suffix, byte for byte, into a 0600 file in the quarantine
+folder so the user can inspect it; it never invents or rewrites an event.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, checkpoint, quarantine, safefs
+from loopstate.core.chain import ChainError
+from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.stream import ProgressFn, Stream
+
+
+def verify_stream(stream: Stream, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Verify one stream completely; never raises for corruption, reports it."""
+    count = 0
+    report: dict[str, Any] = {"stream": stream.name, "ok": True}
+    try:
+        for _ in stream.read_new(progress=progress):
+            count += 1
+        saved = checkpoint.load(stream)
+        if saved is not None:
+            checkpoint.validate(stream, saved)
+    except ChainError as exc:
+        report.update(ok=False, error={"code": exc.code.value, "offset": exc.offset, "sequence": exc.sequence, "reason": exc.reason})
+    except LoopstateError as exc:
+        report.update(ok=False, error={
+            "code": exc.code.value, "offset": stream.position.offset,
+            "sequence": stream.position.sequence + 1, "reason": exc.message,
+        })
+    report.update(events=count, sequence=stream.position.sequence, hash=stream.position.hash, bytes=stream.position.offset)
+    if stream.torn is not None:
+        report["torn_tail"] = {"offset": stream.torn.offset, "length": stream.torn.length, "sha256": stream.torn.sha256}
+    return report
+
+
+def recover_stream(project: Project, stream: Stream, export_dir: str | None = None) -> dict[str, Any]:
+    """Cut a damaged stream back to its verified prefix (exclusive lock held by the caller)."""
+    report = verify_stream(stream)
+    result: dict[str, Any] = {"stream": stream.name, "events": report["events"]}
+    if report["ok"]:
+        torn = stream.torn
+        if torn is None:
+            result["action"] = "none"
+            return result
+        quarantine.record(project.dir, stream.name, {
+            "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
+            "reason": "partial final line", "at": format_time(system_clock()),
+        })
+        stream.cut_torn_tail()
+        result.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length, quarantined_to=None)
+        return result
+    if report["error"]["code"] == ErrorCode.FUTURE_SCHEMA.value:
+        raise LoopstateError(
+            ErrorCode.FUTURE_SCHEMA,
+            f"stream {stream.name!r} holds records of a newer schema; upgrade loopstate instead of recovering",
+            stream=stream.name,
+        )
+    offset = stream.position.offset
+    data = safefs.read_file(stream.path, project.dir) or b""
+    prefix, suffix = data[:offset], data[offset:]
+    stamp = format_time(system_clock()).replace(":", "")
+    suffix_path = quarantine.path_for(project.dir, stream.name).with_name(f"{stream.name}.{stamp}.suffix")
+    safefs.ensure_dir(suffix_path.parent, project.dir)
+    safefs.atomic_write(suffix_path, project.dir, suffix)
+    quarantine.record(project.dir, stream.name, {
+        "offset": offset, "length": len(suffix), "sha256": canonical.sha256_hex(suffix),
+        "reason": report["error"]["reason"], "at": format_time(system_clock()), "moved_to": suffix_path.name,
+    })
+    if export_dir:
+        target = Path(os.path.abspath(export_dir)) / f"{stream.name}.verified.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "xb") as fh:
+            fh.write(prefix)
+        result["exported_to"] = os.fspath(target)
+    safefs.atomic_write(stream.path, project.dir, prefix)
+    try:
+        os.unlink(checkpoint.path_for(stream))
+    except FileNotFoundError:
+        pass
+    result.update(action="recovered", offset=offset, suffix_bytes=len(suffix), quarantined_to=os.fspath(suffix_path))
+    return result
+
+
+__all__ = ["recover_stream", "verify_stream"]
