@@ -132,20 +132,43 @@ class Service:
             stream = domain.stream_for(command)
             fp = fingerprint(type(command).__struct_config__.tag, msgspec.to_builtins(command))
             folded = self.folded(project, domain, stream)
+            effects = getattr(domain, "effects", None)
+            records: list[Record] = []
             with folded.ledger.mutation() as tx:
                 earlier = tx.earlier(request_id, fp)
-                if earlier is not None:
-                    return Outcome([r.event for r in earlier], folded.head(), replayed=True)
-                ctx = self.context(project, request_id)
-                effects = getattr(domain, "effects", None)
-                if effects is not None:
-                    ctx = effects.before_decide(self, project, folded.state, command, ctx)
-                events = domain.decide(folded.state, command, ctx)
-                records = tx.append(events, request_id=request_id, fp=fp) if events else []
-                if effects is not None:
-                    effects.after_append(self, project, folded, records)
+                replay = None if earlier is None else Outcome([r.event for r in earlier], folded.head(), replayed=True)
+                if replay is None:
+                    ctx = self.context(project, request_id)
+                    try:
+                        if effects is not None:
+                            ctx = effects.before_decide(self, project, folded.state, command, ctx)
+                        events = domain.decide(folded.state, command, ctx)
+                        records = tx.append(events, request_id=request_id, fp=fp) if events else []
+                        if effects is not None:
+                            effects.after_append(self, project, folded, records)
+                    finally:
+                        # Optional: give back what before_decide took (e.g. a lock held through the append).
+                        release = getattr(effects, "release", None)
+                        if release is not None:
+                            release(ctx)
+            if replay is not None:
+                self._after_commit(effects, project, command, replay)
+                return replay
             self._notify(project, stream, records)
-            return Outcome([r.event for r in records], folded.head(), replayed=False)
+            outcome = Outcome([r.event for r in records], folded.head(), replayed=False)
+            self._after_commit(effects, project, command, outcome)
+            return outcome
+
+    def _after_commit(self, effects: Any, project: Project, command: Command, outcome: Outcome) -> None:
+        """Optional effects hook once the append is durable and heard, outside the stream lock.
+
+        It may write to other streams (a revocation's per-run markers) or raise a
+        LoopstateError that refuses the command after a durable safety append
+        (a kill switch halt recorded instead of the requested work).
+        """
+        after_commit = getattr(effects, "after_commit", None)
+        if after_commit is not None:
+            after_commit(self, project, command, outcome)
 
     def query(self, root: str, query: Query) -> Any:
         with self._lock:
