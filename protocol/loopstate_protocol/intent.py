@@ -1,4 +1,386 @@
-"""Commands, queries and results of the intent domain (being built: see its issue)."""
+"""Commands, queries and results of the intent domain (seed 000: the claims ledger).
 
-COMMANDS: tuple = ()
-QUERIES: tuple = ()
+A claim is one atomic statement of the user's intent (an outcome, a constraint,
+a success signal, an unknown, a disagreement...) with its epistemic status and
+minimal provenance. Commands carry only what the caller knows; the server
+creates every claim, task, source and provenance id, redacts credentials and
+refuses full prompts, transcript paths and tool payloads.
+
+Field values are checked by the server (with VALIDATION_FAILED or
+RULE_VIOLATION and a message naming the field), not by msgspec types alone, so
+a refusal always says which rule was broken.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from loopstate_protocol.base import Command, Query
+
+Actor = Literal["user", "agent", "evidence", "system"]
+Mode = Literal["on", "off", "private"]
+SourceKind = Literal["user_event", "agent_turn", "tool_result", "external_evidence", "explicit_import"]
+
+
+class SourceInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """Where a claim came from, as the caller knows it.
+
+    ``event_id`` is an opaque host or plugin event id; ``text`` is source text
+    that is credential-redacted and hashed, never stored; ``excerpt`` is an
+    optional redacted excerpt of at most 160 characters. ``via_hook`` marks a
+    hook observation: then an event id is the sole identity and the excerpt is
+    dropped unless ``keep_excerpt`` is set.
+    """
+
+    kind: SourceKind
+    event_id: str | None = None
+    text: str | None = None
+    excerpt: str | None = None
+    via_hook: bool = False
+    keep_excerpt: bool = False
+
+
+class ClaimInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """One atomic claim as submitted; the server adds its id and source reference."""
+
+    statement: str
+    role: Actor
+    epistemic_status: Literal["explicit", "inferred", "evidence", "unknown", "disputed"]
+    facets: list[str]
+    scope: Literal["task", "project", "long_term"] = "task"
+    confidence: float | None = None
+    valid_from: str | None = None
+    last_confirmed: str | None = None
+
+
+# --- commands ----------------------------------------------------------------
+
+
+class IntentTaskStart(Command, tag="intent.task_start"):
+    """Start a task, optionally with up to 12 initial claims (one locked mutation).
+
+    Without ``task_id`` the server derives a UUIDv5-shaped id from the project
+    and the request id, so an exact retry names the same task. ``private``
+    needs ``host_session_id`` and keeps every semantic event in memory.
+    """
+
+    task_id: str | None = None
+    label: str | None = None
+    mode: Mode = "on"
+    actor: Actor = "user"
+    source: SourceInput | None = None
+    initial_claims: list[ClaimInput] = []
+    host_session_id: str | None = None
+
+
+class IntentModeSet(Command, tag="intent.mode_set"):
+    """Switch a task between on, off and private (private needs the host session)."""
+
+    task_id: str
+    mode: Mode
+    actor: Actor = "user"
+    host_session_id: str | None = None
+
+
+class IntentSourceObserve(Command, tag="intent.source_observe"):
+    """Record that a source was observed (by id or redacted hash only)."""
+
+    task_id: str
+    source: SourceInput
+    actor: Actor = "agent"
+
+
+class IntentClaimAdd(Command, tag="intent.claim_add"):
+    """Add one claim to a task."""
+
+    task_id: str
+    claim: ClaimInput
+    actor: Actor = "user"
+    source: SourceInput | None = None
+
+
+class IntentClaimReplace(Command, tag="intent.claim_replace"):
+    """Add a claim that supersedes ``supersedes`` in one locked mutation."""
+
+    task_id: str
+    supersedes: list[str]
+    claim: ClaimInput
+    actor: Actor = "user"
+    source: SourceInput | None = None
+
+
+class IntentClaimInvalidate(Command, tag="intent.claim_invalidate"):
+    """Make a claim inactive; it stays in the audit view."""
+
+    task_id: str
+    claim_id: str
+    reason: str | None = None
+    actor: Actor = "user"
+    source: SourceInput | None = None
+
+
+class IntentClaimConfirm(Command, tag="intent.claim_confirm"):
+    """A direct user review of a claim: re-issued with ``last_confirmed`` set to now."""
+
+    task_id: str
+    claim_id: str
+    actor: Actor = "user"
+    source: SourceInput | None = None
+
+
+class IntentCandidateAdd(Command, tag="intent.candidate_add"):
+    """A repeated signal that may become a long-term claim once seen in 3 tasks and confirmed."""
+
+    task_id: str
+    statement: str
+    facets: list[str]
+    actor: Actor = "agent"
+    source: SourceInput | None = None
+
+
+class IntentCandidatePromote(Command, tag="intent.candidate_promote"):
+    """The user's confirmation of a candidate signal; ``confirmation`` must be ``explicit``.
+
+    ``acceptance``, ``silence`` and ``single_choice`` are named so that a
+    harness can send what it saw and get a clear refusal: none of them confirms.
+    """
+
+    task_id: str
+    signal_key: str
+    confirmation: Literal["explicit", "acceptance", "silence", "single_choice"]
+    confidence: float
+    actor: Actor = "user"
+    source: SourceInput | None = None
+
+
+class IntentCompactionObserve(Command, tag="intent.compaction_observe"):
+    """The host compacted its context (recorded so a handoff can be audited)."""
+
+    task_id: str
+    trigger: Literal["manual", "auto"] = "auto"
+    host_event_id: str | None = None
+    actor: Actor = "system"
+
+
+class IntentResultSignal(Command, tag="intent.result_signal"):
+    """A success/failure/feedback signal about the work's result; its note is evidence."""
+
+    task_id: str
+    signal: Literal["success", "failure", "feedback"]
+    note: str | None = None
+    actor: Actor = "evidence"
+    source: SourceInput | None = None
+
+
+class IntentImport(Command, tag="intent.import"):
+    """Import an exported graph: validated, fresh ids, ``explicit_import`` provenance."""
+
+    graph: dict[str, Any]
+    actor: Actor = "user"
+
+
+class IntentPurge(Command, tag="intent.purge"):
+    """User-confirmed physical deletion of one claim or one task (re-chains the stream)."""
+
+    target: Literal["claim", "task"]
+    id: str
+    confirm: bool = False
+    actor: Actor = "user"
+
+
+class IntentPrivateRecover(Command, tag="intent.private_recover"):
+    """After a restart: resume an empty private task, make it durable (on/off), or delete it."""
+
+    host_session_id: str
+    action: Literal["resume", "durable_on", "durable_off", "delete"]
+    actor: Actor = "user"
+
+
+# --- queries -------------------------------------------------------------------
+
+
+class IntentSnapshot(Query, tag="intent.snapshot"):
+    """The current view: of one task, or of the whole project without ``task_id``."""
+
+    task_id: str | None = None
+
+
+class IntentAudit(Query, tag="intent.audit"):
+    """Every claim with its lifecycle and supersession edges."""
+
+    task_id: str | None = None
+
+
+class IntentCompact(Query, tag="intent.compact"):
+    """The manual compact handoff, capped by record count and characters."""
+
+    task_id: str
+    max_records: int = 24
+    max_chars: int = 4000
+
+
+class IntentHookContext(Query, tag="intent.hook_context"):
+    """What a hook may inject: direct user-explicit claims as text, the rest as counts."""
+
+    task_id: str
+    max_chars: int = 2000
+
+
+class IntentTasks(Query, tag="intent.tasks"):
+    """The project's durable tasks."""
+
+
+class IntentCandidates(Query, tag="intent.candidates"):
+    """Candidate signals grouped by signal key, with their distinct task counts."""
+
+
+class IntentExport(Query, tag="intent.export"):
+    """The project's claim graph (or one task's) in the import format."""
+
+    task_id: str | None = None
+
+
+# --- results ----------------------------------------------------------------------
+
+
+class SourceRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    event_id: str | None = None
+    sha256: str | None = None
+    excerpt: str | None = None
+
+
+class ClaimView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    claim_id: str
+    task_id: str
+    statement: str
+    role: str
+    epistemic_status: str
+    scope: str
+    facets: list[str]
+    valid_from: str
+    last_confirmed: str | None = None
+    confidence: float | None = None
+    supersedes: list[str] = []
+    source_ref: SourceRef | None = None
+    direct_user: bool = False
+    state: str = "active"
+    superseded_by: str | None = None
+    invalidated_at: str | None = None
+    invalidation_reason: str | None = None
+    stale: bool = False
+    imported: bool = False
+
+
+class TaskView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    task_id: str
+    mode: str
+    started_at: str
+    label: str | None = None
+    history_incomplete: bool = False
+    active_claims: int = 0
+
+
+class Disagreement(msgspec.Struct, kw_only=True):
+    claim_id: str
+    statement: str
+    epistemic_status: str
+
+
+class StaleWarning(msgspec.Struct, kw_only=True):
+    claim_id: str
+    statement: str
+    last_confirmed: str | None
+    days_unconfirmed: int
+
+
+class CurrentView(msgspec.Struct, kw_only=True):
+    """Active claims by facet and status, disagreements, unknowns, sources, stale warnings."""
+
+    project_id: str
+    task_id: str | None
+    sequence: int
+    tasks: list[TaskView]
+    by_facet: dict[str, dict[str, list[ClaimView]]]
+    disagreements: list[Disagreement]
+    unknowns: list[ClaimView]
+    sources: list[SourceRef]
+    stale: list[StaleWarning]
+    active_count: int
+
+
+class Edge(msgspec.Struct, kw_only=True):
+    new: str
+    old: str
+    relation: str = "supersedes"
+
+
+class AuditView(msgspec.Struct, kw_only=True):
+    project_id: str
+    task_id: str | None
+    sequence: int
+    claims: list[ClaimView]
+    edges: list[Edge]
+
+
+class CompactItem(msgspec.Struct, kw_only=True, omit_defaults=True):
+    claim_id: str
+    facet: str
+    epistemic_status: str
+    statement: str
+    direct_user: bool = False
+
+
+class CompactView(msgspec.Struct, kw_only=True):
+    task_id: str
+    items: list[CompactItem]
+    omitted: dict[str, int]
+    chars: int
+    open_disputes: int
+
+
+class HookContext(msgspec.Struct, kw_only=True):
+    task_id: str
+    text: str
+    claim_ids: list[str]
+    omitted: dict[str, int]
+    open_disputes: int
+
+
+class CandidateGroup(msgspec.Struct, kw_only=True):
+    signal_key: str
+    statement: str
+    facets: list[str]
+    task_ids: list[str]
+    distinct_tasks: int
+    promotable: bool
+    promoted: bool
+
+
+COMMANDS = (
+    IntentTaskStart,
+    IntentModeSet,
+    IntentSourceObserve,
+    IntentClaimAdd,
+    IntentClaimReplace,
+    IntentClaimInvalidate,
+    IntentClaimConfirm,
+    IntentCandidateAdd,
+    IntentCandidatePromote,
+    IntentCompactionObserve,
+    IntentResultSignal,
+    IntentImport,
+    IntentPurge,
+    IntentPrivateRecover,
+)
+QUERIES = (
+    IntentSnapshot,
+    IntentAudit,
+    IntentCompact,
+    IntentHookContext,
+    IntentTasks,
+    IntentCandidates,
+    IntentExport,
+)

@@ -1,3 +1,117 @@
-"""The intent domain (being built: see its issue)."""
+"""The intent domain: seed 000's claims ledger as a pure Decider.
 
-DOMAIN = None
+One stream per project, ``intent``, holds every task's events with the seed's
+envelope (prev_hash/event_hash chain, schema_version 1). The service's intent
+effects (service/intent_effects.py) add the impure parts: private-session
+control files, in-memory private events and purge re-chaining.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate_protocol import intent as p
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.chain import ChainLayout, SchemaVerdict
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.base import Context
+from loopstate.domains.intent import projections
+from loopstate.domains.intent.decide import decide, find_task
+from loopstate.domains.intent.evolve import evolve
+from loopstate.domains.intent.importing import export_graph
+from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState
+
+
+def classify_schema(value: Any) -> SchemaVerdict:
+    if type(value) is int and value == SCHEMA_VERSION:
+        return "ok"
+    if type(value) is int and value > SCHEMA_VERSION:
+        return "future"
+    return "invalid"
+
+
+LAYOUT = ChainLayout(
+    sequence_field="sequence", prev_field="prev_hash", hash_field="event_hash",
+    schema_field="schema_version", classify_schema=classify_schema,
+)
+
+
+def private_tasks(state: IntentState) -> dict[str, Any]:
+    """The serving process's in-memory private tasks (task id -> its own IntentState)."""
+    memory = state.private
+    return {} if memory is None else memory.states()
+
+
+class IntentDomain:
+    name = "intent"
+    layout = LAYOUT
+    commands = p.COMMANDS
+    queries = p.QUERIES
+    views = ("snapshot", "audit", "tasks")
+
+    def __init__(self) -> None:
+        self.effects = None
+
+    def stream_for(self, message: Any) -> str:
+        return STREAM
+
+    def stream_for_view(self, view: str, key: str | None) -> str:
+        return STREAM
+
+    def initial(self, stream: str) -> IntentState:
+        return IntentState()
+
+    def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
+        return evolve(state, event)
+
+    def decide(self, state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any]]:
+        return decide(state, command, ctx)
+
+    def _task_state(self, state: IntentState, task_id: str | None, ctx: Context) -> IntentState:
+        """The state that holds ``task_id``: the ledger's, or a private task's in memory."""
+        if task_id is None:
+            return state
+        private = private_tasks(state).get(task_id)
+        if private is not None:
+            return private
+        find_task(state, task_id, ctx)
+        return state
+
+    def query(self, state: IntentState, query: Any, ctx: Context) -> Any:
+        now = ctx.now
+        if isinstance(query, p.IntentSnapshot):
+            return projections.current(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
+        if isinstance(query, p.IntentAudit):
+            return projections.audit(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
+        if isinstance(query, p.IntentCompact):
+            if not 1 <= query.max_records <= 500 or not 1 <= query.max_chars <= 100_000:
+                raise LoopstateError(ErrorCode.VALIDATION_FAILED, "max_records must be 1-500 and max_chars 1-100000", field="max_records")
+            source = self._task_state(state, query.task_id, ctx)
+            return projections.compact(source, query.task_id, query.max_records, query.max_chars, now)
+        if isinstance(query, p.IntentHookContext):
+            if not 1 <= query.max_chars <= 100_000:
+                raise LoopstateError(ErrorCode.VALIDATION_FAILED, "max_chars must be 1-100000", field="max_chars")
+            source = self._task_state(state, query.task_id, ctx)
+            return projections.hook_context(source, source.tasks[query.task_id], query.max_chars, now)
+        if isinstance(query, p.IntentTasks):
+            return [projections.task_view(state, t) for t in state.tasks.values()]
+        if isinstance(query, p.IntentCandidates):
+            return projections.candidate_groups(state)
+        if isinstance(query, p.IntentExport):
+            if query.task_id is not None:
+                find_task(state, query.task_id, ctx)
+            return export_graph(state, ctx.project_id, query.task_id, now)
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the intent domain has no query {type(query).__name__}")
+
+    def view(self, state: IntentState, view: str, key: str | None, ctx: Context) -> Any:
+        if view == "snapshot":
+            return self.query(state, p.IntentSnapshot(task_id=key), ctx)
+        if view == "audit":
+            return self.query(state, p.IntentAudit(task_id=key), ctx)
+        if view == "tasks":
+            return self.query(state, p.IntentTasks(), ctx)
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the intent domain has no view {view!r}; views are {', '.join(self.views)}")
+
+
+DOMAIN = IntentDomain()

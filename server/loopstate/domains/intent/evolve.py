@@ -1,0 +1,118 @@
+"""evolve(state, event) -> state: fold one verified intent event into the state.
+
+Lifecycle is event-derived: claim_invalidated makes a claim inactive,
+claim_replaced adds a claim and marks the ids it supersedes. The state object
+is owned by the one ledger reader that folds it, so it is updated in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate.domains.intent.records import Candidate, Claim, IntentState, Task
+from loopstate.domains.intent.rules import direct_user
+
+
+def _claim(state: IntentState, event: dict[str, Any], data: dict[str, Any], task_id: str, *, imported: bool = False) -> Claim:
+    ref = data.get("source_ref") or {}
+    claim = Claim(
+        claim_id=data["claim_id"], task_id=task_id, statement=data["statement"], role=data["role"],
+        epistemic_status=data["epistemic_status"], scope=data.get("scope", "task"), facets=list(data["facets"]),
+        valid_from=data["valid_from"], last_confirmed=data.get("last_confirmed"), confidence=data.get("confidence"),
+        supersedes=list(data.get("supersedes") or []), source_ref=ref,
+        direct_user=(not imported) and direct_user(event["actor"], ref), added_sequence=event.get("sequence", 0),
+        imported=imported,
+    )
+    state.claims[claim.claim_id] = claim
+    return claim
+
+
+def _supersede(state: IntentState, new_id: str, old_ids: list[str]) -> None:
+    for old_id in old_ids:
+        old = state.claims.get(old_id)
+        if old is not None:
+            old.state = "superseded"
+            old.superseded_by = new_id
+        state.edges.append((new_id, old_id))
+
+
+def _task(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) -> Task:
+    task = Task(
+        task_id=event["task_id"], project_id=event["project_id"], mode=payload.get("mode", "on"),
+        started_at=event["occurred_at"], label=payload.get("label"), sequence=event.get("sequence", 0),
+    )
+    state.tasks[task.task_id] = task
+    return task
+
+
+def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
+    kind = event["event_type"]
+    payload = event.get("payload") or {}
+    task_id = event["task_id"]
+    state.project_ids.add(event["project_id"])
+    if kind == "task_started":
+        _task(state, event, payload)
+        for data in payload.get("initial_claims", ()):
+            _claim(state, event, data, task_id)
+    elif kind == "mode_set":
+        task = state.tasks.get(task_id)
+        if task is not None:
+            task.mode = payload["mode"]
+    elif kind == "claim_added":
+        _claim(state, event, payload["claim"], task_id)
+    elif kind == "claim_replaced":
+        claim = _claim(state, event, payload["claim"], task_id)
+        _supersede(state, claim.claim_id, payload.get("superseded", claim.supersedes))
+    elif kind == "claim_invalidated":
+        claim = state.claims.get(payload["claim_id"])
+        if claim is not None:
+            claim.state = "invalidated"
+            claim.invalidated_at = event["occurred_at"]
+            claim.invalidation_reason = payload.get("reason")
+    elif kind == "candidate_added":
+        state.candidates[payload["candidate_id"]] = Candidate(
+            candidate_id=payload["candidate_id"], task_id=task_id, signal_key=payload["signal_key"],
+            statement=payload["statement"], facets=list(payload["facets"]), source_ref=payload.get("source_ref") or {},
+        )
+    elif kind == "source_observed":
+        state.sources_seen += 1
+    elif kind == "compaction_observed":
+        state.compactions += 1
+    elif kind == "result_signal_observed":
+        state.result_signals += 1
+        if payload.get("claim"):
+            _claim(state, event, payload["claim"], task_id)
+    elif kind == "graph_imported":
+        _import(state, event, payload)
+    if kind == "claim_added" and payload.get("promoted_from"):
+        for candidate in state.candidates.values():
+            if candidate.signal_key == payload["promoted_from"]["signal_key"]:
+                candidate.promoted = True
+    state.sequence = event.get("sequence", state.sequence + 1)
+    state.head = event.get("event_hash")
+    return state
+
+
+def _import(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) -> None:
+    for data in payload.get("tasks", ()):
+        state.tasks[data["task_id"]] = Task(
+            task_id=data["task_id"], project_id=event["project_id"], mode=data.get("mode", "on"),
+            started_at=data.get("started_at", event["occurred_at"]), label=data.get("label"),
+            history_incomplete=True, sequence=event.get("sequence", 0),
+        )
+    for data in payload.get("claims", ()):
+        claim = _claim(state, event, data, data["task_id"], imported=True)
+        lifecycle = data.get("lifecycle") or {}
+        if lifecycle.get("state") == "invalidated":
+            claim.state = "invalidated"
+            claim.invalidated_at = lifecycle.get("invalidated_at")
+            claim.invalidation_reason = lifecycle.get("reason")
+    for data in payload.get("claims", ()):
+        if data.get("supersedes"):
+            _supersede(state, data["claim_id"], data["supersedes"])
+    for data in payload.get("candidates", ()):
+        state.candidates[data["candidate_id"]] = Candidate(
+            candidate_id=data["candidate_id"], task_id=data["task_id"], signal_key=data["signal_key"],
+            statement=data["statement"], facets=list(data["facets"]), source_ref=data.get("source_ref") or {},
+            promoted=bool(data.get("promoted")),
+        )

@@ -1,0 +1,271 @@
+"""Field rules of seed 000: claims, source references, ids, labels.
+
+Every function here validates one input and returns the exact value that goes
+into an event payload, or raises a LoopstateError naming the field and the rule.
+Text is credential-redacted before it is measured, hashed or stored.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from typing import Any
+
+from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.intent import ClaimInput, SourceInput
+
+from loopstate.core import canonical
+from loopstate.core.clock import format_time, parse_time
+from loopstate.core.errors import LoopstateError
+from loopstate.core.redaction import contains_secret, redact
+from loopstate.domains.base import Context
+from loopstate.domains.intent.records import (
+    ACTOR_SOURCES,
+    FACETS,
+    LEGAL_STATUSES,
+    MAX_EXCERPT,
+    MAX_LABEL,
+    MAX_STATEMENT,
+    ROLES,
+    SCOPES,
+    STATUSES,
+)
+
+MAX_SOURCE_TEXT = 1 << 20
+MAX_OPAQUE_ID = 200
+
+# A path to a host transcript or session log (Codex rollouts, Claude projects, any *.jsonl log).
+_TRANSCRIPT_PATH = re.compile(
+    r"(?i)(?:^|[\s\"'(=])(?:~|\.{0,2}/|[a-z]:\\|\\\\)[^\s\"']*"
+    r"(?:\.jsonl\b|transcript|[/\\]\.codex[/\\]sessions|[/\\]\.claude[/\\]projects|rollout-)"
+)
+# Markers of a pasted conversation: several lines opening with a speaker.
+_SPEAKER_LINE = re.compile(r"(?im)^\s*(?:user|assistant|human|system|ai|tool)\s*:")
+# Keys that only appear in hook tool payloads.
+_TOOL_PAYLOAD_KEYS = re.compile(r"\"(?:tool_input|tool_response|tool_use_id|tool_name|transcript_path|hook_event_name)\"\s*:")
+MAX_STATEMENT_LINES = 6
+
+
+def refuse(message: str, *, field: str, code: ErrorCode = ErrorCode.VALIDATION_FAILED, **details: Any) -> LoopstateError:
+    return LoopstateError(code, message, field=field, **details)
+
+
+def rule(message: str, **details: Any) -> LoopstateError:
+    return LoopstateError(ErrorCode.RULE_VIOLATION, message, **details)
+
+
+def check_uuid(value: Any, field: str) -> str:
+    """A canonical lower-case UUID string."""
+    try:
+        parsed = uuid.UUID(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or str(parsed) != value.lower():
+        raise refuse(f"{field}: {value!r} is not a UUID; pass the id the server returned", field=field)
+    return str(parsed)
+
+
+def _refuse_carriers(text: str, field: str) -> None:
+    """Full prompts, transcripts, transcript paths and tool payloads never enter the ledger."""
+    if _TRANSCRIPT_PATH.search(text):
+        raise refuse(f"{field}: looks like a transcript or session-log path; transcript paths are never stored", field=field)
+    if _TOOL_PAYLOAD_KEYS.search(text) or _looks_like_json_payload(text):
+        raise refuse(f"{field}: looks like a tool payload (JSON); record an atomic statement instead", field=field)
+    if len(_SPEAKER_LINE.findall(text)) >= 2:
+        raise refuse(f"{field}: looks like a pasted conversation; record one atomic claim per statement", field=field)
+
+
+def _looks_like_json_payload(text: str) -> bool:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
+        return False
+    try:
+        value = canonical.decode(stripped)
+    except Exception:
+        return False
+    return isinstance(value, (dict, list)) and len(value) > 0
+
+
+def statement(text: Any, field: str = "statement") -> str:
+    """Redacted, stripped, 1-500 characters, one atomic statement."""
+    if not isinstance(text, str):
+        raise refuse(f"{field}: expected a string", field=field)
+    _refuse_carriers(text, field)
+    cleaned = redact(text).text.strip()
+    if not cleaned:
+        raise refuse(f"{field}: is empty; a claim needs 1-{MAX_STATEMENT} characters", field=field)
+    if len(cleaned) > MAX_STATEMENT:
+        raise refuse(
+            f"{field}: is {len(cleaned)} characters after redaction; at most {MAX_STATEMENT} (split it into atomic claims, "
+            "never a full prompt)",
+            field=field, length=len(cleaned),
+        )
+    if cleaned.count("\n") >= MAX_STATEMENT_LINES:
+        raise refuse(f"{field}: has more than {MAX_STATEMENT_LINES} lines; record atomic claims, not a full prompt", field=field)
+    return cleaned
+
+
+def label(text: Any) -> str | None:
+    if text is None:
+        return None
+    value = statement(text, "label")
+    if len(value) > MAX_LABEL or "\n" in value:
+        raise refuse(f"label: one line of at most {MAX_LABEL} characters", field="label")
+    return value
+
+
+def opaque_id(value: Any, field: str) -> str:
+    """An opaque host or plugin event id: short, printable, no path, no secret."""
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_OPAQUE_ID or not value.isprintable() or any(c.isspace() for c in value):
+        raise refuse(f"{field}: an opaque event id is 1-{MAX_OPAQUE_ID} printable characters without spaces", field=field)
+    if "/" in value or "\\" in value:
+        raise refuse(f"{field}: looks like a path; transcript paths are never stored, pass the host's event id", field=field)
+    if contains_secret(value):
+        raise refuse(f"{field}: contains a credential; pass the host's opaque event id", field=field)
+    return value
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of source text after redaction: neither the raw text nor a secret's digest is kept."""
+    return canonical.sha256_hex(("intent-source-v1\0" + redact(text).text).encode("utf-8"))
+
+
+def id_hash(event_id: str) -> str:
+    return canonical.sha256_hex(("intent-source-id-v1\0" + event_id).encode("utf-8"))
+
+
+def source_ref(source: SourceInput | None, actor: str, ctx: Context, *, allow_import: bool = False) -> dict[str, Any]:
+    """The minimal source object of the seed: kind, event_id and/or sha256, optional excerpt.
+
+    Without a source the server creates one: the actor's own kind with a fresh
+    provenance id. A hook observation with a host event id keeps that id as
+    its sole identity; without one, only a hash of the redacted text remains.
+    """
+    if source is None:
+        kind = ACTOR_SOURCES[actor][0]
+        return {"kind": kind, "event_id": ctx.new_id()}
+    if source.kind == "explicit_import" and not allow_import:
+        raise rule("source.kind explicit_import is set by the server on import; it cannot be claimed directly", field="source.kind")
+    if not allow_import and source.kind not in ACTOR_SOURCES[actor]:
+        raise rule(
+            f"an {actor!r} actor cannot cite a {source.kind!r} source (allowed: {', '.join(ACTOR_SOURCES[actor])}); "
+            "a tool result is only ever evidence, a user event only comes from the user",
+            field="source.kind", actor=actor, kind=source.kind,
+        )
+    ref: dict[str, Any] = {"kind": source.kind}
+    if source.event_id is not None:
+        ref["event_id"] = opaque_id(source.event_id, "source.event_id")
+    if source.text is not None:
+        if not isinstance(source.text, str) or len(source.text) > MAX_SOURCE_TEXT:
+            raise refuse(f"source.text: at most {MAX_SOURCE_TEXT} characters (it is hashed, never stored)", field="source.text")
+        whole = source.text.strip()
+        if len(whole.split()) == 1 and _TRANSCRIPT_PATH.search(" " + whole):
+            raise refuse("source.text: is a transcript path; transcript paths are never read or stored", field="source.text")
+        if not (source.via_hook and "event_id" in ref):
+            ref["sha256"] = text_hash(source.text)
+    if "event_id" not in ref and "sha256" not in ref:
+        raise refuse("source: give event_id or text (at least one identity is required)", field="source")
+    if source.via_hook and "event_id" in ref:
+        ref["sha256"] = id_hash(ref["event_id"])
+    if source.excerpt is not None and (not source.via_hook or source.keep_excerpt):
+        ref["excerpt"] = excerpt(source.excerpt)
+    return ref
+
+
+def excerpt(text: Any) -> str:
+    if not isinstance(text, str):
+        raise refuse("source.excerpt: expected a string", field="source.excerpt")
+    _refuse_carriers(text, "source.excerpt")
+    cleaned = redact(text).text.strip()
+    if not cleaned or len(cleaned) > MAX_EXCERPT:
+        raise refuse(
+            f"source.excerpt: is {len(cleaned)} characters after redaction; an excerpt is 1-{MAX_EXCERPT} characters",
+            field="source.excerpt",
+        )
+    return cleaned
+
+
+def direct_user(actor: str, ref: dict[str, Any]) -> bool:
+    """A direct user event: the user acting, citing the user's own event."""
+    return actor == "user" and ref.get("kind") == "user_event"
+
+
+def utc(value: Any, field: str) -> str:
+    return format_time(parse_time(value, field=field))
+
+
+def facets(values: Any) -> list[str]:
+    if not isinstance(values, list) or not values:
+        raise refuse(f"facets: give one or more of {', '.join(FACETS)}", field="facets")
+    for value in values:
+        if value not in FACETS:
+            raise refuse(f"facets: {value!r} is not a facet; use {', '.join(FACETS)}", field="facets")
+    if len(set(values)) != len(values):
+        raise refuse("facets: each facet may appear once", field="facets")
+    return list(values)
+
+
+def confidence_for(status: str, value: Any) -> float | None:
+    """Required, 0-1, only for inferred claims; absent for every other status."""
+    if status == "inferred":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+            raise refuse("confidence: an inferred claim needs a confidence between 0 and 1", field="confidence")
+        return float(value)
+    if value is not None:
+        raise refuse(f"confidence: only inferred claims carry a confidence; remove it for {status!r}", field="confidence")
+    return None
+
+
+def status_for_role(role: str, status: str, ref_kind: str | None) -> None:
+    if role not in ROLES:
+        raise refuse(f"role: {role!r} is not one of {', '.join(ROLES)}", field="role")
+    if status not in STATUSES:
+        raise refuse(f"epistemic_status: {status!r} is not one of {', '.join(STATUSES)}", field="epistemic_status")
+    if status not in LEGAL_STATUSES[role]:
+        raise rule(
+            f"a {role!r} claim cannot be {status!r} (allowed: {', '.join(LEGAL_STATUSES[role])}); "
+            "explicit records only what the user said",
+            field="epistemic_status", role=role, status=status,
+        )
+    if ref_kind in ("tool_result", "external_evidence") and status != "evidence":
+        raise rule(
+            f"a claim from a {ref_kind} is only ever evidence (or a candidate), never {status!r}",
+            field="epistemic_status", kind=ref_kind,
+        )
+
+
+def claim(
+    given: ClaimInput, *, actor: str, ref: dict[str, Any], ctx: Context, claim_id: str, supersedes: list[str] | None = None,
+) -> dict[str, Any]:
+    """The claim payload of the seed's table, with every field rule applied."""
+    if given.role != actor:
+        raise rule(
+            f"role {given.role!r} differs from the acting {actor!r}; a claim's role is who made it",
+            field="role", role=given.role, actor=actor,
+        )
+    status_for_role(given.role, given.epistemic_status, ref.get("kind"))
+    if given.scope not in SCOPES:
+        raise refuse(f"scope: {given.scope!r} is not one of {', '.join(SCOPES)}", field="scope")
+    if given.scope == "long_term" and not (direct_user(actor, ref) and given.epistemic_status == "explicit"):
+        raise rule(
+            "scope long_term needs a direct user declaration (explicit, from the user's own event); "
+            "repeated signals become candidates first (intent.candidate_add) and only the user's confirmation promotes them",
+            field="scope",
+        )
+    payload: dict[str, Any] = {
+        "claim_id": claim_id,
+        "statement": statement(given.statement),
+        "role": given.role,
+        "epistemic_status": given.epistemic_status,
+        "source_ref": ref,
+        "scope": given.scope,
+        "valid_from": utc(given.valid_from, "valid_from") if given.valid_from is not None else format_time(ctx.now),
+        "last_confirmed": utc(given.last_confirmed, "last_confirmed") if given.last_confirmed is not None else None,
+        "supersedes": list(supersedes or []),
+        "facets": facets(given.facets),
+    }
+    conf = confidence_for(given.epistemic_status, given.confidence)
+    if conf is not None:
+        payload["confidence"] = conf
+    return payload
