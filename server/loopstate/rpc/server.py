@@ -1,0 +1,175 @@
+"""The pygls server and its method table: each method decodes, calls the service, encodes.
+
+Handlers are a few lines each. Params are decoded here with msgspec (pygls
+would drop a request whose params its converter cannot build), every Service
+call runs on one worker thread (so commands apply in arrival order and the
+event loop never waits on a lock or an fsync), and results leave as plain
+builtins (pygls cannot serialize a msgspec Struct).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import FeatureRequestError
+from pygls.lsp.server import LanguageServer
+
+from loopstate import __version__
+from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.messages import (
+    ExecuteParams,
+    ExecuteResult,
+    LoopstateCapability,
+    QueryParams,
+    SubscribeParams,
+    SubscribeResult,
+    UnsubscribeParams,
+    UnsubscribeResult,
+)
+
+from loopstate.core.errors import LoopstateError
+from loopstate.rpc.errors import from_exception
+from loopstate.rpc.protocol import LoopstateProtocol
+from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic
+from loopstate.service.engine import Service
+
+log = logging.getLogger("loopstate.rpc")
+
+
+class LoopstateServer(LanguageServer):
+    """A LanguageServer whose features are loopstate's methods."""
+
+    capability_key = methods.CAPABILITY
+
+    def __init__(self, service: Service) -> None:
+        super().__init__(
+            "loopstate", __version__, protocol_cls=LoopstateProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+        )
+        self.service = service
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopstate-service")
+        self.hub: Hub | None = None
+        self.inflight: set[asyncio.Task] = set()
+        self.shutting_down = False
+        for name, params_type, job in METHOD_TABLE:
+            self.feature(name)(self._handler(name, params_type, job))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Out-of-band faults go to the log, not to a window/showMessage the client did not ask for.
+
+        A request's error was already answered (and a fault logged with its
+        traceback by ``errors.from_exception``), so only other sources are logged.
+        """
+        if source is not FeatureRequestError:
+            log.error("%s: %s", getattr(source, "__name__", source), error)
+
+    def capability(self) -> dict[str, Any]:
+        return msgspec.to_builtins(LoopstateCapability(
+            protocol_version=PROTOCOL_VERSION,
+            domains=sorted(self.service.domains),
+            topics=[f"{d.name}/{v}" for d in self.service.domains.values() for v in d.views],
+            methods=list(methods.REQUESTS),
+        ))
+
+    async def finish_requests(self) -> None:
+        """For ``shutdown``: refuse new requests, let the running ones answer, stop pushing."""
+        self.shutting_down = True
+        current = asyncio.current_task()
+        running = [t for t in self.inflight if t is not current]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        if self.hub is not None:
+            self.hub.stop()
+
+    def _handler(self, name: str, params_type: type, job: Callable[..., Any]):
+        async def handle(params: Any) -> Any:
+            task = asyncio.current_task()
+            self.inflight.add(task)
+            try:
+                decoded = msgspec.convert(params, params_type)
+                loop = asyncio.get_running_loop()
+                reply = await loop.run_in_executor(self.worker, job, self, decoded)
+            except BaseException as exc:  # noqa: BLE001 - every fault becomes an answer
+                raise from_exception(name, exc) from None
+            finally:
+                self.inflight.discard(task)
+            if isinstance(reply, Reply):
+                if reply.on_sent is not None:
+                    self.protocol.after_response[self.protocol.msg_id] = reply.on_sent
+                return reply.result
+            return reply
+
+        handle.__name__ = name.replace("/", "_")
+        return handle
+
+
+class Reply:
+    """A result plus what to do once it has been written (for ``subscribe``)."""
+
+    __slots__ = ("result", "on_sent")
+
+    def __init__(self, result: Any, on_sent: Callable[[bool], None] | None) -> None:
+        self.result = result
+        self.on_sent = on_sent
+
+
+# The jobs: run on the service thread, return plain builtins. -----------------------------
+
+def _execute(server: LoopstateServer, p: ExecuteParams) -> Any:
+    outcome = server.service.execute(p.root, p.command, p.request_id)
+    return msgspec.to_builtins(ExecuteResult(events=outcome.events, head=outcome.head, replayed=outcome.replayed))
+
+
+def _query(server: LoopstateServer, p: QueryParams) -> Any:
+    return msgspec.to_builtins(server.service.query(p.root, p.query))
+
+
+def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
+    hub = server.hub
+    assert hub is not None
+    domain_name, view, key = parse_topic(p.topic)
+    if p.since is not None and p.since < 0:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"since must be a sequence >= 0, not {p.since}")
+    folded, snapshot = server.service.view(p.root, domain_name, view, key)
+    head = folded.head()
+    project = server.service.project(p.root)
+    domain = server.service.domains[domain_name]
+    events = None
+    if p.since is not None:
+        if p.since > head.sequence:
+            raise LoopstateError(
+                ErrorCode.INVALID_PARAMS,
+                f"since {p.since} is past the head of {folded.stream!r} ({head.sequence}): the stream was "
+                "rewritten (recover, purge) or belongs to another store; subscribe without since to start over",
+                since=p.since, head=head.sequence,
+            )
+        events = events_between(project, domain, folded.stream, p.since, head.sequence)
+    sub = Subscription(
+        id=hub.registry.new_id(), topic=p.topic, root=p.root, project=project, domain=domain,
+        view=view, key=key, stream=folded.stream, deliver=p.deliver,
+    )
+    result = msgspec.to_builtins(SubscribeResult(
+        subscription_id=sub.id, topic=p.topic, head=head, snapshot=snapshot, events=events,
+    ))
+    hub.open(sub, head)
+    return Reply(result, lambda sent: hub.release(sub.id) if sent else hub.discard(sub.id))
+
+
+def _unsubscribe(server: LoopstateServer, p: UnsubscribeParams) -> Any:
+    assert server.hub is not None
+    server.hub.close(p.subscription_id)
+    return msgspec.to_builtins(UnsubscribeResult(subscription_id=p.subscription_id))
+
+
+METHOD_TABLE: tuple[tuple[str, type, Callable[..., Any]], ...] = (
+    (methods.EXECUTE, ExecuteParams, _execute),
+    (methods.QUERY, QueryParams, _query),
+    (methods.SUBSCRIBE, SubscribeParams, _subscribe),
+    (methods.UNSUBSCRIBE, UnsubscribeParams, _unsubscribe),
+)

@@ -1,0 +1,42 @@
+"""Run a LoopstateServer on a pair of file descriptors until ``exit`` or end of input."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from loopstate.rpc.dispatch import Dispatcher
+from loopstate.rpc.framing import FrameReader
+from loopstate.rpc.server import LoopstateServer
+from loopstate.rpc.subscriptions import Hub
+from loopstate.rpc.transport import StdioWriter, open_reader
+from loopstate.rpc.watch import Watcher
+from loopstate.service.engine import Service
+
+log = logging.getLogger("loopstate.rpc")
+
+FLUSH_TIMEOUT = 2.0
+
+
+async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
+    """Serve one client; returns the exit code (0 after shutdown, 1 without)."""
+    loop = asyncio.get_running_loop()
+    server = LoopstateServer(service)
+    writer = StdioWriter(loop, stdout_fd)
+    await writer.open()
+    stream = await open_reader(loop, stdin_fd)
+    writer.on_lost(stream.feed_eof)  # nobody is reading: stop as if stdin had closed
+    server.protocol.set_writer(writer)
+    hub = server.hub = Hub(service, server.worker, loop, server.protocol.notify, lambda: writer.paused)
+    hub.watcher = Watcher(loop, hub.on_folder_change)
+    writer.on_drain(hub.flush_all)
+    try:
+        return await Dispatcher(server, writer).run(FrameReader(stream))
+    finally:
+        hub.stop()
+        await writer.flush(FLUSH_TIMEOUT)
+        server.worker.shutdown(wait=False, cancel_futures=True)
+
+
+def run(service: Service, stdin_fd: int, stdout_fd: int) -> int:
+    return asyncio.run(serve(service, stdin_fd, stdout_fd))

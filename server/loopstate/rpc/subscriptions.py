@@ -1,0 +1,341 @@
+"""Subscriptions: who follows which stream, and what each is owed.
+
+Two halves, split by thread. The registry lives on the service thread (the
+single worker that runs every Service call): a subscription is registered in
+the same job that computed its first snapshot, and the service's listener
+(called under the service lock, right after new events are folded) reads it,
+so no event falls between a snapshot and the first notification.
+
+Delivery lives on the event loop. Each subscription has one ``Slot``: what was
+last delivered (a sequence) and what is pending. A snapshot subscription's
+pending state is just the newest head; an events subscription keeps at most
+``MAX_PENDING_EVENTS`` events and past that falls back to a snapshot. A slot
+sends only while stdout is not backed up, so a client that stops reading costs
+one slot per subscription, however much the store changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from loopstate_protocol import methods
+from loopstate_protocol.base import Head
+from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.messages import ChangedNotification, StreamErrorNotification
+
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.stream import Record, Stream
+from loopstate.domains.base import Domain
+from loopstate.service.engine import Service
+
+log = logging.getLogger("loopstate.rpc")
+
+MAX_PENDING_EVENTS = 256
+
+Send = Callable[[str, Any], None]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    id: str
+    topic: str
+    root: str
+    project: Project
+    domain: Domain
+    view: str
+    key: str | None
+    stream: str
+    deliver: str
+
+    @property
+    def stream_key(self) -> tuple[str, str]:
+        return (self.project.project_id, self.stream)
+
+    @property
+    def folder(self) -> Path:
+        return self.project.dir / "streams"
+
+
+def parse_topic(topic: str) -> tuple[str, str, str | None]:
+    """``<domain>/<view>[/<key>]`` -> (domain, view, key)."""
+    parts = topic.split("/", 2)
+    if len(parts) < 2 or not all(parts):
+        raise LoopstateError(
+            ErrorCode.INVALID_PARAMS,
+            f"topic {topic!r} is not '<domain>/<view>[/<key>]'; for example 'intent/snapshot' or 'runs/status/<run_id>'",
+            topic=topic,
+        )
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def head_of(event: dict[str, Any], domain: Domain, stream: str) -> Head:
+    layout = domain.layout
+    return Head(stream=stream, sequence=event[layout.sequence_field], hash=event[layout.hash_field])
+
+
+def events_between(project: Project, domain: Domain, stream: str, after: int, until: int) -> list[dict[str, Any]]:
+    """Verified events with ``after < sequence <= until``, read from the stream file under a shared lock."""
+    if until <= after:
+        return []
+    reader = Stream(project.dir, stream, domain.layout)
+    out: list[dict[str, Any]] = []
+    seq = domain.layout.sequence_field
+    with project.lock(stream).shared():
+        for record in reader.read_new():
+            sequence = record.event[seq]
+            if sequence > after:
+                out.append(record.event)
+            if sequence >= until:
+                break
+    return out
+
+
+class Registry:
+    """Subscriptions by id and by stream; touched only on the service thread."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Subscription] = {}
+        self.by_stream: dict[tuple[str, str], list[Subscription]] = {}
+        self._ids = itertools.count(1)
+
+    def new_id(self) -> str:
+        return f"sub-{next(self._ids)}"
+
+    def add(self, sub: Subscription) -> None:
+        self.by_id[sub.id] = sub
+        self.by_stream.setdefault(sub.stream_key, []).append(sub)
+
+    def remove(self, sub_id: str) -> Subscription:
+        sub = self.by_id.pop(sub_id, None)
+        if sub is None:
+            raise LoopstateError(
+                ErrorCode.UNKNOWN_SUBSCRIPTION,
+                f"no subscription {sub_id!r} on this connection; it was never made or is already closed",
+                subscription_id=sub_id,
+            )
+        subs = self.by_stream[sub.stream_key]
+        subs.remove(sub)
+        if not subs:
+            del self.by_stream[sub.stream_key]
+        return sub
+
+
+@dataclass
+class Slot:
+    """Delivery state of one subscription on the event loop."""
+
+    sub: Subscription
+    delivered: int
+    released: bool = False
+    pending_head: Head | None = None
+    pending_events: list[dict[str, Any]] = field(default_factory=list)
+    overflowed: bool = False
+    computing: bool = False
+    error: LoopstateError | None = None
+
+    def add(self, events: list[dict[str, Any]]) -> None:
+        seq = self.sub.domain.layout.sequence_field
+        fresh = [e for e in events if e[seq] > max(self.delivered, self.pending_head.sequence if self.pending_head else 0)]
+        if not fresh:
+            return
+        self.pending_head = head_of(fresh[-1], self.sub.domain, self.sub.stream)
+        if self.sub.deliver == "events" and not self.overflowed:
+            self.pending_events.extend(fresh)
+            if len(self.pending_events) > MAX_PENDING_EVENTS:
+                self.pending_events = []
+                self.overflowed = True
+
+    def clear_through(self, sequence: int) -> None:
+        self.delivered = sequence
+        if self.pending_head is not None and self.pending_head.sequence <= sequence:
+            self.pending_head = None
+            self.pending_events = []
+            self.overflowed = False
+
+
+class Hub:
+    """Feeds subscriptions from the service's listener and the store watcher."""
+
+    def __init__(self, service: Service, worker: Executor, loop: asyncio.AbstractEventLoop,
+                 send: Send, is_paused: Callable[[], bool]) -> None:
+        self.service = service
+        self.worker = worker
+        self.loop = loop
+        self.send = send
+        self.is_paused = is_paused
+        self.registry = Registry()
+        self.slots: dict[str, Slot] = {}
+        self.watcher = None  # set by the server once the loop runs
+        self.stopped = False
+        self._refreshing: set[tuple[str, str]] = set()
+        self._refreshing_lock = threading.Lock()
+        service.add_listener(self._listener)
+
+    # service thread ------------------------------------------------------------
+
+    def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
+        subs = self.registry.by_stream.get((project.project_id, stream))
+        if subs:
+            events = [r.event for r in records]
+            for sub in subs:
+                self.loop.call_soon_threadsafe(self._on_events, sub.id, events)
+
+    def open(self, sub: Subscription, head: Head) -> None:
+        """Register ``sub`` (service thread): events after ``head`` will be delivered."""
+        self.registry.add(sub)
+        self.loop.call_soon_threadsafe(self._open_slot, sub, head.sequence)
+
+    def close(self, sub_id: str) -> Subscription:
+        sub = self.registry.remove(sub_id)
+        self.loop.call_soon_threadsafe(self._close_slot, sub)
+        return sub
+
+    def _refresh(self, key: tuple[str, str], sub: Subscription) -> None:
+        with self._refreshing_lock:
+            self._refreshing.discard(key)
+        try:
+            self.service.refresh(sub.project, sub.domain, sub.stream)
+        except LoopstateError as exc:
+            for other in self.registry.by_stream.get(key, ()):
+                self.loop.call_soon_threadsafe(self._on_error, other.id, exc)
+        except Exception:
+            log.exception("refreshing %s failed", sub.stream)
+
+    # event loop ----------------------------------------------------------------
+
+    def stop(self) -> None:
+        """After ``shutdown``: no more notifications, no more watches."""
+        self.stopped = True
+        self.slots.clear()
+        if self.watcher is not None:
+            self.watcher.close()
+
+    def _open_slot(self, sub: Subscription, delivered: int) -> None:
+        if self.stopped:
+            return
+        self.slots[sub.id] = Slot(sub, delivered)
+        if self.watcher is not None:
+            self.watcher.watch(sub.folder)
+        self.schedule_refresh(sub)  # whatever landed between the snapshot and the watch
+
+    def _close_slot(self, sub: Subscription) -> None:
+        if self.slots.pop(sub.id, None) is not None and self.watcher is not None:
+            self.watcher.unwatch(sub.folder)
+
+    def release(self, sub_id: str) -> None:
+        """The subscribe response is out: notifications may follow it."""
+        slot = self.slots.get(sub_id)
+        if slot is not None:
+            slot.released = True
+            self._flush(slot)
+
+    def discard(self, sub_id: str) -> None:
+        """The subscribe response failed to go out: drop the subscription quietly."""
+        self.worker.submit(self._discard, sub_id)
+
+    def _discard(self, sub_id: str) -> None:
+        try:
+            self.close(sub_id)
+        except LoopstateError:
+            pass
+
+    def on_folder_change(self, folder: Path, name: str | None) -> None:
+        """From the watcher: a stream file in ``folder`` changed (``name`` None: maybe any)."""
+        stream = name[: -len(".jsonl")] if name and name.endswith(".jsonl") else None
+        if name is not None and stream is None:
+            return
+        seen: set[tuple[str, str]] = set()
+        for slot in self.slots.values():
+            sub = slot.sub
+            if sub.folder == folder and (stream is None or sub.stream == stream) and sub.stream_key not in seen:
+                seen.add(sub.stream_key)
+                self.schedule_refresh(sub)
+
+    def schedule_refresh(self, sub: Subscription) -> None:
+        key = sub.stream_key
+        with self._refreshing_lock:
+            if key in self._refreshing:
+                return
+            self._refreshing.add(key)
+        self.worker.submit(self._refresh, key, sub)
+
+    def _on_events(self, sub_id: str, events: list[dict[str, Any]]) -> None:
+        slot = self.slots.get(sub_id)
+        if slot is not None:
+            slot.add(events)
+            self._flush(slot)
+
+    def _on_error(self, sub_id: str, exc: LoopstateError) -> None:
+        slot = self.slots.get(sub_id)
+        if slot is not None:
+            slot.error = exc
+            self._flush(slot)
+
+    def flush_all(self) -> None:
+        """stdout drained: send what each slot holds."""
+        for slot in list(self.slots.values()):
+            self._flush(slot)
+
+    def _flush(self, slot: Slot) -> None:
+        if not slot.released or slot.computing or self.is_paused():
+            return
+        sub = slot.sub
+        if slot.error is not None:
+            exc, slot.error = slot.error, None
+            self.send(methods.STREAM_ERROR, msgspec.to_builtins(StreamErrorNotification(
+                subscription_id=sub.id, topic=sub.topic,
+                error={"code": exc.code.value, "details": msgspec.to_builtins(exc.details, enc_hook=str)},
+                message=exc.message,
+            )))
+        if slot.pending_head is None:
+            return
+        if sub.deliver == "events" and not slot.overflowed:
+            head, events, previous = slot.pending_head, slot.pending_events, slot.delivered
+            slot.clear_through(head.sequence)
+            self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
+                subscription_id=sub.id, topic=sub.topic, head=head, previous_sequence=previous, events=events,
+            )))
+            return
+        slot.computing = True
+        future = self.loop.run_in_executor(self.worker, self._snapshot, sub)
+        future.add_done_callback(lambda f: self._snapshot_done(slot, f))
+
+    def _snapshot(self, sub: Subscription) -> tuple[Head, Any]:
+        folded, snapshot = self.service.view(sub.root, sub.domain.name, sub.view, sub.key)
+        return folded.head(), msgspec.to_builtins(snapshot)
+
+    def _snapshot_done(self, slot: Slot, future: asyncio.Future) -> None:
+        slot.computing = False
+        if self.slots.get(slot.sub.id) is not slot:
+            return
+        exc = future.exception()
+        if exc is not None:
+            slot.error = exc if isinstance(exc, LoopstateError) else LoopstateError(
+                ErrorCode.INTERNAL_ERROR, f"the projection could not be computed: {type(exc).__name__}: {exc}")
+            self._flush(slot)
+            return
+        head, snapshot = future.result()
+        previous = slot.delivered
+        if head.sequence > previous:
+            slot.clear_through(head.sequence)
+            self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
+                subscription_id=slot.sub.id, topic=slot.sub.topic, head=head,
+                previous_sequence=previous, snapshot=snapshot,
+            )))
+        elif slot.pending_head is not None:
+            # The projection is behind what was announced: only a rewritten
+            # stream (recover, purge) does that. Drop the stale pending state.
+            log.warning("%s: head %d is behind pending %d", slot.sub.topic, head.sequence, slot.pending_head.sequence)
+            slot.clear_through(previous)
+            slot.pending_head, slot.pending_events, slot.overflowed = None, [], False
+        self._flush(slot)

@@ -1,0 +1,128 @@
+"""stdio for the server's event loop, with back-pressure both ways.
+
+pygls's stock stdio reads through a thread per line and writes with blocking
+``write`` + ``flush``: a client that stops reading then stalls the whole
+server. Here stdout is an asyncio pipe transport whose buffer raises
+``paused`` above a high-water mark; the reader loop stops taking requests
+while paused and subscriptions hold their notifications in one pending slot
+each until ``on_drain`` fires, so memory stays bounded however slow the
+client reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+from typing import Callable
+
+HIGH_WATER = 256 << 10
+LOW_WATER = 64 << 10
+READ_LIMIT = 1 << 16
+
+
+class _Flow(asyncio.Protocol):
+    def __init__(self, writer: "StdioWriter") -> None:
+        self.writer = writer
+
+    def pause_writing(self) -> None:
+        self.writer._set_paused(True)
+
+    def resume_writing(self) -> None:
+        self.writer._set_paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writer._lost()
+
+
+class StdioWriter:
+    """pygls's writer interface (``write``/``close``) over stdout, thread-safe."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.paused = False
+        self.closed = asyncio.Event()
+        self._transport: asyncio.WriteTransport | None = None
+        self._drain_listeners: list[Callable[[], None]] = []
+        self._lost_listeners: list[Callable[[], None]] = []
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._thread = threading.get_ident()  # built on the loop's thread
+
+    async def open(self) -> None:
+        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+            return  # a regular file never blocks: plain writes
+        file = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+        self._transport, _ = await self.loop.connect_write_pipe(lambda: _Flow(self), file)
+        self._transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)
+
+    def on_drain(self, listener: Callable[[], None]) -> None:
+        self._drain_listeners.append(listener)
+
+    def write(self, data: bytes) -> None:
+        if threading.get_ident() != self._thread:
+            self.loop.call_soon_threadsafe(self.write, data)
+            return
+        if self.closed.is_set():
+            return
+        if self._transport is None:
+            os.write(self.fd, data)
+        else:
+            self._transport.write(data)
+
+    def buffered(self) -> int:
+        return 0 if self._transport is None else self._transport.get_write_buffer_size()
+
+    async def resumed(self) -> None:
+        await self._resumed.wait()
+
+    def _set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        if paused:
+            self._resumed.clear()
+            return
+        self._resumed.set()
+        for listener in list(self._drain_listeners):
+            listener()
+
+    def on_lost(self, listener: Callable[[], None]) -> None:
+        """Called once if the client closes its end of stdout."""
+        self._lost_listeners.append(listener)
+
+    def _lost(self) -> None:
+        self.closed.set()
+        self._set_paused(False)
+        for listener in self._lost_listeners:
+            listener()
+
+    def close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    async def flush(self, timeout: float) -> None:
+        """Let buffered output reach the client (bounded: it may have stopped reading)."""
+        if self._transport is None or self.closed.is_set():
+            return
+        self.close()
+        try:
+            await asyncio.wait_for(self.closed.wait(), timeout)
+        except asyncio.TimeoutError:
+            self._transport.abort()
+
+
+async def open_reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
+    """An asyncio StreamReader over stdin (a pipe, socket or tty; a file through a thread)."""
+    reader = asyncio.StreamReader(limit=READ_LIMIT, loop=loop)
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        def pump() -> None:
+            while chunk := os.read(fd, 1 << 16):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+        threading.Thread(target=pump, name="loopstate-stdin", daemon=True).start()
+        return reader
+    file = os.fdopen(fd, "rb", buffering=0, closefd=False)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), file)
+    return reader
