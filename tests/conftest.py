@@ -52,3 +52,22 @@ def env_for_child(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LOOPSTATE_DATA_DIR"] = str(data_dir)
     return env
+
+
+@pytest.fixture
+def core_project(data_dir: Path, root: Path):
+    """A Project for ``root`` in the per-test data dir, with short lock waits."""
+    from loopstate.core.project import Project
+
+    return Project(str(root), data_dir=data_dir, lock_timeout=5)
+
+
+@pytest.fixture
+def new_ledger(core_project, layout):
+    """A factory: each call opens a fresh Ledger on the project, as a new process would."""
+    from loopstate.core.ledger import Ledger
+
+    def make(name: str = "core", **kwargs):
+        return Ledger(core_project, name, layout, **kwargs)
+
+    return make

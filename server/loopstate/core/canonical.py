@@ -7,7 +7,7 @@ hash computed by any loopstate process (or recomputed by ``verify``) matches.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -15,13 +15,11 @@ _encoder = msgspec.json.Encoder(order="sorted")
 _decoder = msgspec.json.Decoder()
 
 
-def encode(value: Any) -> bytes:
-    """Canonical UTF-8 JSON bytes of ``value`` (sorted keys, compact)."""
-    return _encoder.encode(value)
+# Bound methods, not wrappers: the verify loop calls them for every event.
+encode: Callable[[Any], bytes] = _encoder.encode
+"""Canonical UTF-8 JSON bytes of a value (sorted keys, compact)."""
 
-
-def decode(data: bytes | str) -> Any:
-    return _decoder.decode(data)
+decode: Callable[[bytes | str], Any] = _decoder.decode
 
 
 def sha256_hex(data: bytes) -> str:

@@ -11,7 +11,7 @@ the canonical encoding of its event, so no byte can change unnoticed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, NamedTuple
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -36,9 +36,12 @@ class ChainLayout:
     classify_schema: Callable[[Any], SchemaVerdict]
 
 
-@dataclass(frozen=True)
-class Position:
-    """A verified point in a stream: after ``sequence`` at byte ``offset``."""
+class Position(NamedTuple):
+    """A verified point in a stream: after ``sequence`` at byte ``offset``.
+
+    A NamedTuple, not a dataclass: one is made per verified head and building
+    it must stay cheap next to hashing a line.
+    """
 
     offset: int = 0
     sequence: int = 0

@@ -5,22 +5,30 @@ folds each newly verified event into its projection, ``on_reset`` drops that
 projection when the file was replaced by a re-chaining command. The ledger
 calls them for every event exactly once, in order, whether the event came from
 this process or another.
+
+A Ledger is used by one thread at a time, except through ``submit``: that is
+the group commit, where threads of one process that want to mutate the same
+stream queue their work, one of them (the leader) runs the whole queue under
+one exclusive lock and makes it durable with one write and one fsync, and every
+caller returns only after that fsync.
 """
 
 from __future__ import annotations
 
-import os
+import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from loopstate.core import checkpoint, quarantine, safefs
+from loopstate.core import canonical, checkpoint, quarantine, safefs
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.project import Project, check_stream_name
+from loopstate.core.chain import Position
 from loopstate.core.stream import ProgressFn, Record, Stream
 
 RecordFn = Callable[[Record], None]
+T = TypeVar("T")
 
 
 class Ledger:
@@ -43,12 +51,15 @@ class Ledger:
         self._opened = False
         self._checkpoint_offset = 0
         self._last_line_start = 0
+        self._group = threading.Condition()
+        self._queue: list[_Job[Any]] = []
+        self._leading = False
 
     @property
     def head(self) -> tuple[int, str | None]:
         return self.stream.position.sequence, self.stream.position.hash
 
-    def _catch_up(self, progress: ProgressFn | None = None) -> list[Record]:
+    def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True) -> list[Record]:
         trusted = 0
         if not self._opened:
             saved = checkpoint.load(self.stream)
@@ -63,7 +74,8 @@ class Ledger:
                 resets = self.stream.resets
                 self._restart()
             self._fold(record)
-            fresh.append(record)
+            if collect:
+                fresh.append(record)
         if self.stream.resets != resets:
             self._restart()
         return fresh
@@ -86,16 +98,19 @@ class Ledger:
         if self.on_record is not None:
             self.on_record(record)
 
-    def refresh(self, progress: ProgressFn | None = None) -> list[Record]:
-        """Read and verify what others appended, under a shared lock."""
+    def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
+        """Read and verify what others appended, under a shared lock.
+
+        Returns the new records; with ``collect=False`` they are only folded
+        (through ``on_record``) and an empty list is returned, so opening a
+        large stream holds no per-event objects.
+        """
         with self.project.lock(self.name).shared():
-            return self._catch_up(progress)
+            return self._catch_up(progress, collect)
 
     def records_of(self, applied: Applied) -> list[Record]:
         """Re-read the events of an earlier request (for an idempotent retry)."""
         data = self.stream.read_line_at(applied.start, applied.end)
-        from loopstate.core import canonical
-
         out = []
         offset = applied.start
         for line in data.split(b"\n")[:-1]:
@@ -120,12 +135,98 @@ class Ledger:
                 safefs.remove_orphan_temps(folder)
             yield Mutation(self)
 
+    def _save_checkpoint_if_due(self) -> None:
+        stream = self.stream
+        if stream.position.offset - self._checkpoint_offset >= checkpoint.CHECKPOINT_EVERY:
+            checkpoint.save(stream, self._last_line_start)
+            self._checkpoint_offset = stream.position.offset
+
+    def _forget_unwritten(self) -> None:
+        """Staged events were folded but never became durable: rebuild from the file."""
+        self.stream.discard_staged()
+        self.stream.position = Position()
+        self.stream.identity = None
+        self._restart()
+
+    # group commit ----------------------------------------------------------------
+
+    def submit(self, work: Callable[["Mutation"], T]) -> T:
+        """Run ``work(tx)`` under the exclusive lock, sharing one write+fsync with other threads.
+
+        ``work`` sees the state folded from every earlier event, including those
+        of work queued before it in the same group. Returns ``work``'s result (or
+        raises its exception) only after every event of the group is durable; if
+        the shared write or fsync fails, every caller in the group gets that error
+        and none of their events is kept.
+        """
+        job: _Job[T] = _Job(work)
+        with self._group:
+            self._queue.append(job)
+            while not job.done and self._leading:
+                self._group.wait()
+            if not job.done:
+                self._leading = True
+        if not job.done:
+            try:
+                with self._group:
+                    batch, self._queue = self._queue, []
+                self._run_group(batch)
+            finally:
+                with self._group:
+                    self._leading = False
+                    self._group.notify_all()
+        return job.outcome()
+
+    def _run_group(self, batch: list["_Job[Any]"]) -> None:
+        try:
+            with self.mutation() as tx:
+                tx.grouped = True
+                for job in batch:
+                    try:
+                        job.result = job.work(tx)
+                    except Exception as exc:
+                        job.error = exc
+                try:
+                    self.stream.flush()
+                except BaseException:
+                    self._forget_unwritten()
+                    raise
+                self._save_checkpoint_if_due()
+        except BaseException as exc:
+            for job in batch:
+                job.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in batch:
+                job.done = True
+
+
+class _Job(Generic[T]):
+    """One caller's work in a group commit, and what came of it."""
+
+    def __init__(self, work: Callable[["Mutation"], T]) -> None:
+        self.work = work
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
 
 class Mutation:
-    """What a caller may do while holding a ledger's exclusive lock."""
+    """What a caller may do while holding a ledger's exclusive lock.
+
+    In a group commit (``grouped``) appends are staged and folded at once, and
+    the group's leader makes them durable with one write and fsync at the end.
+    """
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self.grouped = False
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
@@ -136,11 +237,13 @@ class Mutation:
     def append(self, events: list[dict[str, Any]], *, request_id: str | None = None, fp: str | None = None) -> list[Record]:
         if request_id is not None:
             events = [{**e, REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp} for e in events]
-        records = self.ledger.stream.append(events)
+        ledger = self.ledger
+        if self.grouped:
+            records = ledger.stream.stage(events)
+        else:
+            records = ledger.stream.append(events)
         for record in records:
-            self.ledger._fold(record)
-        stream = self.ledger.stream
-        if stream.position.offset - self.ledger._checkpoint_offset >= checkpoint.CHECKPOINT_EVERY:
-            checkpoint.save(stream, self.ledger._last_line_start)
-            self.ledger._checkpoint_offset = stream.position.offset
+            ledger._fold(record)
+        if not self.grouped:
+            ledger._save_checkpoint_if_due()
         return records
