@@ -1,0 +1,124 @@
+"""Checkpoints of the verified head, and reads that never create or repair anything."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from corekit import event, line_starts, read_all, sealed_lines, snapshot, write_stream
+from loopstate.core import checkpoint
+from loopstate.core.chain import ChainError
+from loopstate.core.ledger import Ledger
+from loopstate_protocol.errors import ErrorCode
+
+from conftest import TEST_LAYOUT
+
+
+@pytest.fixture
+def checkpointed(core_project, monkeypatch):
+    """A stream of 20 events written through Ledger with a checkpoint saved on the way."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 1000)
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    for i in range(20):
+        with ledger.mutation() as tx:
+            tx.append([event(i, pad="p" * 50)])
+    saved = checkpoint.load(ledger.stream)
+    assert saved is not None and saved.sequence > 1
+    return ledger, saved
+
+
+def test_appends_write_a_checkpoint_that_a_new_reader_trusts(checkpointed, core_project):
+    ledger, saved = checkpointed
+    path = ledger.stream.path
+    assert (saved.dev, saved.ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
+    fresh = Ledger(core_project, "core", TEST_LAYOUT)
+    assert len(fresh.refresh()) == 20
+    assert fresh.head == ledger.head
+
+
+def test_an_edited_checkpoint_hash_is_corrupt_ledger(checkpointed, core_project):
+    ledger, saved = checkpointed
+    target = checkpoint.path_for(ledger.stream)
+    record = json.loads(target.read_bytes())
+    record["hash"] = "0" * 64
+    target.write_text(json.dumps(record))
+    with pytest.raises(ChainError) as info:
+        Ledger(core_project, "core", TEST_LAYOUT).refresh()
+    assert info.value.code is ErrorCode.CORRUPT_LEDGER
+    assert info.value.offset == saved.line_start and "hash changed" in info.value.reason
+
+
+def test_a_stream_truncated_below_its_checkpoint_is_corrupt_ledger(checkpointed, core_project):
+    ledger, saved = checkpointed
+    os.truncate(ledger.stream.path, saved.line_start)  # whole lines gone: valid-looking on its own
+    assert len(read_all(core_project, "core", TEST_LAYOUT)[0]) == saved.sequence - 1
+    for attempt in (lambda: Ledger(core_project, "core", TEST_LAYOUT).refresh(),
+                    lambda: Ledger(core_project, "core", TEST_LAYOUT).mutation().__enter__()):
+        with pytest.raises(ChainError) as info:
+            attempt()
+        assert info.value.code is ErrorCode.CORRUPT_LEDGER
+        assert "acknowledged events are gone" in info.value.reason
+
+
+def test_a_checkpoint_pointing_into_a_changed_line_is_corrupt_ledger(checkpointed, core_project):
+    ledger, saved = checkpointed
+    data = bytearray(ledger.stream.path.read_bytes())
+    data[saved.line_start + 20] ^= 1  # inside the checkpointed record
+    ledger.stream.path.write_bytes(bytes(data))
+    with pytest.raises(ChainError) as info:
+        Ledger(core_project, "core", TEST_LAYOUT).refresh()
+    assert info.value.offset == saved.line_start
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not json", b'{"dev": 1}', b"[]"])
+def test_a_missing_or_garbled_checkpoint_means_a_full_verify(core_project, garbage):
+    events, lines = sealed_lines([event(i) for i in range(6)], TEST_LAYOUT)
+    lines[2] = lines[2].replace(b'"n":2', b'"n":9')  # a change only re-hashing can see
+    write_stream(core_project, "core", b"".join(lines))
+    stream = Ledger(core_project, "core", TEST_LAYOUT).stream
+    target = checkpoint.path_for(stream)
+    target.parent.mkdir(mode=0o700)
+    for content in (None, garbage):
+        if content is not None:
+            target.write_bytes(content)
+        with pytest.raises(ChainError) as info:
+            Ledger(core_project, "core", TEST_LAYOUT).refresh()
+        assert info.value.offset == line_starts(lines)[2]
+
+
+def test_a_checkpoint_of_a_replaced_file_is_ignored_not_trusted(checkpointed, core_project):
+    ledger, saved = checkpointed
+    path = ledger.stream.path
+    data = path.read_bytes()
+    os.unlink(path)
+    path.write_bytes(data)  # same bytes, new inode: the checkpoint is someone else's
+    os.chmod(path, 0o600)
+    fresh = Ledger(core_project, "core", TEST_LAYOUT)
+    assert len(fresh.refresh()) == 20
+
+
+def test_reads_of_a_fresh_project_create_nothing(core_project, data_dir, root):
+    before_root = snapshot(root)
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    assert ledger.refresh() == []
+    assert core_project.stream_names() == []
+    assert not core_project.exists()
+    assert not data_dir.exists()
+    assert snapshot(root) == before_root
+
+
+def test_reads_of_an_existing_project_create_nothing_and_repair_nothing(core_project, data_dir, root):
+    with Ledger(core_project, "core", TEST_LAYOUT).mutation() as tx:
+        tx.append([event(1)])
+    with open(core_project.dir / "streams" / "core.jsonl", "ab") as fh:
+        fh.write(b'{"torn')
+    before, before_root = snapshot(data_dir), snapshot(root)
+    assert len(Ledger(core_project, "core", TEST_LAYOUT).refresh()) == 1
+    assert Ledger(core_project, "other", TEST_LAYOUT).refresh() == []  # no lock, no folder for it
+    assert Ledger(core_project, "core", TEST_LAYOUT, keep_requests=False).refresh(collect=False) == []
+    read_all(core_project, "core", TEST_LAYOUT)
+    assert core_project.stream_names() == ["core"]
+    assert snapshot(data_dir) == before
+    assert snapshot(root) == before_root

@@ -1,0 +1,95 @@
+"""Store locks across real processes: shared vs exclusive, bounded waits, dead holders."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from corekit import event, spawn
+from loopstate.core import canonical
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ledger import Ledger
+from loopstate.core.project import Project
+from loopstate_protocol.errors import ErrorCode
+
+from conftest import TEST_LAYOUT
+
+
+@pytest.fixture
+def holder(core_project, data_dir):
+    """Start a child that takes the stream's lock in the given mode and keeps it."""
+    children = []
+
+    def start(mode: str):
+        core_project.ensure()
+        child = spawn(data_dir, "hold", core_project.root, "core", mode)
+        children.append(child)
+        assert child.stdout.readline().strip() == "held", child.stderr.read()
+        return child
+
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+
+def _quick(project: Project) -> Project:
+    return Project(project.root, data_dir=project.data_dir, lock_timeout=0.3)
+
+
+def test_a_writer_waiting_on_an_exclusive_holder_times_out_naming_its_pid(core_project, holder):
+    child = holder("exclusive")
+    with pytest.raises(LoopstateError) as info:
+        with _quick(core_project).lock("core").exclusive():
+            pass
+    err = info.value
+    assert err.code is ErrorCode.LOCK_TIMEOUT
+    assert err.details["holder"]["pid"] == child.pid
+    assert f"pid {child.pid}" in err.message and "core.lock" in err.message
+    record = canonical.decode((core_project.dir / "locks" / "core.lock").read_bytes())
+    assert record["pid"] == child.pid and len(record["token"]) == 32 and record["acquired_at"].endswith("Z")
+
+
+def test_a_reader_waits_for_a_writer(core_project, holder):
+    holder("exclusive")
+    with pytest.raises(LoopstateError) as info:
+        Ledger(_quick(core_project), "core", TEST_LAYOUT).refresh()
+    assert info.value.code is ErrorCode.LOCK_TIMEOUT
+
+
+def test_a_writer_waits_for_a_reader_and_readers_share(core_project, holder, new_ledger):
+    with new_ledger().mutation() as tx:  # readers lock only a lock file that a mutation made
+        tx.append([event(0)])
+    data = (core_project.dir / "streams" / "core.jsonl").read_bytes()
+    holder("shared")
+    with _quick(core_project).lock("core").shared():  # a second reader gets in
+        pass
+    with pytest.raises(LoopstateError) as info:
+        with Ledger(_quick(core_project), "core", TEST_LAYOUT).mutation() as tx:
+            tx.append([event(1)])
+    assert info.value.code is ErrorCode.LOCK_TIMEOUT
+    assert "reader" in info.value.message
+    assert (core_project.dir / "streams" / "core.jsonl").read_bytes() == data
+
+
+def test_the_os_releases_a_sigkilled_holders_lock(core_project, holder):
+    child = holder("exclusive")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    # No stale-lock guesswork: the next writer simply gets the lock.
+    with Ledger(Project(core_project.root, data_dir=core_project.data_dir, lock_timeout=5), "core", TEST_LAYOUT).mutation() as tx:
+        (record,) = tx.append([event(1)])
+    assert record.event["sequence"] == 1
+
+
+def test_releasing_forgets_the_owner_record(core_project, new_ledger):
+    with new_ledger().mutation() as tx:
+        lock_path = core_project.dir / "locks" / "core.lock"
+        assert canonical.decode(lock_path.read_bytes())["pid"] == os.getpid()
+        tx.append([event(1)])
+    assert lock_path.read_bytes() == b""
+    assert oct(lock_path.stat().st_mode & 0o777) == "0o600"
+    assert oct((core_project.dir / "locks").stat().st_mode & 0o777) == "0o700"
