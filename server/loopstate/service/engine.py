@@ -62,6 +62,16 @@ class Folded:
         return Head(stream=self.stream, sequence=sequence, hash=hash_)
 
 
+def fingerprint_params(domain: Domain, command: Command) -> Any:
+    """The normalized parameters a request fingerprint covers.
+
+    A domain may normalize them (``DOMAIN.fingerprint_params``), e.g. redact
+    credentials so that not even a digest of a secret is stored.
+    """
+    normalize = getattr(domain, "fingerprint_params", None)
+    return normalize(command) if normalize is not None else msgspec.to_builtins(command)
+
+
 class Service:
     def __init__(
         self,
@@ -130,7 +140,7 @@ class Service:
             project = self.project(root)
             domain = self.domain_of(command)
             stream = domain.stream_for(command)
-            fp = fingerprint(type(command).__struct_config__.tag, msgspec.to_builtins(command))
+            fp = fingerprint(type(command).__struct_config__.tag, fingerprint_params(domain, command))
             folded = self.folded(project, domain, stream)
             effects = getattr(domain, "effects", None)
             records: list[Record] = []

@@ -16,7 +16,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
-from loopstate.domains.intent import projections
+from loopstate.domains.intent import projections, rules
 from loopstate.domains.intent.decide import decide, find_task
 from loopstate.domains.intent.evolve import evolve
 from loopstate.domains.intent.importing import export_graph
@@ -50,8 +50,15 @@ class IntentDomain:
     queries = p.QUERIES
     views = ("snapshot", "audit", "tasks")
 
-    def __init__(self) -> None:
-        self.effects = None
+    @property
+    def effects(self) -> Any:
+        """The impure glue (private sessions, purge); it lives in the service layer."""
+        from loopstate.service.intent_effects import EFFECTS
+
+        return EFFECTS
+
+    def fingerprint_params(self, command: Any) -> Any:
+        return rules.fingerprint_params(command)
 
     def stream_for(self, message: Any) -> str:
         return STREAM

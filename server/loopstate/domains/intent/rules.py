@@ -269,3 +269,23 @@ def claim(
     if conf is not None:
         payload["confidence"] = conf
     return payload
+
+
+def fingerprint_params(command: Any) -> Any:
+    """Command parameters with every string credential-redacted, for the request fingerprint.
+
+    The fingerprint is a digest of the request; computing it over redacted text
+    keeps even a digest of a secret out of the ledger.
+    """
+    import msgspec
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return redact(value).text
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return clean(msgspec.to_builtins(command))

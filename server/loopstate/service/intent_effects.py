@@ -1,0 +1,520 @@
+"""The intent domain's impure glue: private sessions and purge re-chaining.
+
+Private sessions. A private task's semantic events live only in this
+process's memory (``PrivateMemory``); the only durable trace is a control
+file ``<project>/private-sessions/<host_session_hash>.json`` holding schema
+version, project id, task id, the hashed host session id, mode and time, and
+no statement or excerpt. Session/task ownership is one-to-one and checked by
+compare-and-set under the intent stream's exclusive lock. After a restart the
+control is a recovery handle (``intent.private_recover``). Re-enabling appends
+the durable event and removes the control under the same lock; if the process
+dies in between, the exact retry (or any later mutation) finishes the cleanup.
+
+Purge. A user-confirmed purge of one claim or one task rewrites the intent
+stream under the exclusive lock: the kept events are re-chained from sequence
+1 and written with an atomic replace, quarantine summaries lose their hashes,
+the checkpoint is dropped, the task's controls are removed, and a purge record
+keeps only counts and the old head. Readers notice the new file identity and
+fold again from the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from loopstate_protocol import intent as p
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, checkpoint, quarantine, safefs
+from loopstate.core.chain import Position, seal
+from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
+from loopstate.core.idempotency import fingerprint
+from loopstate.core.project import Project
+from loopstate.domains.base import Context
+from loopstate.domains.intent import rules
+from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
+from loopstate.domains.intent.purge import purge_events
+from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState, Task
+
+CONTROL_DIR = "private-sessions"
+PURGE_LOG = Path("purges") / f"{STREAM}.jsonl"
+
+
+def session_hash(host_session_id: str) -> str:
+    """The control file's name: a domain-separated hash, never the host's id itself."""
+    value = rules.opaque_id(host_session_id, "host_session_id")
+    return canonical.sha256_hex(("intent-session-v1\0" + value).encode("utf-8"))
+
+
+# --- in-memory private tasks ---------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PrivateTask:
+    task_id: str
+    session: str
+    state: IntentState
+    requests: dict[str, tuple[str, list[dict[str, Any]]]] = dataclasses.field(default_factory=dict)
+
+
+class PrivateMemory:
+    """One project's private tasks in this process; never written anywhere."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, PrivateTask] = {}
+
+    def states(self) -> dict[str, IntentState]:
+        return {task_id: task.state for task_id, task in self.tasks.items()}
+
+    def apply(self, task: PrivateTask, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from loopstate.domains.intent.evolve import evolve
+
+        out = []
+        for event in events:
+            event = {**event, "sequence": task.state.sequence + 1}
+            evolve(task.state, event)
+            out.append(event)
+        return out
+
+    def find_request(self, request_id: str) -> PrivateTask | None:
+        return next((t for t in self.tasks.values() if request_id in t.requests), None)
+
+
+def _empty_private(task_id: str, session: str, project_id: str, started_at: str) -> PrivateTask:
+    state = IntentState()
+    state.tasks[task_id] = Task(task_id=task_id, project_id=project_id, mode="private", started_at=started_at)
+    return PrivateTask(task_id=task_id, session=session, state=state)
+
+
+# --- control files -------------------------------------------------------------------
+
+
+def control_path(project: Project, session: str) -> Path:
+    return project.dir / CONTROL_DIR / f"{session}.json"
+
+
+def read_control(project: Project, session: str) -> dict[str, Any] | None:
+    data = safefs.read_file(control_path(project, session), project.dir) if project.exists() else None
+    if not data:
+        return None
+    return canonical.decode(data)
+
+
+def list_controls(project: Project) -> list[dict[str, Any]]:
+    folder = project.dir / CONTROL_DIR
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        if name.endswith(".json") and safefs.TEMP_MARK not in name:
+            control = read_control(project, name[: -len(".json")])
+            if control is not None:
+                out.append(control)
+    return out
+
+
+def write_control(project: Project, session: str, task_id: str, now: str) -> None:
+    record = {
+        "schema_version": SCHEMA_VERSION, "project_id": project.project_id, "task_id": task_id,
+        "host_session_hash": session, "mode": "private", "updated_at": now,
+    }
+    safefs.ensure_dir(project.dir / CONTROL_DIR, project.dir)
+    safefs.atomic_write(control_path(project, session), project.dir, canonical.encode(record))
+
+
+def remove_control(project: Project, session: str) -> None:
+    path = control_path(project, session)
+    safefs.check_inside(path, project.dir)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    safefs.fsync_dir(path.parent)
+
+
+def read_purges(project: Project) -> list[dict[str, Any]]:
+    data = safefs.read_file(project.dir / PURGE_LOG, project.dir) if project.exists() else None
+    return [canonical.decode(line) for line in (data or b"").splitlines() if line.strip()]
+
+
+# --- the effects object ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Pending:
+    """What before_decide arranged for the rest of one command."""
+
+    command: Any
+    kind: str  # memory | to_private | reenable | purge
+    project: Project
+    task_id: str | None = None
+    session: str | None = None
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    replayed: bool = False
+    appended: bool = False
+    request_id: str = ""
+
+
+class IntentEffects:
+    def __init__(self) -> None:
+        self._memory: dict[str, PrivateMemory] = {}
+        self._local = threading.local()
+
+    def memory(self, project: Project) -> PrivateMemory:
+        return self._memory.setdefault(os.fspath(project.dir), PrivateMemory())
+
+    def attach(self, project: Project, state: IntentState) -> None:
+        state.private = self.memory(project)
+
+    # engine hooks ---------------------------------------------------------------
+
+    def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
+        self._local.pending = None
+        memory = self.memory(project)
+        state.private = memory
+        self._finish_reenables(project, state, memory)
+        extra = dict(ctx.extra)
+        if isinstance(command, p.IntentPurge):
+            self._check_purge(project, state, memory, command, ctx)
+            return dataclasses.replace(ctx, extra=extra)
+        if isinstance(command, p.IntentPrivateRecover):
+            return self._recover(project, state, memory, command, ctx, extra)
+        if isinstance(command, p.IntentTaskStart) and command.mode == "private":
+            return self._start_private(project, state, memory, command, ctx, extra)
+        if isinstance(command, p.IntentModeSet):
+            return self._mode_set(project, state, memory, command, ctx, extra)
+        task_id = getattr(command, "task_id", None)
+        if isinstance(task_id, str):
+            task = memory.tasks.get(task_id)
+            if task is not None:
+                return self._in_memory(project, memory, task, command, ctx, extra)
+            self._refuse_foreign_private(project, task_id)
+        return dataclasses.replace(ctx, extra=extra)
+
+    def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            return
+        pending.appended = True
+        if pending.kind == "reenable":
+            remove_control(project, pending.session)
+            self.memory(project).tasks.pop(pending.task_id, None)
+
+    def release(self, ctx: Context) -> None:
+        """A switch to private whose durable mode_set did not happen takes its control back."""
+        pending = getattr(self._local, "pending", None)
+        if pending is not None and pending.kind == "to_private" and not pending.appended:
+            remove_control(pending.project, pending.session)
+            self.memory(pending.project).tasks.pop(pending.task_id, None)
+            self._local.pending = None
+
+    def after_commit(self, service: Any, project: Project, command: Any, outcome: Any) -> None:
+        pending = getattr(self._local, "pending", None)
+        self._local.pending = None
+        if outcome.replayed:
+            if _reenables(command):
+                self._cleanup_after_replay(service, project)
+            return
+        if pending is None or pending.command is not command:
+            return
+        if pending.kind == "memory":
+            outcome.events = pending.events
+            outcome.replayed = pending.replayed
+        elif pending.kind == "purge":
+            if pending.replayed:
+                outcome.replayed = True
+            else:
+                self._purge(service, project, command, outcome, pending.request_id)
+
+    # private sessions -------------------------------------------------------------
+
+    def _refuse_foreign_private(self, project: Project, task_id: str) -> None:
+        for control in list_controls(project):
+            if control.get("task_id") == task_id:
+                raise LoopstateError(
+                    ErrorCode.PRIVACY_VIOLATION,
+                    f"task {task_id} is private and its memory is not in this process; "
+                    "use intent.private_recover with its host session (resume, durable_on, durable_off or delete)",
+                    task_id=task_id,
+                )
+
+    def _owner_checks(self, project: Project, session: str, task_id: str) -> None:
+        """Compare-and-set: one session owns one task and one task one session."""
+        mine = read_control(project, session)
+        if mine is not None:
+            if mine.get("task_id") != task_id:
+                raise LoopstateError(
+                    ErrorCode.CONFLICT,
+                    "this host session already owns another private task; re-enable or recover that one first",
+                    task_id=task_id,
+                )
+            raise LoopstateError(
+                ErrorCode.CONFLICT,
+                f"task {task_id} already has a private control for this session; use intent.private_recover",
+                task_id=task_id,
+            )
+        for control in list_controls(project):
+            if control.get("task_id") == task_id:
+                raise LoopstateError(
+                    ErrorCode.CONFLICT, f"task {task_id} is already private under another host session", task_id=task_id,
+                )
+
+    def _start_private(self, project, state, memory, command, ctx, extra) -> Context:
+        if command.host_session_id is None:
+            raise rules.refuse("host_session_id: a private task needs the host session that owns it", field="host_session_id")
+        session = session_hash(command.host_session_id)
+        replay = self._replay(memory, command, ctx, extra, project)
+        if replay is not None:
+            return replay
+        extra[PRIVATE_DECISION] = True
+        decision_ctx = dataclasses.replace(ctx, extra=extra)
+        from loopstate.domains.intent.decide import decide
+
+        events = decide(IntentState(), command, decision_ctx)  # validates every field first
+        task_id = events[0]["task_id"]
+        if task_id in state.tasks:
+            raise LoopstateError(ErrorCode.CONFLICT, f"task {task_id} was already started; use a new task id", task_id=task_id)
+        self._owner_checks(project, session, task_id)
+        write_control(project, session, task_id, format_time(ctx.now))
+        task = PrivateTask(task_id=task_id, session=session, state=IntentState())
+        memory.tasks[task_id] = task
+        applied = memory.apply(task, events)
+        task.requests[ctx.request_id] = (self._fingerprint(command), applied)
+        self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session, events=applied)
+        extra[HANDLED_IN_MEMORY] = True
+        return dataclasses.replace(ctx, extra=extra)
+
+    def _replay(self, memory, command, ctx, extra, project) -> Context | None:
+        task = memory.find_request(ctx.request_id)
+        if task is None:
+            return None
+        fp, events = task.requests[ctx.request_id]
+        if fp != self._fingerprint(command):
+            raise LoopstateError(
+                ErrorCode.REQUEST_ID_REUSED,
+                f"request id {ctx.request_id!r} was already used for a different request; use a new request id",
+                request_id=ctx.request_id,
+            )
+        self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=events, replayed=True)
+        extra[HANDLED_IN_MEMORY] = True
+        return dataclasses.replace(ctx, extra=extra)
+
+    def _in_memory(self, project, memory, task, command, ctx, extra) -> Context:
+        replay = self._replay(memory, command, ctx, extra, project)
+        if replay is not None:
+            return replay
+        from loopstate.domains.intent.decide import decide
+
+        events = decide(task.state, command, dataclasses.replace(ctx, extra={**extra, PRIVATE_DECISION: True}))
+        applied = memory.apply(task, events)
+        task.requests[ctx.request_id] = (self._fingerprint(command), applied)
+        self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=applied)
+        extra[HANDLED_IN_MEMORY] = True
+        return dataclasses.replace(ctx, extra=extra)
+
+    def _mode_set(self, project, state, memory, command, ctx, extra) -> Context:
+        task_id = rules.check_uuid(command.task_id, "task_id")
+        private = memory.tasks.get(task_id)
+        if command.actor != "user":
+            raise rules.rule("only the user changes a task's mode", field="actor")
+        if command.mode == "private":
+            if private is not None:
+                raise LoopstateError(ErrorCode.CONFLICT, f"task {task_id} is already private", task_id=task_id)
+            self._refuse_foreign_private(project, task_id)
+            from loopstate.domains.intent.decide import find_task
+
+            task = find_task(state, task_id, ctx)
+            if task.mode == "private":
+                raise LoopstateError(
+                    ErrorCode.PRIVACY_VIOLATION,
+                    f"task {task_id} is private but has no control; recover it with intent.private_recover",
+                    task_id=task_id,
+                )
+            if command.host_session_id is None:
+                raise rules.refuse("host_session_id: switching to private needs the owning host session", field="host_session_id")
+            session = session_hash(command.host_session_id)
+            self._owner_checks(project, session, task_id)
+            # Control first: a crash before the durable mode_set leaves the task treated as private.
+            write_control(project, session, task_id, format_time(ctx.now))
+            memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
+            self._local.pending = _Pending(command, "to_private", project, task_id=task_id, session=session)
+            extra[PRIVATE_DECISION] = True
+            return dataclasses.replace(ctx, extra=extra)
+        if private is not None:
+            if command.host_session_id is None or session_hash(command.host_session_id) != private.session:
+                raise LoopstateError(
+                    ErrorCode.CONFLICT,
+                    f"task {task_id} is private under another host session; only that session can re-enable it",
+                    task_id=task_id,
+                )
+            extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
+            self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session)
+            return dataclasses.replace(ctx, extra=extra)
+        self._refuse_foreign_private(project, task_id)
+        return dataclasses.replace(ctx, extra=extra)
+
+    def _recover(self, project, state, memory, command, ctx, extra) -> Context:
+        if command.actor != "user":
+            raise rules.rule("only the user recovers a private session", field="actor")
+        session = session_hash(command.host_session_id)
+        control = read_control(project, session)
+        if control is None or control.get("project_id") != project.project_id:
+            raise LoopstateError(
+                ErrorCode.NOT_FOUND, "no private-session control for this host session in this project", field="host_session_id",
+            )
+        task_id = control["task_id"]
+        if command.action == "resume":
+            if task_id in memory.tasks:
+                raise LoopstateError(ErrorCode.CONFLICT, f"private task {task_id} is already active in this process", task_id=task_id)
+            memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
+            write_control(project, session, task_id, format_time(ctx.now))
+            self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session)
+            extra[HANDLED_IN_MEMORY] = True
+            return dataclasses.replace(ctx, extra=extra)
+        extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
+        self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=session)
+        return dataclasses.replace(ctx, extra=extra)
+
+    def _finish_reenables(self, project: Project, state: IntentState, memory: PrivateMemory) -> None:
+        """A control whose task the ledger already shows as durable on/off is leftover cleanup."""
+        for control in list_controls(project):
+            task = state.tasks.get(control.get("task_id"))
+            if task is not None and task.mode in ("on", "off"):
+                remove_control(project, control["host_session_hash"])
+                memory.tasks.pop(task.task_id, None)
+
+    def _cleanup_after_replay(self, service: Any, project: Project) -> None:
+        from loopstate.domains.intent import DOMAIN
+
+        folded = service.folded(project, DOMAIN, STREAM)
+        with folded.ledger.mutation():
+            self._finish_reenables(project, folded.state, self.memory(project))
+
+    def _fingerprint(self, command: Any) -> str:
+        return fingerprint(type(command).__struct_config__.tag, rules.fingerprint_params(command))
+
+    # purge ---------------------------------------------------------------------------
+
+    def _check_purge(self, project, state, memory, command, ctx) -> None:
+        if command.actor != "user" or not command.confirm:
+            raise rules.rule(
+                "a purge physically deletes data: only the user can do it, with confirm=true", field="confirm",
+            )
+        if any(r.get("request_id") == ctx.request_id for r in read_purges(project)):
+            self._local.pending = _Pending(command, "purge", project, replayed=True)
+            return
+        target_id = rules.check_uuid(command.id, "id")
+        if command.target == "task":
+            known = target_id in state.tasks or target_id in memory.tasks
+        else:
+            known = target_id in state.claims or target_id in state.candidates or any(
+                target_id in t.state.claims for t in memory.tasks.values()
+            )
+        if not known:
+            raise LoopstateError(
+                ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (already purged?)", id=target_id,
+            )
+        self._local.pending = _Pending(command, "purge", project, task_id=target_id, request_id=ctx.request_id)
+
+    def _purge(self, service: Any, project: Project, command: p.IntentPurge, outcome: Any, request_id: str) -> None:
+        from loopstate.domains.intent import DOMAIN
+
+        target_id = command.id
+        folded = service.folded(project, DOMAIN, STREAM)
+        ledger = folded.ledger
+        with ledger.mutation():
+            stream = ledger.stream
+            old_sequence, old_hash = ledger.head
+            data = safefs.read_file(stream.path, project.dir) or b""
+            events = [canonical.decode(line) for line in data.split(b"\n") if line]
+            kept, counts = purge_events(events, command.target, target_id)
+            memory = self.memory(project)
+            in_memory = target_id in memory.tasks or any(target_id in t.state.claims for t in memory.tasks.values())
+            if counts.kept_events == len(events) and not counts.rewritten_events and not in_memory:
+                raise LoopstateError(
+                    ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (purged meanwhile?)", id=target_id,
+                )
+            position = Position()
+            lines = []
+            for fields in kept:
+                event, line = seal(fields, stream.layout, position)
+                position = Position(position.offset + len(line), event["sequence"], event["event_hash"])
+                lines.append(line)
+            safefs.atomic_write(stream.path, project.dir, b"".join(lines))
+            self._scrub_quarantine(project)
+            self._drop_checkpoint(stream)
+            for control in list_controls(project):
+                if control.get("task_id") in counts.removed_ids:
+                    remove_control(project, control["host_session_hash"])
+            for task in list(memory.tasks.values()):
+                if task.task_id in counts.removed_ids:
+                    memory.tasks.pop(task.task_id)
+                else:
+                    _forget_private_claim(task, counts.removed_ids)
+            record = {
+                "schema_version": SCHEMA_VERSION, "purged_at": format_time(service.clock()), "target": command.target,
+                **counts.summary(), "old_head_sequence": old_sequence, "old_head_hash": old_hash,
+                "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_id": request_id,
+            }
+            log = project.dir / PURGE_LOG
+            safefs.ensure_dir(log.parent, project.dir)
+            fd, _ = safefs.open_append(log, project.dir)
+            try:
+                safefs.write_all(fd, canonical.encode(record) + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        # Outside the lock: fold the re-chained stream again and tell subscribers.
+        service.refresh(project, DOMAIN, STREAM)
+        self.attach(project, folded.state)
+        outcome.head = folded.head()
+
+    def _scrub_quarantine(self, project: Project) -> None:
+        """Quarantine keeps only lengths and reasons once a purge ran: a hash could confirm purged text."""
+        entries = quarantine.entries(project.dir, STREAM)
+        if not entries:
+            return
+        scrubbed = [
+            {k: v for k, v in entry.items() if k not in ("sha256", "offset")} | {"scrubbed_by_purge": True}
+            for entry in entries
+        ]
+        data = b"".join(canonical.encode(entry) + b"\n" for entry in scrubbed)
+        safefs.atomic_write(quarantine.path_for(project.dir, STREAM), project.dir, data)
+
+    def _drop_checkpoint(self, stream: Any) -> None:
+        path = checkpoint.path_for(stream)
+        safefs.check_inside(path, stream.base)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:
+    """Drop a purged claim (or candidate) from a private task's memory, with the requests that named it."""
+    for claim_id in removed & set(task.state.claims):
+        del task.state.claims[claim_id]
+    for candidate_id in removed & set(task.state.candidates):
+        del task.state.candidates[candidate_id]
+    task.state.edges = [(new, old) for new, old in task.state.edges if new not in removed and old not in removed]
+    marks = [claim_id.encode() for claim_id in removed]
+    task.requests = {
+        rid: (fp, events) for rid, (fp, events) in task.requests.items()
+        if not any(mark in canonical.encode(events) for mark in marks)
+    }
+
+
+def _reenables(command: Any) -> bool:
+    if isinstance(command, p.IntentModeSet):
+        return command.mode != "private"
+    return isinstance(command, p.IntentPrivateRecover) and command.action != "resume"
+
+
+EFFECTS = IntentEffects()
