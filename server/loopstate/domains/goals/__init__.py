@@ -1,3 +1,6 @@
-"""The goals domain (being built: see its issue)."""
+"""The goals domain (seed 003): todos and gates as an ordered event stream per goal,
+with ACTIVE_GOAL_STATE.md as a rendered projection. Pure: no files, clock or ids."""
 
-DOMAIN = None
+from loopstate.domains.goals.domain import GoalsDomain
+
+DOMAIN = GoalsDomain()

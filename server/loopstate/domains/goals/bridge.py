@@ -1,0 +1,125 @@
+"""The migration bridge and the staleness check: the event projection against Markdown.
+
+``bridge`` compares the board with the parse of a Markdown file and reports
+every difference (a todo or gate only on one side, a field that differs, a
+duplicate id, a line it could not read). Archive candidates are rendered in
+compact form, so only their title, role, priority and status are compared.
+``check`` says whether a rendered file is the current projection, stale (the
+store has lifecycle events it does not show), edited by hand, or foreign.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate_protocol.goals import Board, BridgeReport, Difference, GateView, MarkdownStatus, TodoView
+
+from loopstate.domains.goals.markdown import Parsed, split_header, text_checksum
+from loopstate.domains.goals.state import GoalState
+
+TODO_FIELDS = (
+    "title", "role", "priority", "status", "planner_order", "claimed_by", "lease_expires_at", "blocker_reason",
+    "gate_ids", "resume_when", "resume_until", "rationale", "validation_refs", "evidence_ids", "metadata",
+)
+COMPACT_FIELDS = ("title", "role", "priority", "status")
+GATE_FIELDS = ("gate_kind", "title", "status", "todo_id", "run_id", "decision", "rationale", "resolved_by")
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == [] or value == {}:
+        return None
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def _match(kind: str, events: dict[str, Any], parsed: list[Any], id_of, title_of, out: list[Difference]):
+    """Pair parsed items with projection items by id (or by exact title when the line has no id)."""
+    by_title = {}
+    for key, item in events.items():
+        by_title.setdefault(title_of(item), key)
+    pairs, seen = [], set()
+    for item in parsed:
+        key = id_of(item) or by_title.get(item.title)
+        if key in seen:
+            out.append(Difference(kind="duplicate_in_markdown", subject=f"{kind} {key}", line=item.line))
+            continue
+        if key is None or key not in events:
+            out.append(Difference(kind="missing_in_events", subject=f"{kind} {key or item.title}", line=item.line,
+                                  markdown_value=item.title))
+            continue
+        seen.add(key)
+        pairs.append((events[key], item))
+    for key in events:
+        if key not in seen:
+            out.append(Difference(kind="missing_in_markdown", subject=f"{kind} {key}", events_value=title_of(events[key])))
+    return pairs
+
+
+def _compare(subject: str, fields: tuple[str, ...], left: Any, right: Any, line: int, out: list[Difference]) -> None:
+    for name in fields:
+        a, b = _text(getattr(left, name)), _text(getattr(right, name))
+        if a != b:
+            out.append(Difference(kind="field_differs", subject=subject, field=name, events_value=a,
+                                  markdown_value=b, line=line))
+
+
+def bridge(board: Board, parsed: Parsed, store_sequence: int) -> BridgeReport:
+    out: list[Difference] = []
+    todos: dict[str, TodoView] = {}
+    compact: set[str] = set()
+    for group in board.active:
+        todos.update((t.todo_id, t) for t in group.todos)
+    todos.update((t.todo_id, t) for t in board.completed)
+    for todo in board.archive_candidates:
+        todos[todo.todo_id] = todo
+        compact.add(todo.todo_id)
+    gates: dict[str, GateView] = {g.gate_id: g for g in (*board.user_inbox, *board.controller_inbox, *board.resolved_gates)}
+    for todo, item in _match("todo", todos, parsed.todos, lambda p: p.todo_id, lambda t: t.title, out):
+        fields = COMPACT_FIELDS if todo.todo_id in compact or item.compact else TODO_FIELDS
+        _compare(f"todo {todo.todo_id}", fields, todo, item, item.line, out)
+    for gate, item in _match("gate", gates, parsed.gates, lambda p: p.gate_id, lambda g: g.title, out):
+        _compare(f"gate {gate.gate_id}", GATE_FIELDS, gate, item, item.line, out)
+    for line, text in parsed.unparsed:
+        out.append(Difference(kind="unparsed_line", subject="markdown", markdown_value=text[:200], line=line))
+    header = parsed.header or {}
+    return BridgeReport(
+        goal_id=board.meta.goal_id, clean=not out, differences=out, events_todos=len(todos),
+        markdown_todos=len(parsed.todos), events_gates=len(gates), markdown_gates=len(parsed.gates),
+        markdown_sequence=header.get("last_append_sequence") if isinstance(header.get("last_append_sequence"), int) else None,
+        store_sequence=store_sequence,
+    )
+
+
+def check(state: GoalState, text: str) -> MarkdownStatus:
+    """Is ``text`` the current projection of this goal?"""
+    head = state.content
+    fields, body = split_header(text)
+    if fields is None or fields.get("goal_id") != state.goal_id:
+        return MarkdownStatus(
+            status="foreign", file_sequence=None, store_sequence=head.last_append_sequence, events_since=None,
+            message=f"not a loopstate projection of goal {state.goal_id!r} (no matching header); "
+                    "`loopstate goals backfill` imports a hand-written file",
+        )
+    sequence = fields.get("last_append_sequence")
+    sequence = sequence if isinstance(sequence, int) else None
+    count = fields.get("source_event_count")
+    since = head.event_count - count if isinstance(count, int) else None
+    if text_checksum(body or "") != fields.get("body_checksum"):
+        return MarkdownStatus(
+            status="edited", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=since,
+            message="the text was edited after it was rendered; edits are not state changes: "
+                    "`loopstate goals bridge` lists them, record them with `loopstate goals ...` commands",
+        )
+    if sequence != head.last_append_sequence or fields.get("source_checksum") != head.source_checksum:
+        return MarkdownStatus(
+            status="stale", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=since,
+            message=f"stale: rendered through append_sequence {sequence}, the store is at "
+                    f"{head.last_append_sequence} ({since} lifecycle events since); run `loopstate goals render`",
+        )
+    return MarkdownStatus(
+        status="current", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=0,
+        message=f"current: rendered through append_sequence {sequence}, the store head",
+    )

@@ -1,0 +1,415 @@
+"""``decide``: a goals command and the current state in, validated events out.
+
+Order of checks for a one-event command: build the event (payload validated
+against its type, privacy class enforced), then the seed's idempotency on
+``event_id`` (the same id with the same normalized body is a no-op, a
+different body is EVENT_ID_CONFLICT), then the lifecycle rules (todo exists,
+not completed, gates resolved before completion, leases...). Idempotency
+comes first so that an exact re-append stays a no-op even after later events
+changed what the rules would say.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable
+
+from loopstate_protocol import goals as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import derived_uuid
+from loopstate.domains.base import Context
+from loopstate.domains.goals import events as ev
+from loopstate.domains.goals import privacy
+from loopstate.domains.goals.markdown import render, text_checksum
+from loopstate.domains.goals.ordering import instant
+from loopstate.domains.goals.projection import build_board, open_gates_for
+from loopstate.domains.goals.state import GoalState, Todo, state_checksum
+
+Event = dict[str, Any]
+# ctx.extra keys the service's effects fill in before a render.
+RENDER_TRACKED = "goals.render_tracked"
+RENDER_EXISTING = "goals.render_existing"
+
+
+def normalize_time(text: str, field: str) -> str:
+    try:
+        return format_time(instant(text))
+    except LoopstateError:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED, f"{field} {text!r} is not an offset-aware ISO-8601 timestamp", field=field,
+        ) from None
+
+
+def event_id_for(command: proto._GoalCommand, ctx: Context, index: int = 0) -> str:
+    """The caller's event id, or one derived from the request id (so retries repeat it)."""
+    if command.event_id is not None:
+        return command.event_id
+    return derived_uuid(f"goals:{command.goal_id}", f"{ctx.request_id}:{index}")
+
+
+def _todo(state: GoalState, todo_id: str) -> Todo:
+    todo = state.todos.get(todo_id)
+    if todo is None:
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND,
+            f"todo {todo_id!r} is not in goal {state.goal_id!r}; add it first with `loopstate goals add`",
+            todo_id=todo_id,
+        )
+    return todo
+
+
+def _open(state: GoalState, todo_id: str, verb: str) -> Todo:
+    todo = _todo(state, todo_id)
+    if todo.status == "completed":
+        raise LoopstateError(
+            ErrorCode.INVALID_TRANSITION,
+            f"todo {todo_id!r} is completed and cannot be {verb}; events never rewrite a closed todo: "
+            "add a follow-up todo (refs.parent_event_id may point at it)",
+            todo_id=todo_id, status=todo.status,
+        )
+    return todo
+
+
+def _gates_resolved(state: GoalState, todo: Todo, verb: str) -> None:
+    pending = open_gates_for(state, todo)
+    if pending:
+        names = ", ".join(f"{g} ({state.gates[g].gate_kind}: {state.gates[g].title})" for g in pending)
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"todo {todo.todo_id!r} cannot be {verb} while gate(s) {names} are unresolved; "
+            "resolve them first with `loopstate goals resolve`",
+            todo_id=todo.todo_id, open_gate_ids=pending,
+        )
+
+
+def free_id(taken, prefix: str) -> str:
+    number = len(taken) + 1
+    while f"{prefix}{number:03d}" in taken:
+        number += 1
+    return f"{prefix}{number:03d}"
+
+
+def _auto_id(collection: dict[str, Any], prefix: str, event_id: str) -> str:
+    """A new readable id (T001, G001, E001), or the one an earlier append of this event id chose."""
+    for key, record in collection.items():
+        if record.added_event_id == event_id:
+            return key
+    return free_id(collection, prefix)
+
+
+# Payload builders: (state, command, recorded_at, event_id) -> payload -------------------------------
+
+
+def _add(state, c: proto.AddTodo, at: str, eid: str) -> dict:
+    return {
+        "todo_id": c.todo_id or _auto_id(state.todos, "T", eid), "title": c.title, "role": c.role,
+        "priority": c.priority, "planner_order": c.planner_order, "metadata": c.metadata,
+        "details": c.details, "pointer": c.pointer,
+    }
+
+
+def _claim(state, c: proto.ClaimTodo, at: str, eid: str) -> dict:
+    lease = None
+    if c.lease_seconds is not None:
+        lease = format_time(instant(at) + dt.timedelta(seconds=c.lease_seconds))
+    return {"todo_id": c.todo_id, "claimed_by": c.claimed_by, "lease_expires_at": lease, "note": c.note}
+
+
+def _update(state, c: proto.UpdateTodo, at: str, eid: str) -> dict:
+    payload = {name: getattr(c, name) for name in
+               ("title", "role", "priority", "planner_order", "metadata", "details", "pointer")}
+    if all(value is None for value in payload.values()):
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "todo_updated needs at least one field to change",
+                             field="payload")
+    return {"todo_id": c.todo_id, **payload}
+
+
+def _block(state, c: proto.BlockTodo, at: str, eid: str) -> dict:
+    return {"todo_id": c.todo_id, "reason": c.reason, "gate_ids": sorted(set(c.gate_ids))}
+
+
+def _defer(state, c: proto.DeferTodo, at: str, eid: str) -> dict:
+    until = None if c.until is None else normalize_time(c.until, "until")
+    return {"todo_id": c.todo_id, "resume_when": c.resume_when, "until": until}
+
+
+def _complete(state, c: proto.CompleteTodo, at: str, eid: str) -> dict:
+    return {"todo_id": c.todo_id, "rationale": c.rationale, "validation_refs": c.validation_refs,
+            "evidence_ids": sorted(set(c.evidence_ids))}
+
+
+def _gate(state, c: proto.AddGate, at: str, eid: str) -> dict:
+    return {"gate_id": c.gate_id or _auto_id(state.gates, "G", eid), "gate_kind": c.gate_kind, "title": c.title,
+            "todo_id": c.todo_id, "run_id": c.run_id}
+
+
+def _resolve(state, c: proto.ResolveGate, at: str, eid: str) -> dict:
+    return {"gate_id": c.gate_id, "decision": c.decision, "rationale": c.rationale, "resolved_by": c.resolved_by}
+
+
+def _run(state, c: proto.RecordRun, at: str, eid: str) -> dict:
+    return {"run_id": c.run_id, "status": c.status, "classification": c.classification,
+            "delivery_outcome": c.delivery_outcome, "todo_id": c.todo_id, "summary": c.summary, "pointer": c.pointer}
+
+
+def _refresh(state, c: proto.RecordRefresh, at: str, eid: str) -> dict:
+    return {"refresh_kind": c.refresh_kind, "summary": c.summary, "pointer": c.pointer}
+
+
+def _quota(state, c: proto.SpendQuota, at: str, eid: str) -> dict:
+    if c.amount != c.amount or c.amount in (float("inf"), float("-inf")):
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "quota amount must be a finite number", field="amount")
+    return {"amount": c.amount, "unit": c.unit, "category": c.category, "quota_id": c.quota_id,
+            "run_id": c.run_id, "todo_id": c.todo_id}
+
+
+def _evidence(state, c: proto.AttachEvidence, at: str, eid: str) -> dict:
+    return {"evidence_id": c.evidence_id or _auto_id(state.evidence, "E", eid), "target_kind": c.target_kind,
+            "target_id": c.target_id, "ref": c.ref, "summary": c.summary, "pointer": c.pointer}
+
+
+# Lifecycle rules, checked only for events that are not idempotent repeats --------------------------------
+
+
+def _rules_add(state: GoalState, p: dict, ctx: Context) -> None:
+    known = state.todos.get(p["todo_id"])
+    if known is not None:
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"todo {p['todo_id']!r} already exists (added at append_sequence {known.added_sequence}); a new "
+            "todo_added may not rewrite it: change it with `loopstate goals update`",
+            todo_id=p["todo_id"],
+        )
+
+
+def _rules_claim(state: GoalState, p: dict, ctx: Context) -> None:
+    todo = _open(state, p["todo_id"], "claimed")
+    if todo.status == "blocked":
+        _gates_resolved(state, todo, "claimed")
+    holder, until = todo.claimed_by, todo.lease_expires_at
+    if todo.status == "claimed" and holder and holder != p["claimed_by"] and until and instant(until) > ctx.now:
+        raise LoopstateError(
+            ErrorCode.LEASE_HELD,
+            f"todo {todo.todo_id!r} is claimed by {holder!r} with a lease until {until}; wait for it to expire "
+            "or ask the holder to hand it over",
+            todo_id=todo.todo_id, claimed_by=holder, lease_expires_at=until,
+        )
+
+
+def _rules_update(state: GoalState, p: dict, ctx: Context) -> None:
+    _open(state, p["todo_id"], "updated")
+
+
+def _rules_block(state: GoalState, p: dict, ctx: Context) -> None:
+    _open(state, p["todo_id"], "blocked")
+    missing = [g for g in p.get("gate_ids", []) if g not in state.gates]
+    if missing:
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND, f"gate(s) {', '.join(missing)} are not in goal {state.goal_id!r}; add them with "
+            "`loopstate goals gate` first", gate_ids=missing,
+        )
+
+
+def _rules_defer(state: GoalState, p: dict, ctx: Context) -> None:
+    _open(state, p["todo_id"], "deferred")
+
+
+def _rules_complete(state: GoalState, p: dict, ctx: Context) -> None:
+    _gates_resolved(state, _open(state, p["todo_id"], "completed"), "completed")
+
+
+def _rules_gate(state: GoalState, p: dict, ctx: Context) -> None:
+    if p["gate_id"] in state.gates:
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"gate {p['gate_id']!r} already exists; a new gate_added may not rewrite it: resolve it, or add a new gate",
+            gate_id=p["gate_id"],
+        )
+    if p.get("todo_id") is not None:
+        _open(state, p["todo_id"], "gated")
+
+
+def _rules_resolve(state: GoalState, p: dict, ctx: Context) -> None:
+    gate = state.gates.get(p["gate_id"])
+    if gate is None:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"gate {p['gate_id']!r} is not in goal {state.goal_id!r}",
+                             gate_id=p["gate_id"])
+    if gate.status in ("approved", "rejected"):
+        raise LoopstateError(
+            ErrorCode.INVALID_TRANSITION,
+            f"gate {gate.gate_id!r} was already resolved ({gate.decision}) at append_sequence {gate.resolved_sequence}; "
+            "add a new gate to ask again", gate_id=gate.gate_id,
+        )
+
+
+def _rules_todo_ref(state: GoalState, p: dict, ctx: Context) -> None:
+    if p.get("todo_id") is not None:
+        _todo(state, p["todo_id"])
+
+
+def _rules_evidence(state: GoalState, p: dict, ctx: Context) -> None:
+    if p["evidence_id"] in state.evidence:
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"evidence {p['evidence_id']!r} already exists; evidence ids are stable: attach new evidence under a new id",
+            evidence_id=p["evidence_id"],
+        )
+    if p["target_kind"] == "todo":
+        _todo(state, p["target_id"])
+    elif p["target_kind"] == "gate" and p["target_id"] not in state.gates:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"gate {p['target_id']!r} is not in goal {state.goal_id!r}",
+                             gate_id=p["target_id"])
+
+
+def _no_rules(state: GoalState, p: dict, ctx: Context) -> None:
+    return None
+
+
+Builder = Callable[[GoalState, Any, str, str], dict]
+Rules = Callable[[GoalState, dict, Context], None]
+VERBS: dict[type, tuple[str, Builder, Rules]] = {
+    proto.AddTodo: ("todo_added", _add, _rules_add),
+    proto.ClaimTodo: ("todo_claimed", _claim, _rules_claim),
+    proto.UpdateTodo: ("todo_updated", _update, _rules_update),
+    proto.BlockTodo: ("todo_blocked", _block, _rules_block),
+    proto.DeferTodo: ("todo_deferred", _defer, _rules_defer),
+    proto.CompleteTodo: ("todo_completed", _complete, _rules_complete),
+    proto.AddGate: ("gate_added", _gate, _rules_gate),
+    proto.ResolveGate: ("gate_resolved", _resolve, _rules_resolve),
+    proto.RecordRun: ("run_recorded", _run, _rules_todo_ref),
+    proto.RecordRefresh: ("refresh_recorded", _refresh, _no_rules),
+    proto.SpendQuota: ("quota_spent", _quota, _rules_todo_ref),
+    proto.AttachEvidence: ("evidence_attached", _evidence, _rules_evidence),
+}
+SUBJECT_REFS = ("todo_id", "gate_id", "run_id", "evidence_id", "quota_id")
+
+
+def _refs(state: GoalState, command: proto._GoalCommand, payload: dict) -> dict[str, str]:
+    """The caller's refs plus the compact ids the payload names (which they may not contradict)."""
+    refs = dict(command.refs)
+    for name in SUBJECT_REFS:
+        value = payload.get(name)
+        if value is None:
+            continue
+        if refs.get(name, value) != value:
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED, f"refs.{name} is {refs[name]!r} but the payload names {value!r}",
+                field=f"refs.{name}",
+            )
+        refs[name] = value
+    parent = refs.get("parent_event_id")
+    if parent is not None and parent not in state.seen:
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"refs.parent_event_id {parent!r} is not an event of goal {state.goal_id!r}; a child event must point "
+            "at an earlier event of its goal", field="refs.parent_event_id",
+        )
+    return refs
+
+
+def recorded_at_for(state: GoalState, command: proto._GoalCommand, event_id: str, ctx: Context) -> str:
+    """The caller's time; else, for a repeat of a known event id, the original's; else now."""
+    if command.recorded_at is not None:
+        return normalize_time(command.recorded_at, "recorded_at")
+    known = state.seen.get(event_id)
+    return known[2] if known is not None else format_time(ctx.now)
+
+
+def repeat_or_conflict(state: GoalState, event: Event) -> bool:
+    """True when ``event`` repeats a stored event exactly (a no-op); raises on a conflicting repeat."""
+    known = state.seen.get(event["event_id"])
+    if known is None:
+        return False
+    if known[1] == ev.body_digest(event) and known[2] == event["recorded_at"]:
+        return True
+    raise LoopstateError(
+        ErrorCode.EVENT_ID_CONFLICT,
+        f"event_id {event['event_id']!r} was already appended to goal {state.goal_id!r} at append_sequence "
+        f"{known[0]} with a different body; an event id names one event forever: use a new event id",
+        event_id=event["event_id"], first_sequence=known[0],
+    )
+
+
+def _envelope(state: GoalState, command: proto._GoalCommand, ctx: Context, event_type: str,
+              build: Callable[[str, str], dict], *, index: int = 0) -> Event:
+    event_id = event_id_for(command, ctx, index)
+    at = recorded_at_for(state, command, event_id, ctx)
+    payload = build(at, event_id)
+    clean = {k: v for k, v in payload.items() if v is not None}
+    return ev.make_event(
+        event_type=event_type, event_id=event_id, goal_id=state.goal_id, recorded_at=at,
+        producer=command.producer or ev.DEFAULT_PRODUCER, privacy_class=command.privacy,
+        refs=_refs(state, command, clean), payload=clean,
+    )
+
+
+def decide(state: GoalState, command: Any, ctx: Context) -> list[Event]:
+    if command.goal_id != state.goal_id:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"command for goal {command.goal_id!r} sent to goal {state.goal_id!r}")
+    verb = VERBS.get(type(command))
+    if verb is not None:
+        event_type, builder, rules = verb
+        event = _envelope(state, command, ctx, event_type, lambda at, eid: builder(state, command, at, eid))
+        if repeat_or_conflict(state, event):
+            return []
+        rules(state, event["payload"], ctx)
+        return [event]
+    if isinstance(command, proto.RenderMarkdown):
+        return _render(state, command, ctx)
+    if isinstance(command, proto.Compact):
+        return _compact(state, command, ctx)
+    raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the goals domain has no command {type(command).__name__}")
+
+
+# Projections as events ------------------------------------------------------------------------------------
+
+
+def markdown_for(state: GoalState, generated_at: str, public: bool) -> str:
+    return render(build_board(state, generated_at=generated_at, public=public))
+
+
+def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> list[Event]:
+    if command.privacy != privacy.PUBLIC_SAFE:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "projection_rendered events are public_safe records",
+                             field="privacy")
+    tracked = ctx.extra.get(RENDER_TRACKED)
+    if tracked and not command.public:
+        raise LoopstateError(
+            ErrorCode.PRIVACY_VIOLATION,
+            f"{command.target} is tracked by git, and tracked outputs need explicit redaction: render it with "
+            "--public, or keep the private workbench out of git (add it to .gitignore)",
+            target=command.target,
+        )
+    existing = ctx.extra.get(RENDER_EXISTING)
+    if existing in ("edited", "foreign") and not command.force:
+        raise LoopstateError(
+            ErrorCode.CONFLICT,
+            f"{command.target} is {'edited by hand' if existing == 'edited' else 'not a projection of this goal'}; "
+            "its text is not state and rendering would overwrite it: review it with `loopstate goals bridge`, "
+            "record what matters as events (or `backfill` a hand-written file), then render with --force",
+            target=command.target, existing=existing,
+        )
+
+    def build(at: str, eid: str) -> dict:
+        text = markdown_for(state, at, command.public)
+        return {"projection_kind": "markdown", "target": command.target, "checksum": text_checksum(text),
+                "rendered_through_sequence": state.content.last_append_sequence, "public": command.public}
+
+    event = _envelope(state, command, ctx, "projection_rendered", build)
+    return [] if repeat_or_conflict(state, event) else [event]
+
+
+def _compact(state: GoalState, command: proto.Compact, ctx: Context) -> list[Event]:
+    if state.store.event_count == 0:
+        raise LoopstateError(ErrorCode.RULE_VIOLATION, f"goal {state.goal_id!r} has no events to compact")
+
+    def build(at: str, eid: str) -> dict:
+        return {"through_append_sequence": state.store.last_append_sequence,
+                "source_event_count": state.store.event_count,
+                "source_checksum": state.store.source_checksum, "state_checksum": state_checksum(state)}
+
+    event = _envelope(state, command, ctx, "snapshot_compacted", build)
+    return [] if repeat_or_conflict(state, event) else [event]

@@ -1,0 +1,121 @@
+"""The goals domain as the service sees it: streams, decide, evolve, queries and views.
+
+One stream per goal, ``goals.<goal_id>``. Views for subscriptions are keyed by
+goal id: ``goals/board/<goal_id>`` (the local board) and
+``goals/public_board/<goal_id>`` (the redacted one).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol import goals as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.chain import ChainLayout
+from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.base import Context
+from loopstate.domains.goals import bridge, events, markdown
+from loopstate.domains.goals.backfill import backfill_events
+from loopstate.domains.goals.decide import decide as decide_command
+from loopstate.domains.goals.decide import markdown_for
+from loopstate.domains.goals.projection import build_board
+from loopstate.domains.goals.state import GoalState, evolve, initial
+
+GOAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
+PREFIX = "goals."
+
+LAYOUT = ChainLayout(
+    sequence_field="append_sequence", prev_field="prev_hash", hash_field="event_hash",
+    schema_field="schema_version", classify_schema=events.classify_schema,
+)
+
+
+def check_goal_id(goal_id: Any) -> str:
+    if not isinstance(goal_id, str) or not GOAL_ID.match(goal_id):
+        raise LoopstateError(
+            ErrorCode.INVALID_PARAMS,
+            f"goal id {goal_id!r} is not valid: use 1-80 letters, digits, '_' and '-', starting with a letter or digit",
+            field="goal_id",
+        )
+    return goal_id
+
+
+def validated(message: Any) -> Any:
+    """Hold a message built in Python (CLI, tests) to the constraints the wire decoder applies."""
+    try:
+        return msgspec.convert(msgspec.to_builtins(message), type(message))
+    except msgspec.ValidationError as exc:
+        tag = type(message).__struct_config__.tag
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {exc}") from None
+
+
+def stream_name(goal_id: str) -> str:
+    return PREFIX + check_goal_id(goal_id)
+
+
+class GoalsDomain:
+    name = "goals"
+    layout = LAYOUT
+    commands = proto.COMMANDS
+    queries = proto.QUERIES
+    views = ("board", "public_board")
+
+    @property
+    def effects(self):
+        """The impure glue (Markdown files, git checks, snapshot files) lives in the service."""
+        from loopstate.service.goals_effects import EFFECTS
+
+        return EFFECTS
+
+    def stream_for(self, message: Any) -> str:
+        return stream_name(message.goal_id)
+
+    def stream_for_view(self, view: str, key: str | None) -> str:
+        if key is None:
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"topic goals/{view} needs a goal id: goals/{view}/<goal_id>")
+        return stream_name(key)
+
+    def initial(self, stream: str) -> GoalState:
+        return initial(stream[len(PREFIX):])
+
+    def evolve(self, state: GoalState, event: dict[str, Any]) -> GoalState:
+        return evolve(state, event)
+
+    def decide(self, state: GoalState, command: Any, ctx: Context) -> list[dict[str, Any]]:
+        command = validated(command)
+        if isinstance(command, proto.Backfill):
+            return backfill_events(state, command, ctx)
+        return decide_command(state, command, ctx)
+
+    def query(self, state: GoalState, query: Any, ctx: Context) -> Any:
+        query = validated(query)
+        now = format_time(ctx.now)
+        if isinstance(query, proto.GetBoard):
+            return build_board(state, generated_at=now, public=query.public)
+        if isinstance(query, proto.PreviewMarkdown):
+            board = build_board(state, generated_at=now, public=query.public)
+            text = markdown.render(board)
+            return proto.MarkdownText(meta=board.meta, text=text, checksum=markdown.text_checksum(text))
+        if isinstance(query, proto.CheckMarkdown):
+            return bridge.check(state, query.markdown)
+        if isinstance(query, proto.BridgeMarkdown):
+            board = build_board(state, generated_at=now, public=query.public)
+            return bridge.bridge(board, markdown.parse(query.markdown), state.content.last_append_sequence)
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the goals domain has no query {type(query).__name__}")
+
+    def view(self, state: GoalState, view: str, key: str | None, ctx: Context) -> proto.Board:
+        return build_board(state, generated_at=format_time(ctx.now), public=view == "public_board")
+
+
+def rendered_text(state: GoalState, event: dict[str, Any]) -> str:
+    """The Markdown a projection_rendered event describes, rebuilt from the state it was decided on.
+
+    Bookkeeping events do not change projection content, so the state after the
+    event renders the same text the decision checksummed.
+    """
+    return markdown_for(state, event["recorded_at"], bool(event["payload"].get("public")))

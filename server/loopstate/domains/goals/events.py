@@ -1,0 +1,303 @@
+"""The seed's event envelope and the typed payload of each of its fourteen event types.
+
+Every event a goal stream holds has the seed's envelope (``schema_version``,
+``event_id``, ``goal_id``, ``event_type``, ``recorded_at``, ``append_sequence``,
+``producer``, ``privacy``, ``projection_version``, ``refs``, ``payload``);
+loopstate's core adds ``prev_hash``, ``event_hash``, ``request_id`` and
+``request_fingerprint``. Payloads are msgspec Structs with field constraints:
+``make_event`` converts the payload through its Struct, so a payload that
+would not decode from the wire is refused here too, and what is stored is the
+normalized form that the event-id idempotency rule compares.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.goals import (
+    Body, Decision, GateKind, Label, Line, Pointer, Priority, RefId, RefreshKind, TargetKind,
+)
+
+from loopstate.core import canonical
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.goals import privacy
+
+SCHEMA_VERSION = "loopx_state_event_v0"
+PROJECTION_VERSION = "goals_projection_v0"
+PROJECTION_SCHEMA = "loopx_state_projection_v0"
+DEFAULT_PRODUCER = "loopstate.goals"
+BACKFILL_PRODUCER = "loopx.backfill"
+
+_SCHEMA = re.compile(r"^loopx_state_event_v(0|[1-9][0-9]*)$")
+REF_KEY = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_REFS = 16
+Sha = Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
+Order = Annotated[int, msgspec.Meta(ge=0)]
+Sequence = Annotated[int, msgspec.Meta(ge=0)]
+
+# Store-assigned fields: never part of an event's normalized body.
+CHAIN_FIELDS = ("append_sequence", "prev_hash", "event_hash", "request_id", "request_fingerprint")
+BODY_FIELDS = (
+    "schema_version", "event_id", "goal_id", "event_type", "producer", "privacy",
+    "projection_version", "refs", "payload",
+)
+
+
+def classify_schema(value: Any) -> str:
+    """``ok`` for v0, ``future`` for a later version, ``invalid`` otherwise."""
+    match = _SCHEMA.match(value) if isinstance(value, str) else None
+    if match is None:
+        return "invalid"
+    return "ok" if match.group(1) == "0" else "future"
+
+
+class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """Base of every payload: unknown fields are refused, defaults are not stored."""
+
+
+class TodoAdded(_Payload):
+    todo_id: RefId
+    title: Line
+    role: Label = "agent"
+    priority: Priority = "P2"
+    planner_order: Order | None = None
+    metadata: dict[Label, Line] = {}
+    details: Body | None = None
+    pointer: Pointer | None = None
+
+
+class TodoClaimed(_Payload):
+    todo_id: RefId
+    claimed_by: Label
+    lease_expires_at: str | None = None
+    note: Line | None = None
+
+
+class TodoUpdated(_Payload):
+    todo_id: RefId
+    title: Line | None = None
+    role: Label | None = None
+    priority: Priority | None = None
+    planner_order: Order | None = None
+    metadata: dict[Label, Line] | None = None
+    details: Body | None = None
+    pointer: Pointer | None = None
+
+
+class TodoBlocked(_Payload):
+    todo_id: RefId
+    reason: Line
+    gate_ids: list[RefId] = []
+
+
+class TodoDeferred(_Payload):
+    todo_id: RefId
+    resume_when: Line
+    until: str | None = None
+
+
+class TodoCompleted(_Payload):
+    todo_id: RefId
+    rationale: Line
+    validation_refs: list[Line] = []
+    evidence_ids: list[RefId] = []
+
+
+class GateAdded(_Payload):
+    gate_id: RefId
+    gate_kind: GateKind
+    title: Line
+    todo_id: RefId | None = None
+    run_id: RefId | None = None
+
+
+class GateResolved(_Payload):
+    gate_id: RefId
+    decision: Decision
+    rationale: Line | None = None
+    resolved_by: Label | None = None
+
+
+class RunRecorded(_Payload):
+    run_id: RefId
+    status: Label
+    classification: Label | None = None
+    delivery_outcome: Label | None = None
+    todo_id: RefId | None = None
+    summary: Line | None = None
+    pointer: Pointer | None = None
+
+
+class RefreshRecorded(_Payload):
+    refresh_kind: RefreshKind
+    summary: Line
+    pointer: Pointer | None = None
+
+
+class QuotaSpent(_Payload):
+    amount: Annotated[float, msgspec.Meta(ge=0, le=1e15)]
+    unit: Label
+    category: Label = "compute"
+    quota_id: RefId | None = None
+    run_id: RefId | None = None
+    todo_id: RefId | None = None
+
+
+class EvidenceAttached(_Payload):
+    evidence_id: RefId
+    target_kind: TargetKind
+    target_id: RefId
+    ref: Line
+    summary: Line | None = None
+    pointer: Pointer | None = None
+
+
+class ProjectionRendered(_Payload):
+    projection_kind: Literal["markdown", "status", "dashboard"]
+    target: Line
+    checksum: Sha
+    rendered_through_sequence: Sequence
+    public: bool = False
+
+
+class SnapshotCompacted(_Payload):
+    through_append_sequence: Sequence
+    source_event_count: Sequence
+    source_checksum: Sha
+    state_checksum: Sha
+
+
+PAYLOADS: dict[str, type[_Payload]] = {
+    "todo_added": TodoAdded,
+    "todo_claimed": TodoClaimed,
+    "todo_updated": TodoUpdated,
+    "todo_blocked": TodoBlocked,
+    "todo_deferred": TodoDeferred,
+    "todo_completed": TodoCompleted,
+    "gate_added": GateAdded,
+    "gate_resolved": GateResolved,
+    "run_recorded": RunRecorded,
+    "refresh_recorded": RefreshRecorded,
+    "quota_spent": QuotaSpent,
+    "evidence_attached": EvidenceAttached,
+    "projection_rendered": ProjectionRendered,
+    "snapshot_compacted": SnapshotCompacted,
+}
+EVENT_TYPES = tuple(PAYLOADS)
+# Events about projections rather than sources of them.
+BOOKKEEPING = frozenset({"projection_rendered", "snapshot_compacted"})
+# Payload fields that may hold private material; pointers are exempt from the
+# public text check because they are the compact stand-in for such material.
+PRIVATE_BODY_FIELDS = ("details",)
+POINTER_FIELD = "pointer"
+
+
+def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
+    """Validate ``payload`` against its type and return its stored (normalized) form."""
+    cls = PAYLOADS.get(event_type)
+    if cls is None:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"unknown event_type {event_type!r}; the goal stream accepts: {', '.join(EVENT_TYPES)}",
+            field="event_type",
+        )
+    try:
+        typed = msgspec.convert(payload, cls)
+    except msgspec.ValidationError as exc:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {exc}", event_type=event_type,
+        ) from None
+    return msgspec.to_builtins(typed)
+
+
+def normalize_refs(refs: dict[str, Any]) -> dict[str, str]:
+    if not isinstance(refs, dict) or len(refs) > MAX_REFS:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"refs must be an object of at most {MAX_REFS} compact ids", field="refs")
+    out = {}
+    for key, value in refs.items():
+        if not isinstance(key, str) or not REF_KEY.match(key):
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED,
+                f"refs key {key!r} is not valid: use lowercase letters, digits and '_' (e.g. parent_event_id, pr)",
+                field="refs",
+            )
+        if not isinstance(value, str) or not 1 <= len(value) <= 300 or not value.isprintable():
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED, f"refs.{key} must be a compact one-line id (1-300 printable characters)",
+                field=f"refs.{key}",
+            )
+        out[key] = value
+    return out
+
+
+def check_privacy(event_type: str, privacy_class: str, payload: dict[str, Any], refs: dict[str, str]) -> None:
+    """The seed's forbidden styles for each record class."""
+    if privacy_class not in privacy.PRIVACY_CLASSES:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"privacy {privacy_class!r} is not one of {', '.join(privacy.PRIVACY_CLASSES)}", field="privacy",
+        )
+    if privacy_class == privacy.LOCAL_PRIVATE:
+        return
+    for name in PRIVATE_BODY_FIELDS:
+        if payload.get(name) is not None:
+            raise LoopstateError(
+                ErrorCode.PRIVACY_VIOLATION,
+                f"{event_type}: payload.{name} is a private body, which a {privacy_class} event may not carry; "
+                "use privacy local_private, or a private_pointer event with a compact pointer",
+                field=f"payload.{name}", event_type=event_type,
+            )
+    has_pointer = payload.get(POINTER_FIELD) is not None
+    if privacy_class == privacy.PRIVATE_POINTER and not has_pointer:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"{event_type}: a private_pointer event must carry payload.pointer (a compact pointer to the private material)",
+            field="payload.pointer", event_type=event_type,
+        )
+    if privacy_class == privacy.PUBLIC_SAFE and has_pointer:
+        raise LoopstateError(
+            ErrorCode.PRIVACY_VIOLATION,
+            f"{event_type}: payload.pointer points at private material; record it with privacy private_pointer",
+            field="payload.pointer", event_type=event_type,
+        )
+    public_part = {k: v for k, v in payload.items() if k != POINTER_FIELD}
+    privacy.check_public_text(event_type, "payload", public_part)
+    privacy.check_public_text(event_type, "refs", refs)
+
+
+def make_event(
+    *, event_type: str, event_id: str, goal_id: str, recorded_at: str, producer: str,
+    privacy_class: str, refs: dict[str, Any], payload: Any,
+) -> dict[str, Any]:
+    """A validated event without its chain fields (the core seals those)."""
+    normalized = normalize_payload(event_type, payload)
+    clean_refs = normalize_refs(refs)
+    check_privacy(event_type, privacy_class, normalized, clean_refs)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "event_id": event_id,
+        "goal_id": goal_id,
+        "event_type": event_type,
+        "recorded_at": recorded_at,
+        "producer": producer,
+        "privacy": privacy_class,
+        "projection_version": PROJECTION_VERSION,
+        "refs": clean_refs,
+        "payload": normalized,
+    }
+
+
+def body_digest(event: dict[str, Any]) -> str:
+    """The digest of an event's normalized body (its fields minus store-assigned ones
+    and ``recorded_at``): what event-id idempotency compares, with ``recorded_at``
+    compared on its own."""
+    return canonical.digest({name: event.get(name) for name in BODY_FIELDS})[:32]
+
+
+def typed(event: dict[str, Any]) -> _Payload:
+    """The payload of a stored event as its Struct (stored payloads are already valid)."""
+    return msgspec.convert(event["payload"], PAYLOADS[event["event_type"]])

@@ -1,0 +1,69 @@
+"""The seed's two orders: how events replay, and how todos are shown.
+
+Replay: ``append_sequence``, then ``recorded_at`` (compared as instants, so
+``+02:00`` and ``Z`` forms sort correctly), then ``event_id`` as the final
+deterministic tie-breaker. Within one stream the sequence alone decides; the
+other keys matter when events from several sources (an export, a merge of
+backfilled files) are replayed together.
+
+Projection: priority (P0 first), then ``planner_order`` when present (todos
+without one come after those with one), then ``append_sequence``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.goals.state import GoalState, Todo, evolve, initial
+
+
+def instant(text: str) -> dt.datetime:
+    """An offset-aware ISO-8601 timestamp as a UTC instant (naive times are refused)."""
+    try:
+        moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except (TypeError, ValueError):
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"recorded_at {text!r} is not an ISO-8601 timestamp; use UTC (…Z) or an explicit offset",
+            field="recorded_at",
+        ) from None
+    if moment.tzinfo is None:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"recorded_at {text!r} has no UTC offset; the seed requires UTC or an offset-aware time",
+            field="recorded_at",
+        )
+    return moment.astimezone(dt.timezone.utc)
+
+
+def replay_key(event: dict[str, Any]) -> tuple[int, dt.datetime, str]:
+    return event["append_sequence"], instant(event["recorded_at"]), event["event_id"]
+
+
+def replay_order(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(events, key=replay_key)
+
+
+def replay(goal_id: str, events: Iterable[dict[str, Any]], state: GoalState | None = None) -> GoalState:
+    """Fold events in replay order (identical duplicates ignored, conflicts refused)."""
+    state = initial(goal_id) if state is None else state
+    for event in replay_order(events):
+        state = evolve(state, event)
+    return state
+
+
+PRIORITY_RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3, "P4": 4}
+
+
+def todo_key(todo: Todo) -> tuple[int, int, int, int]:
+    order = todo.planner_order
+    return (
+        PRIORITY_RANK.get(todo.priority, 9),
+        0 if order is not None else 1,
+        order if order is not None else 0,
+        todo.added_sequence,
+    )

@@ -1,0 +1,363 @@
+"""A goal's folded state, and ``evolve``: one event at a time, in append order.
+
+The state is a tree of msgspec Structs so a snapshot checkpoint can encode and
+decode it exactly. ``evolve`` updates it in place and returns it (the service
+replaces its state with the return value). It also applies the consumer rule
+of the seed: an event id seen before with an identical body is ignored, one
+with a different body stops the replay with EVENT_ID_CONFLICT (fail closed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.goals import events as ev
+from loopstate.domains.goals.privacy import PUBLIC_SAFE
+
+RECENT_LIMIT = 50  # timeline entries kept in memory per kind (runs, refreshes)
+
+
+class Head(msgspec.Struct, kw_only=True):
+    """What a projection names as its source: count, last id, last sequence, integrity."""
+
+    event_count: int = 0
+    last_event_id: str | None = None
+    last_append_sequence: int = 0
+    source_checksum: str | None = None
+
+
+class Todo(msgspec.Struct, kw_only=True):
+    todo_id: str
+    title: str
+    role: str
+    priority: str
+    status: str  # open | claimed | blocked | deferred | completed
+    added_sequence: int
+    added_event_id: str
+    planner_order: int | None = None
+    claimed_by: str | None = None
+    lease_expires_at: str | None = None
+    blocker_reason: str | None = None
+    gate_ids: list[str] = []
+    resume_when: str | None = None
+    resume_until: str | None = None
+    rationale: str | None = None
+    validation_refs: list[str] = []
+    evidence_ids: list[str] = []
+    metadata: dict[str, str] = {}
+    details: str | None = None
+    pointer: str | None = None
+    completed_sequence: int | None = None
+    source: str | None = None
+    # Fields whose current value came from a non-public event: public views omit them.
+    private_fields: list[str] = []
+
+
+class Gate(msgspec.Struct, kw_only=True):
+    gate_id: str
+    gate_kind: str
+    title: str
+    status: str  # open | deferred | approved | rejected
+    added_sequence: int
+    added_event_id: str
+    todo_id: str | None = None
+    run_id: str | None = None
+    decision: str | None = None
+    rationale: str | None = None
+    resolved_by: str | None = None
+    resolved_sequence: int | None = None
+    private_fields: list[str] = []
+
+
+class Run(msgspec.Struct, kw_only=True):
+    run_id: str
+    status: str
+    recorded_at: str
+    append_sequence: int
+    classification: str | None = None
+    delivery_outcome: str | None = None
+    todo_id: str | None = None
+    summary: str | None = None
+    pointer: str | None = None
+    private_fields: list[str] = []
+
+
+class Refresh(msgspec.Struct, kw_only=True):
+    refresh_kind: str
+    summary: str
+    recorded_at: str
+    append_sequence: int
+    pointer: str | None = None
+    private_fields: list[str] = []
+
+
+class Quota(msgspec.Struct, kw_only=True):
+    unit: str
+    category: str
+    amount: float = 0.0
+    entries: int = 0
+
+
+class Evidence(msgspec.Struct, kw_only=True):
+    evidence_id: str
+    target_kind: str
+    target_id: str
+    ref: str
+    append_sequence: int
+    added_event_id: str
+    summary: str | None = None
+    pointer: str | None = None
+    private_fields: list[str] = []
+
+
+class Render(msgspec.Struct, kw_only=True):
+    projection_kind: str
+    target: str
+    checksum: str
+    rendered_through_sequence: int
+    public: bool
+    append_sequence: int
+
+
+class Snapshot(msgspec.Struct, kw_only=True):
+    through_append_sequence: int
+    state_checksum: str
+    append_sequence: int
+
+
+class GoalState(msgspec.Struct, kw_only=True):
+    goal_id: str
+    store: Head = msgspec.field(default_factory=Head)  # every event
+    content: Head = msgspec.field(default_factory=Head)  # lifecycle events (projection sources)
+    todos: dict[str, Todo] = {}
+    gates: dict[str, Gate] = {}
+    runs: list[Run] = []
+    run_count: int = 0
+    refreshes: list[Refresh] = []
+    quota: dict[str, Quota] = {}
+    evidence: dict[str, Evidence] = {}
+    last_render: Render | None = None
+    last_snapshot: Snapshot | None = None
+    # event_id -> (append_sequence, body digest, recorded_at)
+    seen: dict[str, tuple[int, str, str]] = {}
+
+
+def initial(goal_id: str) -> GoalState:
+    return GoalState(goal_id=goal_id)
+
+
+def _private(fields: list[str], names: list[str], is_private: bool) -> list[str]:
+    """Mark (or clear) the fields an event just set as private."""
+    current = set(fields)
+    if is_private:
+        current.update(names)
+    else:
+        current.difference_update(names)
+    return sorted(current)
+
+
+def _set(record: Any, payload: dict[str, Any], names: tuple[str, ...], is_private: bool) -> None:
+    changed = [name for name in names if name in payload and payload[name] is not None]
+    for name in changed:
+        setattr(record, name, payload[name])
+    record.private_fields = _private(record.private_fields, changed, is_private)
+
+
+def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
+    event_id = event["event_id"]
+    sequence = event["append_sequence"]
+    marks = ev.body_digest(event)
+    known = state.seen.get(event_id)
+    if known is not None:
+        if known[1] == marks and known[2] == event["recorded_at"]:
+            return state  # the seed's consumer rule: ignore an identical duplicate
+        raise LoopstateError(
+            ErrorCode.EVENT_ID_CONFLICT,
+            f"goal {state.goal_id!r}: event_id {event_id!r} at append_sequence {sequence} repeats the one at "
+            f"{known[0]} with a different body; the stream fails closed (run `loopstate verify`)",
+            event_id=event_id, first_sequence=known[0], sequence=sequence,
+        )
+    state.seen[event_id] = (sequence, marks, event["recorded_at"])
+    checksum = "sha256:" + event["event_hash"] if event.get("event_hash") else None
+    kind = event["event_type"]
+    heads = [state.store] if kind in ev.BOOKKEEPING else [state.store, state.content]
+    for head in heads:
+        head.event_count += 1
+        head.last_event_id = event_id
+        head.last_append_sequence = sequence
+        head.source_checksum = checksum
+    _APPLY[kind](state, event, event["payload"], event.get("privacy") != PUBLIC_SAFE)
+    return state
+
+
+# One function per event type; decide has checked every rule before the append.
+
+
+def _todo_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    refs = event.get("refs", {})
+    source = refs.get("source")
+    todo = Todo(
+        todo_id=p["todo_id"], title=p["title"], role=p.get("role", "agent"), priority=p.get("priority", "P2"),
+        status="open", added_sequence=event["append_sequence"], added_event_id=event["event_id"],
+        planner_order=p.get("planner_order"), metadata=dict(p.get("metadata", {})),
+        details=p.get("details"), pointer=p.get("pointer"),
+        source=f"{source}#L{refs['source_line']}" if source and refs.get("source_line") else source,
+    )
+    if private:
+        todo.private_fields = sorted(n for n in ("title", "metadata", "details", "pointer") if getattr(todo, n))
+    state.todos[todo.todo_id] = todo
+
+
+def _todo_claimed(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    todo = state.todos[p["todo_id"]]
+    todo.status = "claimed"
+    todo.claimed_by = p["claimed_by"]
+    todo.lease_expires_at = p.get("lease_expires_at")
+    todo.blocker_reason, todo.gate_ids = None, []
+    todo.resume_when, todo.resume_until = None, None
+    todo.private_fields = _private(todo.private_fields, ["claimed_by"], private)
+
+
+def _todo_updated(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    todo = state.todos[p["todo_id"]]
+    _set(todo, p, ("title", "role", "priority", "planner_order", "details", "pointer"), private)
+    if p.get("metadata") is not None:
+        todo.metadata = {**todo.metadata, **p["metadata"]}
+        todo.private_fields = _private(todo.private_fields, ["metadata"], private or "metadata" in todo.private_fields)
+
+
+def _todo_blocked(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    todo = state.todos[p["todo_id"]]
+    todo.status = "blocked"
+    todo.blocker_reason = p["reason"]
+    todo.gate_ids = list(p.get("gate_ids", []))
+    todo.private_fields = _private(todo.private_fields, ["blocker_reason"], private)
+
+
+def _todo_deferred(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    todo = state.todos[p["todo_id"]]
+    todo.status = "deferred"
+    todo.resume_when = p["resume_when"]
+    todo.resume_until = p.get("until")
+    todo.claimed_by, todo.lease_expires_at = None, None
+    todo.private_fields = _private(todo.private_fields, ["resume_when"], private)
+
+
+def _todo_completed(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    todo = state.todos[p["todo_id"]]
+    todo.status = "completed"
+    todo.rationale = p["rationale"]
+    todo.validation_refs = list(p.get("validation_refs", []))
+    todo.evidence_ids = sorted(set(todo.evidence_ids) | set(p.get("evidence_ids", [])))
+    todo.completed_sequence = event["append_sequence"]
+    todo.lease_expires_at = None
+    todo.private_fields = _private(todo.private_fields, ["rationale", "validation_refs"], private)
+
+
+def _gate_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    gate = Gate(
+        gate_id=p["gate_id"], gate_kind=p["gate_kind"], title=p["title"], status="open",
+        added_sequence=event["append_sequence"], added_event_id=event["event_id"], todo_id=p.get("todo_id"), run_id=p.get("run_id"),
+        private_fields=["title"] if private else [],
+    )
+    state.gates[gate.gate_id] = gate
+
+
+_GATE_STATUS = {"approve": "approved", "reject": "rejected", "defer": "deferred"}
+
+
+def _gate_resolved(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    gate = state.gates[p["gate_id"]]
+    gate.status = _GATE_STATUS[p["decision"]]
+    gate.decision = p["decision"]
+    gate.rationale = p.get("rationale")
+    gate.resolved_by = p.get("resolved_by")
+    gate.resolved_sequence = event["append_sequence"]
+    gate.private_fields = _private(gate.private_fields, ["rationale", "resolved_by"], private)
+
+
+def _run_recorded(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    run = Run(
+        run_id=p["run_id"], status=p["status"], recorded_at=event["recorded_at"],
+        append_sequence=event["append_sequence"], classification=p.get("classification"),
+        delivery_outcome=p.get("delivery_outcome"), todo_id=p.get("todo_id"), summary=p.get("summary"),
+        pointer=p.get("pointer"), private_fields=["summary"] if private and p.get("summary") else [],
+    )
+    state.runs = [*state.runs[-(RECENT_LIMIT - 1):], run]
+    state.run_count += 1
+
+
+def _refresh_recorded(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    refresh = Refresh(
+        refresh_kind=p["refresh_kind"], summary=p["summary"], recorded_at=event["recorded_at"],
+        append_sequence=event["append_sequence"], pointer=p.get("pointer"),
+        private_fields=["summary"] if private else [],
+    )
+    state.refreshes = [*state.refreshes[-(RECENT_LIMIT - 1):], refresh]
+
+
+def _quota_spent(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    category = p.get("category", "compute")
+    key = f"{p['unit']}/{category}"
+    line = state.quota.get(key) or Quota(unit=p["unit"], category=category)
+    line.amount += float(p["amount"])
+    line.entries += 1
+    state.quota[key] = line
+
+
+def _evidence_attached(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    evidence = Evidence(
+        evidence_id=p["evidence_id"], target_kind=p["target_kind"], target_id=p["target_id"], ref=p["ref"],
+        append_sequence=event["append_sequence"], added_event_id=event["event_id"],
+        summary=p.get("summary"), pointer=p.get("pointer"),
+        private_fields=[n for n in ("ref", "summary") if p.get(n)] if private else [],
+    )
+    state.evidence[evidence.evidence_id] = evidence
+    if p["target_kind"] == "todo" and p["target_id"] in state.todos:
+        todo = state.todos[p["target_id"]]
+        todo.evidence_ids = sorted({*todo.evidence_ids, evidence.evidence_id})
+
+
+def _projection_rendered(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    state.last_render = Render(
+        projection_kind=p["projection_kind"], target=p["target"], checksum=p["checksum"],
+        rendered_through_sequence=p["rendered_through_sequence"], public=p.get("public", False),
+        append_sequence=event["append_sequence"],
+    )
+
+
+def _snapshot_compacted(state: GoalState, event: dict, p: dict, private: bool) -> None:
+    state.last_snapshot = Snapshot(
+        through_append_sequence=p["through_append_sequence"], state_checksum=p["state_checksum"],
+        append_sequence=event["append_sequence"],
+    )
+
+
+_APPLY = {
+    "todo_added": _todo_added,
+    "todo_claimed": _todo_claimed,
+    "todo_updated": _todo_updated,
+    "todo_blocked": _todo_blocked,
+    "todo_deferred": _todo_deferred,
+    "todo_completed": _todo_completed,
+    "gate_added": _gate_added,
+    "gate_resolved": _gate_resolved,
+    "run_recorded": _run_recorded,
+    "refresh_recorded": _refresh_recorded,
+    "quota_spent": _quota_spent,
+    "evidence_attached": _evidence_attached,
+    "projection_rendered": _projection_rendered,
+    "snapshot_compacted": _snapshot_compacted,
+}
+assert set(_APPLY) == set(ev.EVENT_TYPES)
+
+
+def state_checksum(state: GoalState) -> str:
+    from loopstate.core import canonical
+
+    return "sha256:" + canonical.digest(msgspec.to_builtins(state))

@@ -1,0 +1,241 @@
+"""The goals domain's impure glue: Markdown files, git, snapshot checkpoint files.
+
+- Render: before the decision, look at the target file (is git tracking it?
+  is it our current projection, stale, hand-edited or foreign?) so the pure
+  decision can apply the privacy and no-overwrite rules; after the
+  ``projection_rendered`` event is durable, write the very text it
+  checksummed. The file is always written after the event, never instead.
+- Staleness: read a rendered file and ask the domain whether it is current.
+- Snapshots: after a ``snapshot_compacted`` event, write the folded state and
+  the chain position it covers next to the store, as a derived cache;
+  ``load_state`` starts from it (after checking it against the stream) and
+  replays only what follows. The stream itself is never rewritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol import goals as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, safefs
+from loopstate.core.chain import ChainError, Position, check_line
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.stream import Stream
+from loopstate.domains.goals import bridge, markdown
+from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED
+from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
+from loopstate.domains.goals.state import GoalState, evolve, initial, state_checksum
+
+SNAPSHOT_FORMAT = "goals_snapshot_v0"
+GIT_TIMEOUT = 10.0
+
+
+class SnapshotFile(msgspec.Struct, kw_only=True):
+    format: str
+    stream: str
+    dev: int
+    ino: int
+    line_start: int
+    offset: int
+    sequence: int
+    hash: str
+    state_checksum: str
+    state: GoalState
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How a state was loaded: from a snapshot or from the start, and how many events were folded."""
+
+    state: GoalState
+    events_folded: int
+    snapshot_sequence: int | None
+    snapshot_note: str | None = None
+
+
+# Render ----------------------------------------------------------------------------------------------------
+
+
+def target_path(root: str, target: str) -> Path:
+    """The rendered file's path: relative to the project root, never escaping it."""
+    parts = Path(target).parts
+    if Path(target).is_absolute() or not parts or ".." in parts:
+        raise LoopstateError(ErrorCode.UNSAFE_PATH, f"render target {target!r} must be a path inside the project root "
+                             "without '..'", target=target)
+    path = Path(root) / target
+    safefs.check_inside(path, Path(root))
+    return path
+
+
+def git_tracked(root: str, path: Path) -> bool:
+    """Would git carry this file? True when it is in the index or not ignored in a work tree.
+
+    Outside a git work tree (or without git) the file is local state: False.
+    """
+    def git(*args: str) -> int:
+        try:
+            return subprocess.run(("git", "-C", root, *args), capture_output=True, timeout=GIT_TIMEOUT).returncode
+        except (OSError, subprocess.TimeoutExpired):
+            return 128
+
+    if git("rev-parse", "--is-inside-work-tree") != 0:
+        return False
+    relative = os.path.relpath(path, root)
+    if git("ls-files", "--error-unmatch", "--", relative) == 0:
+        return True
+    return git("check-ignore", "-q", "--", relative) != 0
+
+
+def read_text(root: str, path: Path) -> str | None:
+    data = safefs.read_file(path, Path(root))
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path.name} is not UTF-8 text", path=path.name) from None
+
+
+def markdown_status(service: Any, root: str, goal_id: str, target: str) -> proto.MarkdownStatus:
+    """Is the rendered file at ``target`` the current projection of the goal?"""
+    path = target_path(root, target)
+    text = read_text(root, path)
+    if text is None:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"{target} does not exist; write it with `loopstate goals render`",
+                             target=target)
+    return service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
+
+
+class GoalsEffects:
+    def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
+        if not isinstance(command, proto.RenderMarkdown):
+            return ctx
+        validated(command)
+        path = target_path(project.root, command.target)
+        text = read_text(project.root, path)
+        existing = "absent" if text is None else bridge.check(state, text).status
+        extra = {**ctx.extra, RENDER_TRACKED: git_tracked(project.root, path), RENDER_EXISTING: existing}
+        return dataclasses.replace(ctx, extra=extra)
+
+    def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
+        for record in records:
+            event = record.event
+            if event["event_type"] == "projection_rendered" and event["payload"]["projection_kind"] == "markdown":
+                write_rendered(project, folded.state, event)
+            elif event["event_type"] == "snapshot_compacted":
+                write_snapshot(project, folded, record)
+
+
+EFFECTS = GoalsEffects()
+
+
+def write_rendered(project: Project, state: GoalState, event: dict[str, Any]) -> None:
+    text = rendered_text(state, event)
+    if markdown.text_checksum(text) != event["payload"]["checksum"]:
+        raise LoopstateError(
+            ErrorCode.INTERNAL_ERROR,
+            f"the Markdown rebuilt after event {event['event_id']} does not match its checksum; nothing was written",
+            event_id=event["event_id"],
+        )
+    path = target_path(project.root, event["payload"]["target"])
+    if path.parent != Path(project.root):
+        safefs.ensure_dir(path.parent, Path(project.root))
+    safefs.atomic_write(path, Path(project.root), text.encode("utf-8"))
+
+
+# Snapshots ------------------------------------------------------------------------------------------------
+
+
+def snapshot_path(project: Project, stream: str) -> Path:
+    return project.dir / "snapshots" / f"{stream}.json"
+
+
+def write_snapshot(project: Project, folded: Any, record: Any) -> None:
+    stream = folded.ledger.stream
+    if stream.identity is None:
+        return
+    state = folded.state
+    data = SnapshotFile(
+        format=SNAPSHOT_FORMAT, stream=stream.name, dev=stream.identity[0], ino=stream.identity[1],
+        line_start=record.start, offset=record.end, sequence=record.event["append_sequence"],
+        hash=record.event["event_hash"], state_checksum=state_checksum(state), state=state,
+    )
+    path = snapshot_path(project, stream.name)
+    safefs.ensure_dir(path.parent, project.dir)
+    # A cache: losing it in a crash only costs a full replay, so no fsync.
+    safefs.atomic_write(path, project.dir, canonical.encode(msgspec.to_builtins(data)), durable=False)
+
+
+def _usable_snapshot(project: Project, stream: Stream) -> tuple[SnapshotFile | None, str | None]:
+    """The snapshot, if it still describes this stream file; else why not."""
+    try:
+        raw = safefs.read_file(snapshot_path(project, stream.name), project.dir)
+    except (OSError, LoopstateError) as exc:
+        return None, f"snapshot unreadable ({exc})"
+    if raw is None:
+        return None, None
+    try:
+        snap = msgspec.json.decode(raw, type=SnapshotFile)
+    except msgspec.MsgspecError as exc:
+        return None, f"snapshot undecodable ({exc})"
+    if snap.format != SNAPSHOT_FORMAT or snap.stream != stream.name:
+        return None, "snapshot of another format or stream"
+    if state_checksum(snap.state) != snap.state_checksum:
+        return None, "snapshot state does not match its checksum"
+    fd = safefs.open_read(stream.path, stream.base)
+    if fd is None:
+        return None, "stream file missing"
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
+            return None, "stream file replaced or shorter than the snapshot"
+        line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
+    finally:
+        os.close(fd)
+    try:
+        event = canonical.decode(line[:-1]) if line.endswith(b"\n") else None
+        if not isinstance(event, dict):
+            return None, "snapshot position is not a record boundary"
+        before = Position(snap.line_start, snap.sequence - 1, event.get("prev_hash"))
+        checked = check_line(line[:-1], LAYOUT, before, stream.name)
+    except (ChainError, msgspec.MsgspecError):
+        return None, "the record at the snapshot position does not verify"
+    if checked["event_hash"] != snap.hash:
+        return None, "the record at the snapshot position changed"
+    return snap, None
+
+
+def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
+    """Fold a goal's stream, starting from a valid snapshot when there is one.
+
+    Used by short-lived readers (CLI board, render check). Events after the
+    snapshot are verified and folded as usual; a snapshot that no longer matches
+    its stream is ignored (a full replay), never trusted.
+    """
+    name = stream_name(goal_id)
+    stream = Stream(project.dir, name, LAYOUT)
+    state, since, note = initial(goal_id), None, None
+    if not project.exists():
+        return Replay(state, 0, None)
+    with project.lock(name).shared():
+        if use_snapshot:
+            snap, note = _usable_snapshot(project, stream)
+            if snap is not None:
+                state, since = snap.state, snap.sequence
+                stream.position = Position(snap.offset, snap.sequence, snap.hash)
+                stream.identity = (snap.dev, snap.ino)
+        folded = 0
+        for record in stream.read_new():
+            state = evolve(state, record.event)
+            folded += 1
+    return Replay(state, folded, since, note)
