@@ -1,0 +1,59 @@
+"""Helpers for the sidecar tests: real `loopstate serve` processes over real stdio."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from loopstate_protocol.client import LoopstateClient
+
+SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
+CLI = [sys.executable, "-m", "loopstate.cli.main"]
+
+
+def frame(payload: object) -> bytes:
+    return msgspec.json.encode(payload)
+
+
+class Servers:
+    """Starts servers on one data dir and closes them all at the end of the test."""
+
+    def __init__(self, data_dir: Path, logs: Path) -> None:
+        self.data_dir = data_dir
+        self.logs = logs
+        self.started: list[LoopstateClient] = []
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, LOOPSTATE_DATA_DIR=str(self.data_dir))
+
+    def start(self, *, initialize: bool = True) -> LoopstateClient:
+        log = open(self.logs / f"serve-{len(self.started)}.log", "wb")
+        client = LoopstateClient(SERVE, env=self.env(), stderr=log).start()
+        log.close()
+        self.started.append(client)
+        if initialize:
+            client.initialize()
+        return client
+
+    def close(self) -> None:
+        for client in self.started:
+            client.close()
+
+
+def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir))
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def task_start(label: str = "demo") -> dict:
+    return {"kind": "intent.task_start", "label": label}
+
+
+def claim_add(task_id: str, statement: str) -> dict:
+    return {"kind": "intent.claim_add", "task_id": task_id, "claim": {
+        "statement": statement, "role": "user", "epistemic_status": "explicit", "facets": ["outcome"],
+    }}

@@ -1,0 +1,98 @@
+"""The LSP lifecycle over real stdio: initialize, initialized, shutdown, exit, end of input."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol.client import LoopstateClient, RpcError
+
+from rpckit import Servers, task_start
+
+
+def test_initialize_advertises_the_loopstate_capability(servers: Servers) -> None:
+    client = servers.start(initialize=False)
+    result = client.initialize()
+    loopstate = result["capabilities"]["experimental"]["loopstate"]
+    assert loopstate["protocolVersion"] == PROTOCOL_VERSION
+    assert "intent" in loopstate["domains"]
+    assert "intent/snapshot" in loopstate["topics"]
+    assert loopstate["methods"] == list(methods.REQUESTS)
+    assert result["serverInfo"]["name"] == "loopstate"
+    assert "textDocumentSync" not in result["capabilities"]  # a sidecar wants no document content
+
+
+def test_requests_before_initialize_are_refused_and_initialize_still_works(servers: Servers, root) -> None:
+    client = servers.start(initialize=False)
+    with pytest.raises(RpcError) as refused:
+        client.query(str(root), {"kind": "intent.tasks"})
+    assert refused.value.code == "SERVER_NOT_INITIALIZED"
+    assert refused.value.number == -32002
+    assert "initialize" in refused.value.message
+    client.initialize()
+    assert client.query(str(root), {"kind": "intent.tasks"}) == []
+
+
+def test_initialize_with_params_that_do_not_decode_is_answered_and_can_be_retried(servers: Servers) -> None:
+    client = servers.start(initialize=False)
+    with pytest.raises(RpcError) as refused:
+        client.request("initialize", {"processId": "not a number", "capabilities": {}})
+    assert refused.value.code == "INVALID_PARAMS"
+    assert "processId" in refused.value.message or "process_id" in refused.value.message
+    assert "experimental" in client.initialize()["capabilities"]
+
+
+def test_a_second_initialize_is_refused(client: LoopstateClient) -> None:
+    with pytest.raises(RpcError) as refused:
+        client.request("initialize", {"processId": None, "capabilities": {}})
+    assert refused.value.code == "INVALID_REQUEST"
+
+
+def test_shutdown_then_exit_exits_zero_and_requests_in_between_are_refused(client: LoopstateClient, root) -> None:
+    assert client.request("shutdown") is None
+    with pytest.raises(RpcError) as refused:
+        client.execute(str(root), task_start())
+    assert refused.value.code == "SERVER_SHUTTING_DOWN"
+    assert "exit" in refused.value.message
+    with pytest.raises(RpcError) as again:
+        client.request("shutdown")
+    assert again.value.code == "SERVER_SHUTTING_DOWN"
+    assert client.exit() == 0
+
+
+def test_exit_without_shutdown_exits_one(client: LoopstateClient) -> None:
+    assert client.exit() == 1
+
+
+def test_end_of_input_after_shutdown_exits_zero(client: LoopstateClient) -> None:
+    client.shutdown()
+    assert client.wait_exit() == 0
+
+
+def test_end_of_input_without_shutdown_exits_one_cleanly(servers: Servers) -> None:
+    client = servers.start()
+    assert client.wait_exit() == 1
+    log = (servers.logs / "serve-0.log").read_text()
+    assert "Traceback" not in log
+    assert "stdin closed before shutdown" in log
+
+
+def test_shutdown_waits_for_requests_in_flight(client: LoopstateClient, root) -> None:
+    ids = [client.send(methods.EXECUTE, {"root": str(root), "request_id": f"r{i}", "command": task_start(f"t{i}")})
+           for i in range(5)]
+    shutdown = client.send("shutdown")
+    results = [client.wait(i) for i in ids]
+    assert [r["head"]["sequence"] for r in results] == [1, 2, 3, 4, 5]
+    assert client.wait(shutdown) is None
+    assert client.exit() == 0
+
+
+def test_unknown_notifications_and_lsp_notifications_are_ignored_quietly(client: LoopstateClient, root) -> None:
+    client.notify("$/setTrace", {"value": "verbose"})
+    client.notify("$/cancelRequest", {"id": 12345})
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///x", "languageId": "py", "version": 1, "text": ""}})
+    client.notify("something/unknown", {"a": 1})
+    client.notify("initialized", "not an object")
+    assert client.query(str(root), {"kind": "intent.tasks"}) == []
+    assert client.unmatched == []
+    assert client.notifications.empty()
