@@ -1,4 +1,196 @@
-"""Commands, queries and results of the runs domain (being built: see its issue)."""
+"""Commands, queries and results of the runs domain (seed 002: bounded runs).
 
-COMMANDS: tuple = ()
-QUERIES: tuple = ()
+Nested records (actor, asset, budgets, evidence, issue, route, scope) travel as
+JSON objects with the seed's field names; the server validates them against
+the seed's records and names the field and the rule when one is wrong.
+
+Every command that writes a run names the run (``run_id``, a UUIDv4 the
+client makes: ``loopstate run create`` does) so an exact retry with the same
+request id lands on the same stream. Worker commands carry the lease they act
+under (``lease_id`` and ``generation``): a stale holder is fenced out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from loopstate_protocol.base import Command, Query
+
+Stage = Literal["strategize", "spec_pack", "build", "test", "resolve", "close"]
+CompletionType = Literal[
+    "route_selected", "stage_started", "evidence_recorded", "issue_opened", "issue_transitioned", "stage_completed",
+]
+IssueStatus = Literal["open", "acknowledged", "resolving", "verification_pending", "closed", "reopened", "deferred"]
+
+
+class RunCommand(Command, kw_only=True):
+    run_id: str
+
+
+class LeasedCommand(RunCommand, kw_only=True):
+    """A worker command: only the holder of this exact lease and generation may send it."""
+
+    lease_id: str
+    generation: int
+
+
+class Create(RunCommand, tag="runs.create", kw_only=True):
+    asset: dict[str, Any]
+    objective: str
+    done_gate: list[str]
+    authority_grant_id: str
+    actor: dict[str, Any]
+    mode: Literal["loop", "auto"] = "auto"
+    budgets: dict[str, Any] | None = None  # None: the project config's budgets
+
+
+class Acquire(RunCommand, tag="runs.acquire", kw_only=True):
+    owner: dict[str, Any]
+    lane_id: str | None = None
+
+
+class Heartbeat(LeasedCommand, tag="runs.heartbeat", kw_only=True):
+    """Renew one's own lease; coalesced (no event) until a renewal is due."""
+
+
+class Transition(LeasedCommand, tag="runs.transition", kw_only=True):
+    to: Literal["waiting_approval", "waiting_external", "blocked", "complete", "failed", "cancelled", "ready", "active"]
+    reason: str
+
+
+class StageStart(LeasedCommand, tag="runs.stage_start", kw_only=True):
+    stage: Stage
+
+
+class StageComplete(LeasedCommand, tag="runs.stage_complete", kw_only=True):
+    stage: Stage
+    outcome: Literal["passed", "failed", "blocked"]
+
+
+class RouteSelect(LeasedCommand, tag="runs.route_select", kw_only=True):
+    route: dict[str, Any]
+
+
+class IssueOpen(LeasedCommand, tag="runs.issue_open", kw_only=True):
+    title: str
+    severity: Literal["critical", "high", "medium", "low"]
+    blocking: bool
+    requirement_ids: list[str] = []
+    reproduction: list[str] = []
+    regression_procedure: list[str] = []
+    evidence_ids: list[str] = []
+    owner: dict[str, Any] | None = None
+    issue_id: str | None = None  # None: loopstate makes one
+
+
+class IssueUpdate(LeasedCommand, tag="runs.issue_update", kw_only=True):
+    issue_id: str
+    status: IssueStatus
+    resolution: str | None = None
+    evidence_ids: list[str] | None = None
+
+
+class EvidenceAdd(LeasedCommand, tag="runs.evidence_add", kw_only=True):
+    """An evidence record without evidence_id, run_id, actor and observed_at (loopstate fills them)."""
+
+    evidence: dict[str, Any]
+    evidence_id: str | None = None
+
+
+class Intend(LeasedCommand, tag="runs.intend", kw_only=True):
+    """Announce client work before doing it: its exact completion, its action and destination, its cost."""
+
+    operation_id: str | None = None
+    completion_event_type: CompletionType
+    completion_data: dict[str, Any]
+    action: str
+    destination: str
+    cost_usd: str = "0"
+
+
+class Complete(LeasedCommand, tag="runs.complete", kw_only=True):
+    """Report the exact completion an intent declared (plus the full record for evidence/issue/route)."""
+
+    operation_id: str
+    completion_event_type: CompletionType
+    completion_data: dict[str, Any]
+    record: dict[str, Any] | None = None
+
+
+class Reconcile(RunCommand, tag="runs.reconcile", kw_only=True):
+    operation_id: str
+    outcome: Literal["unknown", "known_not_started"]
+    actor: dict[str, Any]
+    lease_id: str | None = None
+    generation: int | None = None
+
+
+class AuthorityGrant(Command, tag="runs.authority_grant", kw_only=True):
+    grant_id: str
+    level: Literal["attended", "bounded", "scoped", "operational", "full"]
+    actor: str
+    scope: dict[str, Any]
+    risks_shown: list[str]
+    confirmation_text: str
+    expires_at: str
+    permanent_invariants: list[str] | None = None  # None: all eight
+
+
+class AuthorityRevoke(Command, tag="runs.authority_revoke", kw_only=True):
+    grant_id: str
+    revoked_by: str
+
+
+class Stop(RunCommand, tag="runs.stop", kw_only=True):
+    """Halt one run through the kill switch (creating the STOP file), or cancel it."""
+
+    actor: dict[str, Any]
+    cancel: bool = False
+    reason: str = "stopped by the user"
+
+
+class Resume(RunCommand, tag="runs.resume", kw_only=True):
+    """Explicit recovery: fresh-generation lease, straight to active."""
+
+    owner: dict[str, Any]
+    reason: str
+    lease_id: str | None = None  # one's own still-valid lease, if any
+    generation: int | None = None
+    authority_grant_id: str | None = None  # replace the bound grant (only during recovery)
+
+
+class Sync(RunCommand, tag="runs.sync", kw_only=True):
+    """Write the safety truth a run is missing: kill switch halt, revocation marker, budget markers."""
+
+    actor: dict[str, Any] | None = None
+
+
+class Status(Query, tag="runs.status", kw_only=True):
+    run_id: str
+
+
+class GrantShow(Query, tag="runs.grant_show", kw_only=True):
+    grant_id: str
+
+
+class RunStatus(msgspec.Struct, kw_only=True):
+    """The result of ``runs.status`` and the ``runs/status/<run_id>`` view."""
+
+    run_id: str
+    sequence: int
+    run: dict[str, Any] | None
+    lease: dict[str, Any] | None
+    pending_operation: dict[str, Any] | None
+    issues: list[dict[str, Any]]
+    evidence_ids: list[str]
+    lease_expired: bool | None
+    missing_markers: int
+
+
+COMMANDS = (
+    Create, Acquire, Heartbeat, Transition, StageStart, StageComplete, RouteSelect, IssueOpen, IssueUpdate,
+    EvidenceAdd, Intend, Complete, Reconcile, AuthorityGrant, AuthorityRevoke, Stop, Resume, Sync,
+)
+QUERIES = (Status, GrantShow)

@@ -1,0 +1,40 @@
+"""The runs configuration: the seed's config record, its defaults, and where loopstate reads it.
+
+loopstate reads ``<project>/.loopstate/config.json`` when it exists (the
+effects glue loads and validates it; an invalid file refuses every run
+mutation, fail closed) and otherwise uses these defaults. The default kill
+switch is ``.loopstate/STOP``: loopstate's state lives in its data dir, and
+this folder in the project is where the user can touch the switch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate.domains.base import Context
+
+CONFIG_PATH = ".loopstate/config.json"
+DEFAULT_KILL_SWITCH = ".loopstate/STOP"
+
+
+def default_config() -> dict[str, Any]:
+    return {
+        "schema_version": "1.0",
+        "default_mode": "auto",
+        "state_root": ".loopstate",
+        "kill_switches": [DEFAULT_KILL_SWITCH],
+        "heartbeat_seconds": 120,
+        "lease_seconds": 300,
+        "routing": {"capability_pins": {}, "disabled_providers": []},
+        "budgets": {
+            "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 100,
+            "max_external_actions": 0, "max_cost_usd": None,
+        },
+        "telemetry": False,
+        "harnesses": {},
+    }
+
+
+def effective_config(ctx: Context) -> dict[str, Any]:
+    config = ctx.extra.get("config")
+    return config if config is not None else default_config()

@@ -1,0 +1,56 @@
+"""The run state machine: the seed's transition table and its event-scoped exceptions.
+
+The ordinary graph is necessary but not sufficient: each event type also has
+its own payload, lease, authority and budget rules (in ``decide``). Two events
+step outside the table, exactly as the seed allows: ``recovery_started`` may
+take a recoverable run straight to active with a fresh lease, and
+``kill_switch_detected`` may reduce any recoverable nonterminal run to
+``halted_kill_switch`` without lease context. Terminal states stay terminal.
+"""
+
+from __future__ import annotations
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "draft": frozenset({"ready", "cancelled"}),
+    "ready": frozenset({"active", "cancelled"}),
+    "active": frozenset({
+        "waiting_approval", "waiting_external", "blocked", "failed", "halted_kill_switch", "complete", "cancelled",
+    }),
+    "waiting_approval": frozenset({"ready", "cancelled"}),
+    "waiting_external": frozenset({"ready", "cancelled"}),
+    "blocked": frozenset({"ready", "cancelled"}),
+    "failed": frozenset({"ready", "cancelled"}),
+    "halted_kill_switch": frozenset({"ready", "cancelled"}),
+    "complete": frozenset(),
+    "cancelled": frozenset(),
+}
+
+TERMINAL = frozenset({"complete", "cancelled"})
+# What kill_switch_detected may reduce, lease-independently.
+KILLABLE = frozenset({"ready", "active", "waiting_approval", "waiting_external", "blocked", "failed"})
+# What recovery_started may take straight to active with a fresh-generation lease.
+RECOVERABLE = frozenset({"waiting_approval", "waiting_external", "blocked", "failed", "halted_kill_switch"})
+
+
+def allowed(current: str, target: str) -> bool:
+    return target in TRANSITIONS[current]
+
+
+def require_transition(current: str, target: str) -> None:
+    """Refuse a move the table does not have, saying which moves it does have."""
+    if not allowed(current, target):
+        options = ", ".join(sorted(TRANSITIONS[current])) or "none (terminal)"
+        raise LoopstateError(
+            ErrorCode.INVALID_TRANSITION,
+            f"a {current} run cannot become {target}; allowed next states: {options}",
+            current=current, target=target,
+        )
+
+
+def kill_switch_reduces(status: str) -> bool:
+    """The lease-independent halt reducer applies to exactly these states."""
+    return status in KILLABLE

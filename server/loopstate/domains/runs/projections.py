@@ -1,0 +1,43 @@
+"""What readers see: a run's status (query and the ``runs/status/<run_id>`` view) and a grant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate_protocol.runs import RunStatus
+
+from loopstate.core.clock import parse_time
+from loopstate.domains.base import Context
+from loopstate.domains.runs.state import GrantState, RunState
+
+
+def status(state: RunState, ctx: Context) -> RunStatus:
+    lease = state.lease
+    expired = None if lease is None else ctx.now >= parse_time(lease["expires_at"])
+    return RunStatus(
+        run_id=state.run_id,
+        sequence=state.sequence,
+        run=state.run,
+        lease=lease,
+        pending_operation=state.pending,
+        issues=sorted(state.issues.values(), key=lambda i: (i["created_at"], i["issue_id"])),
+        evidence_ids=sorted(state.evidence),
+        lease_expired=expired,
+        missing_markers=0 if state.obligation is None else len(state.obligation.missing),
+    )
+
+
+def grant(state: GrantState) -> dict[str, Any] | None:
+    return state.grant
+
+
+def issue_ledger(state: RunState) -> dict[str, Any] | None:
+    """The seed's issues.json record for this run."""
+    if state.run is None:
+        return None
+    return {
+        "schema_version": "1.0",
+        "run_id": state.run_id,
+        "issues": sorted(state.issues.values(), key=lambda i: (i["created_at"], i["issue_id"])),
+        "updated_at": state.run["updated_at"],
+    }

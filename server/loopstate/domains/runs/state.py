@@ -1,0 +1,139 @@
+"""What a run's audit stream (and a grant's stream) folds into.
+
+``evolve`` is pure and never raises: a projection-continuity break (a later
+event changing the run's identity or frozen budgets, usage going backwards
+outside a known_not_started rollback, a first event that is not run_created)
+is remembered in ``broken`` and every mutation refuses while it stands, just
+as a broken digest chain does. Reads still show what is there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loopstate.core.clock import parse_time
+from loopstate.domains.runs import budgets
+
+# Fields loopstate adds to a run event beside the seed's (dropped before schema checks).
+RECORD_FIELD = "loopstate_record"
+
+
+@dataclass(frozen=True)
+class Obligation:
+    """A budget marker sequence owed after a source event: its keys and how many are written."""
+
+    source: dict[str, Any]
+    keys: tuple[tuple[str, str | None], ...]
+    done: int = 0
+
+    @property
+    def missing(self) -> tuple[tuple[str, str | None], ...]:
+        return self.keys[self.done:]
+
+
+@dataclass(frozen=True)
+class RunState:
+    run_id: str
+    sequence: int = 0
+    last: dict[str, Any] | None = None
+    last_at: dt.datetime | None = None
+    run: dict[str, Any] | None = None
+    lease: dict[str, Any] | None = None
+    pending: dict[str, Any] | None = None
+    issues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    obligation: Obligation | None = None
+    revoked_markers: frozenset[str] = frozenset()
+    broken: str | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.run is not None
+
+    def anchor(self) -> dt.datetime | None:
+        """Where the open lease interval began or was last extended: the last event, if it left the run active under a live lease."""
+        if self.last is None or self.run is None or self.lease is None or self.run["status"] != "active":
+            return None
+        if self.last_at is None or self.last_at >= parse_time(self.lease["expires_at"]):
+            return None
+        return self.last_at
+
+
+@dataclass(frozen=True)
+class GrantState:
+    grant_id: str
+    sequence: int = 0
+    grant: dict[str, Any] | None = None
+
+
+def _is_source(state: RunState, event: dict[str, Any], keys: list) -> bool:
+    """An event that must be followed by budget markers: the first to carry exhausted usage after work closed."""
+    if not keys or event["type"] in ("budget_reached", "operation_intended"):
+        return False
+    if state.run is None:
+        return False
+    before = budgets.exhausted_keys(state.run["budgets"], state.run["usage"])
+    return not before or (state.last is not None and state.last["type"] == "operation_intended")
+
+
+def _continuity(state: RunState, event: dict[str, Any]) -> str | None:
+    projection = event.get("projection") or {}
+    run = projection.get("run")
+    if not isinstance(run, dict) or run.get("run_id") != state.run_id or event.get("run_id") != state.run_id:
+        return f"event {event.get('sequence')} does not project run {state.run_id}"
+    if state.run is None:
+        return None if event.get("type") == "run_created" else "the first event is not run_created"
+    if event.get("type") == "run_created":
+        return f"event {event.get('sequence')} repeats run_created"
+    if run.get("budgets") != state.run["budgets"]:
+        return f"event {event.get('sequence')} changes the frozen budgets"
+    for key in ("asset", "objective", "done_gate", "mode", "created_at"):
+        if run.get(key) != state.run.get(key):
+            return f"event {event.get('sequence')} changes the mission identity ({key})"
+    rollback = event.get("type") == "operation_reconciled" and event["data"].get("outcome") == "known_not_started"
+    if not rollback and not budgets.usage_monotonic(state.run["usage"], run["usage"]):
+        return f"event {event.get('sequence')} moves usage backwards"
+    if run.get("authority_grant_id") != state.run["authority_grant_id"] and event.get("type") != "recovery_started":
+        return f"event {event.get('sequence')} changes authority outside recovery"
+    return None
+
+
+def evolve_run(state: RunState, event: dict[str, Any]) -> RunState:
+    broken = state.broken or _continuity(state, event)
+    projection = event["projection"]
+    run, lease, pending = projection["run"], projection["lease"], projection["pending_operation"]
+    try:
+        at = parse_time(event["at"], field="at")
+    except Exception:
+        at = None
+        broken = broken or f"event {event.get('sequence')} has an unparsable time"
+    issues, evidence = state.issues, state.evidence
+    record = event.get(RECORD_FIELD)
+    if event["type"] in ("issue_opened", "issue_transitioned") and isinstance(record, dict):
+        issues = {**issues, record["issue_id"]: record}
+    elif event["type"] == "evidence_recorded" and isinstance(record, dict):
+        evidence = {**evidence, record["evidence_id"]: record}
+    obligation = state.obligation
+    if event["type"] == "budget_reached":
+        if obligation is not None:
+            obligation = replace(obligation, done=obligation.done + 1)
+            if not obligation.missing:
+                obligation = None
+    else:
+        keys = budgets.exhausted_keys(run["budgets"], run["usage"])
+        if _is_source(state, event, keys):
+            obligation = Obligation(source=event, keys=tuple(keys))
+    revoked = state.revoked_markers
+    if event["type"] == "authority_revoked":
+        revoked = revoked | {event["data"]["grant_id"]}
+    return RunState(
+        run_id=state.run_id, sequence=event["sequence"], last=event, last_at=at, run=run, lease=lease,
+        pending=pending, issues=issues, evidence=evidence, obligation=obligation, revoked_markers=revoked,
+        broken=broken,
+    )
+
+
+def evolve_grant(state: GrantState, event: dict[str, Any]) -> GrantState:
+    return GrantState(grant_id=state.grant_id, sequence=event["sequence"], grant=event.get("grant"))

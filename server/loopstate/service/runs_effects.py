@@ -1,0 +1,225 @@
+"""The impure glue of the runs domain: config, kill switches, the grant lock, projections.
+
+The domain decides from plain values; this module gathers them at every
+command boundary and writes what the seed keeps beside the log:
+
+* config: ``<project>/.loopstate/config.json`` when present (validated; an
+  invalid file refuses run mutations, fail closed), else the defaults.
+* kill switches: each configured path (default ``<project>/.loopstate/STOP``)
+  is probed with lstat at every run command. Present in any form, or
+  unreadable (permission, a file where a folder should be), means halt; a
+  switch never authorizes anything. ``runs.stop`` creates the first one.
+* the per-grant cooperative lock: the lock file of the grant's stream
+  (``grants.<grant_id>``). Revocation takes it exclusively (the engine's
+  mutation lock on that stream) through the grant update; every run command
+  holds it shared from its final grant read through its durable append, so a
+  revocation and an intent are linearized at that lock and land on exactly
+  one side. Lock order is always run stream, then grant: no cycle.
+* projections: ``runs/<run_id>/run.json``, ``lease.json`` and ``issues.json``
+  under the project's store folder, written atomically from the folded audit
+  log after every append and rewritten before a mutation when missing or
+  stale. They are never read back as truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from loopstate_protocol import runs as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import canonical, safefs
+from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import derived_uuid
+from loopstate.core.project import Project
+from loopstate.domains.base import Context
+from loopstate.domains.runs import records
+from loopstate.domains.runs.config import CONFIG_PATH, default_config
+from loopstate.domains.runs.decide import REFUSAL, refusal_from_events
+from loopstate.domains.runs.projections import issue_ledger
+from loopstate.domains.runs.state import GrantState, RunState
+
+
+def load_config(root: str) -> dict[str, Any]:
+    """The project's runs config, validated, or the defaults when there is none."""
+    path = Path(root) / CONFIG_PATH
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return default_config()
+    except OSError as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc.strerror}; fix or remove it",
+                             path=str(path)) from None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read()
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not JSON ({exc}); fix it or remove it",
+                             path=str(path)) from None
+    return records.to_dict(records.validate("config", parsed))
+
+
+def switch_path(root: str, configured: str) -> Path:
+    path = Path(configured)
+    return path if path.is_absolute() else Path(root) / path
+
+
+def probe_kill_switches(root: str, switches: list[str]) -> dict[str, str] | None:
+    """The first switch that is present or unreadable; None when every one is provably absent."""
+    for configured in switches:
+        try:
+            os.lstat(switch_path(root, configured))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return {"path": configured, "state": "unreadable", "error": exc.strerror or str(exc)}
+        return {"path": configured, "state": "present"}
+    return None
+
+
+def create_kill_switch(root: str, configured: str, note: str) -> Path:
+    """Create the STOP file (owner-only); an existing switch of any kind is left as it is."""
+    path = switch_path(root, configured)
+    os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return path
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return path  # a symlink is present: it already means stop
+        raise
+    try:
+        safefs.write_all(fd, note.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    safefs.fsync_dir(path.parent)
+    return path
+
+
+def projection_dir(project: Project, run_id: str) -> Path:
+    return project.dir / "runs" / run_id
+
+
+def write_projections(project: Project, state: RunState) -> list[str]:
+    """Make run.json, lease.json and issues.json equal the log's latest state; returns what was rewritten."""
+    if state.run is None:
+        return []
+    folder = projection_dir(project, state.run_id)
+    safefs.ensure_dir(folder, project.dir)
+    wanted = {
+        "run.json": canonical.encode(state.run),
+        "lease.json": None if state.lease is None else canonical.encode(state.lease),
+        "issues.json": canonical.encode(issue_ledger(state)),
+    }
+    rewritten = []
+    for name, data in wanted.items():
+        path = folder / name
+        current = safefs.read_file(path, project.dir)
+        if current == data:
+            continue
+        if data is None:
+            os.unlink(path)
+            safefs.fsync_dir(folder)
+        else:
+            safefs.atomic_write(path, project.dir, data)
+        rewritten.append(name)
+    return rewritten
+
+
+class RunsEffects:
+    """The hooks the service calls around a runs command (see engine.Service.execute)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    # before ----------------------------------------------------------------------------
+
+    def before_decide(self, service, project: Project, state: Any, command: Any, ctx: Context) -> Context:
+        if isinstance(state, GrantState):
+            return ctx  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
+        extra: dict[str, Any] = {"locks": []}
+        ctx = dataclasses.replace(ctx, extra=extra)
+        try:
+            self._gather(service, project, state, command, ctx)
+        except BaseException:
+            self.release(ctx)
+            raise
+        return ctx
+
+    def _gather(self, service, project: Project, state: RunState, command: Any, ctx: Context) -> None:
+        extra = ctx.extra
+        config = load_config(project.root)
+        extra["config"] = config
+        if isinstance(command, proto.Stop) and not command.cancel:
+            create_kill_switch(project.root, config["kill_switches"][0],
+                               f"created by `loopstate run stop` for run {command.run_id} at {format_time(ctx.now)}\n")
+        extra["kill_switch"] = probe_kill_switches(project.root, config["kill_switches"])
+        grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
+        if grant_id is not None:
+            extra["grant"] = self._read_grant_locked(service, project, grant_id, extra["locks"])
+        if isinstance(command, proto.Resume) and command.authority_grant_id is not None:
+            extra["new_grant"] = self._read_grant_locked(service, project, command.authority_grant_id, extra["locks"])
+        write_projections(project, state)
+
+    def _read_grant_locked(self, service, project: Project, grant_id: str, locks: list) -> dict[str, Any] | None:
+        from loopstate.domains.runs import DOMAIN, grant_stream
+
+        stream = grant_stream(grant_id)
+        lock = project.lock(stream).shared()  # no lock file: the grant was never recorded
+        locks.append(lock)
+        return service.refresh(project, DOMAIN, stream).state.grant
+
+    def release(self, ctx: Context) -> None:
+        for lock in ctx.extra.get("locks", ()):
+            lock.release()
+        self._local.refusal = ctx.extra.get(REFUSAL)
+
+    # after ------------------------------------------------------------------------------
+
+    def after_append(self, service, project: Project, folded, written) -> None:
+        if isinstance(folded.state, RunState):
+            write_projections(project, folded.state)
+
+    def after_commit(self, service, project: Project, command: Any, outcome) -> None:
+        refusal = getattr(self._local, "refusal", None)
+        self._local.refusal = None
+        if isinstance(command, proto.AuthorityRevoke):
+            self.mark_revoked_runs(service, project, command.grant_id)
+            return
+        if outcome.replayed:
+            refusal = refusal_from_events(command, outcome.events)
+        if refusal is not None:
+            raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)
+
+    def mark_revoked_runs(self, service, project: Project, grant_id: str) -> list[str]:
+        """Append (or find) the authority_revoked marker on every live run bound to the grant."""
+        from loopstate.domains.runs import DOMAIN, RUN_PREFIX
+
+        marked = []
+        grant = service.refresh(project, DOMAIN, f"grants.{grant_id.lower()}").state.grant
+        if grant is None or grant["revoked_at"] is None:
+            return marked
+        for stream in project.stream_names():
+            if not stream.startswith(RUN_PREFIX):
+                continue
+            run_state = service.refresh(project, DOMAIN, stream).state
+            run = run_state.run
+            if run is None or run["authority_grant_id"] != grant["grant_id"] or grant["grant_id"] in run_state.revoked_markers:
+                continue
+            request_id = derived_uuid("runs.revocation-marker", f"{grant['grant_id']}/{run_state.run_id}/{grant['revoked_at']}")
+            try:
+                service.execute(project.root, proto.Sync(run_id=run_state.run_id), request_id)
+            except LoopstateError:
+                continue  # e.g. a pending intent: its run repairs the marker at its next command
+            marked.append(run_state.run_id)
+        return marked
