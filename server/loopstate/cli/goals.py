@@ -1,5 +1,325 @@
-"""`loopstate goals` (being built: see its issue)."""
+"""`loopstate goals ...`: todos and gates of a goal, its board, and its Markdown workbench.
+
+A thin front door: each verb builds one protocol command or query and hands it
+to the service; every rule lives in the goals domain. Mutating verbs accept
+``--request-id`` (retry safely: the same id returns the first result) and
+``--event-id`` (the seed's idempotency: re-appending an identical event is a
+no-op, a different body is refused). Read verbs fold the stream from its
+snapshot checkpoint when there is a valid one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Callable
+
+import msgspec
+
+from loopstate_protocol import goals as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.cli.output import add_common, emit_json, project_root
+from loopstate.core.errors import LoopstateError
+
+EXIT_DIFFERENT = 1
 
 
-def register(sub) -> None:
-    """No verbs yet."""
+def _service():
+    from loopstate.domains.goals import DOMAIN
+    from loopstate.service.engine import Service
+
+    return Service(domains=[DOMAIN])
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{option} takes key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _envelope(parser: argparse.ArgumentParser) -> None:
+    add_common(parser)
+    group = parser.add_argument_group("event envelope")
+    group.add_argument("--request-id", help="idempotency key of this mutation (default: a fresh id)")
+    group.add_argument("--event-id", help="the event's stable id; re-appending the same event is a no-op")
+    group.add_argument("--recorded-at", help="producer timestamp, ISO-8601 with offset (default: now)")
+    group.add_argument("--producer", help="compact producer label (default: loopstate.goals)")
+    group.add_argument("--privacy", choices=["public_safe", "local_private", "private_pointer"], default="public_safe")
+    group.add_argument("--ref", action="append", metavar="KEY=ID", help="extra ref, e.g. parent_event_id=<id> or pr=123")
+
+
+def _common(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "goal_id": args.goal, "event_id": args.event_id, "recorded_at": args.recorded_at,
+        "producer": args.producer, "privacy": args.privacy, "refs": _pairs(args.ref, "--ref"),
+    }
+
+
+def _execute(args: argparse.Namespace, command: Any) -> int:
+    from loopstate.core.ids import random_uuid
+
+    request_id = args.request_id or random_uuid()
+    outcome = _service().execute(project_root(args), command, request_id)
+    if args.json:
+        emit_json({"request_id": request_id, "events": outcome.events, "head": msgspec.to_builtins(outcome.head),
+                   "replayed": outcome.replayed, "no_op": not outcome.events})
+        return 0
+    if not outcome.events:
+        print(f"goal {args.goal}: no change: event {command.event_id or '(derived)'} is already recorded "
+              f"identically (head {outcome.head.sequence})")
+    for event in outcome.events:
+        subject = " ".join(f"{k}={v}" for k, v in sorted(event["refs"].items()) if k in ("todo_id", "gate_id", "run_id", "evidence_id"))
+        again = " (retry: first result)" if outcome.replayed else ""
+        print(f"goal {args.goal}: {event['event_type']} {subject} at append_sequence {event['append_sequence']}"
+              f" [{event['privacy']}]{again}".replace("  ", " "))
+    return 0
+
+
+def _verb(sub, name: str, help_text: str, build: Callable[[argparse.Namespace], Any], *args: tuple) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    parser.add_argument("goal", help="goal id (letters, digits, '_' and '-')")
+    for flags, options in args:
+        parser.add_argument(*flags, **options)
+    _envelope(parser)
+    parser.set_defaults(func=lambda a: _execute(a, build(a)), build=build)
+    return parser
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    goals = sub.add_parser("goals", help="todos and gates of a goal (an event stream) and its Markdown workbench",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = goals.add_subparsers(dest="goals_command", metavar="VERB")
+
+    def usage(_: argparse.Namespace) -> int:
+        goals.print_help()
+        return 2
+
+    goals.set_defaults(func=usage)
+    arg = lambda *flags, **options: (flags, options)  # noqa: E731 - a compact table of options
+    priority = arg("--priority", choices=["P0", "P1", "P2", "P3", "P4"])
+    meta = arg("--meta", action="append", metavar="KEY=VALUE", help="compact metadata (repeatable)")
+
+    _verb(verbs, "add", "add a todo (todo_added)", lambda a: proto.AddTodo(
+        **_common(a), title=a.title, todo_id=a.id, role=a.role, priority=a.priority or "P2",
+        planner_order=a.order, metadata=_pairs(a.meta, "--meta"), details=a.details, pointer=a.pointer),
+        arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent"),
+        priority, arg("--order", type=int, help="planner order among same-priority todos"), meta,
+        arg("--details", help="private detail text (needs --privacy local_private)"),
+        arg("--pointer", help="pointer to private material (needs --privacy private_pointer)"))
+    _verb(verbs, "claim", "claim or renew a todo (todo_claimed)", lambda a: proto.ClaimTodo(
+        **_common(a), todo_id=a.todo, claimed_by=a.by, lease_seconds=a.lease, note=a.note),
+        arg("todo"), arg("--by", required=True, help="who claims it"),
+        arg("--lease", type=int, metavar="SECONDS", help="lease length; others cannot claim it until then"),
+        arg("--note"))
+    _verb(verbs, "update", "update a todo's compact metadata (todo_updated)", lambda a: proto.UpdateTodo(
+        **_common(a), todo_id=a.todo, title=a.title, role=a.role, priority=a.priority, planner_order=a.order,
+        metadata=_pairs(a.meta, "--meta") if a.meta else None, details=a.details, pointer=a.pointer),
+        arg("todo"), arg("--title"), arg("--role"), priority, arg("--order", type=int), meta,
+        arg("--details"), arg("--pointer"))
+    _verb(verbs, "block", "mark a todo blocked (todo_blocked)", lambda a: proto.BlockTodo(
+        **_common(a), todo_id=a.todo, reason=a.reason, gate_ids=a.gate or []),
+        arg("todo"), arg("--reason", required=True, help="public-safe blocker reason"),
+        arg("--gate", action="append", help="gate id that blocks it (repeatable)"))
+    _verb(verbs, "defer", "defer a todo (todo_deferred)", lambda a: proto.DeferTodo(
+        **_common(a), todo_id=a.todo, resume_when=a.resume_when, until=a.until),
+        arg("todo"), arg("--resume-when", required=True, help="the resume condition"),
+        arg("--until", help="resume time, ISO-8601 with offset"))
+    _verb(verbs, "complete", "complete a todo (todo_completed); its gates must be resolved", lambda a: proto.CompleteTodo(
+        **_common(a), todo_id=a.todo, rationale=a.rationale, validation_refs=a.validation or [],
+        evidence_ids=a.evidence or []),
+        arg("todo"), arg("--rationale", required=True), arg("--validation", action="append", help="validation ref"),
+        arg("--evidence", action="append", help="evidence id"))
+    _verb(verbs, "gate", "add a user/owner/operator/controller gate (gate_added)", lambda a: proto.AddGate(
+        **_common(a), title=a.title, gate_kind=a.kind, gate_id=a.id, todo_id=a.todo, run_id=a.run),
+        arg("title"), arg("--kind", choices=["user", "owner", "operator", "controller"], default="user"),
+        arg("--id", help="gate id (default: the next G###)"),
+        arg("--todo", help="todo whose completion waits for this gate"), arg("--run", help="run id it concerns"))
+    _verb(verbs, "resolve", "approve, reject or defer a gate (gate_resolved)", lambda a: proto.ResolveGate(
+        **_common(a), gate_id=a.gate, decision=a.decision, rationale=a.rationale, resolved_by=a.by),
+        arg("gate"), arg("--decision", choices=["approve", "reject", "defer"], required=True),
+        arg("--rationale"), arg("--by"))
+    _verb(verbs, "run", "record a run's status (run_recorded)", lambda a: proto.RecordRun(
+        **_common(a), run_id=a.run_id, status=a.status, classification=a.classification,
+        delivery_outcome=a.delivery, todo_id=a.todo, summary=a.summary, pointer=a.pointer),
+        arg("run_id"), arg("--status", required=True), arg("--classification"), arg("--delivery"),
+        arg("--todo"), arg("--summary"), arg("--pointer"))
+    _verb(verbs, "refresh", "record a state refresh (refresh_recorded)", lambda a: proto.RecordRefresh(
+        **_common(a), summary=a.summary, refresh_kind=a.kind, pointer=a.pointer),
+        arg("summary"), arg("--kind", choices=["progress", "state_only"], default="progress"), arg("--pointer"))
+    _verb(verbs, "quota", "record compute spend (quota_spent)", lambda a: proto.SpendQuota(
+        **_common(a), amount=a.amount, unit=a.unit, category=a.category, quota_id=a.quota_id, run_id=a.run,
+        todo_id=a.todo),
+        arg("amount", type=float), arg("unit"), arg("--category", default="compute"), arg("--quota-id"),
+        arg("--run"), arg("--todo"))
+    _verb(verbs, "evidence", "attach evidence to a todo, gate or run (evidence_attached)", lambda a: proto.AttachEvidence(
+        **_common(a), target_kind=a.target_kind, target_id=a.target_id, ref=a.ref, evidence_id=a.id,
+        summary=a.summary, pointer=a.pointer),
+        arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"), arg("ref"), arg("--id"),
+        arg("--summary"), arg("--pointer"))
+    _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
+          lambda a: proto.Compact(**_common(a)))
+    _verb(verbs, "backfill", "import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown", lambda a: proto.Backfill(
+        **_common(a), markdown=_read(a.file), source_label=a.source_label or os.path.basename(a.file)),
+        arg("file"), arg("--source-label", help="label recorded in the source refs (default: the file name)"))
+
+    render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md after recording projection_rendered",
+                   lambda a: proto.RenderMarkdown(**_common(a), target=a.output, public=a.public, force=a.force),
+                   arg("--output", default="ACTIVE_GOAL_STATE.md", help="path relative to the project root"),
+                   arg("--public", action="store_true", help="redacted projection (required for files git tracks)"),
+                   arg("--force", action="store_true", help="overwrite a hand-edited or foreign file"),
+                   arg("--check", action="store_true", help="only say whether the file is current (exit 1 if not)"),
+                   arg("--stdout", action="store_true", help="print the projection; write and record nothing"))
+    render.set_defaults(func=cmd_render)
+
+    board = verbs.add_parser("board", help="the goal's projection: todos by role and priority, gates, runs, quota")
+    board.add_argument("goal")
+    board.add_argument("--public", action="store_true", help="the redacted public projection")
+    board.add_argument("--no-snapshot", action="store_true", help="replay from the first event")
+    add_common(board)
+    board.set_defaults(func=cmd_board)
+
+    bridge = verbs.add_parser("bridge", help="compare the event projection with a Markdown file (exit 1 if they differ)")
+    bridge.add_argument("goal")
+    bridge.add_argument("file", nargs="?", default=None, help="Markdown file (default: ACTIVE_GOAL_STATE.md in the root)")
+    bridge.add_argument("--public", action="store_true", help="compare with the public projection")
+    add_common(bridge)
+    bridge.set_defaults(func=cmd_bridge)
+
+    listing = verbs.add_parser("list", help="the goals this project has streams for")
+    add_common(listing)
+    listing.set_defaults(func=cmd_list)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc}") from None
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from loopstate.service.goals_effects import markdown_status
+
+    root = project_root(args)
+    if args.check:
+        status = markdown_status(_service(), root, args.goal, args.output)
+        if args.json:
+            emit_json(msgspec.to_builtins(status))
+        else:
+            print(f"{args.output}: {status.message}")
+        return 0 if status.status == "current" else EXIT_DIFFERENT
+    if args.stdout:
+        result = _service().query(root, proto.PreviewMarkdown(goal_id=args.goal, public=args.public))
+        if args.json:
+            emit_json(msgspec.to_builtins(result))
+        else:
+            sys.stdout.write(result.text)
+        return 0
+    return _execute(args, args.build(args))
+
+
+def cmd_board(args: argparse.Namespace) -> int:
+    from loopstate.core.clock import format_time, system_clock
+    from loopstate.core.project import Project
+    from loopstate.domains.goals.projection import build_board
+    from loopstate.service.goals_effects import load_state
+
+    loaded = load_state(Project(project_root(args)), args.goal, use_snapshot=not args.no_snapshot)
+    board = build_board(loaded.state, generated_at=format_time(system_clock()), public=args.public)
+    if args.json:
+        emit_json(msgspec.to_builtins(board))
+    else:
+        print_board(board)
+    return 0
+
+
+def cmd_bridge(args: argparse.Namespace) -> int:
+    root = project_root(args)
+    path = args.file or os.path.join(root, "ACTIVE_GOAL_STATE.md")
+    report = _service().query(root, proto.BridgeMarkdown(goal_id=args.goal, markdown=_read(path), public=args.public))
+    if args.json:
+        emit_json(msgspec.to_builtins(report))
+    else:
+        print(f"goal {args.goal} vs {path}: {report.events_todos} todos / {report.events_gates} gates in events, "
+              f"{report.markdown_todos} / {report.markdown_gates} in Markdown")
+        for d in report.differences:
+            where = f"line {d.line}: " if d.line else ""
+            detail = f" {d.field}: events={d.events_value!r} markdown={d.markdown_value!r}" if d.field else (
+                f" {d.markdown_value or d.events_value!r}" if (d.markdown_value or d.events_value) else "")
+            print(f"  {where}{d.kind} {d.subject}{detail}")
+        print("clean: no differences" if report.clean else f"{len(report.differences)} difference(s)")
+    return 0 if report.clean else EXIT_DIFFERENT
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from loopstate.core.project import Project
+
+    project = Project(project_root(args))
+    goals = [name.split(".", 1)[1] for name in project.stream_names() if name.startswith("goals.")]
+    if args.json:
+        emit_json({"goals": goals})
+    else:
+        print("\n".join(goals) if goals else "no goals yet")
+    return 0
+
+
+# Human tables ----------------------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+
+
+def _note(todo: proto.TodoView) -> str:
+    parts = []
+    if todo.claimed_by:
+        parts.append(f"by {todo.claimed_by}" + (f" until {todo.lease_expires_at}" if todo.lease_expires_at else ""))
+    if todo.blocker_reason:
+        parts.append(f"blocked: {todo.blocker_reason}")
+    if todo.open_gate_ids:
+        parts.append("waits for " + ", ".join(todo.open_gate_ids))
+    if todo.resume_when:
+        parts.append(f"resume when {todo.resume_when}")
+    if todo.rationale:
+        parts.append(todo.rationale)
+    return "; ".join(parts)
+
+
+def print_board(board: proto.Board) -> None:
+    m = board.meta
+    checksum = (m.source_checksum or "-")[:19]
+    print(f"goal {m.goal_id}: {m.source_event_count} lifecycle events, last_append_sequence "
+          f"{m.last_append_sequence} (store {m.store_sequence}), {checksum}..., {m.privacy}")
+    rows = [[g.role, t.priority, t.todo_id, t.status, t.title, _note(t)] for g in board.active for t in g.todos]
+    print("\nActive todos" if rows else "\nActive todos: none")
+    if rows:
+        print("\n".join(_table(rows, ["ROLE", "PRI", "ID", "STATUS", "TITLE", "NOTE"])))
+    if board.completed:
+        print(f"\nCompleted (latest {len(board.completed)}; {len(board.archive_candidates)} archive candidates)")
+        print("\n".join(_table([[t.role, t.priority, t.todo_id, t.title, _note(t)] for t in board.completed],
+                               ["ROLE", "PRI", "ID", "TITLE", "RATIONALE"])))
+    for title, gates in (("User inbox", board.user_inbox), ("Controller inbox", board.controller_inbox)):
+        if gates:
+            print(f"\n{title}")
+            print("\n".join(_table([[g.gate_id, g.gate_kind, g.status, g.title, g.todo_id or "", g.run_id or ""]
+                                    for g in gates], ["ID", "KIND", "STATUS", "TITLE", "TODO", "RUN"])))
+    if board.runs:
+        print(f"\nRuns ({board.run_count} recorded)")
+        print("\n".join(_table([[r.run_id, r.status, r.classification or "", r.delivery_outcome or "", r.recorded_at]
+                                for r in board.runs], ["RUN", "STATUS", "CLASS", "DELIVERY", "RECORDED"])))
+    if board.quota:
+        print("\nQuota")
+        print("\n".join(_table([[q.unit, q.category, f"{q.amount:g}", str(q.entries)] for q in board.quota],
+                               ["UNIT", "CATEGORY", "AMOUNT", "ENTRIES"])))
+    if board.omissions:
+        print(f"\n{len(board.omissions)} omission note(s); see --json")
