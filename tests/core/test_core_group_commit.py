@@ -1,0 +1,146 @@
+"""Group commit: threads of one process share one write+fsync, each acknowledged only when durable."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from corekit import event, read_all
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ledger import Ledger
+from loopstate_protocol.errors import ErrorCode
+
+from conftest import TEST_LAYOUT
+
+
+def _durable_events(project) -> list[dict]:
+    """What a brand-new reader finds in the file right now."""
+    return read_all(project, "core", TEST_LAYOUT)[0]
+
+
+def _note(tx, request_id: str, body: dict):
+    earlier = tx.earlier(request_id, "fp-" + request_id)
+    if earlier is not None:
+        return earlier
+    return tx.append([body], request_id=request_id, fp="fp-" + request_id)
+
+
+def test_concurrent_submits_make_one_chain_and_each_returns_only_durable_events(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    problems: list[str] = []
+
+    def writer(k: int) -> None:
+        for i in range(40):
+            (record,) = ledger.submit(lambda tx: _note(tx, f"w{k}-{i}", event(i, writer=k)))
+            # Acknowledged means durable: a fresh reader already sees it in the file.
+            durable = _durable_events(core_project)
+            if len(durable) < record.event["sequence"] or durable[record.event["sequence"] - 1] != record.event:
+                problems.append(f"w{k}-{i} acknowledged before it was durable")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+    events = _durable_events(core_project)
+    assert [e["sequence"] for e in events] == list(range(1, 321))
+    assert {(e["writer"], e["n"]) for e in events} == {(k, i) for k in range(8) for i in range(40)}
+    assert ledger.head == (320, events[-1]["event_hash"])
+
+
+def _queue_behind_a_blocked_leader(ledger: Ledger, works: list) -> tuple[list, list[threading.Thread]]:
+    """Start a leader that blocks inside its work until ``works`` are all queued behind it."""
+    release = threading.Event()
+    results: list = [None] * (len(works) + 1)
+
+    def run(index: int, work) -> None:
+        try:
+            results[index] = ("ok", ledger.submit(work))
+        except Exception as exc:  # delivered to exactly this caller
+            results[index] = ("error", exc)
+
+    def leader_work(tx):
+        release.wait(30)
+        return id(tx)
+
+    threads = [threading.Thread(target=run, args=(0, leader_work))]
+    threads[0].start()
+    while not ledger._leading:
+        threading.Event().wait(0.001)
+    for index, work in enumerate(works, start=1):
+        threads.append(threading.Thread(target=run, args=(index, work)))
+        threads[-1].start()
+    while len(ledger._queue) < len(works):  # every follower is waiting behind the leader
+        threading.Event().wait(0.001)
+    release.set()
+    for t in threads:
+        t.join(30)
+    return results, threads
+
+
+def test_waiting_submits_share_one_mutation_and_one_fsync(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    works = [lambda tx, i=i: (id(tx), _note(tx, f"r{i}", event(i))) for i in range(7)]
+    results, _ = _queue_behind_a_blocked_leader(ledger, works)
+    assert all(kind == "ok" for kind, _ in results)
+    group_ids = {value[0] for _, value in results[1:]}
+    assert len(group_ids) == 1  # the seven waiters ran in one group, behind the leader's
+    assert [value[1][0].event["sequence"] for _, value in results[1:]] == list(range(1, 8))
+    assert len(_durable_events(core_project)) == 7
+
+
+def test_one_failing_work_does_not_fail_the_others_in_its_group(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    ledger.submit(lambda tx: _note(tx, "taken", event(0)))
+
+    def reuse(tx):
+        tx.earlier("taken", "a different fingerprint")
+
+    works = [lambda tx: _note(tx, "a", event(1)), reuse, lambda tx: _note(tx, "b", event(2)),
+             lambda tx: _note(tx, "a", event(1))]
+    results, _ = _queue_behind_a_blocked_leader(ledger, works)
+    kinds = [kind for kind, _ in results[1:]]
+    assert kinds == ["ok", "error", "ok", "ok"]
+    assert results[2][1].code is ErrorCode.REQUEST_ID_REUSED
+    # The exact retry of "a" inside the same group got the first "a" events back.
+    assert results[4][1] == results[1][1]
+    assert [e["n"] for e in _durable_events(core_project)] == [0, 1, 2]
+
+
+def test_when_the_shared_write_is_refused_every_caller_in_the_group_gets_the_error_and_nothing_is_kept(core_project, tmp_path):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    ledger.submit(lambda tx: _note(tx, "first", event(0)))
+    outside = tmp_path / "linked.jsonl"
+
+    def link_then_note(tx):
+        # Something makes the stream unsafe before the group's write: the write must refuse.
+        os.link(ledger.stream.path, outside)
+        return _note(tx, "x", event(1))
+
+    results, _ = _queue_behind_a_blocked_leader(ledger, [link_then_note, lambda tx: _note(tx, "y", event(2))])
+    # The blocked leader ran alone in the first group; the two waiters formed the second.
+    assert [kind for kind, _ in results] == ["ok", "error", "error"]
+    assert all(value.code is ErrorCode.UNSAFE_PATH for _, value in results[1:])
+    os.unlink(outside)
+    assert [e["n"] for e in _durable_events(core_project)] == [0]
+    # The ledger forgot what it had folded but never wrote, and carries on from the file.
+    (record,) = ledger.submit(lambda tx: _note(tx, "x", event(1)))
+    assert record.event["sequence"] == 2
+    assert ledger.head[0] == 2
+
+
+def test_submit_raises_the_works_own_error_after_the_group_is_durable(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+
+    def append_then_fail(tx):
+        tx.append([event(1)])
+        raise LoopstateError(ErrorCode.RULE_VIOLATION, "refused after appending")
+
+    with pytest.raises(LoopstateError) as info:
+        ledger.submit(append_then_fail)
+    assert info.value.code is ErrorCode.RULE_VIOLATION
+    # Like a plain mutation: what the work appended before failing is kept.
+    assert [e["n"] for e in _durable_events(core_project)] == [1]
