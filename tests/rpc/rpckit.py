@@ -57,3 +57,45 @@ def claim_add(task_id: str, statement: str) -> dict:
     return {"kind": "intent.claim_add", "task_id": task_id, "claim": {
         "statement": statement, "role": "user", "epistemic_status": "explicit", "facets": ["outcome"],
     }}
+
+
+WRITER = str(Path(__file__).with_name("rpc_writer.py"))
+
+
+def start_writer(data_dir: Path, root: Path, count: int, prefix: str) -> subprocess.Popen[bytes]:
+    """Another process appending ``count`` intent commands through its own Service."""
+    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir))
+    return subprocess.Popen([sys.executable, WRITER, str(root), str(count), prefix], env=env)
+
+
+def stream_log(data_dir: Path, root: Path, stream: str = "intent") -> dict:
+    """`loopstate log --json` for one stream: its head and every event."""
+    done = run_cli(data_dir, "log", "--json", "--root", str(root), "--stream", stream)
+    assert done.returncode == 0, done.stderr
+    (only,) = msgspec.json.decode(done.stdout)["streams"]
+    return only
+
+
+def changes_until(client: LoopstateClient, subscription_id: str, sequence: int, timeout: float = 30.0) -> list:
+    """This subscription's loopstate/changed notifications, in order, up to head ``sequence``.
+
+    Notifications for the client's other subscriptions are kept, in order, for later calls.
+    """
+    from loopstate_protocol.messages import ChangedNotification
+
+    stash: dict[str, list] = client.__dict__.setdefault("stash", {})
+    out: list[ChangedNotification] = []
+    while not out or out[-1].head.sequence < sequence:
+        mine = stash.get(subscription_id)
+        if mine:
+            params = mine.pop(0)
+        else:
+            method, params = client.next_notification(timeout)
+            if method != "loopstate/changed":
+                stash.setdefault(method, []).append(params)
+                continue
+            if params["subscription_id"] != subscription_id:
+                stash.setdefault(params["subscription_id"], []).append(params)
+                continue
+        out.append(msgspec.convert(params, ChangedNotification))
+    return out

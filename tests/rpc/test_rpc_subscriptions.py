@@ -1,0 +1,140 @@
+"""Subscriptions over real stdio: every change, in order, exactly once, from any process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rpckit import Servers, changes_until, start_writer, stream_log, task_start
+
+from loopstate_protocol.client import LoopstateClient, RpcError
+from loopstate_protocol.messages import StreamErrorNotification
+
+from loopstate.core.project import Project
+
+
+def sequences(changes) -> list[int]:
+    return [e["sequence"] for c in changes for e in c.events]
+
+
+def test_two_servers_and_another_process_each_subscriber_sees_every_change_once_in_order(
+        servers: Servers, root: Path, data_dir: Path) -> None:
+    a, b = servers.start(), servers.start()
+    sub_a = a.subscribe(str(root), "intent/snapshot", deliver="events")
+    sub_b = b.subscribe(str(root), "intent/snapshot", deliver="events")
+    tasks_b = b.subscribe(str(root), "intent/tasks")
+    assert sub_a.head.sequence == sub_b.head.sequence == 0
+    writer = start_writer(data_dir, root, 10, "cli")
+    for i in range(5):
+        a.execute(str(root), task_start(f"a{i}"), f"a{i}")
+        b.execute(str(root), task_start(f"b{i}"), f"b{i}")
+    assert writer.wait(60) == 0
+    log = stream_log(data_dir, root)
+    assert log["head"]["sequence"] == 20
+
+    for client, sub in ((a, sub_a), (b, sub_b)):
+        changes = changes_until(client, sub.subscription_id, 20)
+        assert sequences(changes) == list(range(1, 21))
+        assert [e["event_hash"] for c in changes for e in c.events] == [e["event_hash"] for e in log["events"]]
+        previous = 0
+        for change in changes:  # each notification starts where the last one ended
+            assert change.previous_sequence == previous
+            assert change.head.sequence == change.events[-1]["sequence"]
+            assert change.head.hash == change.events[-1]["event_hash"]
+            previous = change.head.sequence
+        assert changes[-1].head.hash == log["head"]["hash"]
+
+    snapshots = changes_until(b, tasks_b.subscription_id, 20)
+    heads = [c.head.sequence for c in snapshots]
+    assert heads == sorted(set(heads)) and heads[-1] == 20
+    assert sorted(t["label"] for t in snapshots[-1].snapshot) == sorted(
+        [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)] + [f"cli-{i}" for i in range(10)])
+    assert all(c.events is None for c in snapshots)
+
+
+def test_a_reconnecting_subscriber_gets_exactly_the_missed_events_with_since(
+        servers: Servers, root: Path, data_dir: Path) -> None:
+    first = servers.start()
+    sub = first.subscribe(str(root), "intent/snapshot", deliver="events")
+    for i in range(3):
+        first.execute(str(root), task_start(f"seen{i}"), f"seen{i}")
+    seen = changes_until(first, sub.subscription_id, 3)
+    last = seen[-1].head.sequence
+    assert first.close() == 0
+
+    assert start_writer(data_dir, root, 4, "missed").wait(60) == 0
+    again = servers.start()
+    resumed = again.subscribe(str(root), "intent/snapshot", since=last, deliver="events")
+    log = stream_log(data_dir, root)
+    assert [e["sequence"] for e in resumed.events] == [4, 5, 6, 7]
+    assert resumed.events == log["events"][3:]
+    assert resumed.head.sequence == 7 and resumed.head.hash == log["head"]["hash"]
+    assert len(resumed.snapshot["tasks"]) == 7
+
+    again.execute(str(root), task_start("after"), "after")
+    (change,) = changes_until(again, resumed.subscription_id, 8)
+    assert change.previous_sequence == 7 and sequences([change]) == [8]
+
+
+def test_since_at_the_head_returns_no_events_and_past_the_head_is_refused(client: LoopstateClient, root: Path) -> None:
+    client.execute(str(root), task_start(), "one")
+    assert client.subscribe(str(root), "intent/snapshot", since=1).events == []
+    assert [e["sequence"] for e in client.subscribe(str(root), "intent/snapshot", since=0).events] == [1]
+    with pytest.raises(RpcError) as refused:
+        client.subscribe(str(root), "intent/snapshot", since=5)
+    assert refused.value.code == "INVALID_PARAMS" and "past the head" in refused.value.message
+    with pytest.raises(RpcError) as negative:
+        client.subscribe(str(root), "intent/snapshot", since=-1)
+    assert negative.value.code == "INVALID_PARAMS"
+
+
+def test_a_subscription_to_a_project_nobody_wrote_yet_sees_the_first_write_by_another_process(
+        client: LoopstateClient, root: Path, data_dir: Path) -> None:
+    assert not Project(str(root), data_dir=data_dir).dir.exists()
+    sub = client.subscribe(str(root), "intent/snapshot", deliver="events")
+    assert sub.head.sequence == 0 and sub.snapshot["tasks"] == []
+    assert start_writer(data_dir, root, 2, "first").wait(60) == 0
+    changes = changes_until(client, sub.subscription_id, 2)
+    assert sequences(changes) == [1, 2]
+
+
+def test_unsubscribe_stops_notifications_and_an_unknown_id_is_refused(client: LoopstateClient, root: Path) -> None:
+    kept = client.subscribe(str(root), "intent/tasks")
+    dropped = client.subscribe(str(root), "intent/snapshot")
+    assert client.unsubscribe(dropped.subscription_id).subscription_id == dropped.subscription_id
+    client.execute(str(root), task_start(), "one")
+    changes_until(client, kept.subscription_id, 1)
+    client.execute(str(root), task_start("two"), "two")
+    changes_until(client, kept.subscription_id, 2)
+    assert dropped.subscription_id not in client.__dict__.get("stash", {})
+    with pytest.raises(RpcError) as refused:
+        client.unsubscribe(dropped.subscription_id)
+    assert refused.value.code == "UNKNOWN_SUBSCRIPTION"
+
+
+@pytest.mark.parametrize("topic, fragment", [
+    ("intent", "'<domain>/<view>[/<key>]'"),
+    ("intent//x", "'<domain>/<view>[/<key>]'"),
+    ("nope/snapshot", "intent/snapshot"),
+    ("intent/nope", "intent/snapshot"),
+])
+def test_a_bad_topic_is_refused_naming_the_topics(client: LoopstateClient, root: Path, topic: str, fragment: str) -> None:
+    with pytest.raises(RpcError) as refused:
+        client.subscribe(str(root), topic)
+    assert refused.value.code == "INVALID_PARAMS" and fragment in refused.value.message
+
+
+def test_a_stream_corrupted_by_another_process_is_reported_to_its_subscribers(
+        client: LoopstateClient, root: Path, data_dir: Path) -> None:
+    client.execute(str(root), task_start(), "one")
+    sub = client.subscribe(str(root), "intent/snapshot")
+    path = Project(str(root), data_dir=data_dir).dir / "streams" / "intent.jsonl"
+    with open(path, "ab") as out:
+        out.write(b'{"this is": "not a chained event"}\n')
+    while True:
+        change = client.next_change(30)
+        if isinstance(change, StreamErrorNotification):
+            break
+    assert change.subscription_id == sub.subscription_id
+    assert change.error.code == "CORRUPT_LEDGER" and "loopstate verify" in change.message
+    assert client.query("/", {"kind": "intent.tasks"}) == []  # the server keeps serving
