@@ -80,9 +80,29 @@ def lease_args(lease: dict) -> dict:
     return {"lease_id": lease["lease_id"], "generation": lease["generation"]}
 
 
+def check_store_against_schemas(harness: Harness) -> None:
+    """Every event loopstate wrote, and every projection file, validates against the seed's schemas."""
+    from tests.runs.schemas import schema_errors
+
+    project = harness.service.project(harness.root)
+    for stream in project.stream_names():
+        if not stream.startswith("runs."):
+            continue
+        for event in harness.events(stream[len("runs."):]):
+            errors = schema_errors("audit_event", event)
+            assert not errors, (event["sequence"], event["type"], errors)
+        folder = project.dir / "runs" / stream[len("runs."):]
+        for name, kind in (("run.json", "run"), ("lease.json", "lease"), ("issues.json", "issue_ledger")):
+            if (folder / name).exists():
+                errors = schema_errors(kind, json.loads((folder / name).read_text()))
+                assert not errors, (name, errors)
+
+
 @pytest.fixture
-def h(root: Path, data_dir: Path) -> Harness:
-    return Harness(root, data_dir)
+def h(root: Path, data_dir: Path):
+    harness = Harness(root, data_dir)
+    yield harness
+    check_store_against_schemas(harness)
 
 
 def write_json(path: Path, value: Any) -> Path:

@@ -67,6 +67,7 @@ class RunsDomain:
     commands = proto.COMMANDS
     queries = proto.QUERIES
     views = ("status",)
+    stream_prefixes = ("runs", "grants")
     effects: Any = None
 
     def stream_for(self, message: Command | Query) -> str:
