@@ -62,10 +62,10 @@ def claim_add(task_id: str, statement: str) -> dict:
 WRITER = str(Path(__file__).with_name("rpc_writer.py"))
 
 
-def start_writer(data_dir: Path, root: Path, count: int, prefix: str) -> subprocess.Popen[bytes]:
+def start_writer(data_dir: Path, root: Path, count: int, prefix: str, pause: float = 0.0) -> subprocess.Popen[bytes]:
     """Another process appending ``count`` intent commands through its own Service."""
     env = dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir))
-    return subprocess.Popen([sys.executable, WRITER, str(root), str(count), prefix], env=env)
+    return subprocess.Popen([sys.executable, WRITER, str(root), str(count), prefix, str(pause)], env=env)
 
 
 def stream_log(data_dir: Path, root: Path, stream: str = "intent") -> dict:
