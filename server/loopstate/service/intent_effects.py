@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -160,24 +161,24 @@ class _Pending:
     replayed: bool = False
     appended: bool = False
     request_id: str = ""
+    memory: PrivateMemory | None = None
 
 
 class IntentEffects:
+    """One per process; private memory is kept per Service (one serving process's store)."""
+
     def __init__(self) -> None:
-        self._memory: dict[str, PrivateMemory] = {}
+        self._memory: weakref.WeakKeyDictionary[Any, dict[str, PrivateMemory]] = weakref.WeakKeyDictionary()
         self._local = threading.local()
 
-    def memory(self, project: Project) -> PrivateMemory:
-        return self._memory.setdefault(os.fspath(project.dir), PrivateMemory())
-
-    def attach(self, project: Project, state: IntentState) -> None:
-        state.private = self.memory(project)
+    def memory(self, service: Any, project: Project) -> PrivateMemory:
+        return self._memory.setdefault(service, {}).setdefault(os.fspath(project.dir), PrivateMemory())
 
     # engine hooks ---------------------------------------------------------------
 
     def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
         self._local.pending = None
-        memory = self.memory(project)
+        memory = self.memory(service, project)
         state.private = memory
         self._finish_reenables(project, state, memory)
         extra = dict(ctx.extra)
@@ -205,14 +206,14 @@ class IntentEffects:
         pending.appended = True
         if pending.kind == "reenable":
             remove_control(project, pending.session)
-            self.memory(project).tasks.pop(pending.task_id, None)
+            pending.memory.tasks.pop(pending.task_id, None)
 
     def release(self, ctx: Context) -> None:
         """A switch to private whose durable mode_set did not happen takes its control back."""
         pending = getattr(self._local, "pending", None)
         if pending is not None and pending.kind == "to_private" and not pending.appended:
             remove_control(pending.project, pending.session)
-            self.memory(pending.project).tasks.pop(pending.task_id, None)
+            pending.memory.tasks.pop(pending.task_id, None)
             self._local.pending = None
 
     def after_commit(self, service: Any, project: Project, command: Any, outcome: Any) -> None:
@@ -344,7 +345,7 @@ class IntentEffects:
             # Control first: a crash before the durable mode_set leaves the task treated as private.
             write_control(project, session, task_id, format_time(ctx.now))
             memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
-            self._local.pending = _Pending(command, "to_private", project, task_id=task_id, session=session)
+            self._local.pending = _Pending(command, "to_private", project, task_id=task_id, session=session, memory=memory)
             extra[PRIVATE_DECISION] = True
             return dataclasses.replace(ctx, extra=extra)
         if private is not None:
@@ -355,7 +356,7 @@ class IntentEffects:
                     task_id=task_id,
                 )
             extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
-            self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session)
+            self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session, memory=memory)
             return dataclasses.replace(ctx, extra=extra)
         self._refuse_foreign_private(project, task_id)
         return dataclasses.replace(ctx, extra=extra)
@@ -379,7 +380,7 @@ class IntentEffects:
             extra[HANDLED_IN_MEMORY] = True
             return dataclasses.replace(ctx, extra=extra)
         extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
-        self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=session)
+        self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=session, memory=memory)
         return dataclasses.replace(ctx, extra=extra)
 
     def _finish_reenables(self, project: Project, state: IntentState, memory: PrivateMemory) -> None:
@@ -395,7 +396,7 @@ class IntentEffects:
 
         folded = service.folded(project, DOMAIN, STREAM)
         with folded.ledger.mutation():
-            self._finish_reenables(project, folded.state, self.memory(project))
+            self._finish_reenables(project, folded.state, self.memory(service, project))
 
     def _fingerprint(self, command: Any) -> str:
         return fingerprint(type(command).__struct_config__.tag, rules.fingerprint_params(command))
@@ -435,7 +436,7 @@ class IntentEffects:
             data = safefs.read_file(stream.path, project.dir) or b""
             events = [canonical.decode(line) for line in data.split(b"\n") if line]
             kept, counts = purge_events(events, command.target, target_id)
-            memory = self.memory(project)
+            memory = self.memory(service, project)
             in_memory = target_id in memory.tasks or any(target_id in t.state.claims for t in memory.tasks.values())
             if counts.kept_events == len(events) and not counts.rewritten_events and not in_memory:
                 raise LoopstateError(
@@ -473,7 +474,7 @@ class IntentEffects:
                 os.close(fd)
         # Outside the lock: fold the re-chained stream again and tell subscribers.
         service.refresh(project, DOMAIN, STREAM)
-        self.attach(project, folded.state)
+        folded.state.private = self.memory(service, project)
         outcome.head = folded.head()
 
     def _scrub_quarantine(self, project: Project) -> None:

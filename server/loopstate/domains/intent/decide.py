@@ -286,6 +286,8 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             field="confirmation",
         )
     group = [c for c in state.candidates.values() if c.signal_key == cmd.signal_key]
+    if not group:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {cmd.signal_key}", signal_key=cmd.signal_key)
     tasks = sorted({c.task_id for c in group})
     if len(tasks) < PROMOTION_TASKS:
         raise rule(
