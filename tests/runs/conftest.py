@@ -109,3 +109,25 @@ def write_json(path: Path, value: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value))
     return path
+
+
+CHILD = Path(__file__).with_name("runs_child.py")
+
+
+def spawn(harness: Harness, *args: str):
+    """Start runs_child.py as a real separate process on the same store."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, env_for_child
+
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env_for_child(harness.data_dir), cwd=REPO,
+    )
+
+
+def as_json(command) -> str:
+    import msgspec
+
+    return msgspec.json.encode(command).decode()

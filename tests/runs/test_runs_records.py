@@ -1,0 +1,233 @@
+"""Seed 002's records: every conformance fixture, and each rule refused with its field and rule named."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.runs import records
+from loopstate.domains.runs.money import add_money, format_money, parse_money
+from tests.runs.schemas import THE_LOOP, schema_errors
+
+VALID = sorted((THE_LOOP / "fixtures" / "valid").glob("*.json"))
+INVALID = sorted((THE_LOOP / "fixtures" / "invalid").glob("*.json"))
+
+
+def load(name: str) -> dict:
+    return json.loads((THE_LOOP / "fixtures" / "valid" / f"{name}.json").read_text())
+
+
+def refused(kind: str, record) -> LoopstateError:
+    with pytest.raises(LoopstateError) as info:
+        records.validate(kind, record)
+    assert info.value.code == ErrorCode.VALIDATION_FAILED
+    return info.value
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_every_valid_conformance_fixture_is_accepted(path: Path):
+    record = records.validate(path.stem, json.loads(path.read_text()))
+    assert records.to_dict(record) == json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_every_invalid_conformance_fixture_is_refused_naming_field_and_rule(path: Path):
+    kind = path.stem.split("-", 1)[1].replace("-", "_")
+    error = refused(kind, json.loads(path.read_text()))
+    assert error.details["field"].startswith("$.")
+    assert error.details["rule"]
+    assert error.details["field"] in error.message and error.details["rule"] in error.message
+
+
+def test_invalid_enum_config_names_default_mode_and_enum():
+    error = refused("config", json.loads((THE_LOOP / "fixtures/invalid/enum-config.json").read_text()))
+    assert (error.details["field"], error.details["rule"]) == ("$.default_mode", "enum")
+
+
+def test_state_root_escaping_the_project_is_refused():
+    error = refused("config", json.loads((THE_LOOP / "fixtures/invalid/path-config.json").read_text()))
+    assert (error.details["field"], error.details["rule"]) == ("$.state_root", "path_inside_project")
+    for escape in ("/etc", "~/x", "a/../../b", "C:/x"):
+        config = {**load("config"), "state_root": escape}
+        assert refused("config", config).details["rule"] == "path_inside_project"
+
+
+@pytest.mark.parametrize("seconds", [14, 601, 0])
+def test_config_heartbeat_outside_15_to_600_is_refused(seconds):
+    config = {**load("config"), "heartbeat_seconds": seconds, "lease_seconds": 700}
+    error = refused("config", config)
+    assert error.details["field"] == "$.heartbeat_seconds"
+
+
+@pytest.mark.parametrize("seconds", [15, 600])
+def test_config_heartbeat_bounds_15_and_600_are_accepted(seconds):
+    records.validate("config", {**load("config"), "heartbeat_seconds": seconds, "lease_seconds": 601})
+
+
+def test_config_lease_must_be_longer_than_heartbeat():
+    error = refused("config", {**load("config"), "heartbeat_seconds": 120, "lease_seconds": 120})
+    assert (error.details["field"], error.details["rule"]) == ("$.lease_seconds", "lease_longer_than_heartbeat")
+
+
+def test_config_telemetry_must_be_false():
+    error = refused("config", {**load("config"), "telemetry": True})
+    assert error.details["field"] == "$.telemetry"
+
+
+def test_missing_required_field_is_an_error_never_inferred():
+    run = load("run")
+    del run["owner"]
+    error = refused("run", run)
+    assert (error.details["field"], error.details["rule"]) == ("$.owner", "required")
+
+
+def test_unknown_field_is_refused_not_dropped():
+    error = refused("lease", {**load("lease"), "holder": "x"})
+    assert (error.details["field"], error.details["rule"]) == ("$.holder", "unknown_field")
+
+
+def test_grant_missing_a_permanent_invariant_is_refused():
+    grant = load("grant")
+    grant["permanent_invariants"] = grant["permanent_invariants"][:-1]
+    error = refused("grant", grant)
+    assert (error.details["field"], error.details["rule"]) == ("$.permanent_invariants", "permanent_invariants")
+    assert "no_silent_elevation" in error.message
+
+
+def test_grant_that_never_expires_is_refused():
+    grant = {**load("grant"), "expires_at": load("grant")["confirmed_at"]}
+    assert refused("grant", grant).details["rule"] == "grant_expires"
+
+
+def test_grant_revocation_needs_both_time_and_revoker():
+    grant = {**load("grant"), "revoked_at": "2026-08-16T09:00:00Z"}
+    assert refused("grant", grant).details["rule"] == "revocation_pair"
+
+
+def test_passed_evidence_needs_a_procedure():
+    evidence = {**load("evidence"), "procedure": []}
+    assert refused("evidence", evidence).details["rule"] == "passed_needs_procedure"
+
+
+def test_passed_evidence_needs_a_result_reference_or_manual_observation():
+    evidence = {**load("evidence"), "artifact_refs": []}
+    assert refused("evidence", evidence).details["rule"] == "passed_needs_result"
+    records.validate("evidence", {**evidence, "manual_observation": "Looked at the screen."})
+    records.validate("evidence", {**evidence, "outcome": "failed"})
+
+
+def test_route_selected_failed_candidate_is_refused():
+    route = load("route")
+    route["candidates"][0]["behavior_status"] = "failed"
+    assert refused("route", route).details["rule"] == "selected_not_failed"
+
+
+def test_route_verified_selection_needs_a_matching_typed_observation():
+    route = load("route")
+    route["candidates"][0]["behavior_observations"][0]["capability"] = "lifecycle.build"
+    assert refused("route", route).details["rule"] == "verified_needs_observation"
+
+
+def test_route_latest_matching_observation_must_have_passed():
+    route = load("route")
+    newer = {**route["candidates"][0]["behavior_observations"][0], "outcome": "denied", "observed_at": "2026-08-16T08:01:00Z"}
+    route["candidates"][0]["behavior_observations"].append(newer)
+    assert refused("route", route).details["rule"] == "latest_observation_passed"
+
+
+def test_route_newer_pass_supersedes_an_older_failure_which_stays_visible():
+    route = load("route")
+    older = {**route["candidates"][0]["behavior_observations"][0], "outcome": "failed", "observed_at": "2026-08-16T07:00:00Z",
+             "evidence_id": "99999999-9999-4999-8999-999999999998"}
+    route["candidates"][0]["behavior_observations"].insert(0, older)
+    assert len(records.validate("route", route).candidates[0].behavior_observations) == 2
+
+
+def test_route_observations_tied_at_the_latest_time_are_refused():
+    route = load("route")
+    twin = {**route["candidates"][0]["behavior_observations"][0], "evidence_id": "99999999-9999-4999-8999-999999999998"}
+    route["candidates"][0]["behavior_observations"].append(twin)
+    assert refused("route", route).details["rule"] == "latest_observation_unique"
+
+
+def test_route_verified_at_must_equal_the_observation_time():
+    route = {**load("route"), "verified_at": "2026-08-16T08:00:01Z"}
+    assert refused("route", route).details["rule"] == "verified_at_matches_observation"
+
+
+def test_audit_event_data_is_checked_by_type():
+    event = load("audit_event")
+    event["data"] = {"objective": ""}
+    assert refused("audit_event", event).details["field"] == "$.data.objective"
+    event = load("audit_event")
+    event["type"] = "lease_acquired"
+    assert refused("audit_event", event).details["field"].startswith("$.data.")
+
+
+def test_harness_enum_covers_the_five_adapters():
+    config = load("config")
+    status = {"installed": True, "version": "1", "discovery": "verified", "behavior": "unverified", "skill_roots": [],
+              "collisions": [], "checked_at": "2026-08-16T08:00:00Z", "evidence_id": None}
+    for harness in ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness"):
+        records.validate("config", {**config, "harnesses": {harness: status}})
+    assert refused("config", {**config, "harnesses": {"vim": status}}).details["field"].startswith("$.harnesses")
+
+
+def test_timestamps_need_the_z_suffix():
+    assert refused("lease", {**load("lease"), "expires_at": "2026-08-16T08:06:00+00:00"}).details["rule"] == "timestamp"
+
+
+def test_unknown_kind_is_refused_with_the_list_of_kinds():
+    with pytest.raises(LoopstateError) as info:
+        records.validate("spaceship", {})
+    assert info.value.code == ErrorCode.INVALID_PARAMS and "config" in info.value.message
+
+
+# money -------------------------------------------------------------------------------------------
+
+def test_cost_point_one_plus_point_two_is_exactly_point_three():
+    assert add_money("0.1", "0.2", "cost") == "0.3"
+    assert add_money(None, "0.000001", "cost") == "0.000001"
+    assert add_money("999999999.999999", "0.000001", "cost") == "1000000000"
+
+
+@pytest.mark.parametrize("text", ["1e-3", "1E3", "-1", "+1", "01", "0.1234567", ".5", "5.", "", " 1", "NaN", "Infinity"])
+def test_cost_spellings_other_than_fixed_point_are_refused(text):
+    with pytest.raises(LoopstateError) as info:
+        parse_money(text, "max_cost_usd")
+    assert info.value.details == {"field": "max_cost_usd", "rule": "money"}
+
+
+def test_cost_as_a_json_number_is_refused():
+    with pytest.raises(LoopstateError):
+        parse_money(0.3, "cost_usd")
+    budgets = {"max_duration_seconds": 1, "max_stage_attempts": 1, "max_mutations": 0, "max_external_actions": 0,
+               "max_cost_usd": 0.5}
+    with pytest.raises(LoopstateError):
+        records.decode("budgets", records.Budgets, budgets)
+
+
+def test_money_is_written_canonically():
+    assert format_money(parse_money("1.500000", "x")) == "1.5"
+    assert format_money(parse_money("0", "x")) == "0"
+
+
+def test_budget_defaults_are_the_seeds():
+    assert records.to_dict(records.Budgets()) == {
+        "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 100, "max_external_actions": 0,
+        "max_cost_usd": None,
+    }
+
+
+def test_our_validator_agrees_with_the_seed_schema_on_mutated_fixtures():
+    """Sanity: each refusal above is also a schema refusal (we are not stricter on structure)."""
+    lease = copy.deepcopy(load("lease"))
+    lease["generation"] = -1
+    assert schema_errors("lease", lease)
+    assert refused("lease", lease).details["field"] == "$.generation"
