@@ -17,7 +17,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.goals import events as ev
-from loopstate.domains.goals.privacy import PUBLIC_SAFE
+from loopstate.domains.goals.privacy import LOCAL_PRIVATE
 
 RECENT_LIMIT = 50  # timeline entries kept in memory per kind (runs, refreshes)
 
@@ -191,7 +191,8 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         head.last_event_id = event_id
         head.last_append_sequence = sequence
         head.source_checksum = checksum
-    _APPLY[kind](state, event, event["payload"], event.get("privacy") != PUBLIC_SAFE)
+    # Text of a private_pointer event is held to the public rules; only its pointer is private.
+    _APPLY[kind](state, event, event["payload"], event.get("privacy") == LOCAL_PRIVATE)
     return state
 
 
