@@ -433,8 +433,8 @@ class IntentEffects:
         with ledger.mutation():
             stream = ledger.stream
             old_sequence, old_hash = ledger.head
-            data = safefs.read_file(stream.path, project.dir) or b""
-            events = [canonical.decode(line) for line in data.split(b"\n") if line]
+            data = safefs.read_file(stream.path, project.dir)
+            events = [canonical.decode(line) for line in (data or b"").split(b"\n") if line]
             kept, counts = purge_events(events, command.target, target_id)
             memory = self.memory(service, project)
             in_memory = target_id in memory.tasks or any(target_id in t.state.claims for t in memory.tasks.values())
@@ -448,7 +448,8 @@ class IntentEffects:
                 event, line = seal(fields, stream.layout, position)
                 position = Position(position.offset + len(line), event["sequence"], event["event_hash"])
                 lines.append(line)
-            safefs.atomic_write(stream.path, project.dir, b"".join(lines))
+            if data is not None:
+                safefs.atomic_write(stream.path, project.dir, b"".join(lines))
             self._scrub_quarantine(project)
             self._drop_checkpoint(stream)
             for control in list_controls(project):

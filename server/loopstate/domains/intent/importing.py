@@ -16,6 +16,7 @@ from typing import Any
 
 from loopstate.core import canonical
 from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.records import SCOPES, SOURCE_KINDS, IntentState
@@ -176,7 +177,10 @@ def _import_claim(c: dict[str, Any], by_id: dict, task_ids: dict, claim_ids: dic
     if c.get("task_id") not in task_ids:
         raise _bad(f"{field} names a task that is not in the graph", "claims.task_id")
     role, status = c.get("role"), c.get("epistemic_status")
-    rules.status_for_role(role, status, None)
+    try:
+        rules.status_for_role(role, status, None)
+    except LoopstateError as exc:
+        raise _bad(f"{field}: {exc.message}", "claims.epistemic_status") from None
     confidence = rules.confidence_for(status, c.get("confidence"))
     scope = c.get("scope", "task")
     if scope not in SCOPES:
