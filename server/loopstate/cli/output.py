@@ -29,7 +29,10 @@ def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
 def project_root(args: argparse.Namespace) -> str:
     import os
 
-    return os.path.abspath(args.root) if args.root else os.getcwd()
+    # Joined, not normalized: a '..' in the user's path must reach root validation.
+    if not args.root:
+        return os.getcwd()
+    return args.root if os.path.isabs(args.root) else os.path.join(os.getcwd(), args.root)
 
 
 def emit_json(value: Any) -> None:
