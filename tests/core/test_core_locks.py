@@ -11,6 +11,7 @@ from corekit import event, spawn
 from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger
+from loopstate.core.lock import RECORD_WIDTH
 from loopstate.core.project import Project
 from loopstate_protocol.errors import ErrorCode
 
@@ -90,6 +91,6 @@ def test_releasing_forgets_the_owner_record(core_project, new_ledger):
         lock_path = core_project.dir / "locks" / "core.lock"
         assert canonical.decode(lock_path.read_bytes())["pid"] == os.getpid()
         tx.append([event(1)])
-    assert lock_path.read_bytes() == b""
+    assert lock_path.read_bytes() == b" " * RECORD_WIDTH  # blanked in place, one pwrite
     assert oct(lock_path.stat().st_mode & 0o777) == "0o600"
     assert oct((core_project.dir / "locks").stat().st_mode & 0o777) == "0o700"

@@ -15,6 +15,7 @@ caller returns only after that fsync.
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Generic, Iterator, TypeVar
@@ -48,6 +49,11 @@ class Ledger:
         self.on_record = on_record
         self.on_reset = on_reset
         self.requests = RequestIndex() if keep_requests else None
+        self._swept = False
+        self._temp_targets = [
+            (os.fspath(path.parent), path.name)
+            for path in (self.stream.path, checkpoint.path_for(self.stream), quarantine.path_for(project.dir, name))
+        ]
         self._opened = False
         self._checkpoint_offset = 0
         self._last_line_start = 0
@@ -131,8 +137,13 @@ class Ledger:
                     "reason": "partial final line", "at": format_time(system_clock()),
                 })
                 self.stream.cut_torn_tail()
-            for folder in (self.stream.path.parent, self.project.dir / "checkpoints"):
-                safefs.remove_orphan_temps(folder)
+            # Only this stream's own temps: another stream's writer may be mid-write.
+            # The stream's are swept on every mutation (a crashed recover or
+            # migration leaves them); checkpoint and quarantine temps, which only
+            # cost disk, on this ledger's first mutation.
+            for folder, target in self._temp_targets if not self._swept else self._temp_targets[:1]:
+                safefs.remove_orphan_temps(folder, target)
+            self._swept = True
             yield Mutation(self)
 
     def _save_checkpoint_if_due(self) -> None:

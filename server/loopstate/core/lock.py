@@ -2,8 +2,8 @@
 
 Built on portalocker (flock on POSIX). The OS releases a dead holder's lock, so
 there is no stale-lock guesswork. An exclusive holder writes its pid, a random
-token and the time into the lock file, so a waiter that times out can name who
-holds it. Readers never create a lock file: with no lock file there has never
+token and the time into the lock file (a fixed-width record, blanked on
+release), so a waiter that times out can name who holds it. Readers never create a lock file: with no lock file there has never
 been a mutation to wait for.
 """
 
@@ -24,6 +24,7 @@ from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
+RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
 
 
 class StoreLock:
@@ -37,13 +38,18 @@ class StoreLock:
         self.token: str | None = None
 
     def exclusive(self) -> "StoreLock":
-        safefs.ensure_dir(self.path.parent, self.base)
         fd = safefs.open_rw(self.path, self.base, create=True)
+        if fd is None:  # the locks folder does not exist yet
+            safefs.ensure_dir(self.path.parent, self.base)
+            fd = safefs.open_rw(self.path, self.base, create=True)
         self._acquire(fd, portalocker.LockFlags.EXCLUSIVE)
         self.token = secrets.token_hex(16)
-        record = {"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, canonical.encode(record), 0)
+        record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())})
+        # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
+        # and releasing the lock is one pwrite each and no truncation.
+        os.pwrite(fd, record.ljust(RECORD_WIDTH), 0)
+        if os.fstat(fd).st_size > RECORD_WIDTH:  # written by an older layout
+            os.ftruncate(fd, RECORD_WIDTH)
         return self
 
     def shared(self) -> "StoreLock":
@@ -80,7 +86,7 @@ class StoreLock:
         if self._file is not None:
             if self.token is not None:
                 try:  # forget the owner record so a later waiter does not blame us
-                    os.ftruncate(self._file.fileno(), 0)
+                    os.pwrite(self._file.fileno(), b" " * RECORD_WIDTH, 0)
                 except OSError:
                     pass
                 self.token = None
@@ -96,7 +102,7 @@ class StoreLock:
 
 def _read_holder(handle) -> dict:
     try:
-        data = os.pread(handle.fileno(), 4096, 0)
+        data = os.pread(handle.fileno(), 4096, 0).strip()
         record = canonical.decode(data) if data else {}
     except Exception:
         record = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from loopstate_protocol.errors import ErrorCode
@@ -49,6 +50,8 @@ class Project:
         self.data_dir = Path(data_dir) if data_dir is not None else resolve_data_dir()
         self.dir = self.data_dir / "projects" / self.project_id
         self.lock_timeout = lock_timeout
+        self._ensured: tuple[int, int] | None = None
+        self._lock_paths: dict[str, Path] = {}
         explicit = data_dir is not None or bool(os.environ.get("LOOPSTATE_DATA_DIR"))
         if not explicit and (self.data_dir == Path(self.root) or Path(self.root) in self.data_dir.parents):
             raise LoopstateError(
@@ -60,13 +63,27 @@ class Project:
         return self.dir.is_dir()
 
     def ensure(self) -> None:
-        """Create the project folder and its record (mutations only)."""
+        """Create the project folder and its record (mutations only).
+
+        After the first full check a later call costs one lstat: the folder must
+        still be the very folder that was checked (not replaced by a link).
+        """
+        if self._ensured is not None:
+            try:
+                info = os.lstat(self.dir)
+                if (info.st_dev, info.st_ino) == self._ensured and stat.S_ISDIR(info.st_mode):
+                    return
+            except FileNotFoundError:
+                pass
+            self._ensured = None
         safefs.ensure_base(self.data_dir)
         safefs.ensure_dir(self.dir, self.data_dir)
         meta = self.dir / "project.json"
         if not os.path.lexists(meta):
             record = {"schema_version": PROJECT_SCHEMA, "project_id": self.project_id, "root": self.root}
             safefs.atomic_write(meta, self.dir, canonical.encode(record))
+        info = os.lstat(self.dir)
+        self._ensured = (info.st_dev, info.st_ino)
 
     def stream_names(self) -> list[str]:
         folder = self.dir / "streams"
@@ -77,8 +94,10 @@ class Project:
         return sorted(n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and STREAM_NAME.match(n[: -len(".jsonl")]))
 
     def lock(self, name: str) -> StoreLock:
-        check_stream_name(name)
-        return StoreLock(self.dir / "locks" / f"{name}.lock", self.dir, timeout=self.lock_timeout)
+        path = self._lock_paths.get(name)
+        if path is None:
+            path = self._lock_paths[check_stream_name(name)] = self.dir / "locks" / f"{name}.lock"
+        return StoreLock(path, self.dir, timeout=self.lock_timeout)
 
     def kill_switch_default(self) -> Path:
         return Path(self.root) / ".loopstate" / "STOP"

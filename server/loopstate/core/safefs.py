@@ -33,17 +33,24 @@ def _unsafe(path: Path | str, why: str) -> LoopstateError:
     )
 
 
+def _parts_below(path: Path | str, base: Path | str) -> tuple[str, list[str]]:
+    """``base`` as a string and the components of ``path`` below it (plain string work:
+    this runs several times per append, and pathlib costs more than the syscalls)."""
+    p, b = os.fspath(path), os.fspath(base)
+    prefix = b if b.endswith(os.sep) else b + os.sep
+    if not p.startswith(prefix):
+        raise _unsafe(path, f"it is outside {b!r}")
+    parts = p[len(prefix):].split(os.sep)
+    if any(part in ("", ".", "..") for part in parts):
+        raise _unsafe(path, "it has an empty, '.' or '..' segment")
+    return b, parts
+
+
 def check_inside(path: Path, base: Path) -> None:
     """Every component from ``base`` down to ``path``'s parent must be a real folder."""
-    try:
-        relative = path.relative_to(base)
-    except ValueError:
-        raise _unsafe(path, f"it is outside {os.fspath(base)!r}") from None
-    current = base
-    for part in relative.parts[:-1]:
-        if part in ("", ".", ".."):
-            raise _unsafe(path, "it has a '.' or '..' segment")
-        current = current / part
+    current, parts = _parts_below(path, base)
+    for part in parts[:-1]:
+        current = os.path.join(current, part)
         try:
             info = os.lstat(current)
         except FileNotFoundError:
@@ -69,23 +76,25 @@ def check_descriptor(fd: int, path: Path) -> os.stat_result:
 
 
 def ensure_dir(path: Path, base: Path) -> None:
-    """Create ``path`` (and parents below ``base``) as 0700 folders, refusing links."""
-    check_inside(path / "x", base)
-    to_make = []
-    current = path
-    while current != base and not current.exists():
-        to_make.append(current)
-        current = current.parent
-    for folder in reversed(to_make):
+    """Create ``path`` (and parents below ``base``) as 0700 folders, refusing links.
+
+    Each new folder's parent is fsynced so the folder survives a crash.
+    """
+    if os.fspath(path) == os.fspath(base):
+        return
+    current, parts = _parts_below(path, base)
+    for part in parts:
+        parent, current = current, os.path.join(current, part)
         try:
-            os.mkdir(folder, DIR_MODE)
-        except FileExistsError:
-            pass
-        fsync_dir(folder.parent)
-    current = base
-    for part in path.relative_to(base).parts:
-        current = current / part
-        if not stat.S_ISDIR(os.lstat(current).st_mode):
+            info = os.lstat(current)
+        except FileNotFoundError:
+            try:
+                os.mkdir(current, DIR_MODE)
+            except FileExistsError:
+                pass
+            fsync_dir(parent)
+            info = os.lstat(current)
+        if not stat.S_ISDIR(info.st_mode):
             raise _unsafe(current, "a folder in the store path is a symlink or not a folder")
 
 
@@ -137,13 +146,16 @@ def open_append(path: Path, base: Path) -> tuple[int, bool]:
     """
     created = False
     try:
-        fd = _open(path, base, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
-        created = True
-    except FileExistsError:
         fd = _open(path, base, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        try:
+            fd = _open(path, base, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+            created = True
+        except FileExistsError:
+            fd = _open(path, base, os.O_WRONLY | os.O_APPEND)
     fd = _checked(fd, path)
     if created:
-        fsync_dir(path.parent)
+        fsync_dir(Path(path).parent)
     return fd, created
 
 
@@ -222,17 +234,23 @@ def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -
         fsync_dir(path.parent)
 
 
-def remove_orphan_temps(folder: Path) -> list[str]:
-    """Remove strictly named temp files of ours left by a crash; returns their names."""
+def remove_orphan_temps(folder: Path, for_name: str | None = None) -> list[str]:
+    """Remove strictly named temp files of ours left by a crash; returns their names.
+
+    With ``for_name`` only the temps of that one target (``<for_name>`` plus our
+    temp mark) are removed: the caller holds the lock that every writer of that
+    target holds, so none of them can be a temp file still being written.
+    """
     removed = []
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
         return removed
+    mark = TEMP_MARK if for_name is None else for_name + TEMP_MARK
     for name in names:
-        if TEMP_MARK not in name:
+        if mark not in name or (for_name is not None and not name.startswith(mark)):
             continue
-        candidate = folder / name
+        candidate = os.path.join(folder, name)
         info = os.lstat(candidate)
         if stat.S_ISREG(info.st_mode):
             os.unlink(candidate)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
@@ -50,6 +51,7 @@ class Stream:
         self.name = name
         self.layout = layout
         self.path = base / "streams" / f"{name}.jsonl"
+        self._path_str = os.fspath(self.path)
         self.position = Position()
         self.identity: tuple[int, int] | None = None
         self.torn: TornTail | None = None
@@ -68,6 +70,9 @@ class Stream:
         checked). A trailing partial line is remembered in ``torn``, not
         returned and not repaired.
         """
+        if self._unchanged():
+            self.torn = None
+            return
         fd = safefs.open_read(self.path, self.base)
         if fd is None:
             if self.identity is not None or self.position.offset:
@@ -86,9 +91,29 @@ class Stream:
                     self.name, info.st_size, self.position.sequence,
                     f"the file is {info.st_size} bytes, shorter than its verified head at byte {self.position.offset}",
                 )
+            if info.st_size == self.position.offset:
+                self.torn = None  # nothing new since the verified head
+                return
             yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress)
         finally:
             os.close(fd)
+
+    def _unchanged(self) -> bool:
+        """True when the file is still the verified one and has not grown: one lstat.
+
+        Anything else (a new file, growth, a link, a second name) goes the long
+        way through the opened-descriptor checks.
+        """
+        if self.identity is None:
+            return False
+        try:
+            info = os.lstat(self._path_str)
+        except FileNotFoundError:
+            return False
+        return (
+            stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+            and (info.st_dev, info.st_ino) == self.identity and info.st_size == self.position.offset
+        )
 
     def _scan(self, fd: int, size: int, verify_hash_until: int, progress: ProgressFn | None) -> Iterator[Record]:
         """The verify loop, kept tight: about 3 microseconds per event.
@@ -227,8 +252,11 @@ class Stream:
             return
         data, head = b"".join(self._staged), self._staged_head
         self.discard_staged()
-        safefs.ensure_dir(self.path.parent, self.base)
-        fd, _ = safefs.open_append(self.path, self.base)
+        try:
+            fd, _ = safefs.open_append(self.path, self.base)
+        except FileNotFoundError:  # the streams folder does not exist yet
+            safefs.ensure_dir(self.path.parent, self.base)
+            fd, _ = safefs.open_append(self.path, self.base)
         try:
             info = os.fstat(fd)
             if info.st_size != self.position.offset or (self.identity not in (None, (info.st_dev, info.st_ino))):
