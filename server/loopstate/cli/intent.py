@@ -1,5 +1,530 @@
-"""`loopstate intent` (being built: see its issue)."""
+"""`loopstate intent ...`: the claims ledger from a terminal (human tables, or --json).
+
+Every verb builds one protocol command or query and hands it to the same
+Service the sidecar uses; no rule lives here. Private mode is refused: a CLI
+process exits at once, and private events live only in a serving process's
+memory (use the sidecar, `loopstate serve`). Recovery of a private session's
+control (`intent recover`) works from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Union
+
+import msgspec
+
+from loopstate.cli.output import add_common, emit_json, project_root
+
+FACETS = (
+    "outcome", "success_signal", "failure_signal", "hard_constraint", "soft_constraint",
+    "tradeoff", "unknown", "result_feedback", "disagreement",
+)
+STATUSES = ("explicit", "inferred", "evidence", "unknown", "disputed")
+ACTORS = ("user", "agent", "evidence", "system")
+SOURCE_KINDS = ("user_event", "agent_turn", "tool_result", "external_evidence")
 
 
-def register(sub) -> None:
-    """No verbs yet."""
+def _service():
+    from loopstate.domains.intent import DOMAIN
+    from loopstate.service import Service
+
+    return Service(domains=[DOMAIN])
+
+
+def _request_id(args: argparse.Namespace) -> str:
+    if args.request_id:
+        return args.request_id
+    from loopstate.core.ids import random_uuid
+
+    return "cli-" + random_uuid()
+
+
+def _execute(args: argparse.Namespace, command: Any) -> Any:
+    outcome = _service().execute(project_root(args), command, _request_id(args))
+    if args.json:
+        emit_json({"events": outcome.events, "head": outcome.head, "replayed": outcome.replayed})
+    else:
+        note = " (exact retry: nothing new written)" if outcome.replayed else ""
+        if not outcome.events:
+            print(f"done{note}; head at sequence {outcome.head.sequence}")
+        for event in outcome.events:
+            print(f"{event['event_type']}: {_describe(event)}{note}")
+    return outcome
+
+
+def _describe(event: dict[str, Any]) -> str:
+    payload = event.get("payload") or {}
+    parts = [f"task {event['task_id']}"]
+    claim = payload.get("claim")
+    if claim:
+        parts.append(f"claim {claim['claim_id']}")
+    for initial in payload.get("initial_claims", ()):
+        parts.append(f"claim {initial['claim_id']}")
+    if payload.get("superseded"):
+        parts.append("supersedes " + ", ".join(payload["superseded"]))
+    if event["event_type"] == "claim_invalidated":
+        parts.append(f"claim {payload['claim_id']}")
+    if payload.get("candidate_id"):
+        parts.append(f"candidate {payload['candidate_id']} (signal {payload['signal_key'][:12]}...)")
+    if event["event_type"] == "mode_set":
+        parts.append(f"mode {payload['mode']}")
+    if payload.get("counts"):
+        parts.append(", ".join(f"{v} {k}" for k, v in payload["counts"].items()))
+    return "; ".join(parts)
+
+
+def _query(args: argparse.Namespace, query: Any) -> Any:
+    return _service().query(project_root(args), query)
+
+
+def _source(args: argparse.Namespace):
+    from loopstate_protocol.intent import SourceInput
+
+    if not getattr(args, "source_kind", None):
+        return None
+    return SourceInput(kind=args.source_kind, event_id=args.source_id, excerpt=args.excerpt)
+
+
+def _claim_input(args: argparse.Namespace):
+    from loopstate_protocol.intent import ClaimInput
+
+    status = args.status or ("explicit" if args.actor == "user" else "evidence" if args.actor == "evidence" else "inferred")
+    return ClaimInput(
+        statement=args.statement, role=args.actor, epistemic_status=status, facets=args.facet or ["outcome"],
+        scope=args.scope, confidence=args.confidence, valid_from=args.valid_from,
+    )
+
+
+def _decode(raw: str, type_: Any, what: str) -> Any:
+    """Decode JSON input into protocol types; a bad field is a clear refusal, not a crash."""
+    from loopstate_protocol.errors import ErrorCode
+
+    from loopstate.core.errors import LoopstateError
+
+    try:
+        return msgspec.json.decode(raw.encode(), type=type_)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{what}: {exc}", field=what) from None
+
+
+def _refuse_private(mode: str) -> None:
+    if mode == "private":
+        from loopstate_protocol.errors import ErrorCode
+
+        from loopstate.core.errors import LoopstateError
+
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            "private mode keeps events only in a serving process's memory, and this CLI process exits now; "
+            "start private tasks through the sidecar (loopstate serve)",
+            field="mode",
+        )
+
+
+# --- mutations ----------------------------------------------------------------------
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import ClaimInput, IntentTaskStart
+
+    _refuse_private(args.mode)
+    claims = []
+    for text in args.claim or ():
+        facet, sep, statement = text.partition(":")
+        if not sep or facet not in FACETS:
+            facet, statement = "outcome", text
+        claims.append(ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet]))
+    if args.claims_json:
+        raw = sys.stdin.read() if args.claims_json == "-" else open(args.claims_json, encoding="utf-8").read()
+        claims.extend(_decode(raw, list[ClaimInput], "claims-json"))
+    _execute(args, IntentTaskStart(task_id=args.task_id, label=args.label, mode=args.mode, initial_claims=claims))
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentClaimAdd
+
+    _execute(args, IntentClaimAdd(task_id=args.task, claim=_claim_input(args), actor=args.actor, source=_source(args)))
+    return 0
+
+
+def cmd_replace(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentClaimReplace
+
+    _execute(args, IntentClaimReplace(
+        task_id=args.task, supersedes=args.supersedes, claim=_claim_input(args), actor=args.actor, source=_source(args),
+    ))
+    return 0
+
+
+def cmd_invalidate(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentClaimInvalidate
+
+    _execute(args, IntentClaimInvalidate(task_id=args.task, claim_id=args.claim, reason=args.reason, actor=args.actor))
+    return 0
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentClaimConfirm
+
+    _execute(args, IntentClaimConfirm(task_id=args.task, claim_id=args.claim))
+    return 0
+
+
+def cmd_mode(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentModeSet
+
+    _refuse_private(args.mode)
+    _execute(args, IntentModeSet(task_id=args.task, mode=args.mode, host_session_id=args.session))
+    return 0
+
+
+def cmd_candidate(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentCandidateAdd
+
+    _execute(args, IntentCandidateAdd(
+        task_id=args.task, statement=args.statement, facets=args.facet or ["soft_constraint"], actor=args.actor,
+        source=_source(args),
+    ))
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentCandidatePromote
+
+    _execute(args, IntentCandidatePromote(
+        task_id=args.task, signal_key=args.signal_key, confirmation=args.confirmation, confidence=args.confidence,
+    ))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentImport
+
+    raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    try:
+        graph = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        from loopstate_protocol.errors import ErrorCode
+
+        from loopstate.core.errors import LoopstateError
+
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{args.file}: not JSON ({exc})", field="graph") from None
+    _execute(args, IntentImport(graph=graph))
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentPurge
+
+    _execute(args, IntentPurge(target=args.target, id=args.id, confirm=args.yes))
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentPrivateRecover
+
+    if args.action == "resume":
+        _refuse_private("private")
+    _execute(args, IntentPrivateRecover(host_session_id=args.session, action=args.action))
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    """Any intent command as JSON (the same shape as loopstate/execute's params.command)."""
+    from loopstate_protocol import intent as p
+
+    raw = sys.stdin.read() if args.command_json == "-" else args.command_json
+    command = _decode(raw, Union[p.COMMANDS], "command")
+    if getattr(command, "mode", None) == "private":
+        _refuse_private("private")
+    _execute(args, command)
+    return 0
+
+
+# --- reads ----------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> None:
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _short(text: str, width: int = 72) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentSnapshot
+
+    view = _query(args, IntentSnapshot(task_id=args.task))
+    if args.json:
+        emit_json(view)
+        return 0
+    scope = f"task {view.task_id}" if view.task_id else "project"
+    print(f"intent of {scope} at sequence {view.sequence}: {view.active_count} active claim(s)")
+    rows = []
+    for facet, by_status in view.by_facet.items():
+        for status, claims in by_status.items():
+            for claim in claims:
+                mark = "*" if claim.direct_user else ""
+                rows.append([facet, status + mark, claim.claim_id[:8], _short(claim.statement)])
+    if rows:
+        _table(["FACET", "STATUS", "CLAIM", "STATEMENT"], rows)
+    for item in view.disagreements:
+        print(f"open dispute: {item.claim_id[:8]} {_short(item.statement)}")
+    for warning in view.stale:
+        print(f"stale long-term ({warning.days_unconfirmed} days unconfirmed): {warning.claim_id[:8]} {_short(warning.statement)}")
+    if rows:
+        print("(* = the user's own words from a direct user event)")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentAudit
+
+    view = _query(args, IntentAudit(task_id=args.task))
+    if args.json:
+        emit_json(view)
+        return 0
+    _table(
+        ["CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
+        [[c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "", _short(c.statement, 56)]
+         for c in view.claims],
+    )
+    for edge in view.edges:
+        print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentCompact
+
+    view = _query(args, IntentCompact(task_id=args.task, max_records=args.max_records, max_chars=args.max_chars))
+    if args.json:
+        emit_json(view)
+        return 0
+    for item in view.items:
+        print(f"[{item.facet}/{item.epistemic_status}] {item.statement}")
+    if view.omitted:
+        print("omitted: " + ", ".join(f"{v} {k}" for k, v in sorted(view.omitted.items())))
+    if view.open_disputes:
+        print(f"open disputes: {view.open_disputes} (not resolved to fit the budget)")
+    return 0
+
+
+def cmd_hook_context(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentHookContext
+
+    view = _query(args, IntentHookContext(task_id=args.task, max_chars=args.max_chars))
+    if args.json:
+        emit_json(view)
+        return 0
+    print(view.text or "(nothing to inject)")
+    if view.omitted:
+        print("omitted: " + ", ".join(f"{v} {k}" for k, v in sorted(view.omitted.items())))
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentTasks
+
+    tasks = _query(args, IntentTasks())
+    if args.json:
+        emit_json(tasks)
+        return 0
+    _table(["TASK", "MODE", "STARTED", "ACTIVE", "LABEL"],
+           [[t.task_id, t.mode + (" (imported)" if t.history_incomplete else ""), t.started_at, t.active_claims, t.label]
+            for t in tasks])
+    return 0
+
+
+def cmd_candidates(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentCandidates
+
+    groups = _query(args, IntentCandidates())
+    if args.json:
+        emit_json(groups)
+        return 0
+    _table(["SIGNAL", "TASKS", "STATE", "STATEMENT"],
+           [[g.signal_key[:16], g.distinct_tasks, "promoted" if g.promoted else "promotable" if g.promotable else "candidate",
+             _short(g.statement)] for g in groups])
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentExport
+
+    graph = _query(args, IntentExport(task_id=args.task))
+    data = json.dumps(graph, indent=None if args.json else 2, sort_keys=True)
+    if args.out:
+        from pathlib import Path
+
+        Path(args.out).write_text(data + "\n", encoding="utf-8")
+        if not args.json:
+            print(f"exported {len(graph['tasks'])} task(s), {len(graph['claims'])} claim(s) to {args.out}")
+        else:
+            emit_json({"out": args.out, "tasks": len(graph["tasks"]), "claims": len(graph["claims"])})
+    else:
+        sys.stdout.write(data + "\n")
+    return 0
+
+
+# --- registration -----------------------------------------------------------------------
+
+
+def _mutating(parser: argparse.ArgumentParser) -> None:
+    add_common(parser)
+    parser.add_argument("--request-id", help="idempotency key; an exact retry with the same id returns the first result")
+
+
+def _claim_options(parser: argparse.ArgumentParser, *, with_source: bool = True) -> None:
+    parser.add_argument("statement", help="one atomic statement (1-500 characters after redaction)")
+    parser.add_argument("--facet", action="append", choices=FACETS, help="repeatable; default outcome")
+    parser.add_argument("--actor", choices=ACTORS, default="user", help="who makes the claim (its role); default user")
+    parser.add_argument("--status", choices=STATUSES, help="epistemic status (default: explicit for user, evidence for evidence, else inferred)")
+    parser.add_argument("--scope", choices=("task", "project", "long_term"), default="task")
+    parser.add_argument("--confidence", type=float, help="0-1, required exactly for inferred claims")
+    parser.add_argument("--valid-from", help="RFC 3339 UTC (default now)")
+    if with_source:
+        _source_options(parser)
+
+
+def _source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source-kind", choices=SOURCE_KINDS, help="default: the actor's own kind with a fresh id")
+    parser.add_argument("--source-id", help="opaque host event id")
+    parser.add_argument("--excerpt", help="redacted excerpt, at most 160 characters")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    intent = sub.add_parser("intent", help="the user's intent as atomic claims (seed 000)")
+    verbs = intent.add_subparsers(dest="intent_command", metavar="VERB")
+
+    start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims")
+    _mutating(start)
+    start.add_argument("--task-id", help="a UUID (default: derived from the project and the request id)")
+    start.add_argument("--label")
+    start.add_argument("--mode", choices=("on", "off", "private"), default="on")
+    start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help="a user-explicit initial claim; repeatable")
+    start.add_argument("--claims-json", metavar="FILE", help="a JSON list of claim objects ('-' for stdin)")
+    start.set_defaults(func=cmd_start)
+
+    add = verbs.add_parser("add", help="add one claim to a task")
+    _mutating(add)
+    add.add_argument("task")
+    _claim_options(add)
+    add.set_defaults(func=cmd_add)
+
+    replace = verbs.add_parser("replace", help="add a claim that supersedes others (one locked mutation)")
+    _mutating(replace)
+    replace.add_argument("task")
+    replace.add_argument("--supersedes", action="append", required=True, metavar="CLAIM_ID")
+    _claim_options(replace)
+    replace.set_defaults(func=cmd_replace)
+
+    invalidate = verbs.add_parser("invalidate", help="make a claim inactive (it stays in the audit)")
+    _mutating(invalidate)
+    invalidate.add_argument("task")
+    invalidate.add_argument("claim")
+    invalidate.add_argument("--reason")
+    invalidate.add_argument("--actor", choices=ACTORS, default="user")
+    invalidate.set_defaults(func=cmd_invalidate)
+
+    confirm = verbs.add_parser("confirm", help="review a claim: re-issue it with last_confirmed = now")
+    _mutating(confirm)
+    confirm.add_argument("task")
+    confirm.add_argument("claim")
+    confirm.set_defaults(func=cmd_confirm)
+
+    mode = verbs.add_parser("mode", help="switch a task on or off")
+    _mutating(mode)
+    mode.add_argument("task")
+    mode.add_argument("mode", choices=("on", "off", "private"))
+    mode.add_argument("--session", help="host session id (only for private transitions)")
+    mode.set_defaults(func=cmd_mode)
+
+    candidate = verbs.add_parser("candidate", help="record a repeated signal that may become long-term")
+    _mutating(candidate)
+    candidate.add_argument("task")
+    candidate.add_argument("statement")
+    candidate.add_argument("--facet", action="append", choices=FACETS)
+    candidate.add_argument("--actor", choices=ACTORS, default="agent")
+    _source_options(candidate)
+    candidate.set_defaults(func=cmd_candidate)
+
+    promote = verbs.add_parser("promote", help="the user's explicit confirmation of a signal seen in 3 tasks")
+    _mutating(promote)
+    promote.add_argument("task")
+    promote.add_argument("signal_key")
+    promote.add_argument("--confidence", type=float, required=True)
+    promote.add_argument("--confirmation", choices=("explicit", "acceptance", "silence", "single_choice"), default="explicit")
+    promote.set_defaults(func=cmd_promote)
+
+    imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)")
+    _mutating(imp)
+    imp.add_argument("file", help="the graph JSON ('-' for stdin)")
+    imp.set_defaults(func=cmd_import)
+
+    purge = verbs.add_parser("purge", help="physically delete one claim or one task (re-chains the ledger)")
+    _mutating(purge)
+    purge.add_argument("target", choices=("claim", "task"))
+    purge.add_argument("id")
+    purge.add_argument("--yes", action="store_true", help="confirm the deletion (required)")
+    purge.set_defaults(func=cmd_purge)
+
+    recover = verbs.add_parser("recover", help="after a restart: make a private session's task durable or delete it")
+    _mutating(recover)
+    recover.add_argument("session", help="the host session id of the private task")
+    recover.add_argument("action", choices=("durable_on", "durable_off", "delete", "resume"))
+    recover.set_defaults(func=cmd_recover)
+
+    exe = verbs.add_parser("exec", help="run any intent command given as JSON (with its \"kind\")")
+    _mutating(exe)
+    exe.add_argument("command_json", help="the command object ('-' for stdin)")
+    exe.set_defaults(func=cmd_exec)
+
+    show = verbs.add_parser("show", help="the current view: active claims by facet and status")
+    add_common(show)
+    show.add_argument("--task")
+    show.set_defaults(func=cmd_show)
+
+    audit = verbs.add_parser("audit", help="every claim with its lifecycle and supersession edges")
+    add_common(audit)
+    audit.add_argument("--task")
+    audit.set_defaults(func=cmd_audit)
+
+    compact = verbs.add_parser("compact", help="the compact handoff, capped by records and characters")
+    add_common(compact)
+    compact.add_argument("task")
+    compact.add_argument("--max-records", type=int, default=24)
+    compact.add_argument("--max-chars", type=int, default=4000)
+    compact.set_defaults(func=cmd_compact)
+
+    hook = verbs.add_parser("hook-context", help="what a hook may inject (only the user's own explicit claims)")
+    add_common(hook)
+    hook.add_argument("task")
+    hook.add_argument("--max-chars", type=int, default=2000)
+    hook.set_defaults(func=cmd_hook_context)
+
+    tasks = verbs.add_parser("tasks", help="the project's tasks")
+    add_common(tasks)
+    tasks.set_defaults(func=cmd_tasks)
+
+    candidates = verbs.add_parser("candidates", help="candidate signals and their distinct task counts")
+    add_common(candidates)
+    candidates.set_defaults(func=cmd_candidates)
+
+    export = verbs.add_parser("export", help="the project's claim graph (the import format)")
+    add_common(export)
+    export.add_argument("--task")
+    export.add_argument("--out", help="write to this file instead of stdout")
+    export.set_defaults(func=cmd_export)
+
+    intent.set_defaults(func=lambda args: (intent.print_help(), 2)[1])

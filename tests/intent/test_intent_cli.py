@@ -1,0 +1,105 @@
+"""`loopstate intent ...` end to end: real subprocesses of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from intentkit import Intent, ledger_events, user_claim
+from loopstate_protocol import intent as p
+
+LOOPSTATE = Path(sys.executable).parent / "loopstate"
+
+
+def cli(root: Path, data_dir: Path, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([str(LOOPSTATE), "intent", *args, "--root", str(root)], capture_output=True, text=True,
+                          env=env, input=stdin, timeout=60)
+    if ok:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+def as_json(done: subprocess.CompletedProcess):
+    return json.loads(done.stdout)
+
+
+def test_start_add_and_show_as_json(root, data_dir):
+    started = as_json(cli(root, data_dir, "start", "--label", "cli", "--claim", "hard_constraint:Keep the API stable", "--json"))
+    task = started["events"][0]["task_id"]
+    assert started["head"]["sequence"] == 1 and started["replayed"] is False
+    added = as_json(cli(root, data_dir, "add", task, "probably wants speed", "--actor", "agent", "--confidence", "0.6",
+                        "--facet", "outcome", "--json"))
+    assert added["events"][0]["payload"]["claim"]["epistemic_status"] == "inferred"
+    view = as_json(cli(root, data_dir, "show", "--task", task, "--json"))
+    assert view["active_count"] == 2
+    assert view["by_facet"]["hard_constraint"]["explicit"][0]["statement"] == "Keep the API stable"
+    human = cli(root, data_dir, "show", "--task", task).stdout
+    assert "hard_constraint" in human and "Keep the API stable" in human and "explicit*" in human
+    hook = as_json(cli(root, data_dir, "hook-context", task, "--json"))
+    assert "Keep the API stable" in hook["text"] and "speed" not in hook["text"]
+
+
+def test_an_exact_retry_by_request_id_is_replayed(root, data_dir):
+    first = as_json(cli(root, data_dir, "start", "--label", "x", "--request-id", "cli-1", "--json"))
+    again = as_json(cli(root, data_dir, "start", "--label", "x", "--request-id", "cli-1", "--json"))
+    assert again["replayed"] is True and again["events"] == first["events"]
+    reused = cli(root, data_dir, "start", "--label", "y", "--request-id", "cli-1", "--json", ok=False)
+    assert reused.returncode == 1 and as_json(reused)["error"]["code"] == "REQUEST_ID_REUSED"
+
+
+def test_refusals_exit_1_with_the_stable_code(root, data_dir):
+    off = cli(root, data_dir, "start", "--mode", "off", "--label", "no", ok=False)
+    assert off.returncode == 1 and "RULE_VIOLATION" in off.stderr and "off mode" in off.stderr
+    bad = cli(root, data_dir, "exec", '{"kind": "intent.claim_add", "task_idx": "1"}', "--json", ok=False)
+    assert bad.returncode == 1 and as_json(bad)["error"]["code"] == "INVALID_PARAMS"
+    private = cli(root, data_dir, "start", "--mode", "private", ok=False)
+    assert private.returncode == 1 and "serving process" in private.stderr
+    assert ledger_events(data_dir) == []
+
+
+def test_replace_audit_export_import_and_purge(root, data_dir, tmp_path):
+    task = as_json(cli(root, data_dir, "start", "--claim", "soft_constraint:Prefer tabs", "--json"))["events"][0]["task_id"]
+    old = [c for c in as_json(cli(root, data_dir, "audit", "--json"))["claims"]][0]["claim_id"]
+    new = as_json(cli(root, data_dir, "replace", task, "Prefer spaces", "--supersedes", old, "--facet", "soft_constraint",
+                      "--json"))["events"][0]["payload"]["claim"]["claim_id"]
+    audit = as_json(cli(root, data_dir, "audit", "--task", task, "--json"))
+    assert audit["edges"] == [{"new": new, "old": old, "relation": "supersedes"}]
+    out = tmp_path / "graph.json"
+    cli(root, data_dir, "export", "--out", str(out))
+    imported = as_json(cli(root, data_dir, "import", str(out), "--json"))["events"][0]
+    assert imported["event_type"] == "graph_imported"
+    refused = cli(root, data_dir, "purge", "claim", new, ok=False)
+    assert refused.returncode == 1 and "confirm" in refused.stderr
+    cli(root, data_dir, "purge", "claim", new, "--yes")
+    after = as_json(cli(root, data_dir, "audit", "--task", task, "--json"))
+    assert [(c["claim_id"], c["state"]) for c in after["claims"]] == [(old, "invalidated")] and after["edges"] == []
+    assert all(new not in f.read_text() for f in data_dir.rglob("*.jsonl"))
+    tasks = as_json(cli(root, data_dir, "tasks", "--json"))
+    assert len(tasks) == 2
+
+
+def test_recover_a_private_session_from_the_cli(it: Intent, root, data_dir):
+    task = it.run(p.IntentTaskStart(mode="private", host_session_id="host-sess-1",
+                                    initial_claims=[user_claim("private words")])).events[0]["task_id"]
+    done = as_json(cli(root, data_dir, "recover", "host-sess-1", "durable_off", "--json"))
+    assert done["events"][0]["event_type"] == "task_started" and done["events"][0]["task_id"] == task
+    assert list(data_dir.glob("projects/*/private-sessions/*.json")) == []
+    assert "private words" not in "".join(f.read_text() for f in data_dir.rglob("*.jsonl"))
+
+
+def test_candidates_and_promotion(root, data_dir):
+    tasks = [as_json(cli(root, data_dir, "start", "--json"))["events"][0]["task_id"] for _ in range(3)]
+    for task in tasks:
+        cli(root, data_dir, "candidate", task, "Prefers small commits")
+    (group,) = as_json(cli(root, data_dir, "candidates", "--json"))
+    assert group["promotable"] and group["distinct_tasks"] == 3
+    silent = cli(root, data_dir, "promote", tasks[0], group["signal_key"], "--confidence", "0.7", "--confirmation", "silence",
+                 ok=False)
+    assert silent.returncode == 1 and "never" in silent.stderr
+    promoted = as_json(cli(root, data_dir, "promote", tasks[0], group["signal_key"], "--confidence", "0.7", "--json"))
+    assert promoted["events"][0]["payload"]["claim"]["scope"] == "long_term"
