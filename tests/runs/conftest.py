@@ -34,6 +34,7 @@ class Harness:
         self.ids = SequentialIds(prefix=7)
         self.service = Service(data_dir=data_dir, clock=self.clock, new_id=self.ids, lock_timeout=10)
         self._requests = itertools.count(1)
+        self.schema_sweep = True  # teardown checks every written event against the seed's schemas
 
     def request_id(self) -> str:
         return f"req-{next(self._requests)}"
@@ -102,7 +103,8 @@ def check_store_against_schemas(harness: Harness) -> None:
 def h(root: Path, data_dir: Path):
     harness = Harness(root, data_dir)
     yield harness
-    check_store_against_schemas(harness)
+    if harness.schema_sweep:
+        check_store_against_schemas(harness)
 
 
 def write_json(path: Path, value: Any) -> Path:

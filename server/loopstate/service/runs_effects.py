@@ -52,7 +52,7 @@ def load_config(root: str) -> dict[str, Any]:
     path = Path(root) / CONFIG_PATH
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return default_config()
     except OSError as exc:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc.strerror}; fix or remove it",
