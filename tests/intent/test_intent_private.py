@@ -167,3 +167,16 @@ def test_any_later_mutation_also_finishes_an_interrupted_re_enable(it: Intent, s
     write_control(svc.project(str(root)), session_hash("host-session-A"), task, "2026-01-01T00:00:00Z")
     restarted(data_dir, root).start()
     assert controls(data_dir) == []
+
+
+def test_hook_paths_see_both_the_session_and_the_task_level_control(it: Intent, svc, root, data_dir):
+    from loopstate.service.intent_effects import is_private
+
+    project = svc.project(str(root))
+    task = start_private(it, "host-session-A")
+    durable = it.start()
+    assert is_private(project, host_session_id="host-session-A")
+    assert is_private(project, task_id=task, host_session_id="another-session")
+    assert not is_private(project, task_id=durable, host_session_id="another-session")
+    it.run(p.IntentModeSet(task_id=task, mode="on", host_session_id="host-session-A"))
+    assert not is_private(project, task_id=task, host_session_id="host-session-A")

@@ -128,3 +128,29 @@ def test_compaction_is_recorded_even_for_an_off_task(it: Intent):
     event = it.run(p.IntentCompactionObserve(task_id=task, host_event_id="evt-42")).events[0]
     assert event["event_type"] == "compaction_observed"
     assert event["payload"] == {"trigger": "auto", "active_claims": 0, "host_event_id": "evt-42"}
+
+
+def test_result_signal_note_is_evidence_unless_the_user_says_it(it: Intent):
+    task = it.start()
+    tool = it.run(p.IntentResultSignal(task_id=task, signal="failure", note="3 tests fail",
+                                       source=p.SourceInput(kind="tool_result", event_id="pytest-run-1"))).events[0]
+    assert tool["event_type"] == "result_signal_observed" and tool["payload"]["signal"] == "failure"
+    assert tool["payload"]["claim"]["epistemic_status"] == "evidence"
+    assert tool["payload"]["claim"]["facets"] == ["failure_signal"]
+    user = it.run(p.IntentResultSignal(task_id=task, signal="feedback", note="looks right to me", actor="user")).events[0]
+    assert user["payload"]["claim"]["epistemic_status"] == "explicit" and user["payload"]["claim"]["role"] == "user"
+    bare = it.run(p.IntentResultSignal(task_id=task, signal="success")).events[0]
+    assert "claim" not in bare["payload"]
+    assert len(it.active_ids(task)) == 2
+
+
+def test_an_off_task_records_no_sources_candidates_or_signals(it: Intent):
+    task = it.start(mode="off")
+    for command in (
+        p.IntentSourceObserve(task_id=task, source=p.SourceInput(kind="agent_turn", event_id="t-1")),
+        p.IntentCandidateAdd(task_id=task, statement="x", facets=["outcome"]),
+        p.IntentResultSignal(task_id=task, signal="success"),
+    ):
+        with pytest.raises(LoopstateError) as err:
+            it.run(command)
+        assert err.value.code == ErrorCode.RULE_VIOLATION

@@ -140,6 +140,17 @@ def remove_control(project: Project, session: str) -> None:
     safefs.fsync_dir(path.parent)
 
 
+def is_private(project: Project, *, task_id: str | None = None, host_session_id: str | None = None) -> bool:
+    """What a hook path checks before injecting anything: the session's association and the task's control.
+
+    True when this host session owns a private task, or when ``task_id`` has a
+    private control under any session. Reads only; creates nothing.
+    """
+    if host_session_id is not None and read_control(project, session_hash(host_session_id)) is not None:
+        return True
+    return task_id is not None and any(c.get("task_id") == task_id for c in list_controls(project))
+
+
 def read_purges(project: Project) -> list[dict[str, Any]]:
     data = safefs.read_file(project.dir / PURGE_LOG, project.dir) if project.exists() else None
     return [canonical.decode(line) for line in (data or b"").splitlines() if line.strip()]

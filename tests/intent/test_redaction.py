@@ -1,0 +1,64 @@
+"""core.redaction: each credential form is recognised, marked by kind, and redaction is idempotent."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopstate.core.redaction import contains_secret, redact
+
+CASES = [
+    ("openai_key", "key sk-proj-Q7vX2mN9pL4kR8tY1wZ3cB6dF0gH5jS here", "sk-proj-Q7vX2"),
+    ("openai_key", "sk-Q7vX2mN9pL4kR8tY1wZ3cB6dF0gH5jS", "Q7vX2mN9"),
+    ("anthropic_key", "ANTHROPIC sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345", "sk-ant-api03"),
+    ("github_token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abc"),
+    ("github_token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "github_pat_11"),
+    ("gitlab_token", "glpat-abcdefghij0123456789", "glpat-"),
+    ("slack_token", "xoxb-1234567890-abcdefghij", "xoxb-"),
+    ("aws_access_key", "AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("google_api_key", "AIzaSyA-abcdefghijklmnopqrstuvwxyz01234", "AIzaSyA"),
+    ("stripe_key", "sk_live_abcdefghijklmnop1234", "sk_live_"),
+    ("huggingface_token", "hf_abcdefghijklmnopqrstuvwxyz0123456", "hf_abcdef"),
+    ("npm_token", "npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdef"),
+    ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "eyJhbGci"),
+    ("authorization", "Authorization: Bearer abcdefghijklmnopqrstuvwx", "abcdefghijklmnop"),
+    ("url_password", "postgres://admin:hunter22@db.internal:5432/app", "hunter22"),
+    ("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXk"),
+    ("assignment", "export API_KEY=abc123def456", "abc123def456"),
+    ("assignment", 'password: "correct-horse-battery"', "correct-horse"),
+    ("assignment", "my password is hunter2hunter", "hunter2hunter"),
+    ("azure_key", "AccountName=x;AccountKey=abcdefghijklmnopqrstuvwxyz0123==", "abcdefghijklmnopqrstuvwxyz0123"),
+]
+
+
+@pytest.mark.parametrize("kind,text,secret", CASES)
+def test_each_credential_form_is_redacted(kind, text, secret):
+    result = redact(text)
+    assert secret not in result.text
+    assert kind in result.kinds and f"[REDACTED:{kind}]" in result.text
+    assert contains_secret(text)
+
+
+@pytest.mark.parametrize("kind,text,secret", CASES)
+def test_redaction_is_idempotent(kind, text, secret):
+    once = redact(text).text
+    twice = redact(once)
+    assert twice.text == once and not twice.changed
+
+
+@pytest.mark.parametrize("text", [
+    "Keep the public API stable",
+    "the token is expired, refresh it",
+    "use https://example.com/docs for reference",
+    "password reset flow must email the user",
+    "skip the slow tests",
+])
+def test_ordinary_text_is_left_alone(text):
+    assert redact(text).text == text and not contains_secret(text)
+
+
+def test_url_keeps_its_user_and_host():
+    assert redact("https://bob:s3cret@git.example.com/repo").text == "https://bob:[REDACTED:url_password]@git.example.com/repo"
+
+
+def test_an_unterminated_private_key_block_is_redacted_to_the_end():
+    assert redact("-----BEGIN RSA PRIVATE KEY-----\nMIIEow...").text == "[REDACTED:private_key]"
