@@ -1,0 +1,113 @@
+"""`loopstate run ...` and `loopstate validate KIND FILE` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopstate.cli.main import main
+from tests.conftest import REPO, env_for_child
+from tests.runs.schemas import THE_LOOP
+
+VALID = sorted((THE_LOOP / "fixtures" / "valid").glob("*.json"))
+INVALID = sorted((THE_LOOP / "fixtures" / "invalid").glob("*.json"))
+
+
+def cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args], capture_output=True, text=True,
+                          env=env_for_child(data_dir), cwd=REPO, timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_validate_exits_zero_for_each_valid_fixture(path, data_dir):
+    result = cli("validate", path.stem, str(path), data_dir=data_dir)
+    assert result.returncode == 0, result.stderr
+    assert f"a valid {path.stem} record" in result.stdout
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_validate_exits_one_naming_field_and_rule_for_each_invalid_fixture(path, capsys):
+    assert main(["validate", "config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "VALIDATION_FAILED" in err and "$." in err and "(rule: " in err
+
+
+def test_validate_json_output_carries_field_and_rule(capsys):
+    assert main(["validate", "config", str(THE_LOOP / "fixtures/invalid/enum-config.json"), "--json"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["details"]["field"] == "$.default_mode" and error["details"]["rule"] == "enum"
+
+
+def test_validate_refuses_a_file_that_is_not_json(tmp_path, capsys):
+    path = tmp_path / "x.json"
+    path.write_text("{nope")
+    assert main(["validate", "lease", str(path)]) == 1
+    assert "is not JSON" in capsys.readouterr().err
+
+
+def _out(capsys, argv) -> str:
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out.strip()
+
+
+def test_cli_run_flow_grant_create_acquire_heartbeat_issue_evidence_transition(root, data_dir, capsys, tmp_path):
+    r = ["--root", str(root)]
+    grant = _out(capsys, ["run", "authority", "grant", *r, "--level", "bounded", "--by", "me", "--asset", "app",
+                          "--action", "local_write", "--destination", "repository", "--risk", "files change",
+                          "--confirm", "CONFIRM BOUNDED", "--expires", "2099-01-01T00:00:00Z"])
+    run_id = _out(capsys, ["run", "create", *r, "--grant", grant, "--objective", "ship it", "--done-gate", "tests pass",
+                           "--asset", "app"])
+    acquired = json.loads(_out(capsys, ["run", "acquire", *r, run_id, "--harness", "codex", "--actor", "bot", "--json"]))
+    lease = acquired["events"][0]["projection"]["lease"]
+    held = ["--lease", lease["lease_id"], "--generation", str(lease["generation"])]
+    assert "coalesced" in _out(capsys, ["run", "heartbeat", *r, run_id, *held])
+    issue = _out(capsys, ["run", "issue", "open", *r, run_id, *held, "--title", "bug", "--severity", "low", "--blocking"])
+    issue_id = issue.split()[1]
+    evidence = tmp_path / "evidence.json"
+    evidence.write_text(json.dumps({"stage": "test", "requirement_ids": ["R1"], "type": "manual", "description": "looked",
+                                    "procedure": ["look"], "outcome": "passed", "artifact_refs": [],
+                                    "manual_observation": "it works", "digest": None, "environment": {}}))
+    assert "evidence" in _out(capsys, ["run", "evidence", "add", *r, run_id, *held, str(evidence)])
+    assert main(["run", "transition", *r, run_id, "complete", "--reason", "done", *held]) == 1
+    assert "open blocking issues" in capsys.readouterr().err
+    _out(capsys, ["run", "issue", "update", *r, run_id, issue_id, "closed", "--resolution", "fixed", *held])
+    _out(capsys, ["run", "transition", *r, run_id, "complete", "--reason", "done", *held])
+    status = json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))
+    assert status["run"]["status"] == "complete" and status["run"]["open_blocking_issues"] == 0
+    assert "complete" in _out(capsys, ["run", "status", *r, run_id])
+
+
+def test_cli_stop_without_a_run_sets_the_switch_and_halts_every_run(root, data_dir, capsys):
+    r = ["--root", str(root)]
+    grant = _out(capsys, ["run", "authority", "grant", *r, "--level", "attended", "--by", "me", "--asset", "*",
+                          "--action", "local_write", "--destination", "repository", "--risk", "r", "--confirm", "C",
+                          "--expires", "2099-01-01T00:00:00Z"])
+    runs = [_out(capsys, ["run", "create", *r, "--grant", grant, "--objective", "o", "--done-gate", "g", "--asset", "a"])
+            for _ in range(2)]
+    _out(capsys, ["run", "acquire", *r, runs[0]])
+    report = json.loads(_out(capsys, ["run", "stop", *r, "--json"]))
+    assert sorted(report["halted"]) == sorted(runs) and Path(report["kill_switch"]).is_file()
+    for run_id in runs:
+        assert json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]["status"] == "halted_kill_switch"
+    assert main(["run", "resume", *r, runs[0], "--reason", "again"]) == 1
+    assert "KILL_SWITCH" in capsys.readouterr().err
+
+
+def test_cli_revoke_and_cancel(root, data_dir, capsys):
+    r = ["--root", str(root)]
+    grant = _out(capsys, ["run", "authority", "grant", *r, "--level", "bounded", "--by", "me", "--asset", "app",
+                          "--action", "local_write", "--destination", "repository", "--risk", "r", "--confirm", "C",
+                          "--expires", "2099-01-01T00:00:00Z"])
+    run_id = _out(capsys, ["run", "create", *r, "--grant", grant, "--objective", "o", "--done-gate", "g", "--asset", "app"])
+    assert "revoked" in _out(capsys, ["run", "authority", "revoke", *r, grant, "--by", "me"])
+    assert main(["run", "acquire", *r, run_id]) == 1
+    assert "AUTHORITY_DENIED" in capsys.readouterr().err
+    _out(capsys, ["run", "stop", *r, run_id, "--cancel", "--reason", "no longer needed"])
+    assert json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]["status"] == "cancelled"
