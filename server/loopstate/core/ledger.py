@@ -168,7 +168,7 @@ class Ledger:
         of work queued before it in the same group. Returns ``work``'s result (or
         raises its exception) only after every event of the group is durable; if
         the shared write or fsync fails, every caller in the group gets that error
-        and none of their events is kept.
+        and none of their events is kept. ``work`` must not call ``submit`` itself.
         """
         job: _Job[T] = _Job(work)
         with self._group:
@@ -192,11 +192,18 @@ class Ledger:
         try:
             with self.mutation() as tx:
                 tx.grouped = True
-                for job in batch:
-                    try:
-                        job.result = job.work(tx)
-                    except Exception as exc:
-                        job.error = exc
+                ran = 0
+                while ran < len(batch):
+                    for job in batch[ran:]:
+                        try:
+                            job.result = job.work(tx)
+                        except Exception as exc:
+                            job.error = exc
+                    ran = len(batch)
+                    # Work queued while this group ran joins it: same write, same fsync.
+                    with self._group:
+                        batch += self._queue
+                        self._queue = []
                 try:
                     self.stream.flush()
                 except BaseException:

@@ -1,0 +1,321 @@
+"""Event core benchmark: every figure beside a reference measured in the same run, on the same disk.
+
+    .venv/bin/python tests/bench/bench_core.py [--dir DIR] [--quick]
+
+1. Durable append latency at 1k, 10k, 100k and 1M events, interleaved in rounds
+   with a raw write+fsync loop of lines of the same size (so disk noise hits
+   both alike), and the seed-000 whole-file rewrite at 1k and 100k events.
+2. Cold open + verify + fold of 100k and 1M events in a fresh process: wall
+   time after imports, events/s and peak RSS (VmHWM), with a full re-hash
+   and from a checkpoint, beside a plain streaming msgspec decode loop.
+3. Group commit: 8 threads appending through Ledger.submit against the same
+   appends one at a time.
+
+Big streams are built fast by sealing lines in memory and writing the file
+directly; the appends that are timed are real durable appends through Ledger.
+Not part of the test run (the file is not named test_*.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from loopstate.core import checkpoint
+from loopstate.core.chain import ChainLayout, Position, seal
+from loopstate.core.ledger import Ledger
+from loopstate.core.project import Project
+
+
+def _classify(value: Any) -> str:
+    return "ok" if value == 1 and type(value) is int else ("future" if type(value) is int and value > 1 else "invalid")
+
+
+LAYOUT = ChainLayout("sequence", "prev_hash", "event_hash", "schema_version", _classify)
+PROJECT_ID = "4f6c1f0c9a0b7e3d2c1b0a99887766554433221100ffeeddccbbaa9988776655"
+
+
+def body(n: int) -> dict[str, Any]:
+    """An intent-like claim event of seed 000's envelope (about 730 bytes sealed, with request id and fingerprint)."""
+    return {
+        "schema_version": 1, "event_id": f"00000000-0000-4000-8000-{n:012d}", "event_type": "claim_added",
+        "project_id": PROJECT_ID, "task_id": "00000000-0000-4000-8000-000000000001",
+        "occurred_at": "2026-01-01T00:00:00Z", "actor": "user",
+        "payload": {"claim_id": f"c{n}", "statement": "appends must survive a crash and stay fast at a million events",
+                    "epistemic_status": "explicit", "facets": ["hard_constraint"]},
+    }
+
+
+def new_project(base: Path, name: str) -> Project:
+    root = base / name / "ws"
+    root.mkdir(parents=True)
+    project = Project(str(root), data_dir=base / name / "data", lock_timeout=60)
+    project.ensure()
+    return project
+
+
+def build(project: Project, n: int) -> tuple[int, int]:
+    """Write a verified-valid stream of ``n`` events without per-event fsync; returns (bytes, line size)."""
+    folder = project.dir / "streams"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    at, chunk, size = Position(), [], 0
+    fd = os.open(folder / "core.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for i in range(n):
+            event, line = seal({**body(i), "request_id": f"req-{i}", "request_fingerprint": "f" * 64}, LAYOUT, at)
+            at = Position(at.offset + len(line), event["sequence"], event["event_hash"])
+            chunk.append(line)
+            if len(chunk) == 20000:
+                os.write(fd, b"".join(chunk))
+                chunk = []
+        os.write(fd, b"".join(chunk))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return at.offset, at.offset // max(n, 1)
+
+
+def fmt_us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} us"
+
+
+# 1. appends ---------------------------------------------------------------------------------
+
+
+def append_vs_raw(base: Path, n: int, rounds: int, per_round: int) -> dict[str, Any]:
+    project = new_project(base, f"append-{n}")
+    size, line_size = build(project, n)
+    ledger = Ledger(project, "core", LAYOUT)
+    t = time.perf_counter()
+    ledger.refresh(collect=False)  # a long-lived process opens once; not part of the append figure
+    opened = time.perf_counter() - t
+    raw_path = project.dir / "raw.jsonl"
+    raw_fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    ours, raw, k = [], [], 0
+    sample = None
+    try:
+        for _ in range(rounds):
+            for _ in range(per_round):
+                k += 1
+                t = time.perf_counter()
+                with ledger.mutation() as tx:
+                    (sample,) = tx.append([body(n + k)], request_id=f"bench-{k}", fp="f" * 64)
+                ours.append(time.perf_counter() - t)
+            line = b"x" * (sample.end - sample.start - 1) + b"\n"
+            for _ in range(per_round):
+                t = time.perf_counter()
+                os.write(raw_fd, line)
+                os.fsync(raw_fd)
+                raw.append(time.perf_counter() - t)
+    finally:
+        os.close(raw_fd)
+    return {
+        "events": n, "file_mb": size / 1e6, "line_bytes": line_size, "open_s": opened,
+        "ours_p50": statistics.median(ours), "ours_p99": sorted(ours)[int(len(ours) * 0.99) - 1],
+        "raw_p50": statistics.median(raw), "raw_p99": sorted(raw)[int(len(raw) * 0.99) - 1],
+        "ratio": statistics.median(ours) / statistics.median(raw),
+    }
+
+
+def seed_rewrite(base: Path, n: int, times: int) -> dict[str, Any]:
+    """Seed 000's mutation: write the complete next ledger to a 0600 sibling, fsync, replace, fsync the folder.
+
+    Generous to the seed: the current ledger is already in memory (no re-read)
+    and its chain is not re-validated before each write, which the seed also does.
+    """
+    project = new_project(base, f"rewrite-{n}")
+    build(project, n)
+    path = project.dir / "streams" / "core.jsonl"
+    data = path.read_bytes()
+    at_line = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    last = json.loads(at_line)
+    at = Position(len(data), last["sequence"], last["event_hash"])
+    spent = []
+    for k in range(times):
+        event, line = seal(body(n + k), LAYOUT, at)
+        t = time.perf_counter()
+        data = data + line
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(dfd)
+        os.close(dfd)
+        spent.append(time.perf_counter() - t)
+        at = Position(len(data), event["sequence"], event["event_hash"])
+    return {"events": n, "p50": statistics.median(spent), "mb_written": len(data) / 1e6}
+
+
+# 2. cold open -------------------------------------------------------------------------------
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM).
+
+    Not ru_maxrss: Linux carries the parent's high-water mark into a child
+    across fork+exec, so a child of a big parent would report the parent's peak.
+    """
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cold_child(mode: str, root: str, data_dir: str) -> None:
+    """Runs in a fresh interpreter: open, verify, fold; prints one JSON line."""
+    rss_imports = peak_rss_mb()
+    t = time.perf_counter()
+    if mode == "msgspec":
+        import msgspec
+
+        decode = msgspec.json.Decoder().decode
+        project = Project(root, data_dir=Path(data_dir))
+        count, pending = 0, b""
+        with open(project.dir / "streams" / "core.jsonl", "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    decode(line)
+                    count += 1
+    else:
+        counts: dict[str, int] = {}
+        last = [None]
+
+        def fold(record) -> None:  # a small projection: events per type and the last time
+            event = record.event
+            counts[event["event_type"]] = counts.get(event["event_type"], 0) + 1
+            last[0] = event["occurred_at"]
+
+        ledger = Ledger(Project(root, data_dir=Path(data_dir)), "core", LAYOUT, on_record=fold, keep_requests=False)
+        ledger.refresh(collect=False)
+        count = ledger.head[0]
+    elapsed = time.perf_counter() - t
+    print(json.dumps({"mode": mode, "events": count, "seconds": elapsed,
+                      "rss_mb": peak_rss_mb(), "rss_after_imports_mb": rss_imports}))
+
+
+def cold_open(base: Path, n: int) -> list[dict[str, Any]]:
+    project = new_project(base, f"cold-{n}")
+    build(project, n)
+    results = []
+    for mode in ("msgspec", "full", "checkpointed"):
+        if mode == "checkpointed":
+            ledger = Ledger(project, "core", LAYOUT, keep_requests=False)
+            last_start = [0]
+            ledger.on_record = lambda r: last_start.__setitem__(0, r.start)
+            ledger.refresh(collect=False)
+            checkpoint.save(ledger.stream, last_start[0])
+        out = subprocess.run(
+            [sys.executable, __file__, "--cold-child", mode, project.root, os.fspath(project.data_dir)],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        result = json.loads(out)
+        assert result["events"] == n, result
+        results.append(result)
+    return results
+
+
+# 3. group commit ----------------------------------------------------------------------------
+
+
+def group_commit(base: Path, writers: int, each: int) -> dict[str, Any]:
+    solo_project = new_project(base, "solo")
+    solo = Ledger(solo_project, "core", LAYOUT)
+    t = time.perf_counter()
+    for k in range(writers * each):
+        with solo.mutation() as tx:
+            tx.append([body(k)], request_id=f"s{k}", fp="f" * 64)
+    solo_rate = writers * each / (time.perf_counter() - t)
+
+    project = new_project(base, "group")
+    ledger = Ledger(project, "core", LAYOUT)
+    groups: set[int] = set()
+
+    def writer(w: int) -> None:
+        for i in range(each):
+            def work(tx, w=w, i=i):
+                groups.add(id(tx))
+                return tx.append([body(w * each + i)], request_id=f"g{w}-{i}", fp="f" * 64)
+            ledger.submit(work)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    t = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    group_rate = writers * each / (time.perf_counter() - t)
+    assert ledger.head[0] == writers * each
+    return {"solo_rate": solo_rate, "group_rate": group_rate, "ratio": group_rate / solo_rate,
+            "appends": writers * each, "groups": len(groups)}
+
+
+# main ---------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", help="where to build the stores (default: a temp dir); use the disk you care about")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--cold-child", nargs=3, metavar=("MODE", "ROOT", "DATA_DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cold_child:
+        cold_child(*args.cold_child)
+        return
+
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
+    cold_sizes = [10_000] if args.quick else [100_000, 1_000_000]
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="loopstate-bench-") as tmp:
+        base = Path(tmp)
+        print(f"# loopstate core benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs, dir {base})")
+        print()
+        print("## Durable append (p50 per append; 6 interleaved rounds of 50 each)")
+        print("| events in stream | file | line | ours p50 | ours p99 | raw write+fsync p50 | raw p99 | ours / raw | first open |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            r = append_vs_raw(base, n, rounds=6, per_round=50)
+            print(f"| {n:,} | {r['file_mb']:.1f} MB | {r['line_bytes']} B | {fmt_us(r['ours_p50'])} | {fmt_us(r['ours_p99'])} "
+                  f"| {fmt_us(r['raw_p50'])} | {fmt_us(r['raw_p99'])} | {r['ratio']:.2f}x | {r['open_s']:.2f} s |", flush=True)
+        print()
+        print("## Seed 000's whole-file rewrite per mutation (temp + fsync + replace + folder fsync)")
+        print("| events in stream | rewrite p50 | written per mutation |")
+        print("|---:|---:|---:|")
+        for n, times in ((1_000, 50), (10_000, 20)) if args.quick else ((1_000, 50), (100_000, 15)):
+            r = seed_rewrite(base, n, times)
+            print(f"| {n:,} | {fmt_us(r['p50'])} | {r['mb_written']:.1f} MB |", flush=True)
+        print()
+        print("## Cold open + verify + fold in a fresh process (page cache warm)")
+        print("| events | mode | seconds | events/s | peak RSS | RSS after imports |")
+        print("|---:|---|---:|---:|---:|---:|")
+        for n in cold_sizes:
+            for r in cold_open(base, n):
+                print(f"| {n:,} | {r['mode']} | {r['seconds']:.2f} | {r['events'] / r['seconds']:,.0f} "
+                      f"| {r['rss_mb']:.1f} MB | {r['rss_after_imports_mb']:.1f} MB |", flush=True)
+        print()
+        print("## Group commit: 8 threads x 100 appends through Ledger.submit vs the same appends one at a time")
+        r = group_commit(base, 8, 25 if args.quick else 100)
+        print("| one at a time | 8 writers, group commit | ratio | groups for all appends |")
+        print("|---:|---:|---:|---:|")
+        print(f"| {r['solo_rate']:,.0f} events/s | {r['group_rate']:,.0f} events/s | {r['ratio']:.1f}x "
+              f"| {r['groups']} for {r['appends']} |")
+
+
+if __name__ == "__main__":
+    main()
