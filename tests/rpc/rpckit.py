@@ -11,7 +11,7 @@ import msgspec
 
 from loopstate_protocol.client import LoopstateClient
 
-SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
+SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve", *os.environ.get("LOOPSTATE_TEST_SERVE_ARGS", "").split()]
 CLI = [sys.executable, "-m", "loopstate.cli.main"]
 
 

@@ -35,6 +35,7 @@ from loopstate_protocol.messages import (
 
 from loopstate.core.errors import LoopstateError
 from loopstate.rpc.errors import from_exception
+from loopstate.rpc.kill_switch import switch_paths
 from loopstate.rpc.protocol import LoopstateProtocol
 from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic
 from loopstate.service.engine import Service
@@ -153,6 +154,7 @@ def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
     sub = Subscription(
         id=hub.registry.new_id(), topic=p.topic, root=p.root, project=project, domain=domain,
         view=view, key=key, stream=folded.stream, deliver=p.deliver,
+        switches=switch_paths(domain_name, view, project.root),
     )
     result = msgspec.to_builtins(SubscribeResult(
         subscription_id=sub.id, topic=p.topic, head=head, snapshot=snapshot, events=events,

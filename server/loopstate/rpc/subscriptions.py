@@ -35,6 +35,7 @@ from loopstate_protocol.messages import ChangedNotification, StreamErrorNotifica
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stream import Record, Stream
+from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.domains.base import Domain
 from loopstate.service.engine import Service
 
@@ -56,6 +57,7 @@ class Subscription:
     key: str | None
     stream: str
     deliver: str
+    switches: tuple[Path, ...] = ()
 
     @property
     def stream_key(self) -> tuple[str, str]:
@@ -226,11 +228,17 @@ class Hub:
         self.slots[sub.id] = Slot(sub, delivered)
         if self.watcher is not None:
             self.watcher.watch(sub.folder)
+            for switch in sub.switches:
+                self.watcher.watch(switch.parent)
         self.schedule_refresh(sub)  # whatever landed between the snapshot and the watch
+        if sub.switches:
+            self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
 
     def _close_slot(self, sub: Subscription) -> None:
         if self.slots.pop(sub.id, None) is not None and self.watcher is not None:
             self.watcher.unwatch(sub.folder)
+            for switch in sub.switches:
+                self.watcher.unwatch(switch.parent)
 
     def release(self, sub_id: str) -> None:
         """The subscribe response is out: notifications may follow it."""
@@ -250,7 +258,11 @@ class Hub:
             pass
 
     def on_folder_change(self, folder: Path, name: str | None) -> None:
-        """From the watcher: a stream file in ``folder`` changed (``name`` None: maybe any)."""
+        """From the watcher: a file in ``folder`` changed (``name`` None: maybe any)."""
+        for slot in self.slots.values():
+            sub = slot.sub
+            if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
+                self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
         stream = name[: -len(".jsonl")] if name and name.endswith(".jsonl") else None
         if name is not None and stream is None:
             return

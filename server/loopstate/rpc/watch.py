@@ -168,8 +168,8 @@ class Watcher:
                 continue
             if path in self.targets:
                 changes.append((path, os.fsdecode(name) if name else None))
-            else:
-                rearm = True  # something appeared below an ancestor we wait on
+            if mask & (IN_CREATE | IN_MOVED_TO):
+                rearm = True  # a folder we wait for may have appeared
         if rearm:
             for target in list(self.targets):
                 if target not in self._path_wd:
