@@ -81,9 +81,9 @@ def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) 
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
     path = snapshot_path(h.project, "goals.g")
-    data = json.loads(path.read_bytes())
-    data["state"]["todos"]["T001"]["title"] = "tampered"
-    path.write_text(json.dumps(data))
+    header, state = path.read_bytes().split(b"\n", 1)
+    assert b'"title":"task 0"' in state
+    path.write_bytes(header + b"\n" + state.replace(b'"title":"task 0"', b'"title":"tampered"'))
     loaded = load_state(h.project, "g")
     assert loaded.snapshot_sequence is None and loaded.events_folded == 6 and "checksum" in loaded.snapshot_note
     assert loaded.state.todos["T001"].title == "task 0"
@@ -93,9 +93,10 @@ def test_a_snapshot_pointing_at_a_changed_record_is_ignored(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
     path = snapshot_path(h.project, "goals.g")
-    data = json.loads(path.read_bytes())
-    data["hash"] = "0" * 64
-    path.write_text(json.dumps(data))
+    header, state = path.read_bytes().split(b"\n", 1)
+    fields = json.loads(header)
+    fields["hash"] = "0" * 64
+    path.write_bytes(json.dumps(fields).encode() + b"\n" + state)
     loaded = load_state(h.project, "g")
     assert loaded.snapshot_sequence is None and "changed" in loaded.snapshot_note
 

@@ -34,13 +34,15 @@ from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown
 from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED
 from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
-from loopstate.domains.goals.state import GoalState, evolve, initial, state_checksum
+from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
 
 SNAPSHOT_FORMAT = "goals_snapshot_v0"
 GIT_TIMEOUT = 10.0
 
 
-class SnapshotFile(msgspec.Struct, kw_only=True):
+class SnapshotHeader(msgspec.Struct, kw_only=True):
+    """The first line of a snapshot file; the canonical state bytes follow it."""
+
     format: str
     stream: str
     dev: int
@@ -50,7 +52,6 @@ class SnapshotFile(msgspec.Struct, kw_only=True):
     sequence: int
     hash: str
     state_checksum: str
-    state: GoalState
 
 
 @dataclass(frozen=True)
@@ -164,19 +165,19 @@ def write_snapshot(project: Project, folded: Any, record: Any) -> None:
     stream = folded.ledger.stream
     if stream.identity is None:
         return
-    state = folded.state
-    data = SnapshotFile(
+    body = state_bytes(folded.state)
+    header = SnapshotHeader(
         format=SNAPSHOT_FORMAT, stream=stream.name, dev=stream.identity[0], ino=stream.identity[1],
         line_start=record.start, offset=record.end, sequence=record.event["append_sequence"],
-        hash=record.event["event_hash"], state_checksum=state_checksum(state), state=state,
+        hash=record.event["event_hash"], state_checksum="sha256:" + canonical.sha256_hex(body),
     )
     path = snapshot_path(project, stream.name)
     safefs.ensure_dir(path.parent, project.dir)
     # A cache: losing it in a crash only costs a full replay, so no fsync.
-    safefs.atomic_write(path, project.dir, canonical.encode(msgspec.to_builtins(data)), durable=False)
+    safefs.atomic_write(path, project.dir, canonical.encode(header) + b"\n" + body, durable=False)
 
 
-def _usable_snapshot(project: Project, stream: Stream) -> tuple[SnapshotFile | None, str | None]:
+def _usable_snapshot(project: Project, stream: Stream) -> tuple[tuple[SnapshotHeader, GoalState] | None, str | None]:
     """The snapshot, if it still describes this stream file; else why not."""
     try:
         raw = safefs.read_file(snapshot_path(project, stream.name), project.dir)
@@ -184,13 +185,14 @@ def _usable_snapshot(project: Project, stream: Stream) -> tuple[SnapshotFile | N
         return None, f"snapshot unreadable ({exc})"
     if raw is None:
         return None, None
+    first, _, body = raw.partition(b"\n")
     try:
-        snap = msgspec.json.decode(raw, type=SnapshotFile)
+        snap = msgspec.json.decode(first, type=SnapshotHeader)
     except msgspec.MsgspecError as exc:
-        return None, f"snapshot undecodable ({exc})"
+        return None, f"snapshot header undecodable ({exc})"
     if snap.format != SNAPSHOT_FORMAT or snap.stream != stream.name:
         return None, "snapshot of another format or stream"
-    if state_checksum(snap.state) != snap.state_checksum:
+    if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
         return None, "snapshot state does not match its checksum"
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
@@ -212,7 +214,11 @@ def _usable_snapshot(project: Project, stream: Stream) -> tuple[SnapshotFile | N
         return None, "the record at the snapshot position does not verify"
     if checked["event_hash"] != snap.hash:
         return None, "the record at the snapshot position changed"
-    return snap, None
+    try:
+        state = msgspec.json.decode(body, type=GoalState)
+    except msgspec.MsgspecError as exc:
+        return None, f"snapshot state undecodable ({exc})"
+    return (snap, state), None
 
 
 def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
@@ -229,9 +235,10 @@ def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> 
         return Replay(state, 0, None)
     with project.lock(name).shared():
         if use_snapshot:
-            snap, note = _usable_snapshot(project, stream)
-            if snap is not None:
-                state, since = snap.state, snap.sequence
+            usable, note = _usable_snapshot(project, stream)
+            if usable is not None:
+                snap, state = usable
+                since = snap.sequence
                 stream.position = Position(snap.offset, snap.sequence, snap.hash)
                 stream.identity = (snap.dev, snap.ino)
         folded = 0

@@ -12,6 +12,7 @@ normalized form that the event-id idempotency rule compares.
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Annotated, Any, Literal
 
@@ -291,11 +292,20 @@ def make_event(
     }
 
 
+_body = operator.itemgetter(*BODY_FIELDS)
+
+
 def body_digest(event: dict[str, Any]) -> str:
     """The digest of an event's normalized body (its fields minus store-assigned ones
     and ``recorded_at``): what event-id idempotency compares, with ``recorded_at``
-    compared on its own."""
-    return canonical.digest({name: event.get(name) for name in BODY_FIELDS})[:32]
+    compared on its own. The fields are encoded as a tuple in BODY_FIELDS order
+    (nested objects with sorted keys), which is as canonical as the dict and cheaper
+    on every replayed event."""
+    try:
+        values = _body(event)
+    except KeyError:
+        values = tuple(event.get(name) for name in BODY_FIELDS)
+    return canonical.sha256_hex(canonical.encode(values))[:32]
 
 
 def typed(event: dict[str, Any]) -> _Payload:

@@ -358,7 +358,14 @@ _APPLY = {
 assert set(_APPLY) == set(ev.EVENT_TYPES)
 
 
+def state_bytes(state: GoalState) -> bytes:
+    """The canonical encoding of a state (what snapshots store and checksums cover)."""
+    from loopstate.core import canonical
+
+    return canonical.encode(state)
+
+
 def state_checksum(state: GoalState) -> str:
     from loopstate.core import canonical
 
-    return "sha256:" + canonical.digest(msgspec.to_builtins(state))
+    return "sha256:" + canonical.sha256_hex(state_bytes(state))

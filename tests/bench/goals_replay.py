@@ -1,0 +1,95 @@
+"""Goals replay: a cold full replay vs. a replay from a snapshot checkpoint.
+
+Prints, in one run: the reference (a streaming msgspec decode of the same
+file, no verification or folding), a full verified replay of the goal stream,
+and a replay that starts from the snapshot written by `goals compact` with a
+few events after it. Usage: python tests/bench/goals_replay.py [events]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from loopstate_protocol import goals as g
+
+from loopstate.core.clock import FixedClock
+from loopstate.core.ledger import Ledger
+from loopstate.core.project import Project
+from loopstate.domains.base import Context
+from loopstate.domains.goals import DOMAIN
+from loopstate.domains.goals.domain import LAYOUT
+from loopstate.service.engine import Service
+from loopstate.service.goals_effects import load_state
+
+BATCH = 1000
+
+
+def build(project: Project, count: int, clock: FixedClock) -> None:
+    """Append ``count`` realistic events (adds, claims, completions) in fsynced batches."""
+    state = DOMAIN.initial("goals.bench")
+    ledger = Ledger(project, "goals.bench", LAYOUT, on_record=lambda r: DOMAIN.evolve(state, r.event))
+    made = 0
+    while made < count:
+        with ledger.mutation() as tx:
+            batch = []
+            for _ in range(min(BATCH, count - made)):
+                made += 1
+                ctx = Context(now=clock(), new_id=lambda: "", project_id="", project_root="", request_id=f"b{made}")
+                number = (made + 2) // 3
+                if made % 3 == 1:
+                    command = g.AddTodo(goal_id="bench", todo_id=f"T{number}", title=f"task {number}", priority="P1")
+                elif made % 3 == 2:
+                    command = g.ClaimTodo(goal_id="bench", todo_id=f"T{number}", claimed_by="codex")
+                else:
+                    command = g.CompleteTodo(goal_id="bench", todo_id=f"T{number}", rationale="done")
+                (event,) = DOMAIN.decide(state, command, ctx)
+                event = {**event, "append_sequence": made}  # provisional, for the local fold only
+                DOMAIN.evolve(state, {**event, "event_hash": ""})
+                batch.append({k: v for k, v in event.items() if k != "append_sequence"})
+            state.seen.clear()
+            tx.append(batch)
+
+
+def timed(label: str, count: int, fn) -> float:
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    print(f"{label:<44} {seconds * 1000:9.1f} ms  {count / seconds:12,.0f} events/s")
+    return result
+
+
+def main() -> None:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 30_000
+    with tempfile.TemporaryDirectory() as tmp:
+        data, root = Path(tmp) / "data", Path(tmp) / "root"
+        root.mkdir()
+        clock = FixedClock("2026-03-02T12:00:00Z")
+        project = Project(root, data_dir=data)
+        project.ensure()
+        build(project, count, clock)
+        path = project.dir / "streams" / "goals.bench.jsonl"
+        decoder = msgspec.json.Decoder()
+
+        def reference() -> int:
+            with open(path, "rb") as handle:
+                return sum(1 for line in handle if decoder.decode(line))
+
+        print(f"goal stream of {count:,} events, {path.stat().st_size / 1e6:.1f} MB")
+        timed("reference: streaming msgspec decode only", count, reference)
+        full = timed("full replay (verify chain + fold)", count, lambda: load_state(project, "bench", use_snapshot=False))
+        service = Service(data_dir=data, clock=clock, domains=[DOMAIN])
+        service.execute(str(root), g.Compact(goal_id="bench"), "compact-1")
+        for n in range(10):
+            service.execute(str(root), g.AddTodo(goal_id="bench", title=f"after {n}"), f"after-{n}")
+        fast = timed("replay from snapshot (+10 events after it)", count, lambda: load_state(project, "bench"))
+        print(f"full replay folded {full.events_folded:,} events; snapshot replay folded {fast.events_folded} "
+              f"(snapshot through sequence {fast.snapshot_sequence})")
+
+
+if __name__ == "__main__":
+    main()
