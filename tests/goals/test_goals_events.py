@@ -67,6 +67,8 @@ def test_every_event_carries_the_seed_envelope_plus_the_loopstate_chain_fields(h
 @pytest.mark.parametrize("event_type, payload, field", [
     ("todo_added", {"todo_id": "T1", "title": "x", "priority": "P9"}, "priority"),
     ("todo_added", {"todo_id": "T1", "title": "two\nlines"}, "title"),
+    ("todo_added", {"todo_id": "T1", "title": "trailing space "}, "payload.title must be one line"),
+    ("todo_added", {"todo_id": "-T1", "title": "x"}, "payload.todo_id must be an id"),
     ("todo_added", {"todo_id": "T1", "title": "x", "surprise": 1}, "surprise"),
     ("todo_claimed", {"todo_id": "T1"}, "claimed_by"),
     ("gate_added", {"gate_id": "G1", "gate_kind": "boss", "title": "x"}, "gate_kind"),

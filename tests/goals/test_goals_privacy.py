@@ -96,6 +96,8 @@ def test_a_public_record_changed_by_a_private_one_shows_the_omission_not_the_old
     ("https://example.com/home/page", None),
     ("ratio 1/2 and docs/goals.md", None),
     ("pr#41 and tests/privacy smoke", None),
+    ("roughly ~5/10 done", None),
+    ("~bob/src/app.py", "~bob/src/app.py"),
 ])
 def test_local_absolute_paths_are_recognised_and_urls_and_relative_paths_are_not(text: str, found: str | None) -> None:
     assert find_local_path(text) == found

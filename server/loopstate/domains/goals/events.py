@@ -19,9 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
-from loopstate_protocol.goals import (
-    Body, Decision, GateKind, Label, Line, Pointer, Priority, RefId, RefreshKind, TargetKind,
-)
+from loopstate_protocol.goals import Body, Decision, GateKind, Label, Priority, RefId, RefreshKind, TargetKind
 
 from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
@@ -37,6 +35,13 @@ _SCHEMA = re.compile(r"^loopx_state_event_v(0|[1-9][0-9]*)$")
 REF_KEY = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_REFS = 16
 Sha = Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
+# One line of text as stored: no control or line-separator characters, and no
+# leading or trailing whitespace (it would not survive a Markdown round trip).
+_CHAR = r"[^\x00-\x1f\x7f\x85\u2028\u2029]"
+_EDGE = r"[^\s\x00-\x1f\x7f\x85\u2028\u2029]"
+_ONE_LINE = rf"^{_EDGE}(?:{_CHAR}*{_EDGE})?$"
+Line = Annotated[str, msgspec.Meta(min_length=1, max_length=300, pattern=_ONE_LINE)]
+Pointer = Annotated[str, msgspec.Meta(min_length=1, max_length=500, pattern=_ONE_LINE)]
 Order = Annotated[int, msgspec.Meta(ge=0)]
 Sequence = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -210,9 +215,31 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
         typed = msgspec.convert(payload, cls)
     except msgspec.ValidationError as exc:
         raise LoopstateError(
-            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {exc}", event_type=event_type,
+            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {_readable(str(exc))}", event_type=event_type,
         ) from None
     return msgspec.to_builtins(typed)
+
+
+_PATTERN_ERROR = re.compile(r"^Expected `str` matching regex '(.*)' - at `\$(.*)`$")
+
+
+def _readable(message: str) -> str:
+    """msgspec names a failed pattern by its regex; say what the field must look like instead."""
+    match = _PATTERN_ERROR.match(message)
+    if match is None:
+        return message
+    shapes = {
+        _ONE_LINE: "one line of text, without control characters or leading and trailing spaces",
+        _pattern_of(RefId): "an id: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
+        _pattern_of(Label): "a label: a letter, then letters, digits, '.', '_' or '-'",
+        _pattern_of(Sha): "'sha256:' and 64 lowercase hex digits",
+    }
+    shape = shapes.get(match.group(1).encode().decode("unicode_escape"), f"text matching {match.group(1)}")
+    return f"payload{match.group(2)} must be {shape}"
+
+
+def _pattern_of(annotated: Any) -> str:
+    return annotated.__metadata__[0].pattern
 
 
 def normalize_refs(refs: dict[str, Any]) -> dict[str, str]:

@@ -33,7 +33,7 @@ PATH_MARK = "[local-path]"
 _LOCAL_PATH = re.compile(
     r"""(?x)
     (?:file://[^\s'"`)<>]*)
-    | (?:(?<![\w.:/~-])~[A-Za-z0-9_.-]*/[^\s'"`)<>,;]*)
+    | (?:(?<![\w.:/~-])~(?:[A-Za-z_][A-Za-z0-9_.-]*)?/[^\s'"`)<>,;]*)
     | (?:(?<![\w.:/-])/(?:home|Users|root|tmp|var|private|etc|opt|mnt|media|srv|usr|workspace|work|data|run|nix|snap)
          (?:/[^\s'"`)<>,;]*)?)
     | (?:\b[A-Za-z]:[\\/][^\s'"`)<>,;]*)
