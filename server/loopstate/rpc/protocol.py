@@ -73,7 +73,7 @@ class LoopstateProtocol(LanguageServerProtocol):
             return {"jsonrpc": "2.0", "method": data.method, "params": data.params}
         payload = self._converter.unstructure(data)
         if isinstance(data, ResponseErrorMessage):
-            payload["error"] = normalize(payload.get("error") or {})
+            return {"jsonrpc": "2.0", "id": data.id, "error": normalize(payload.get("error") or {})}
         return payload
 
     def _send_data(self, data: Any) -> None:

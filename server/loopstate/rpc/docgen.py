@@ -1,0 +1,336 @@
+"""docs/protocol.md, generated: the method reference from loopstate_protocol, and a
+worked session recorded from a real server over real pipes.
+
+    python -m loopstate.rpc.docgen --write    # regenerate docs/protocol.md
+
+The session runs ``loopstate.rpc.stdio.serve`` in a thread with a pinned clock
+and sequential ids on a fixed scratch project, so every byte (hashes included)
+is reproducible; the test suite regenerates it and fails when the checked-in
+copy is stale. Messages are shown per step in a fixed order (the response, then
+the notifications it caused); on the wire a notification may come first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol.client import LoopstateClient, RpcError
+from loopstate_protocol.errors import ErrorCode, jsonrpc_code
+from loopstate_protocol.schema import METHODS, NOTIFICATIONS
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
+SCRATCH = Path("/tmp/loopstate-protocol-demo")
+ROOT = SCRATCH / "project"
+T0 = "2026-01-15T09:30:00Z"
+
+MEANINGS: dict[ErrorCode, str] = {
+    ErrorCode.INVALID_PARAMS: "params (or a value in them) are not what the method takes; the message is msgspec's, with the path",
+    ErrorCode.INVALID_REQUEST: "not a JSON-RPC 2.0 request object: no or wrong `jsonrpc`, bad `id`, no `method`, a batch",
+    ErrorCode.PARSE_ERROR: "the frame or its JSON could not be read (answered with `id: null`)",
+    ErrorCode.METHOD_NOT_FOUND: "the method is not served; the message lists those that are",
+    ErrorCode.SERVER_SHUTTING_DOWN: "a request after `shutdown`; send `exit` and start a new server",
+    ErrorCode.SERVER_NOT_INITIALIZED: "a request before `initialize`",
+    ErrorCode.INTERNAL_ERROR: "a fault in the server; nothing was acknowledged and the server keeps running",
+    ErrorCode.UNKNOWN_SUBSCRIPTION: "no such subscription on this connection",
+    ErrorCode.INVALID_ROOT: "the project root is not an absolute, existing, acceptable directory",
+    ErrorCode.UNSAFE_PATH: "a store path is a link, FIFO or other unsafe file; loopstate refuses to follow it",
+    ErrorCode.NOT_FOUND: "the named task, run, goal or record does not exist",
+    ErrorCode.LOCK_TIMEOUT: "another process held the stream's lock too long; the message names the holder",
+    ErrorCode.CORRUPT_LEDGER: "a stream's chain is broken; run `loopstate verify`, then `loopstate recover`",
+    ErrorCode.FUTURE_SCHEMA: "the store was written by a newer loopstate; upgrade",
+    ErrorCode.STORE_IO_ERROR: "the store could not be read or written (disk full, permissions)",
+    ErrorCode.REQUEST_ID_REUSED: "the request id was used before for a different command",
+    ErrorCode.EVENT_ID_CONFLICT: "the event id was used before with a different body",
+    ErrorCode.RULE_VIOLATION: "the command breaks a rule of its domain",
+    ErrorCode.VALIDATION_FAILED: "a field's value is not acceptable; the message names the field",
+    ErrorCode.CONFLICT: "the command conflicts with the current state",
+    ErrorCode.LEASE_HELD: "another worker holds the run's lease",
+    ErrorCode.LEASE_EXPIRED: "the lease expired; acquire or resume",
+    ErrorCode.LEASE_MISMATCH: "the lease id or generation is not the current one",
+    ErrorCode.CLOCK_REVERSED: "a timestamp goes backwards",
+    ErrorCode.KILL_SWITCH: "a kill switch stands; it halts and never authorizes",
+    ErrorCode.AUTHORITY_DENIED: "the authority grant does not cover the action",
+    ErrorCode.BUDGET_EXHAUSTED: "a run budget is spent",
+    ErrorCode.INVALID_TRANSITION: "the run or todo cannot move to that state from where it is",
+    ErrorCode.PRIVACY_VIOLATION: "the content is not allowed at the record's privacy level",
+}
+
+TOPIC_NOTES: dict[str, str] = {
+    "intent/snapshot": "`intent/snapshot[/<task_id>]`: the current claims view, of the project or one task",
+    "intent/audit": "`intent/audit[/<task_id>]`: every claim with its lifecycle and supersession edges",
+    "intent/tasks": "`intent/tasks`: the project's durable tasks",
+    "runs/status": "`runs/status/<run_id>`: run, lease, pending operation, issues; a kill switch that appears halts the run at once",
+    "goals/board": "`goals/board/<goal_id>`: todos, gates, runs and quota of one goal, with `meta.last_append_sequence`",
+    "goals/public_board": "`goals/public_board/<goal_id>`: the same board with only public-safe content",
+}
+
+
+# the reference -----------------------------------------------------------------------------
+
+def _doc(cls: type) -> str:
+    text = (cls.__doc__ or "").strip()
+    return " ".join(text.split("\n\n")[0].split())
+
+
+def _fields(cls: type) -> list[str]:
+    info = msgspec.inspect.type_info(cls)
+    rows = []
+    for field in info.fields:
+        kind = _type_name(field.type)
+        default = "" if field.required else f" (default `{msgspec.json.encode(field.default).decode()}`)" \
+            if field.default is not msgspec.NODEFAULT else " (optional)"
+        rows.append(f"| `{field.encode_name}` | {kind}{default} |")
+    return rows
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, msgspec.inspect.UnionType):
+        names = [_type_name(x) for x in t.types]
+        if len(names) > 4:
+            return "a command or query (tagged union on `kind`, see the schema)"
+        return " or ".join(names)
+    if isinstance(t, msgspec.inspect.StructType):
+        return f"`{t.cls.__name__}`"
+    if isinstance(t, msgspec.inspect.ListType):
+        return f"list of {_type_name(t.item_type)}"
+    if isinstance(t, msgspec.inspect.DictType):
+        return "object"
+    if isinstance(t, msgspec.inspect.LiteralType):
+        return " or ".join(f"`{v!r}`".replace("'", '"') for v in t.values)
+    return {"StrType": "string", "IntType": "integer", "BoolType": "boolean", "NoneType": "null", "AnyType": "any"}.get(
+        type(t).__name__, type(t).__name__)
+
+
+def reference() -> list[str]:
+    from loopstate.service.registry import all_domains
+
+    out = ["## Methods", "", "| method | params | result |", "|---|---|---|"]
+    for name, (params, result) in METHODS.items():
+        out.append(f"| `{name}` | `{params.__name__}` | {f'`{result.__name__}`' if result else 'the query result'} |")
+    out.append("")
+    shown: set[type] = set()
+    for name, (params, result) in METHODS.items():
+        out += [f"### `{name}`", "", _doc(params), ""]
+        for cls in (params, result):
+            if cls is None or cls in shown:
+                continue
+            shown.add(cls)
+            out += [f"`{cls.__name__}`:", "", "| field | type |", "|---|---|", *_fields(cls), ""]
+    out += ["## Notifications (server to client)", ""]
+    for name, cls in NOTIFICATIONS.items():
+        out += [f"### `{name}`", "", _doc(cls), "", "| field | type |", "|---|---|", *_fields(cls), ""]
+    out += ["## Topics", "", "A topic is `<domain>/<view>[/<key>]`:", ""]
+    for domain in all_domains():
+        for view in domain.views:
+            topic = f"{domain.name}/{view}"
+            if topic not in TOPIC_NOTES:
+                raise KeyError(f"docs: describe topic {topic} in TOPIC_NOTES")
+            out.append(f"- {TOPIC_NOTES[topic]}")
+    out += ["", "## Error codes", "",
+            "Every error response carries `error.data.code`, one of these stable strings (clients branch on it), "
+            "and `error.data.details` when there is more to say (offsets, holders, fields).", "",
+            "| data.code | error.code | meaning |", "|---|---|---|"]
+    for code in ErrorCode:
+        out.append(f"| `{code.value}` | {jsonrpc_code(code)} | {MEANINGS[code]} |")
+    return out + [""]
+
+
+# the worked session ---------------------------------------------------------------------------
+
+class Transcript:
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, bytes]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, direction: str, body: bytes) -> None:
+        with self.lock:
+            self.frames.append((direction, body))
+
+    def take(self) -> list[tuple[str, bytes]]:
+        with self.lock:
+            frames, self.frames = self.frames, []
+        return frames
+
+
+def _show(frames: list[tuple[str, bytes]]) -> list[str]:
+    """The frames as recorded, except that notifications follow the step's last response."""
+    def is_notification(frame: tuple[str, bytes]) -> bool:
+        return frame[0] == "recv" and "id" not in msgspec.json.decode(frame[1])
+
+    ordered = [f for f in frames if not is_notification(f)] + [f for f in frames if is_notification(f)]
+    out = []
+    for direction, body in ordered:
+        arrow = "client → server" if direction == "send" else "server → client"
+        pretty = msgspec.json.format(body, indent=2).decode()
+        out += [f"{arrow} (`Content-Length: {len(body)}`)", "", "```json", pretty, "```", ""]
+    return out
+
+
+def session() -> list[str]:
+    from loopstate.core.clock import FixedClock
+    from loopstate.core.ids import SequentialIds
+    from loopstate.rpc.stdio import serve
+    from loopstate.service.engine import Service
+
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)  # it logs each refusal with a traceback
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+    ROOT.mkdir(parents=True)
+    data = SCRATCH / "data"
+    service = Service(data_dir=data, clock=FixedClock(T0), new_id=SequentialIds(prefix=1))
+    other = Service(data_dir=data, clock=FixedClock("2026-01-15T09:31:00Z"), new_id=SequentialIds(prefix=2))
+    to_server_r, to_server_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    code: list[int] = []
+    thread = threading.Thread(target=lambda: code.append(asyncio.run(serve(service, to_server_r, to_client_w))))
+    thread.start()
+    transcript = Transcript()
+    client = LoopstateClient.over(os.fdopen(to_client_r, "rb"), os.fdopen(to_server_w, "wb"), trace=transcript)
+    root = str(ROOT)
+    out: list[str] = []
+
+    def step(title: str, text: str = "") -> None:
+        out.extend([f"### {title}", ""] + ([text, ""] if text else []))
+
+    try:
+        step("1. initialize", "The server advertises `capabilities.experimental.loopstate`.")
+        client.request("initialize", {"processId": 4242, "clientInfo": {"name": "demo-editor"}, "capabilities": {}})
+        client.notify("initialized", {})
+        out += _show(transcript.take())
+
+        step("2. subscribe", "An editor follows the project's task list; the result carries the current snapshot.")
+        sub = client.subscribe(root, "intent/tasks")
+        out += _show(transcript.take())
+
+        step("3. execute", "A command, with the request id that makes it idempotent. Its event comes back, and the "
+             "subscriber is told.")
+        client.execute(root, {"kind": "intent.task_start", "label": "Ship the parser"}, "req-1")
+        client.next_change(10)
+        out += _show(transcript.take())
+
+        step("4. a change by another process",
+             "Another process (a CLI call, a hook, another editor's server) appends; the server sees it through "
+             "inotify, verifies the new tail and pushes it.")
+        task_id = client.query(root, {"kind": "intent.tasks"})[0]["task_id"]
+        transcript.take()
+        from loopstate_protocol.intent import ClaimInput, IntentClaimAdd
+
+        other.execute(root, IntentClaimAdd(task_id=task_id, claim=ClaimInput(
+            statement="The parser must accept the old format", role="user", epistemic_status="explicit",
+            facets=["hard_constraint"])), "req-from-elsewhere")
+        client.next_change(10)
+        out += _show(transcript.take())
+
+        step("5. a refusal", "A command that does not decode: msgspec's message, with the path, and a stable code.")
+        try:
+            client.execute(root, {"kind": "intent.task_start", "labl": "typo"}, "req-2")
+        except RpcError:
+            pass
+        out += _show(transcript.take())
+
+        step("6. reconnect with since",
+             "A client that saw sequence 1 subscribes again with `since: 1` and `deliver: \"events\"`: it gets exactly "
+             "the events it missed.")
+        client.unsubscribe(sub.subscription_id)
+        transcript.take()
+        client.subscribe(root, "intent/snapshot/" + task_id, since=1, deliver="events")
+        out += _show(transcript.take())
+
+        step("7. shutdown and exit", "`exit` after `shutdown` ends the process with status 0.")
+        client.request("shutdown")
+        client.notify("exit")
+        thread.join(10)
+        out += _show(transcript.take())
+    finally:
+        if thread.is_alive():
+            client.notify("exit")
+            thread.join(10)
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+    assert code == [0], code
+    return out
+
+
+INTRO = f"""# The sidecar protocol
+
+<!-- Generated by `python -m loopstate.rpc.docgen --write` from loopstate_protocol and a
+recorded session; tests/rpc/test_rpc_docs.py fails when this file is stale. Do not edit. -->
+
+`loopstate serve` speaks JSON-RPC 2.0 with LSP base framing (`Content-Length: N\\r\\n\\r\\n`
+then N bytes of UTF-8 JSON) on stdin and stdout, like a language server: any LSP client
+(vscode-languageclient, Neovim's `vim.lsp`) can start it, and so can
+`loopstate_protocol.client.LoopstateClient` (standard library and msgspec only). The
+protocol version is `{PROTOCOL_VERSION}`. The JSON Schema of every message is
+`protocol/loopstate_protocol/loopstate.schema.json` (also printed by `loopstate schema`).
+
+## Lifecycle
+
+- `initialize` first (a request before it gets `SERVER_NOT_INITIALIZED`; a second one
+  gets `INVALID_REQUEST`). The result advertises `capabilities.experimental.loopstate` =
+  `{{protocolVersion, domains, topics, methods}}` and asks for no text document sync.
+- `shutdown` waits for the requests in flight (they run to completion: a command may
+  already be durable, so its real result is the only honest answer; `$/cancelRequest` is
+  acknowledged by that result), stops pushing, and answers `null`. Every later request
+  gets `SERVER_SHUTTING_DOWN`.
+- `exit` ends the process: status 0 after `shutdown`, 1 without. The end of stdin (or a
+  client that closes our stdout) ends it the same way.
+- stdout carries frames only: the server points its file descriptor 1 at stderr, where
+  it logs (`--log-level`).
+
+## Every request is answered exactly once
+
+Malformed JSON, an unreadable frame, a missing or wrong `jsonrpc`, a bad `id`, an
+unknown method, params that do not decode, a command that breaks a rule, a corrupt
+store and a fault in the server are each answered with a JSON-RPC error whose
+`data.code` is below; the server keeps serving. A frame whose `id` cannot be known is
+answered with `id: null`. Notifications are never answered (JSON-RPC), and unknown ones
+are ignored. Commands apply one at a time, in arrival order; a refused command writes
+nothing.
+
+## Subscriptions and slow clients
+
+`loopstate/subscribe` returns the topic's current head and projection; with `since`, also
+every event after that sequence, so a client that reconnects misses nothing. Then each
+change to the topic's stream, by this server or any other process (watched with inotify:
+an idle server uses no CPU), is pushed as `loopstate/changed`, in order, with
+`previous_sequence` and the new `head`. Each notification starts where the previous one
+ended, so a client can always tell whether it missed something.
+
+When the client reads slowly, the server stops writing at 256 KiB of unread output and
+keeps one pending notification per subscription: a snapshot subscription's becomes the
+latest projection; an events subscription keeps up to 256 events and past that gets the
+latest projection instead (`events: null`, `snapshot` set; subscribe again with `since` to
+fetch the skipped events). Requests are not read while the output is backed up. Memory
+stays bounded however slow the client.
+"""
+
+
+def render() -> str:
+    lines = [INTRO, *reference(), "## A worked session", "",
+             "Recorded from a real server (pinned clock and ids) by the generator.", "", *session()]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"write {DOC} instead of printing")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.write:
+        DOC.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
