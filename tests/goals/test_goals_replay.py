@@ -145,3 +145,32 @@ def test_a_view_catches_up_with_another_process_append(h: Harness) -> None:
     _, board = h.service.view(h.root, "goals", "board", "g")
     assert board.meta.last_append_sequence == 2
     assert [t.title for t in board.active[0].todos] == ["x", "from elsewhere"]
+
+
+CHILD = """
+import sys
+from loopstate.domains.goals import DOMAIN
+from loopstate.service.engine import Service
+from loopstate_protocol import goals as g
+root, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+service = Service(domains=[DOMAIN])
+for n in range(count):
+    service.execute(root, g.AddTodo(goal_id="shared", title=f"{name} {n}"), f"{name}-{n}")
+"""
+
+
+def test_processes_appending_to_one_goal_get_distinct_ids_and_one_chain(h: Harness) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(h.data_dir)}
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, h.root, f"writer{i}", "12"], env=env)
+                for i in range(3)]
+    assert [child.wait(timeout=120) for child in children] == [0, 0, 0]
+    board = h.fresh().query(h.root, g.GetBoard(goal_id="shared"))
+    todos = board.active[0].todos
+    assert sorted(t.todo_id for t in todos) == [f"T{n:03d}" for n in range(1, 37)]
+    assert sorted(t.title for t in todos) == sorted(f"writer{i} {n}" for i in range(3) for n in range(12))
+    for i in range(3):  # each writer's own todos keep its order
+        mine = [t.title for t in sorted(todos, key=lambda t: t.append_sequence) if t.title.startswith(f"writer{i} ")]
+        assert mine == [f"writer{i} {n}" for n in range(12)]
