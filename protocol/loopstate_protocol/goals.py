@@ -43,7 +43,7 @@ RelPath = Annotated[str, msgspec.Meta(pattern=r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-
                                       description="a path relative to the project root, without '..'")]
 
 
-class _GoalCommand(Command, kw_only=True):
+class GoalCommand(Command, kw_only=True):
     """Envelope choices every goals command may make.
 
     ``event_id`` makes an append idempotent across request ids (the seed's rule:
@@ -63,7 +63,7 @@ class _GoalCommand(Command, kw_only=True):
 # Commands (one per event type, plus render, backfill and compact) -------------------------
 
 
-class AddTodo(_GoalCommand, tag="goals.add"):
+class AddTodo(GoalCommand, tag="goals.add"):
     title: Line
     todo_id: RefId | None = None
     role: Label = "agent"
@@ -74,14 +74,14 @@ class AddTodo(_GoalCommand, tag="goals.add"):
     pointer: Pointer | None = None
 
 
-class ClaimTodo(_GoalCommand, tag="goals.claim"):
+class ClaimTodo(GoalCommand, tag="goals.claim"):
     todo_id: RefId
     claimed_by: Label
     lease_seconds: Annotated[int, msgspec.Meta(gt=0, le=30 * 86400)] | None = None
     note: Line | None = None
 
 
-class UpdateTodo(_GoalCommand, tag="goals.update"):
+class UpdateTodo(GoalCommand, tag="goals.update"):
     todo_id: RefId
     title: Line | None = None
     role: Label | None = None
@@ -92,26 +92,26 @@ class UpdateTodo(_GoalCommand, tag="goals.update"):
     pointer: Pointer | None = None
 
 
-class BlockTodo(_GoalCommand, tag="goals.block"):
+class BlockTodo(GoalCommand, tag="goals.block"):
     todo_id: RefId
     reason: Line
     gate_ids: list[RefId] = []
 
 
-class DeferTodo(_GoalCommand, tag="goals.defer"):
+class DeferTodo(GoalCommand, tag="goals.defer"):
     todo_id: RefId
     resume_when: Line
     until: Timestamp | None = None
 
 
-class CompleteTodo(_GoalCommand, tag="goals.complete"):
+class CompleteTodo(GoalCommand, tag="goals.complete"):
     todo_id: RefId
     rationale: Line
     validation_refs: list[Line] = []
     evidence_ids: list[RefId] = []
 
 
-class AddGate(_GoalCommand, tag="goals.gate"):
+class AddGate(GoalCommand, tag="goals.gate"):
     title: Line
     gate_kind: GateKind = "user"
     gate_id: RefId | None = None
@@ -119,14 +119,14 @@ class AddGate(_GoalCommand, tag="goals.gate"):
     run_id: RefId | None = None
 
 
-class ResolveGate(_GoalCommand, tag="goals.resolve"):
+class ResolveGate(GoalCommand, tag="goals.resolve"):
     gate_id: RefId
     decision: Decision
     rationale: Line | None = None
     resolved_by: Label | None = None
 
 
-class RecordRun(_GoalCommand, tag="goals.run"):
+class RecordRun(GoalCommand, tag="goals.run"):
     run_id: RefId
     status: Label
     classification: Label | None = None
@@ -136,13 +136,13 @@ class RecordRun(_GoalCommand, tag="goals.run"):
     pointer: Pointer | None = None
 
 
-class RecordRefresh(_GoalCommand, tag="goals.refresh"):
+class RecordRefresh(GoalCommand, tag="goals.refresh"):
     summary: Line
     refresh_kind: RefreshKind = "progress"
     pointer: Pointer | None = None
 
 
-class SpendQuota(_GoalCommand, tag="goals.quota"):
+class SpendQuota(GoalCommand, tag="goals.quota"):
     amount: Annotated[float, msgspec.Meta(ge=0)]
     unit: Label
     category: Label = "compute"
@@ -151,7 +151,7 @@ class SpendQuota(_GoalCommand, tag="goals.quota"):
     todo_id: RefId | None = None
 
 
-class AttachEvidence(_GoalCommand, tag="goals.evidence"):
+class AttachEvidence(GoalCommand, tag="goals.evidence"):
     target_kind: TargetKind
     target_id: RefId
     ref: Line
@@ -160,7 +160,7 @@ class AttachEvidence(_GoalCommand, tag="goals.evidence"):
     pointer: Pointer | None = None
 
 
-class RenderMarkdown(_GoalCommand, tag="goals.render"):
+class RenderMarkdown(GoalCommand, tag="goals.render"):
     """Record a Markdown projection and (through the service) write it after the event."""
 
     target: RelPath = "ACTIVE_GOAL_STATE.md"
@@ -168,14 +168,14 @@ class RenderMarkdown(_GoalCommand, tag="goals.render"):
     force: bool = False
 
 
-class Backfill(_GoalCommand, tag="goals.backfill"):
+class Backfill(GoalCommand, tag="goals.backfill"):
     """Import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown as events."""
 
     markdown: Annotated[str, msgspec.Meta(max_length=2_000_000)]
     source_label: Line = "ACTIVE_GOAL_STATE.md"
 
 
-class Compact(_GoalCommand, tag="goals.compact"):
+class Compact(GoalCommand, tag="goals.compact"):
     """Declare a snapshot checkpoint of the goal's projection (the lineage stays)."""
 
 

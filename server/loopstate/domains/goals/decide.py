@@ -43,11 +43,11 @@ def normalize_time(text: str, field: str) -> str:
         ) from None
 
 
-def event_id_for(command: proto._GoalCommand, ctx: Context, index: int = 0) -> str:
+def event_id_for(command: proto.GoalCommand, ctx: Context) -> str:
     """The caller's event id, or one derived from the request id (so retries repeat it)."""
     if command.event_id is not None:
         return command.event_id
-    return derived_uuid(f"goals:{command.goal_id}", f"{ctx.request_id}:{index}")
+    return derived_uuid(f"goals:{command.goal_id}", ctx.request_id)
 
 
 def _todo(state: GoalState, todo_id: str) -> Todo:
@@ -287,7 +287,7 @@ VERBS: dict[type, tuple[str, Builder, Rules]] = {
 SUBJECT_REFS = ("todo_id", "gate_id", "run_id", "evidence_id", "quota_id")
 
 
-def _refs(state: GoalState, command: proto._GoalCommand, payload: dict) -> dict[str, str]:
+def _refs(state: GoalState, command: proto.GoalCommand, payload: dict) -> dict[str, str]:
     """The caller's refs plus the compact ids the payload names (which they may not contradict)."""
     refs = dict(command.refs)
     for name in SUBJECT_REFS:
@@ -310,7 +310,7 @@ def _refs(state: GoalState, command: proto._GoalCommand, payload: dict) -> dict[
     return refs
 
 
-def recorded_at_for(state: GoalState, command: proto._GoalCommand, event_id: str, ctx: Context) -> str:
+def recorded_at_for(state: GoalState, command: proto.GoalCommand, event_id: str, ctx: Context) -> str:
     """The caller's time; else, for a repeat of a known event id, the original's; else now."""
     if command.recorded_at is not None:
         return normalize_time(command.recorded_at, "recorded_at")
@@ -333,9 +333,9 @@ def repeat_or_conflict(state: GoalState, event: Event) -> bool:
     )
 
 
-def _envelope(state: GoalState, command: proto._GoalCommand, ctx: Context, event_type: str,
-              build: Callable[[str, str], dict], *, index: int = 0) -> Event:
-    event_id = event_id_for(command, ctx, index)
+def _envelope(state: GoalState, command: proto.GoalCommand, ctx: Context, event_type: str,
+              build: Callable[[str, str], dict]) -> Event:
+    event_id = event_id_for(command, ctx)
     at = recorded_at_for(state, command, event_id, ctx)
     payload = build(at, event_id)
     clean = {k: v for k, v in payload.items() if v is not None}
