@@ -24,6 +24,9 @@ from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
+# Combined once: enum arithmetic on every acquire showed up in append profiles.
+_EXCLUSIVE_NOW = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+_SHARED_NOW = portalocker.LockFlags.SHARED | portalocker.LockFlags.NON_BLOCKING
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
 
 
@@ -42,7 +45,7 @@ class StoreLock:
         if fd is None:  # the locks folder does not exist yet
             safefs.ensure_dir(self.path.parent, self.base)
             fd = safefs.open_rw(self.path, self.base, create=True)
-        self._acquire(fd, portalocker.LockFlags.EXCLUSIVE)
+        self._acquire(fd, _EXCLUSIVE_NOW)
         self.token = secrets.token_hex(16)
         record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())})
         # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
@@ -55,7 +58,7 @@ class StoreLock:
     def shared(self) -> "StoreLock":
         fd = safefs.open_rw(self.path, self.base, create=False)
         if fd is not None:
-            self._acquire(fd, portalocker.LockFlags.SHARED)
+            self._acquire(fd, _SHARED_NOW)
         return self
 
     def _acquire(self, fd: int, flags: portalocker.LockFlags) -> None:
@@ -64,7 +67,7 @@ class StoreLock:
         pause = 0.0005
         while True:
             try:
-                portalocker.lock(handle, flags | portalocker.LockFlags.NON_BLOCKING)
+                portalocker.lock(handle, flags)
                 break
             except portalocker.exceptions.LockException:
                 if time.monotonic() >= deadline:

@@ -282,9 +282,6 @@ class Stream:
     def append(self, fields_list: list[dict[str, Any]]) -> list[Record]:
         """Seal and durably append events after the verified head, in one write + fsync."""
         records = self.stage(fields_list)
-        try:
-            self.flush()
-        finally:
-            self.discard_staged()
+        self.flush()  # drops the staged lines whether it succeeds or not
         return records
 
