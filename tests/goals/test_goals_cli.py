@@ -109,3 +109,22 @@ def test_cli_refuses_bad_input_with_a_clear_message(cli) -> None:
     missing = cli("backfill", "g1", "/nonexistent/file.md", expect=1)
     assert "NOT_FOUND" in missing.stderr
     assert "usage" in cli(expect=2).stderr.lower()
+
+
+def test_cli_run_refresh_quota_evidence_and_update_verbs(cli) -> None:
+    cli("add", "g1", "first")
+    cli("update", "g1", "T001", "--title", "first, renamed", "--meta", "area=storage", "--ref", "pr=12")
+    cli("run", "g1", "run-1", "--status", "succeeded", "--delivery", "delivered", "--todo", "T001")
+    cli("refresh", "g1", "state refreshed", "--kind", "state_only")
+    cli("quota", "g1", "3", "usd", "--category", "review")
+    assert "evidence_attached" in cli("evidence", "g1", "todo", "T001", "ci#55", "--summary", "smoke").stdout
+    cli("defer", "g1", "T001", "--resume-when", "after review", "--until", "2026-04-01T00:00:00+02:00")
+    board = json.loads(cli("board", "g1", "--json").stdout)
+    todo = board["active"][0]["todos"][0]
+    assert todo["title"] == "first, renamed" and todo["metadata"] == {"area": "storage"}
+    assert todo["evidence_ids"] == ["E001"] and todo["resume_until"] == "2026-03-31T22:00:00Z"
+    assert board["evidence"][0]["ref"] == "ci#55" and board["runs"][0]["delivery_outcome"] == "delivered"
+    assert board["refreshes"][0]["refresh_kind"] == "state_only"
+    assert board["quota"] == [{"unit": "usd", "category": "review", "amount": 3.0, "entries": 1}]
+    events = json.loads(cli("block", "g1", "T001", "--reason", "waiting", "--json").stdout)["events"]
+    assert events[0]["event_type"] == "todo_blocked"

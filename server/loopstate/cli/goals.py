@@ -158,9 +158,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("amount", type=float), arg("unit"), arg("--category", default="compute"), arg("--quota-id"),
         arg("--run"), arg("--todo"))
     _verb(verbs, "evidence", "attach evidence to a todo, gate or run (evidence_attached)", lambda a: proto.AttachEvidence(
-        **_common(a), target_kind=a.target_kind, target_id=a.target_id, ref=a.ref, evidence_id=a.id,
+        **_common(a), target_kind=a.target_kind, target_id=a.target_id, ref=a.evidence_ref, evidence_id=a.id,
         summary=a.summary, pointer=a.pointer),
-        arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"), arg("ref"), arg("--id"),
+        arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"),
+        arg("evidence_ref", metavar="REF", help="compact evidence ref (PR, CI run, report id)"), arg("--id"),
         arg("--summary"), arg("--pointer"))
     _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
           lambda a: proto.Compact(**_common(a)))
