@@ -192,3 +192,47 @@ def test_public_markdown_bridges_cleanly_against_the_public_projection(h: Harnes
     assert h.ask(g.BridgeMarkdown(goal_id="g", markdown=public, public=True)).clean
     local = h.ask(g.BridgeMarkdown(goal_id="g", markdown=public))
     assert [(d.kind, d.field) for d in local.differences] == [("field_differs", "title")]
+
+
+def _config(h: Harness, **state_privacy) -> None:
+    folder = Path(h.root) / ".loopstate"
+    folder.mkdir(exist_ok=True)
+    (folder / "goals.json").write_text(json.dumps({"state_privacy": state_privacy}))
+
+
+def test_project_config_can_make_the_active_state_public_only(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="x"))
+    _config(h, active_state="public_safe")
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.RenderMarkdown(goal_id="g"))
+    assert refused.value.code is ErrorCode.PRIVACY_VIOLATION and ".loopstate/goals.json" in refused.value.message
+    h.run(g.RenderMarkdown(goal_id="g", public=True))
+
+
+def test_project_config_can_forbid_private_links_even_in_ignored_state(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="x"))
+    _config(h, allow_private_links_in_ignored_state=False)
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.RenderMarkdown(goal_id="g"))
+    assert "allow_private_links_in_ignored_state" in refused.value.message
+    assert len(h.events("g")) == 1
+
+
+def test_project_config_can_waive_redaction_for_tracked_outputs(h: Harness) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", h.root], check=True)
+    h.run(g.AddTodo(goal_id="g", title="see /home/alice/x", privacy="local_private"))
+    with pytest.raises(LoopstateError):
+        h.run(g.RenderMarkdown(goal_id="g"))
+    _config(h, require_redaction_for_tracked_outputs=False)
+    h.run(g.RenderMarkdown(goal_id="g"))
+    assert "/home/alice/x" in (Path(h.root) / "ACTIVE_GOAL_STATE.md").read_text()
+
+
+def test_an_invalid_project_config_refuses_renders(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="x"))
+    _config(h, active_state="everything_public")
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.RenderMarkdown(goal_id="g", public=True))
+    assert refused.value.code is ErrorCode.VALIDATION_FAILED and "goals.json" in refused.value.message

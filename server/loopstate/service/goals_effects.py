@@ -32,7 +32,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown
-from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED
+from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
+from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, STATE_PRIVACY
 from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
 
@@ -107,6 +108,12 @@ def read_text(root: str, path: Path) -> str | None:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path.name} is not UTF-8 text", path=path.name) from None
 
 
+def load_config(root: str) -> GoalsConfig:
+    """The project's goals config (``.loopstate/goals.json``), or the seed's defaults."""
+    data = safefs.read_file(Path(root) / CONFIG_PATH, Path(root))
+    return GoalsConfig() if data is None else parse_config(data)
+
+
 def markdown_status(service: Any, root: str, goal_id: str, target: str) -> proto.MarkdownStatus:
     """Is the rendered file at ``target`` the current projection of the goal?"""
     path = target_path(root, target)
@@ -125,7 +132,8 @@ class GoalsEffects:
         path = target_path(project.root, command.target)
         text = read_text(project.root, path)
         existing = "absent" if text is None else bridge.check(state, text).status
-        extra = {**ctx.extra, RENDER_TRACKED: git_tracked(project.root, path), RENDER_EXISTING: existing}
+        extra = {**ctx.extra, RENDER_TRACKED: git_tracked(project.root, path), RENDER_EXISTING: existing,
+                 STATE_PRIVACY: load_config(project.root).state_privacy}
         return dataclasses.replace(ctx, extra=extra)
 
     def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:

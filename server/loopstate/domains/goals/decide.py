@@ -23,6 +23,7 @@ from loopstate.core.ids import derived_uuid
 from loopstate.domains.base import Context
 from loopstate.domains.goals import events as ev
 from loopstate.domains.goals import privacy
+from loopstate.domains.goals.config import StatePrivacy, render_rule
 from loopstate.domains.goals.markdown import render, text_checksum
 from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.projection import build_board, open_gates_for
@@ -32,6 +33,7 @@ Event = dict[str, Any]
 # ctx.extra keys the service's effects fill in before a render.
 RENDER_TRACKED = "goals.render_tracked"
 RENDER_EXISTING = "goals.render_existing"
+STATE_PRIVACY = "goals.state_privacy"
 
 
 def normalize_time(text: str, field: str) -> str:
@@ -375,14 +377,8 @@ def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> li
     if command.privacy != privacy.PUBLIC_SAFE:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, "projection_rendered events are public_safe records",
                              field="privacy")
-    tracked = ctx.extra.get(RENDER_TRACKED)
-    if tracked and not command.public:
-        raise LoopstateError(
-            ErrorCode.PRIVACY_VIOLATION,
-            f"{command.target} is tracked by git, and tracked outputs need explicit redaction: render it with "
-            "--public, or keep the private workbench out of git (add it to .gitignore)",
-            target=command.target,
-        )
+    render_rule(ctx.extra.get(STATE_PRIVACY) or StatePrivacy(), public=command.public,
+                tracked=bool(ctx.extra.get(RENDER_TRACKED)), target=command.target)
     existing = ctx.extra.get(RENDER_EXISTING)
     if existing in ("edited", "foreign") and not command.force:
         raise LoopstateError(
