@@ -159,3 +159,13 @@ def test_a_seeded_api_key_in_a_prompt_and_a_claim_is_nowhere_at_rest(it: Intent,
     views = json.dumps(msgspec.to_builtins([it.snapshot(), it.audit(), exported, it.ask(p.IntentExport())]))
     assert OPENAI_KEY not in views and DB_URL_PASSWORD not in views
     assert "[REDACTED:openai_key]" in views and "[REDACTED:url_password]" in views
+
+
+@pytest.mark.parametrize("statement", [
+    "Add a /transcripts endpoint to the API",
+    "Update docs/transcript.md with the new flow",
+    "User: wants a dark mode",
+    "Keep [WIP] commits out of main",
+])
+def test_ordinary_statements_that_merely_resemble_carriers_are_kept(it: Intent, task, statement):
+    assert it.add(task, statement)

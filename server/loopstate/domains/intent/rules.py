@@ -37,8 +37,8 @@ MAX_OPAQUE_ID = 200
 
 # A path to a host transcript or session log (Codex rollouts, Claude projects, any *.jsonl log).
 _TRANSCRIPT_PATH = re.compile(
-    r"(?i)(?:^|[\s\"'(=])(?:~|\.{0,2}/|[a-z]:\\|\\\\)[^\s\"']*"
-    r"(?:\.jsonl\b|transcript|[/\\]\.codex[/\\]sessions|[/\\]\.claude[/\\]projects|rollout-)"
+    r"(?i)(?:^|[\s\"'(=])(?:~|\.{0,2}/|[a-z]:\\|\\\\)[^\s\"']*?"
+    r"(?:\.jsonl\b|[/\\]\.codex[/\\]sessions\b|[/\\]\.claude[/\\]projects\b|transcript[^\s\"'/\\]*\.(?:jsonl?|txt|log|md)\b)"
 )
 # Markers of a pasted conversation: several lines opening with a speaker.
 _SPEAKER_LINE = re.compile(r"(?im)^\s*(?:user|assistant|human|system|ai|tool)\s*:")
