@@ -131,8 +131,8 @@ def test_run_stop_cancel_cancels_without_a_lease(h):
     run_id, _ = h.leased()
     h.clock.advance(1000)
     events = h.run(proto.Stop(run_id=run_id, actor=USER, cancel=True, reason="not needed")).events
-    assert [e["type"] for e in events] == ["run_cancelled"]
-    assert events[0]["projection"]["run"]["terminal_reason"] == {"code": "cancelled", "explanation": "not needed"}
+    assert [e["type"] for e in events] == ["run_failed", "run_cancelled"]  # the expired run's truth first
+    assert events[1]["projection"]["run"]["terminal_reason"] == {"code": "cancelled", "explanation": "not needed"}
 
 
 def test_kill_switch_after_an_intent_reconciles_it_as_unknown_then_halts(h, root):
@@ -154,3 +154,22 @@ def test_completion_reported_while_the_switch_stands_is_recorded_then_the_run_ha
     events = h.run(proto.Complete(run_id=run_id, operation_id=pending["operation_id"], completion_event_type="stage_started",
                                   completion_data={"stage": "build"}, **lease_args(lease))).events
     assert [e["type"] for e in events] == ["stage_started", "kill_switch_detected"]
+
+
+def test_exact_retry_of_a_halted_command_reports_the_same_refusal(h, root):
+    run_id, lease = h.leased()
+    stop_file(root).parent.mkdir()
+    stop_file(root).touch()
+    command = proto.StageStart(run_id=run_id, stage="build", **lease_args(lease))
+    with pytest.raises(LoopstateError) as first:
+        h.run(command, request_id="start-1")
+    with pytest.raises(LoopstateError) as again:
+        h.run(command, request_id="start-1")
+    assert first.value.code == again.value.code == ErrorCode.KILL_SWITCH
+    assert first.value.details["events"] == again.value.details["events"]
+    assert [e["type"] for e in h.events(run_id)].count("kill_switch_detected") == 1
+
+
+def test_stop_naming_a_missing_run_sets_no_switch(h, root):
+    refused(h, proto.Stop(run_id="00000000-0000-4000-8000-00000000abcd", actor=USER), ErrorCode.NOT_FOUND)
+    assert not stop_file(root).exists()

@@ -139,8 +139,11 @@ def test_a_live_lease_cannot_be_replaced_and_the_refusal_names_the_holder(h):
 def test_lease_acquired_is_written_once_even_after_expiry(h):
     run_id, lease = h.leased()
     h.clock.advance(300)
+    error = refused(h, proto.Acquire(run_id=run_id, owner=OTHER), ErrorCode.LEASE_EXPIRED)
+    assert [e["type"] for e in error.details["events"]] == ["run_failed"]  # the truthful expired-run reduction
     error = refused(h, proto.Acquire(run_id=run_id, owner=OTHER), ErrorCode.RULE_VIOLATION)
     assert "written once" in error.message and "resume" in error.message
+    assert [e["type"] for e in h.events(run_id)].count("lease_acquired") == 1
 
 
 @pytest.mark.slow
@@ -173,12 +176,14 @@ def test_lease_expires_exactly_at_expires_at(h):
 def test_expired_holders_heartbeat_and_mutation_are_refused(h):
     run_id, lease = h.leased()
     h.clock.advance(301)
-    refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.LEASE_EXPIRED)
+    error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.LEASE_EXPIRED)
+    assert error.details["events"][0]["projection"]["run"]["terminal_reason"]["code"] == "lease_expired"
+    assert error.details["events"][0]["projection"]["run"]["usage"]["duration_seconds"] == 300  # up to the expiry
     refused(h, proto.IssueOpen(run_id=run_id, title="t", severity="low", blocking=False, **lease_args(lease)),
             ErrorCode.LEASE_EXPIRED)
     refused(h, proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "build"},
                             action="local_write", destination="repository", **lease_args(lease)), ErrorCode.LEASE_EXPIRED)
-    assert [e["type"] for e in h.events(run_id)][-1] == "lease_acquired"
+    assert [e["type"] for e in h.events(run_id)][-2:] == ["lease_acquired", "run_failed"]
 
 
 def test_a_stale_generation_is_fenced_out(h):

@@ -167,6 +167,9 @@ def _boundary_refusal(plan: Plan) -> LoopstateError:
             "the run's revocation marker is written; continue under a new grant",
             grant_id=data["grant_id"],
         )
+    if last == "run_failed" and reason.get("code") == "lease_expired":
+        return LoopstateError(ErrorCode.LEASE_EXPIRED, f"run {plan.state.run_id} failed: {reason.get('explanation')}; "
+                              "recover with `loopstate run resume`")
     if last in ("budget_reached", "run_failed"):
         return LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"run {plan.state.run_id} failed: {reason.get('code')}",
                               reason=reason.get("code"))
@@ -519,11 +522,8 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
             "lease cannot be replaced", holder=plan.lease["owner"], expires_at=plan.lease["expires_at"]))
     if plan.pending is not None:
         safety.reconcile_unknown(plan, owner)
-    elif status == "active":
-        if live:
-            return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is active under your live lease"))
-        plan.set_status("failed", "lease_expired", f"the lease expired at {plan.lease['expires_at']} with the run active")
-        plan.emit("run_failed", {"reason": "lease_expired"}, actor=owner)
+    elif plan.run["status"] == "active":  # the boundary already failed an active run whose lease expired
+        return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is active under your live lease"))
     status = plan.run["status"]
     first_lease_halt = status == "halted_kill_switch" and plan.lease is None
     if status not in RECOVERABLE and not first_lease_halt:
@@ -608,6 +608,8 @@ def refusal_from_events(command: Any, events: list[dict[str, Any]]) -> Loopstate
                               path=last["data"]["path"])
     if last["type"] == "authority_revoked":
         return authority.denied(f"authority grant {last['data']['grant_id']} was revoked", grant_id=last["data"]["grant_id"])
+    if last["type"] == "run_failed" and reason.get("code") == "lease_expired":
+        return LoopstateError(ErrorCode.LEASE_EXPIRED, f"run {run['run_id']} failed: {reason.get('explanation')}")
     if last["type"] in ("budget_reached", "run_failed") and str(reason.get("code", "")).startswith("budget_reached"):
         return LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"run {run['run_id']} failed: {reason.get('code')}",
                               reason=reason.get("code"))

@@ -35,9 +35,12 @@ def issue_ledger(state: RunState) -> dict[str, Any] | None:
     """The seed's issues.json record for this run."""
     if state.run is None:
         return None
+    issues = sorted(state.issues.values(), key=lambda i: (i["created_at"], i["issue_id"]))
+    changed = [i["updated_at"] for i in issues]
     return {
         "schema_version": "1.0",
         "run_id": state.run_id,
-        "issues": sorted(state.issues.values(), key=lambda i: (i["created_at"], i["issue_id"])),
-        "updated_at": state.run["updated_at"],
+        "issues": issues,
+        # the ledger's own change time (so it is rewritten only when an issue changes)
+        "updated_at": max(changed, key=parse_time) if changed else state.run["created_at"],
     }

@@ -483,7 +483,7 @@ def refuse(record: str, field: str, rule: str, message: str) -> LoopstateError:
     )
 
 
-_AT = re.compile(r" - at `(\$[^`]*)`$")
+_AT = re.compile(r" - at (?:`key` in )?`(\$[^`]*)`$")
 
 
 def _msgspec_refusal(record: str, exc: msgspec.ValidationError) -> LoopstateError:
@@ -530,11 +530,16 @@ _PATTERNS = {
 }
 
 
-def decode(record: str, cls: type[Record], data: Any) -> Any:
+def decode(record: str, cls: Any, data: Any, at: str = "$") -> Any:
+    """msgspec.convert with a refusal naming the field (under ``at``) and the rule."""
     try:
         return msgspec.convert(data, cls, strict=True)
     except msgspec.ValidationError as exc:
-        raise _msgspec_refusal(record, exc) from None
+        error = _msgspec_refusal(record, exc)
+        if at != "$":
+            field = at + error.details["field"][1:]
+            error = refuse(record, field, error.details["rule"], error.message.split(": ", 1)[1].rsplit(" (rule: ", 1)[0])
+        raise error from None
 
 
 def _check_time(record: str, field: str, value: str | None) -> None:
@@ -642,12 +647,13 @@ def check_install_receipt(r: InstallReceipt) -> None:
 
 def check_audit_event(e: AuditEvent) -> None:
     data_cls = EVENT_DATA[e.type]
-    data = decode("audit_event", data_cls, e.data)
+    data = decode("audit_event", data_cls, e.data, "$.data")
     if isinstance(data, PendingOperation):
-        decode("audit_event", COMPLETION_DATA[data.completion_event_type], data.completion_data)
+        decode("audit_event", COMPLETION_DATA[data.completion_event_type], data.completion_data, "$.data.completion_data")
     pending = e.projection.pending_operation
     if pending is not None:
-        decode("audit_event", COMPLETION_DATA[pending.completion_event_type], pending.completion_data)
+        decode("audit_event", COMPLETION_DATA[pending.completion_event_type], pending.completion_data,
+               "$.projection.pending_operation.completion_data")
     if e.projection.run.run_id != e.run_id:
         raise refuse("audit_event", "$.projection.run.run_id", "projection_matches_run", "must equal the event's run_id")
     for name, route in e.projection.run.selected_routes.items():

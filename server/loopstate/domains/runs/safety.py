@@ -1,9 +1,9 @@
 """The callback-free safety writes every run command performs before its own work.
 
 In order: the missing suffix of a budget marker sequence (from its source
-event, never replaying anything), the per-run ``authority_revoked`` marker of a
-revoked grant (written exactly once), and the lease-independent kill switch
-halt. Each is skipped while an operation is pending: nothing may interleave
+event, never replaying anything), the truthful failure of an active run whose
+lease expired, the per-run ``authority_revoked`` marker of a revoked grant
+(written exactly once), and the lease-independent kill switch halt. Each is skipped while an operation is pending: nothing may interleave
 between an intent and its completion or reconciliation.
 """
 
@@ -94,6 +94,17 @@ def kill_switch_halt(plan: Plan, kill_switch: dict[str, Any] | None, actor: dict
     return True
 
 
+def expired_run(plan: Plan, actor: dict[str, Any] | None) -> bool:
+    """The truthful reduction of an active run whose lease expired with nothing pending: failed."""
+    run = plan.run
+    if run is None or run["status"] != "active" or plan.pending is not None or not plan.lease_expired():
+        return False
+    assert plan.lease is not None
+    plan.set_status("failed", "lease_expired", f"the lease expired at {plan.lease['expires_at']} with the run active")
+    plan.emit("run_failed", {"reason": "lease_expired"}, actor=actor)
+    return True
+
+
 def boundary(plan: Plan, actor: dict[str, Any] | None, *, closing: bool = False) -> None:
     """Everything a command boundary writes before the command's own work.
 
@@ -106,5 +117,6 @@ def boundary(plan: Plan, actor: dict[str, Any] | None, *, closing: bool = False)
         if not closing:
             kill_switch_halt(plan, kill_switch, actor)
         return
+    expired_run(plan, actor)
     revocation_marker(plan, plan.ctx.extra.get("grant"), kill_switch)
     kill_switch_halt(plan, kill_switch, actor)
