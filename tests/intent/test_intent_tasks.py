@@ -154,3 +154,16 @@ def test_an_off_task_records_no_sources_candidates_or_signals(it: Intent):
         with pytest.raises(LoopstateError) as err:
             it.run(command)
         assert err.value.code == ErrorCode.RULE_VIOLATION
+
+
+@pytest.mark.parametrize("command", [
+    p.IntentTaskStart(mode="sideways"),
+    p.IntentTaskStart(actor="robot"),
+    p.IntentResultSignal(task_id="00000000-0000-4000-8000-000000000001", signal="maybe"),
+    p.IntentPurge(target="project", id="00000000-0000-4000-8000-000000000001", confirm=True),
+])
+def test_commands_built_in_python_are_checked_like_wire_input(it: Intent, command, data_dir):
+    with pytest.raises(LoopstateError) as err:
+        it.run(command)
+    assert err.value.code == ErrorCode.INVALID_PARAMS
+    assert ledger_events(data_dir) == []

@@ -189,6 +189,7 @@ class IntentEffects:
 
     def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
         self._local.pending = None
+        rules.check_command(command)
         memory = self.memory(service, project)
         state.private = memory
         self._finish_reenables(project, state, memory)

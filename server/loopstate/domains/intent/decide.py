@@ -374,4 +374,5 @@ def decide(state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any
     handler = HANDLERS.get(type(command))
     if handler is None:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the intent domain has no command {type(command).__name__}")
+    rules.check_command(command)
     return handler(state, command, ctx)

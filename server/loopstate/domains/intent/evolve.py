@@ -49,7 +49,6 @@ def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
     kind = event["event_type"]
     payload = event.get("payload") or {}
     task_id = event["task_id"]
-    state.project_ids.add(event["project_id"])
     if kind == "task_started":
         _task(state, event, payload)
         for data in payload.get("initial_claims", ()):
@@ -74,12 +73,7 @@ def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
             candidate_id=payload["candidate_id"], task_id=task_id, signal_key=payload["signal_key"],
             statement=payload["statement"], facets=list(payload["facets"]), source_ref=payload.get("source_ref") or {},
         )
-    elif kind == "source_observed":
-        state.sources_seen += 1
-    elif kind == "compaction_observed":
-        state.compactions += 1
     elif kind == "result_signal_observed":
-        state.result_signals += 1
         if payload.get("claim"):
             _claim(state, event, payload["claim"], task_id)
     elif kind == "graph_imported":

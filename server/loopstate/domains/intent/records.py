@@ -121,14 +121,10 @@ class IntentState:
 
     sequence: int = 0
     head: str | None = None
-    project_ids: set[str] = field(default_factory=set)
     tasks: dict[str, Task] = field(default_factory=dict)
     claims: dict[str, Claim] = field(default_factory=dict)
     candidates: dict[str, Candidate] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
-    sources_seen: int = 0
-    compactions: int = 0
-    result_signals: int = 0
     private: Any = None
 
     def claims_of(self, task_id: str | None) -> list[Claim]:

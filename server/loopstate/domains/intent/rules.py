@@ -289,3 +289,18 @@ def fingerprint_params(command: Any) -> Any:
         return value
 
     return clean(msgspec.to_builtins(command))
+
+
+def check_command(command: Any) -> None:
+    """Re-validate a command against its own type (Literal values, field types).
+
+    The wire decoder already does this; a command built in Python (a test, an
+    embedding program) is not checked by msgspec at construction, so the domain
+    checks it before trusting any field.
+    """
+    import msgspec
+
+    try:
+        msgspec.convert(msgspec.to_builtins(command), type(command))
+    except msgspec.ValidationError as exc:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{type(command).__struct_config__.tag}: {exc}") from None
