@@ -180,3 +180,26 @@ def test_hook_paths_see_both_the_session_and_the_task_level_control(it: Intent, 
     assert not is_private(project, task_id=durable, host_session_id="another-session")
     it.run(p.IntentModeSet(task_id=task, mode="on", host_session_id="host-session-A"))
     assert not is_private(project, task_id=task, host_session_id="host-session-A")
+
+
+def test_a_private_task_view_shows_its_memory_beside_the_durable_claims(it: Intent, data_dir):
+    task = it.start(user_claim("durable before"))
+    rule = it.add(task, "Project rule: no force pushes", scope="project")
+    it.run(p.IntentModeSet(task_id=task, mode="private", host_session_id="host-session-A"))
+    secret = it.add(task, SECRET_PLAN)
+    view = it.snapshot(task)
+    assert {c.statement for fs in view.by_facet.values() for cs in fs.values() for c in cs} == {
+        "durable before", "Project rule: no force pushes", SECRET_PLAN}
+    assert view.tasks[0].mode == "private"
+    assert it.ask(p.IntentHookContext(task_id=task)).text == ""
+    # Private claims cannot touch durable ones: the in-memory decision only sees the task's memory.
+    refused(lambda: it.replace(task, [rule], "override in private"), ErrorCode.NOT_FOUND)
+    assert secret not in json.dumps(ledger_events(data_dir))
+
+
+def test_private_memory_survives_another_process_rewriting_the_ledger(it: Intent, data_dir, root):
+    durable = it.start()
+    doomed = it.add(durable, "to be purged elsewhere")
+    task = start_private(it, "host-session-A", user_claim(SECRET_PLAN))
+    restarted(data_dir, root).run(p.IntentPurge(target="claim", id=doomed, confirm=True))
+    assert len(it.active_ids(task)) == 1  # a query alone re-reads the new file and keeps the memory

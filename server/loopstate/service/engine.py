@@ -206,5 +206,9 @@ class Service:
         with self._lock:
             folded = self.folded(project, domain, stream)
             records = folded.ledger.refresh()
+            # Optional: give a state rebuilt by a reset what lives beside the ledger (intent's private memory).
+            after_refresh = getattr(getattr(domain, "effects", None), "after_refresh", None)
+            if after_refresh is not None:
+                after_refresh(self, project, folded)
             self._notify(project, stream, records)
             return folded

@@ -187,6 +187,10 @@ class IntentEffects:
 
     # engine hooks ---------------------------------------------------------------
 
+    def after_refresh(self, service: Any, project: Project, folded: Any) -> None:
+        """Re-attach this Service's private memory to a state rebuilt after a re-chaining."""
+        folded.state.private = self.memory(service, project)
+
     def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
         self._local.pending = None
         rules.check_command(command)

@@ -76,14 +76,26 @@ class IntentDomain:
         return decide(state, command, ctx)
 
     def _task_state(self, state: IntentState, task_id: str | None, ctx: Context) -> IntentState:
-        """The state that holds ``task_id``: the ledger's, or a private task's in memory."""
+        """The state that holds ``task_id``: the ledger's, or the ledger's seen through a private task.
+
+        A private task's view shows its in-memory claims beside the durable
+        ones (its own earlier claims, the project's project-wide and long-term
+        claims); the private record of the task wins, so its mode is private.
+        """
         if task_id is None:
             return state
         private = private_tasks(state).get(task_id)
-        if private is not None:
-            return private
-        find_task(state, task_id, ctx)
-        return state
+        if private is None:
+            find_task(state, task_id, ctx)
+            return state
+        merged = IntentState(
+            sequence=state.sequence, head=state.head,
+            tasks={**state.tasks, **private.tasks},
+            claims={**state.claims, **private.claims},
+            candidates={**state.candidates, **private.candidates},
+            edges=[*state.edges, *private.edges],
+        )
+        return merged
 
     def query(self, state: IntentState, query: Any, ctx: Context) -> Any:
         now = ctx.now
