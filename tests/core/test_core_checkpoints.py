@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -33,6 +34,7 @@ def test_appends_write_a_checkpoint_that_a_new_reader_trusts(checkpointed, core_
     ledger, saved = checkpointed
     path = ledger.stream.path
     assert (saved.dev, saved.ino) == (os.stat(path).st_dev, os.stat(path).st_ino)
+    assert saved.prefix_sha256 == hashlib.sha256(path.read_bytes()[:saved.offset]).hexdigest()
     fresh = Ledger(core_project, "core", TEST_LAYOUT)
     assert len(fresh.refresh()) == 20
     assert fresh.head == ledger.head
@@ -60,6 +62,31 @@ def test_a_stream_truncated_below_its_checkpoint_is_corrupt_ledger(checkpointed,
             attempt()
         assert info.value.code is ErrorCode.CORRUPT_LEDGER
         assert "acknowledged events are gone" in info.value.reason
+
+
+def test_a_payload_byte_changed_before_the_checkpoint_is_caught_at_its_record(checkpointed, core_project):
+    """Links alone miss this (the edited line keeps its old, now wrong, hash); the prefix digest does not."""
+    ledger, saved = checkpointed
+    events, stream = read_all(core_project, "core", TEST_LAYOUT)
+    data = ledger.stream.path.read_bytes()
+    starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == ord("\n")][:-1]
+    assert saved.prefix_sha256 is not None and starts[3] < saved.line_start
+    edited = data[:starts[3]] + data[starts[3]:].replace(b'"n":3', b'"n":8', 1)
+    ledger.stream.path.write_bytes(edited)
+    with pytest.raises(ChainError) as info:
+        Ledger(core_project, "core", TEST_LAYOUT).refresh()
+    assert info.value.code is ErrorCode.CORRUPT_LEDGER
+    assert (info.value.offset, info.value.sequence) == (starts[3], 4)
+
+
+def test_a_checkpoint_without_a_prefix_digest_is_still_honoured(checkpointed, core_project):
+    ledger, saved = checkpointed
+    target = checkpoint.path_for(ledger.stream)
+    record = json.loads(target.read_bytes())
+    del record["prefix_sha256"]  # as written before the digest existed
+    target.write_text(json.dumps(record))
+    fresh = Ledger(core_project, "core", TEST_LAYOUT)
+    assert len(fresh.refresh()) == 20 and fresh.head == ledger.head
 
 
 def test_a_checkpoint_pointing_into_a_changed_line_is_corrupt_ledger(checkpointed, core_project):

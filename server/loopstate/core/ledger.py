@@ -25,7 +25,6 @@ from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.project import Project, check_stream_name
-from loopstate.core.chain import Position
 from loopstate.core.stream import ProgressFn, Record, Stream
 
 RecordFn = Callable[[Record], None]
@@ -70,7 +69,13 @@ class Ledger:
         if not self._opened:
             saved = checkpoint.load(self.stream)
             if saved is not None:
-                trusted = checkpoint.validate(self.stream, saved)
+                try:
+                    trusted = checkpoint.validate(self.stream, saved)
+                except checkpoint.PrefixChanged:
+                    # Some byte before the checkpoint changed: a full verify names the record.
+                    for _ in Stream(self.project.dir, self.name, self.stream.layout).read_new():
+                        pass
+                    raise
                 self._checkpoint_offset = trusted
             self._opened = True
         resets = self.stream.resets
@@ -154,9 +159,7 @@ class Ledger:
 
     def _forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file."""
-        self.stream.discard_staged()
-        self.stream.position = Position()
-        self.stream.identity = None
+        self.stream.forget()
         self._restart()
 
     # group commit ----------------------------------------------------------------

@@ -58,6 +58,10 @@ class Stream:
         self.resets = 0
         self._staged: list[bytes] = []
         self._staged_head: Position | None = None
+        # SHA-256 over every verified byte [0, position.offset), when this process
+        # has seen them all (or was handed a checked digest of a prefix: _adopt).
+        self.digest: Any = None
+        self._adopt: tuple[int, Any] | None = None
 
     # reading ---------------------------------------------------------------
 
@@ -73,6 +77,8 @@ class Stream:
         if self._unchanged():
             self.torn = None
             return
+        if self.position.offset == 0 and self.digest is None and self._adopt is None:
+            self.digest = hashlib.sha256()  # every byte will pass through this process
         fd = safefs.open_read(self.path, self.base)
         if fd is None:
             if self.identity is not None or self.position.offset:
@@ -84,6 +90,7 @@ class Stream:
             if self.identity is not None and identity != self.identity:
                 # Replaced by a re-chaining command (purge, recover): start over.
                 self.position = Position()
+                self.digest, self._adopt = hashlib.sha256(), None
                 self.resets += 1
             self.identity = identity
             if info.st_size < self.position.offset:
@@ -131,15 +138,21 @@ class Stream:
         sha256 = hashlib.sha256
         ok_schema: tuple[Any, Any] = (None, None)  # (type, value) of the last schema judged "ok"
         offset, sequence, prev = self.position
+        # The digest takes whole verified runs of bytes, once per chunk (and once
+        # more if the scan stops early), not one call per line.
+        digest, hashed = self.digest, offset
+        adopt_at, adopted = self._adopt or (-1, None)
         os.lseek(fd, offset, os.SEEK_SET)
-        pending = b""
+        pending = data = b""
+        base = offset  # the file offset of data[0]
         self.torn = None
         try:
             while True:
                 chunk = os.read(fd, CHUNK)
                 if not chunk:
                     break
-                lines = (pending + chunk if pending else chunk).split(b"\n")
+                data, base = (pending + chunk if pending else chunk), offset
+                lines = data.split(b"\n")
                 pending = lines.pop()
                 for line in lines:
                     end = offset + len(line) + 1
@@ -178,11 +191,19 @@ class Stream:
                     if event is None:
                         event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=verify_hash)
                     start, offset, sequence, prev = offset, end, sequence + 1, event[hash_f]
+                    if end == adopt_at and digest is None:
+                        digest, hashed, self._adopt = adopted, end, None
                     yield Record(event, start, end)
+                if digest is not None:
+                    digest.update(memoryview(data)[hashed - base:offset - base])
+                    hashed = offset
                 if progress is not None:
                     progress(offset, size)
         finally:
+            if digest is not None and offset > hashed:
+                digest.update(memoryview(data)[hashed - base:offset - base])
             self.position = Position(offset, sequence, prev)
+            self.digest = digest
         if pending:
             self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest())
 
@@ -272,8 +293,22 @@ class Stream:
                 raise
             self.identity = (info.st_dev, info.st_ino)
             self.position = head
+            if self.digest is not None:
+                self.digest.update(data)
         finally:
             os.close(fd)
+
+    def adopt_digest(self, offset: int, digest: Any) -> None:
+        """Take a checked digest of bytes [0, offset) to carry on from once a scan from 0 gets there."""
+        if self.digest is None and self.position.offset == 0:
+            self._adopt = (offset, digest)
+
+    def forget(self) -> None:
+        """Drop everything known about the file: the next read verifies it from byte 0."""
+        self.discard_staged()
+        self.position = Position()
+        self.identity = None
+        self.digest = self._adopt = None
 
     def discard_staged(self) -> None:
         self._staged = []
