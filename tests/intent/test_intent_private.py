@@ -203,3 +203,26 @@ def test_private_memory_survives_another_process_rewriting_the_ledger(it: Intent
     task = start_private(it, "host-session-A", user_claim(SECRET_PLAN))
     restarted(data_dir, root).run(p.IntentPurge(target="claim", id=doomed, confirm=True))
     assert len(it.active_ids(task)) == 1  # a query alone re-reads the new file and keeps the memory
+
+
+def test_a_malformed_or_newer_control_stops_mutations_with_a_clear_code(it: Intent, svc, root, data_dir):
+    task = start_private(it, "host-session-A")
+    (path,) = list(data_dir.glob("projects/*/private-sessions/*.json"))
+    original = path.read_bytes()
+    path.write_text("{not json")
+    refused(lambda: it.start(), ErrorCode.CORRUPT_LEDGER)
+    path.write_text(json.dumps({**json.loads(original), "schema_version": 2}))
+    refused(lambda: it.start(), ErrorCode.FUTURE_SCHEMA)
+    path.write_text(json.dumps({**json.loads(original), "statement": "smuggled"}))
+    refused(lambda: it.start(), ErrorCode.CORRUPT_LEDGER)
+    path.write_bytes(original)
+    assert it.add(task, "fine again")
+
+
+def test_orphan_control_temp_files_are_removed_under_the_lock(it: Intent, data_dir):
+    start_private(it, "host-session-A")
+    (folder,) = list(data_dir.glob("projects/*/private-sessions"))
+    orphan = folder / "abc.json.loopstate-tmp-0123456789abcdef"
+    orphan.write_text("half written")
+    it.start()
+    assert not orphan.exists() and len(list(folder.iterdir())) == 1

@@ -99,11 +99,34 @@ def control_path(project: Project, session: str) -> Path:
     return project.dir / CONTROL_DIR / f"{session}.json"
 
 
+CONTROL_FIELDS = {"schema_version", "project_id", "task_id", "host_session_hash", "mode", "updated_at"}
+
+
 def read_control(project: Project, session: str) -> dict[str, Any] | None:
-    data = safefs.read_file(control_path(project, session), project.dir) if project.exists() else None
-    if not data:
+    """A control file, checked: a malformed or newer one stops the mutation, never guessed at."""
+    path = control_path(project, session)
+    data = safefs.read_file(path, project.dir) if project.exists() else None
+    if data is None:
         return None
-    return canonical.decode(data)
+    try:
+        control = canonical.decode(data)
+    except Exception:
+        control = None
+    if isinstance(control, dict) and type(control.get("schema_version")) is int and control["schema_version"] > SCHEMA_VERSION:
+        raise LoopstateError(
+            ErrorCode.FUTURE_SCHEMA,
+            f"private-session control {path.name} has schema_version {control['schema_version']}; upgrade loopstate to use it",
+            path=str(path),
+        )
+    if not isinstance(control, dict) or set(control) != CONTROL_FIELDS or control.get("host_session_hash") != session \
+            or control.get("schema_version") != SCHEMA_VERSION or control.get("mode") != "private":
+        raise LoopstateError(
+            ErrorCode.CORRUPT_LEDGER,
+            f"private-session control {path.name} is malformed; remove it by hand (it holds no statement) "
+            "after checking which task it protected",
+            path=str(path),
+        )
+    return control
 
 
 def list_controls(project: Project) -> list[dict[str, Any]]:
@@ -196,6 +219,8 @@ class IntentEffects:
         rules.check_command(command)
         memory = self.memory(service, project)
         state.private = memory
+        for folder in (CONTROL_DIR, "quarantine"):
+            safefs.remove_orphan_temps(project.dir / folder)  # a crash mid atomic_write, under the lock
         self._finish_reenables(project, state, memory)
         extra = dict(ctx.extra)
         if isinstance(command, p.IntentPurge):
