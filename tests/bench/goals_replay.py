@@ -1,7 +1,7 @@
 """Goals replay: a cold full replay vs. a replay from a snapshot checkpoint.
 
-Prints, in one run: the reference (a streaming msgspec decode of the same
-file, no verification or folding), a full verified replay of the goal stream,
+Prints, in one run: two references (a streaming msgspec decode of the same
+file; the core's chain verification without folding), a full verified replay of the goal stream,
 and a replay that starts from the snapshot written by `goals compact` with a
 few events after it. Usage: python tests/bench/goals_replay.py [events]
 """
@@ -20,6 +20,7 @@ from loopstate_protocol import goals as g
 from loopstate.core.clock import FixedClock
 from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
+from loopstate.core.stream import Stream
 from loopstate.domains.base import Context
 from loopstate.domains.goals import DOMAIN
 from loopstate.domains.goals.domain import LAYOUT
@@ -79,8 +80,13 @@ def main() -> None:
             with open(path, "rb") as handle:
                 return sum(1 for line in handle if decoder.decode(line))
 
+        def verify_only() -> int:
+            stream = Stream(project.dir, "goals.bench", LAYOUT)
+            return sum(1 for _ in stream.read_new())
+
         print(f"goal stream of {count:,} events, {path.stat().st_size / 1e6:.1f} MB")
         timed("reference: streaming msgspec decode only", count, reference)
+        timed("reference: core chain verify, no fold", count, verify_only)
         full = timed("full replay (verify chain + fold)", count, lambda: load_state(project, "bench", use_snapshot=False))
         service = Service(data_dir=data, clock=clock, domains=[DOMAIN])
         service.execute(str(root), g.Compact(goal_id="bench"), "compact-1")

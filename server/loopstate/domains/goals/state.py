@@ -185,15 +185,19 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     state.seen[event_id] = (sequence, marks, event["recorded_at"])
     checksum = "sha256:" + event["event_hash"] if event.get("event_hash") else None
     kind = event["event_type"]
-    heads = [state.store] if kind in ev.BOOKKEEPING else [state.store, state.content]
-    for head in heads:
-        head.event_count += 1
-        head.last_event_id = event_id
-        head.last_append_sequence = sequence
-        head.source_checksum = checksum
+    _advance(state.store, event_id, sequence, checksum)
+    if kind not in ev.BOOKKEEPING:
+        _advance(state.content, event_id, sequence, checksum)
     # Text of a private_pointer event is held to the public rules; only its pointer is private.
     _APPLY[kind](state, event, event["payload"], event.get("privacy") == LOCAL_PRIVATE)
     return state
+
+
+def _advance(head: Head, event_id: str, sequence: int, checksum: str | None) -> None:
+    head.event_count += 1
+    head.last_event_id = event_id
+    head.last_append_sequence = sequence
+    head.source_checksum = checksum
 
 
 # One function per event type; decide has checked every rule before the append.
