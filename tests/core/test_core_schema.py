@@ -88,7 +88,7 @@ def test_a_migration_step_re_chains_every_event(core_project):
     layout2 = ChainLayout("sequence", "prev_hash", "event_hash", "schema_version", _v2)
     write_stream(core_project, "intent", FIXTURE.read_bytes())
     manifest = migrate_stream(core_project, "intent", layout2, target_version=2,
-                              steps={1: lambda body: {**body, "actor_kind": body["actor"]}})
+                              steps={1: (2, lambda body: {**body, "actor_kind": body["actor"]})})
     events, stream = read_all(core_project, "intent", layout2)
     assert [e["schema_version"] for e in events] == [2, 2, 2, 2]
     assert [e["actor_kind"] for e in events] == ["user", "user", "agent", "user"]
@@ -96,6 +96,16 @@ def test_a_migration_step_re_chains_every_event(core_project):
     with pytest.raises(LoopstateError) as info:  # this version's readers now refuse it
         read_all(core_project, "intent", TEST_LAYOUT)
     assert info.value.code is ErrorCode.FUTURE_SCHEMA
+
+
+def test_a_migration_with_no_path_to_the_target_is_refused_and_changes_nothing(core_project):
+    layout2 = ChainLayout("sequence", "prev_hash", "event_hash", "schema_version", _v2)
+    path = write_stream(core_project, "intent", FIXTURE.read_bytes())
+    with pytest.raises(LoopstateError) as info:
+        migrate_stream(core_project, "intent", layout2, target_version=2)
+    assert info.value.code is ErrorCode.INVALID_PARAMS and "no migration path" in info.value.message
+    assert path.read_bytes() == FIXTURE.read_bytes()
+    assert not (core_project.dir / "migrations").exists()
 
 
 def test_a_migration_refuses_a_corrupt_chain_and_changes_nothing(core_project):

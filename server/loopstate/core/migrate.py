@@ -1,8 +1,9 @@
 """Schema migration of one stream, as seed 000 prescribes for any future version.
 
 Under the stream's exclusive lock: verify the entire source chain from byte 0,
-carry every event up to the target version (one step function per version
-hop), re-seal the chain, write the new stream to a 0600 sibling temp file,
+carry every event to the target version (one step function per version hop,
+whatever the domain's version values are: 1, "1.0", "loopx_state_event_v0"),
+re-seal the chain, write the new stream to a 0600 sibling temp file,
 fsync it, atomically replace the stream, fsync the folder, and keep a
 migration manifest in ``<project>/migrations/``. The manifest names both
 files by length, SHA-256, event count and head, so anyone can check what was
@@ -26,7 +27,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 
-# steps[v] turns an event body of version v into one of version v + 1.
+# steps[v] = (w, fn): fn turns an event body of schema version v into one of version w.
 Step = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -35,8 +36,8 @@ def migrate_stream(
     name: str,
     layout: ChainLayout,
     *,
-    target_version: int,
-    steps: Mapping[int, Step] | None = None,
+    target_version: Any,
+    steps: Mapping[Any, tuple[Any, Step]] | None = None,
     clock: ClockFn = system_clock,
 ) -> dict[str, Any]:
     """Migrate stream ``name`` to ``target_version``; returns the manifest that was written."""
@@ -98,28 +99,25 @@ def migrate_stream(
         return manifest
 
 
-def _carry(body: dict[str, Any], version: Any, target: int, steps: Mapping[int, Step], layout: ChainLayout,
-           name: str, offset: int) -> dict[str, Any]:
-    if type(version) is not int or version > target:
-        raise LoopstateError(
-            ErrorCode.FUTURE_SCHEMA,
-            f"stream {name!r} holds {layout.schema_field}={version!r} at byte {offset}, which cannot be migrated "
-            f"to version {target}",
-            stream=name,
-            offset=offset,
-        )
-    while version < target:
-        step = steps.get(version)
-        if step is None:
-            raise LoopstateError(
-                ErrorCode.INVALID_PARAMS,
-                f"no migration step from {layout.schema_field} {version} to {version + 1}",
-                stream=name,
-            )
+def _carry(body: dict[str, Any], version: Any, target: Any, steps: Mapping[Any, tuple[Any, Step]],
+           layout: ChainLayout, name: str, offset: int) -> dict[str, Any]:
+    """Apply the step chain from ``version`` to ``target`` (none when they are equal)."""
+    for _ in range(len(steps) + 1):
+        if version == target and type(version) is type(target):
+            return body
+        hop = steps.get(version)
+        if hop is None:
+            break
+        version, step = hop
         body = step(dict(body))
-        version += 1
         body[layout.schema_field] = version
-    return body
+    raise LoopstateError(
+        ErrorCode.INVALID_PARAMS,
+        f"stream {name!r} holds {layout.schema_field}={version!r} at byte {offset} and there is no migration path "
+        f"from it to {target!r}",
+        stream=name,
+        offset=offset,
+    )
 
 
 def _describe(data: bytes, head: Position) -> dict[str, Any]:
