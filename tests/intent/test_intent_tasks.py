@@ -167,3 +167,9 @@ def test_commands_built_in_python_are_checked_like_wire_input(it: Intent, comman
         it.run(command)
     assert err.value.code == ErrorCode.INVALID_PARAMS
     assert ledger_events(data_dir) == []
+
+
+def test_reads_of_a_new_project_create_nothing(it: Intent, data_dir):
+    assert it.ask(p.IntentTasks()) == [] and it.snapshot().active_count == 0
+    assert it.ask(p.IntentExport())["tasks"] == []
+    assert not data_dir.exists()
