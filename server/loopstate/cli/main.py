@@ -15,6 +15,7 @@ SUBCOMMANDS = (
     "loopstate.cli.intent",
     "loopstate.cli.runs",
     "loopstate.cli.goals",
+    "loopstate.cli.demo",
 )
 
 
