@@ -236,3 +236,18 @@ def test_an_invalid_project_config_refuses_renders(h: Harness) -> None:
     with pytest.raises(LoopstateError) as refused:
         h.run(g.RenderMarkdown(goal_id="g", public=True))
     assert refused.value.code is ErrorCode.VALIDATION_FAILED and "goals.json" in refused.value.message
+
+
+def test_backfill_reads_loosely_written_hand_files(h: Harness) -> None:
+    text = ("# Notes\n\n## Active todos\n\n### Role: agent\n\n* [ ] Tidy the README\n"
+            "- [~] P1 `T7` Fix the flaky test\n\t- claimed by: claude\n"
+            "- [!] P0 Wait for the API key\n    - blocked: the vendor has not answered\n\n"
+            "## Done\n\n- [x] Set up CI\n  - done: green on main\n")
+    h.run(g.Backfill(goal_id="g", markdown=text, source_label="NOTES.md"))
+    board = h.ask(g.GetBoard(goal_id="g"))
+    todos = {t.title: t for grp in board.active for t in grp.todos}
+    assert todos["Tidy the README"].priority == "P2" and todos["Tidy the README"].status == "open"
+    assert (todos["Fix the flaky test"].todo_id, todos["Fix the flaky test"].claimed_by) == ("T7", "claude")
+    assert todos["Wait for the API key"].blocker_reason == "the vendor has not answered"
+    assert [(t.title, t.rationale) for t in board.completed] == [("Set up CI", "green on main")]
+    assert h.ask(g.BridgeMarkdown(goal_id="g", markdown=text)).clean

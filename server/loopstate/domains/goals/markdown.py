@@ -13,6 +13,9 @@ Item grammar::
     - [m] P1 `T001` Title text          m: ' ' open, '~' claimed, '!' blocked,
       - claimed by: codex                   '-' deferred, 'x' completed
       - validation: ci#12               (list fields repeat their key)
+
+Hand-written files may use '*' bullets, indent details by 2-4 spaces or a tab,
+and leave out the priority (P2) or the id (backfill assigns one).
     - [ ] `G001` user: Approve the plan (gates; m: ' ' open, '-' deferred, 'x' resolved)
 """
 
@@ -32,12 +35,15 @@ HEADER = re.compile(r"^<!-- loopstate:goals-projection (\{.*\}) -->$")
 STATUS_MARK = {"open": " ", "claimed": "~", "blocked": "!", "deferred": "-", "completed": "x"}
 MARK_STATUS = {" ": "open", "~": "claimed", "!": "blocked", "-": "deferred", "x": "completed", "X": "completed"}
 GATE_MARK = {"open": " ", "deferred": "-", "approved": "x", "rejected": "x"}
-TODO_ITEM = re.compile(r"^- \[(?P<mark>[ xX~!-])\] (?P<priority>P[0-4]) (?:`(?P<id>[^`\s]+)` )?(?P<title>\S.*)$")
-GATE_ITEM = re.compile(
-    r"^- \[(?P<mark>[ xX-])\] (?:`(?P<id>[^`\s]+)` )?(?:(?P<kind>user|owner|operator|controller): )?(?P<title>\S.*)$"
+TODO_ITEM = re.compile(
+    r"^[-*] \[(?P<mark>[ xX~!-])\] (?:(?P<priority>P[0-4]) )?(?:`(?P<id>[^`\s]+)` )?(?P<title>\S.*)$"
 )
-DETAIL = re.compile(r"^  - (?P<key>[A-Za-z][A-Za-z0-9 ._-]*?):(?: (?P<value>.*))?$")
-QUOTED = re.compile(r"^    > ?(?P<text>.*)$")
+GATE_ITEM = re.compile(
+    r"^[-*] \[(?P<mark>[ xX-])\] (?:`(?P<id>[^`\s]+)` )?(?:(?P<kind>user|owner|operator|controller): )?(?P<title>\S.*)$"
+)
+DETAIL = re.compile(r"^(?: {2,4}|\t)[-*] (?P<key>[A-Za-z][A-Za-z0-9 ._-]*?):(?: (?P<value>.*))?$")
+QUOTED = re.compile(r"^(?: {4,}|\t+)> ?(?P<text>.*)$")
+DEFAULT_PRIORITY = "P2"
 
 TODO_KEYS = {
     "order": "planner_order", "claimed by": "claimed_by", "lease until": "lease_expires_at",
@@ -289,7 +295,7 @@ def parse(text: str) -> Parsed:
                 item.details = quoted.group("text") if item.details is None else item.details + "\n" + quoted.group("text")
                 continue
             in_details = False
-        if line.startswith("- "):
+        if line.startswith(("- ", "* ")):
             item = _item(section, role, number, line)
             if item is None:
                 unparsed.append((number, line))
@@ -327,7 +333,8 @@ def _item(section: str, role: str, number: int, line: str) -> ParsedTodo | Parse
     status = MARK_STATUS[match.group("mark")]
     if section in ("completed", "archive"):
         status = "completed"
-    return ParsedTodo(line=number, title=match.group("title"), priority=match.group("priority"), status=status,
+    return ParsedTodo(line=number, title=match.group("title"), priority=match.group("priority") or DEFAULT_PRIORITY,
+                      status=status,
                       role=role, todo_id=match.group("id"), compact=section == "archive")
 
 
