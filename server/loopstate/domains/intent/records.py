@@ -127,5 +127,3 @@ class IntentState:
     edges: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
     private: Any = None
 
-    def claims_of(self, task_id: str | None) -> list[Claim]:
-        return [c for c in self.claims.values() if task_id is None or c.task_id == task_id]
