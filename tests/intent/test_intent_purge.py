@@ -66,7 +66,7 @@ def test_purging_a_claim_removes_its_content_and_id_everywhere(it: Intent, data_
     assert record["removed_events"] == 1 and record["removed_claims"] == 1 and record["target"] == "claim"
     assert set(record) == {
         "schema_version", "purged_at", "target", "removed_events", "rewritten_events", "kept_events", "removed_claims",
-        "removed_candidates", "old_head_sequence", "old_head_hash", "new_head_sequence", "new_head_hash", "request_id",
+        "removed_candidates", "old_head_sequence", "old_head_hash", "new_head_sequence", "new_head_hash", "request_digest",
     }
     # Every view agrees, in this process and in a new one that verifies the re-chained file from scratch.
     assert {c.statement for c in it.audit(task).claims} == {"Keep the API stable", "Release on Monday"}

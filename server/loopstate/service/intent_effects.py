@@ -449,7 +449,7 @@ class IntentEffects:
             raise rules.rule(
                 "a purge physically deletes data: only the user can do it, with confirm=true", field="confirm",
             )
-        if any(r.get("request_id") == ctx.request_id for r in read_purges(project)):
+        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
             self._local.pending = _Pending(command, "purge", project, replayed=True)
             return
         target_id = rules.check_uuid(command.id, "id")
@@ -504,7 +504,7 @@ class IntentEffects:
             record = {
                 "schema_version": SCHEMA_VERSION, "purged_at": format_time(service.clock()), "target": command.target,
                 **counts.summary(), "old_head_sequence": old_sequence, "old_head_hash": old_hash,
-                "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_id": request_id,
+                "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_digest": _request_digest(request_id),
             }
             log = project.dir / PURGE_LOG
             safefs.ensure_dir(log.parent, project.dir)
@@ -552,6 +552,11 @@ def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:
         rid: (fp, events) for rid, (fp, events) in task.requests.items()
         if not any(mark in canonical.encode(events) for mark in marks)
     }
+
+
+def _request_digest(request_id: str) -> str:
+    """Lets an exact retry of a purge be recognised without keeping the caller's text."""
+    return canonical.sha256_hex(("intent-purge-request-v1\0" + request_id).encode("utf-8"))
 
 
 def _reenables(command: Any) -> bool:
