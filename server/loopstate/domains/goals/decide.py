@@ -94,11 +94,12 @@ def free_id(taken, prefix: str) -> str:
     return f"{prefix}{number:03d}"
 
 
-def _auto_id(collection: dict[str, Any], prefix: str, event_id: str) -> str:
+def _auto_id(state: GoalState, collection: dict[str, Any], prefix: str, event_id: str) -> str:
     """A new readable id (T001, G001, E001), or the one an earlier append of this event id chose."""
-    for key, record in collection.items():
-        if record.added_event_id == event_id:
-            return key
+    if event_id in state.seen:
+        for key, record in collection.items():
+            if record.added_event_id == event_id:
+                return key
     return free_id(collection, prefix)
 
 
@@ -107,7 +108,7 @@ def _auto_id(collection: dict[str, Any], prefix: str, event_id: str) -> str:
 
 def _add(state, c: proto.AddTodo, at: str, eid: str) -> dict:
     return {
-        "todo_id": c.todo_id or _auto_id(state.todos, "T", eid), "title": c.title, "role": c.role,
+        "todo_id": c.todo_id or _auto_id(state, state.todos, "T", eid), "title": c.title, "role": c.role,
         "priority": c.priority, "planner_order": c.planner_order, "metadata": c.metadata,
         "details": c.details, "pointer": c.pointer,
     }
@@ -144,7 +145,7 @@ def _complete(state, c: proto.CompleteTodo, at: str, eid: str) -> dict:
 
 
 def _gate(state, c: proto.AddGate, at: str, eid: str) -> dict:
-    return {"gate_id": c.gate_id or _auto_id(state.gates, "G", eid), "gate_kind": c.gate_kind, "title": c.title,
+    return {"gate_id": c.gate_id or _auto_id(state, state.gates, "G", eid), "gate_kind": c.gate_kind, "title": c.title,
             "todo_id": c.todo_id, "run_id": c.run_id}
 
 
@@ -169,7 +170,7 @@ def _quota(state, c: proto.SpendQuota, at: str, eid: str) -> dict:
 
 
 def _evidence(state, c: proto.AttachEvidence, at: str, eid: str) -> dict:
-    return {"evidence_id": c.evidence_id or _auto_id(state.evidence, "E", eid), "target_kind": c.target_kind,
+    return {"evidence_id": c.evidence_id or _auto_id(state, state.evidence, "E", eid), "target_kind": c.target_kind,
             "target_id": c.target_id, "ref": c.ref, "summary": c.summary, "pointer": c.pointer}
 
 

@@ -2,9 +2,10 @@
 
 A local board shows everything the store holds. A public board is what may
 leave the machine (docs, fixtures, dashboards, PR packets): fields set by
-local_private or private_pointer events are replaced by omission notes,
-private bodies and pointers never appear, and every string that is shown is
-scrubbed of credentials and absolute local paths as a second line of defence.
+local_private events are replaced by omission notes, private bodies and
+pointers (of private_pointer records) never appear, and every string that is
+shown is scrubbed of credentials and absolute local paths as a second line of
+defence.
 """
 
 from __future__ import annotations
