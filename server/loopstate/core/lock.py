@@ -37,7 +37,7 @@ class StoreLock:
         self.path = path
         self.base = base
         self.timeout = timeout
-        self._file = None
+        self._fd: int | None = None
         self.token: str | None = None
 
     def exclusive(self) -> "StoreLock":
@@ -62,39 +62,42 @@ class StoreLock:
         return self
 
     def _acquire(self, fd: int, flags: portalocker.LockFlags) -> None:
-        handle = os.fdopen(fd, "r+b", buffering=0)
+        """Lock ``fd`` (which this call then owns) or close it and raise."""
         deadline = time.monotonic() + self.timeout
         pause = 0.0005
-        while True:
-            try:
-                portalocker.lock(handle, flags)
-                break
-            except portalocker.exceptions.LockException:
-                if time.monotonic() >= deadline:
-                    holder = _read_holder(handle)
-                    handle.close()
-                    raise LoopstateError(
-                        ErrorCode.LOCK_TIMEOUT,
-                        f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by {holder['describe']}; "
-                        "wait for it to finish or stop that process",
-                        lock=os.fspath(self.path),
-                        holder=holder,
-                    ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
-        self._file = handle
+        try:
+            while True:
+                try:
+                    portalocker.lock(fd, flags)
+                    break
+                except portalocker.exceptions.LockException:
+                    if time.monotonic() >= deadline:
+                        holder = _read_holder(fd)
+                        raise LoopstateError(
+                            ErrorCode.LOCK_TIMEOUT,
+                            f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by "
+                            f"{holder['describe']}; wait for it to finish or stop that process",
+                            lock=os.fspath(self.path),
+                            holder=holder,
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.02)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
     def release(self) -> None:
         """Closing the descriptor releases the lock; nothing else can fail here."""
-        if self._file is not None:
+        if self._fd is not None:
             if self.token is not None:
                 try:  # forget the owner record so a later waiter does not blame us
-                    os.pwrite(self._file.fileno(), b" " * RECORD_WIDTH, 0)
+                    os.pwrite(self._fd, b" " * RECORD_WIDTH, 0)
                 except OSError:
                     pass
                 self.token = None
-            self._file.close()
-            self._file = None
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> "StoreLock":
         return self
@@ -103,9 +106,9 @@ class StoreLock:
         self.release()
 
 
-def _read_holder(handle) -> dict:
+def _read_holder(fd: int) -> dict:
     try:
-        data = os.pread(handle.fileno(), 4096, 0).strip()
+        data = os.pread(fd, 4096, 0).strip()
         record = canonical.decode(data) if data else {}
     except Exception:
         record = {}
