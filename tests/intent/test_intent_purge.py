@@ -192,3 +192,11 @@ def test_purging_a_private_task_or_claim_clears_memory_and_control(it: Intent, d
     purge(it, "task", task)
     assert list(data_dir.glob("projects/*/private-sessions/*.json")) == []
     refused(lambda: it.snapshot(task), ErrorCode.NOT_FOUND)
+
+
+def test_purging_a_candidate_by_id(it: Intent, data_dir):
+    task = it.start()
+    event = it.run(p.IntentCandidateAdd(task_id=task, statement=DOOMED, facets=["outcome"], actor="agent")).events[0]
+    purge(it, "claim", event["payload"]["candidate_id"])
+    assert it.ask(p.IntentCandidates()) == [] and DOOMED.encode() not in store_bytes(data_dir)
+    assert purges(data_dir)[0]["removed_candidates"] == 1

@@ -173,3 +173,10 @@ def test_reads_of_a_new_project_create_nothing(it: Intent, data_dir):
     assert it.ask(p.IntentTasks()) == [] and it.snapshot().active_count == 0
     assert it.ask(p.IntentExport())["tasks"] == []
     assert not data_dir.exists()
+
+
+def test_the_default_service_serves_intent(data_dir, root):
+    from loopstate.service import Service
+
+    outcome = Service(data_dir=data_dir).execute(str(root), p.IntentTaskStart(label="default registry"), "req-default")
+    assert outcome.events[0]["event_type"] == "task_started" and outcome.head.sequence == 1
