@@ -251,3 +251,14 @@ def test_backfill_reads_loosely_written_hand_files(h: Harness) -> None:
     assert todos["Wait for the API key"].blocker_reason == "the vendor has not answered"
     assert [(t.title, t.rationale) for t in board.completed] == [("Set up CI", "green on main")]
     assert h.ask(g.BridgeMarkdown(goal_id="g", markdown=text)).clean
+
+
+def test_a_target_that_cannot_be_written_is_refused_before_the_event(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="first"))
+    (Path(h.root) / "out").write_text("a file where a folder is needed")
+    (Path(h.root) / "dir.md").mkdir()
+    for target in ("out/STATE.md", "dir.md"):
+        with pytest.raises(LoopstateError) as refused:
+            h.run(g.RenderMarkdown(goal_id="g", target=target))
+        assert refused.value.code is ErrorCode.UNSAFE_PATH
+    assert [e["event_type"] for e in h.events("g")] == ["todo_added"]

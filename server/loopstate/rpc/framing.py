@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 
 MAX_BODY = 64 << 20  # a larger frame is refused (and skipped), not buffered
-MAX_HEADER_LINE = 8 << 10
+OVERLONG = b"\0overlong"  # stands for a header line longer than the reader's limit
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,9 @@ def encode_frame(body: bytes) -> bytes:
 class FrameReader:
     """Reads frames from an asyncio StreamReader: body bytes, a BadFrame, or None at EOF."""
 
-    def __init__(self, stream: asyncio.StreamReader) -> None:
+    def __init__(self, stream: asyncio.StreamReader, line_limit: int) -> None:
         self.stream = stream
+        self.line_limit = line_limit  # the StreamReader's limit: longer lines cannot be read whole
 
     async def _line(self) -> bytes | None:
         """One header line without its ending; None at EOF. Overlong lines are cut to a marker."""
@@ -43,7 +44,7 @@ class FrameReader:
             while True:  # discard the rest of the overlong line
                 try:
                     await self.stream.readuntil(b"\n")
-                    return b"\0overlong"
+                    return OVERLONG
                 except asyncio.LimitOverrunError as more:
                     await self.stream.readexactly(more.consumed)
                 except asyncio.IncompleteReadError:
@@ -62,21 +63,24 @@ class FrameReader:
                     continue  # stray blank line between frames
                 break
             seen_header = True
-            if problem:
-                continue
+            issue = None
             name, sep, value = line.partition(b":")
-            if not sep or line == b"\0overlong":
-                problem = f"header line {line[:60]!r} is not 'Name: value'"
-                continue
-            if name.strip().lower() == b"content-length":
+            if line == OVERLONG:
+                issue = f"a header line is longer than {self.line_limit} bytes"
+            elif not sep:
+                issue = f"header line {line[:60]!r} is not 'Name: value'"
+            elif name.strip().lower() == b"content-length":
                 text = value.strip()
-                if not text.isdigit():
-                    problem = f"Content-Length {text[:40]!r} is not a number of bytes"
-                else:
+                if text.isdigit():
                     length = int(text)
+                else:
+                    issue = f"Content-Length {text[:40]!r} is not a number of bytes"
+            problem = problem or issue  # the first problem is reported; the length is kept to resync
         if problem is None and length is None:
             problem = "the header block has no Content-Length"
         if problem is not None:
+            if length is not None and length <= MAX_BODY and not await self._skip(length):
+                return None  # the length was readable: skip the body to stay in step
             return BadFrame(problem + "; frame each message as 'Content-Length: N\\r\\n\\r\\n' + N bytes of JSON")
         assert length is not None
         if length > MAX_BODY:

@@ -9,7 +9,7 @@ from loopstate.rpc.dispatch import Dispatcher
 from loopstate.rpc.framing import FrameReader
 from loopstate.rpc.server import LoopstateServer
 from loopstate.rpc.subscriptions import Hub
-from loopstate.rpc.transport import StdioWriter, open_reader
+from loopstate.rpc.transport import READ_LIMIT, StdioWriter, open_reader
 from loopstate.rpc.watch import Watcher
 from loopstate.service.engine import Service
 
@@ -31,7 +31,7 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     hub.watcher = Watcher(loop, hub.on_folder_change)
     writer.on_drain(hub.flush_all)
     try:
-        return await Dispatcher(server, writer).run(FrameReader(stream))
+        return await Dispatcher(server, writer).run(FrameReader(stream, READ_LIMIT))
     finally:
         hub.stop()
         await writer.flush(FLUSH_TIMEOUT)

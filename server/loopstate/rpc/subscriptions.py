@@ -185,21 +185,28 @@ class Hub:
 
     # service thread ------------------------------------------------------------
 
+    def _post(self, callback: Callable[..., None], *args: Any) -> None:
+        """Hand work to the event loop; after exit the loop is gone and there is no one to tell."""
+        try:
+            self.loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            pass
+
     def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
         subs = self.registry.by_stream.get((project.project_id, stream))
         if subs:
             events = [r.event for r in records]
             for sub in subs:
-                self.loop.call_soon_threadsafe(self._on_events, sub.id, events)
+                self._post(self._on_events, sub.id, events)
 
     def open(self, sub: Subscription, head: Head) -> None:
         """Register ``sub`` (service thread): events after ``head`` will be delivered."""
         self.registry.add(sub)
-        self.loop.call_soon_threadsafe(self._open_slot, sub, head.sequence)
+        self._post(self._open_slot, sub, head.sequence)
 
     def close(self, sub_id: str) -> Subscription:
         sub = self.registry.remove(sub_id)
-        self.loop.call_soon_threadsafe(self._close_slot, sub)
+        self._post(self._close_slot, sub)
         return sub
 
     def _refresh(self, key: tuple[str, str], sub: Subscription) -> None:
@@ -209,7 +216,7 @@ class Hub:
             self.service.refresh(sub.project, sub.domain, sub.stream)
         except LoopstateError as exc:
             for other in self.registry.by_stream.get(key, ()):
-                self.loop.call_soon_threadsafe(self._on_error, other.id, exc)
+                self._post(self._on_error, other.id, exc)
         except Exception:
             log.exception("refreshing %s failed", sub.stream)
 

@@ -156,10 +156,20 @@ def write_rendered(project: Project, state: GoalState, event: dict[str, Any]) ->
             f"the Markdown rebuilt after event {event['event_id']} does not match its checksum; nothing was written",
             event_id=event["event_id"],
         )
-    path = target_path(project.root, event["payload"]["target"])
-    if path.parent != Path(project.root):
-        safefs.ensure_dir(path.parent, Path(project.root))
-    safefs.atomic_write(path, Path(project.root), text.encode("utf-8"))
+    target = event["payload"]["target"]
+    try:
+        path = target_path(project.root, target)
+        if path.parent != Path(project.root):
+            safefs.ensure_dir(path.parent, Path(project.root))
+        safefs.atomic_write(path, Path(project.root), text.encode("utf-8"))
+    except (OSError, LoopstateError) as exc:
+        code = exc.code if isinstance(exc, LoopstateError) else ErrorCode.STORE_IO_ERROR
+        reason = exc.message if isinstance(exc, LoopstateError) else str(exc)
+        raise LoopstateError(
+            code, f"projection_rendered was recorded at append_sequence {event['append_sequence']}, but writing "
+            f"{target} failed: {reason}; fix that and run `loopstate goals render` again",
+            target=target, append_sequence=event["append_sequence"],
+        ) from None
 
 
 # Snapshots ------------------------------------------------------------------------------------------------

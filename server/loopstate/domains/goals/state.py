@@ -214,7 +214,7 @@ def _todo_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
         source=f"{source}#L{refs['source_line']}" if source and refs.get("source_line") else source,
     )
     if private:
-        todo.private_fields = sorted(n for n in ("title", "metadata", "details", "pointer") if getattr(todo, n))
+        todo.private_fields = sorted(n for n in ("title", "metadata", "details", "pointer", "source") if getattr(todo, n))
     state.todos[todo.todo_id] = todo
 
 

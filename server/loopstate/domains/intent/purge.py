@@ -3,7 +3,9 @@
 Purging one claim removes every event that only carries it and strips its id
 from the events that mention it (initial claims, supersession lists, imported
 graphs, result signals, promotion records). Purging a task removes every event
-of the task and its claims' ids wherever other tasks mention them. Claims that
+of the task and its claims' ids wherever other tasks mention them; what the
+task's events did to other tasks' claims (supersede, invalidate) stays, as
+invalidations under those claims' own tasks. Claims that
 a purged claim had superseded are not revived: their supersession becomes an
 invalidation whose reason says the superseding claim was purged.
 A rewritten event's request fingerprint is replaced by a purge marker (the old
@@ -24,6 +26,7 @@ from loopstate.core.ids import derived_uuid
 
 CHAIN_FIELDS = ("sequence", "prev_hash", "event_hash")
 PURGED_SUPERSEDER = "the superseding claim was purged"
+PURGED_TASK = "invalidated from a purged task"
 
 
 @dataclass
@@ -69,14 +72,15 @@ def purge_events(events: list[dict[str, Any]], target: str, target_id: str) -> t
     else:
         claims, candidates = {target_id}, {target_id}
     gone = claims | candidates
+    owners = _claim_owners(events)
     counts = PurgeCounts(removed_ids=set(gone) | ({target_id} if target == "task" else set()))
     kept: list[dict[str, Any]] = []
     for original in events:
         event = {k: v for k, v in original.items() if k not in CHAIN_FIELDS}
         if target == "task" and event["task_id"] == target_id and event["event_type"] != "graph_imported":
-            counts.removed_events += 1
-            continue
-        rewritten = _rewrite(copy.deepcopy(event), gone, target, target_id, counts)
+            rewritten = []
+        else:
+            rewritten = _rewrite(copy.deepcopy(event), gone, target, target_id, counts)
         if not rewritten:
             counts.removed_events += 1
             continue
@@ -136,13 +140,46 @@ def _rewrite(event: dict[str, Any], gone: set[str], target: str, target_id: str,
     return [event]
 
 
-def _invalidation(event: dict[str, Any], old: str) -> dict[str, Any]:
+def _invalidation(event: dict[str, Any], old: str, *, task_id: str | None = None, reason: str = PURGED_SUPERSEDER) -> dict[str, Any]:
     return {
         **{k: v for k, v in event.items() if k != "payload"},
         "event_id": derived_uuid("intent-purge:" + event["event_id"], old),
         "event_type": "claim_invalidated",
-        "payload": {"claim_id": old, "reason": PURGED_SUPERSEDER},
+        "task_id": task_id or event["task_id"],
+        "payload": {"claim_id": old, "reason": reason},
     }
+
+
+def _claim_owners(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Which task each claim belongs to."""
+    owners: dict[str, str] = {}
+    for event in events:
+        payload = event.get("payload") or {}
+        for claim in payload.get("initial_claims", ()):
+            owners[claim["claim_id"]] = event["task_id"]
+        if isinstance(payload.get("claim"), dict):
+            owners[payload["claim"]["claim_id"]] = event["task_id"]
+        if event["event_type"] == "graph_imported":
+            for claim in payload.get("claims", ()):
+                owners[claim["claim_id"]] = claim["task_id"]
+    return owners
+
+
+def _carried_lifecycle(event: dict[str, Any], gone: set[str], owners: dict[str, str]) -> list[dict[str, Any]]:
+    """What a purged task's event did to other tasks' claims, kept as plain invalidations.
+
+    A purged task may have superseded or invalidated another task's claim;
+    dropping that event would revive the claim, so it becomes an invalidation
+    recorded under the claim's own task, with a fixed reason (the original
+    reason is the purged task's text).
+    """
+    payload = event["payload"]
+    if event["event_type"] == "claim_replaced":
+        olds = [o for o in payload.get("superseded", payload["claim"].get("supersedes", [])) if o not in gone]
+        return [_invalidation(event, old, task_id=owners.get(old)) for old in olds]
+    if event["event_type"] == "claim_invalidated" and payload["claim_id"] not in gone:
+        return [_invalidation(event, payload["claim_id"], task_id=owners.get(payload["claim_id"]), reason=PURGED_TASK)]
+    return []
 
 
 def _rewrite_import(event: dict[str, Any], gone: set[str], target: str, target_id: str, counts: PurgeCounts) -> list[dict[str, Any]]:
