@@ -87,6 +87,10 @@ def check_store_against_schemas(harness: Harness) -> None:
 
     project = harness.service.project(harness.root)
     for stream in project.stream_names():
+        if stream.startswith("grants."):
+            for line in (project.dir / "streams" / f"{stream}.jsonl").read_bytes().splitlines():
+                errors = schema_errors("grant", canonical.decode(line)["grant"])
+                assert not errors, (stream, errors)
         if not stream.startswith("runs."):
             continue
         for event in harness.events(stream[len("runs."):]):
