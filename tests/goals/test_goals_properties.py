@@ -90,3 +90,30 @@ def test_any_accepted_history_replays_renders_and_bridges_consistently(sequence_
     # id) against the final state is a no-op, even where the rules would now refuse it.
     for command, ctx in accepted:
         assert DOMAIN.decide(state, command, ctx) == []
+
+
+markdown_lines = st.one_of(
+    st.sampled_from(["## Todos", "## Gates", "## Completed", "## Archive candidates", "### agent", "### Role: user",
+                     "- [ ] P1 `T001` A todo", "- [x] `G001` user: a gate", "  - decision: reject",
+                     "  - order: x", "  - gate: G009", "  - todo: T404", "    > quoted", "  - details:",
+                     "- [~] P0 claimed", "  - lease until: soon", "* [!] blocked", "\t- until: 2026-01-01T00:00:00Z",
+                     "<!-- loopstate:goals-projection {\"goal_id\": \"p\"} -->", "# Active goal state: p", ""]),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(markdown_lines, max_size=30))
+def test_any_markdown_parses_bridges_and_backfills_or_is_refused_cleanly(lines) -> None:
+    text = "\n".join(lines)
+    state = DOMAIN.initial("goals.p")
+    board = build_board(state, generated_at="2026-03-02T12:00:00Z", public=False)
+    bridge(board, parse(text), 0)
+    ctx = Context(now=NOW, new_id=lambda: "", project_id="", project_root="", request_id="r")
+    DOMAIN.query(state, g.CheckMarkdown(goal_id="p", markdown=text), ctx)
+    try:
+        events = DOMAIN.decide(state, g.Backfill(goal_id="p", markdown=text), ctx)
+    except LoopstateError:
+        return
+    for number, event in enumerate(events, start=1):
+        state = DOMAIN.evolve(state, _seal(event, number))
