@@ -200,3 +200,19 @@ def test_purging_a_candidate_by_id(it: Intent, data_dir):
     purge(it, "claim", event["payload"]["candidate_id"])
     assert it.ask(p.IntentCandidates()) == [] and DOOMED.encode() not in store_bytes(data_dir)
     assert purges(data_dir)[0]["removed_candidates"] == 1
+
+
+def test_purging_a_task_keeps_what_it_did_to_other_tasks_claims(it: Intent, data_dir):
+    first = it.start()
+    rule = it.add(first, "Use black", scope="project")
+    dropped = it.add(first, "Support Python 3.8")
+    second = it.start()
+    it.replace(second, [rule], DOOMED, scope="project")
+    it.run(p.IntentClaimInvalidate(task_id=second, claim_id=dropped, reason=DOOMED))
+    purge(it, "task", second)
+    states = {c.claim_id: (c.state, c.invalidation_reason, c.task_id) for c in it.audit().claims}
+    assert states == {
+        rule: ("invalidated", "the superseding claim was purged", first),
+        dropped: ("invalidated", "invalidated from a purged task", first),
+    }
+    assert DOOMED.encode() not in store_bytes(data_dir) and second.encode() not in store_bytes(data_dir)

@@ -44,10 +44,13 @@ def test_a_new_process_folds_the_same_views_from_the_ledger(it: Intent, data_dir
         assert encoded(other.ask(query)) == encoded(it.ask(query)), type(query).__name__
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["add", "replace", "invalidate", "task"]), st.integers(0, 50)), min_size=1, max_size=14)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["add", "replace", "invalidate", "task"]), st.integers(0, 50), st.integers(0, 50)),
+    min_size=1, max_size=14,
+)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, victim=st.integers(0, 50), whole_task=st.booleans())
 def test_purge_leaves_a_chain_that_verifies_and_views_without_the_victim(tmp_path_factory, ops, victim, whole_task):
     base = tmp_path_factory.mktemp("purge")
@@ -58,19 +61,20 @@ def test_purge_leaves_a_chain_that_verifies_and_views_without_the_victim(tmp_pat
                         domains=[DOMAIN]), root)
     tasks = [it.start()]
     live: list[tuple[str, str]] = []  # (task, claim)
-    for n, (op, pick) in enumerate(ops):
+    for n, (op, pick, acting) in enumerate(ops):
         if op == "task":
             tasks.append(it.start(user_claim(f"initial {n}")))
             live.extend((tasks[-1], c.claim_id) for c in it.audit(tasks[-1]).claims)
         elif op == "add" or not live:
             task = tasks[pick % len(tasks)]
             live.append((task, it.add(task, f"claim {n}")))
-        elif op == "replace":
-            task, old = live.pop(pick % len(live))
+        elif op == "replace":  # possibly from another task: a later task overriding a rule
+            _, old = live.pop(pick % len(live))
+            task = tasks[acting % len(tasks)]
             live.append((task, it.replace(task, [old], f"replacement {n}")))
         else:
-            task, old = live.pop(pick % len(live))
-            it.run(p.IntentClaimInvalidate(task_id=task, claim_id=old))
+            _, old = live.pop(pick % len(live))
+            it.run(p.IntentClaimInvalidate(task_id=tasks[acting % len(tasks)], claim_id=old))
     everything = it.audit().claims
     if whole_task:
         target = tasks[victim % len(tasks)]

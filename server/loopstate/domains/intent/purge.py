@@ -78,7 +78,7 @@ def purge_events(events: list[dict[str, Any]], target: str, target_id: str) -> t
     for original in events:
         event = {k: v for k, v in original.items() if k not in CHAIN_FIELDS}
         if target == "task" and event["task_id"] == target_id and event["event_type"] != "graph_imported":
-            rewritten = []
+            rewritten = _carried_lifecycle(event, gone, owners)
         else:
             rewritten = _rewrite(copy.deepcopy(event), gone, target, target_id, counts)
         if not rewritten:
