@@ -63,7 +63,7 @@ def _todo(state: GoalState, todo_id: str) -> Todo:
     return todo
 
 
-def _open(state: GoalState, todo_id: str, verb: str) -> Todo:
+def _open_todo(state: GoalState, todo_id: str, verb: str) -> Todo:
     todo = _todo(state, todo_id)
     if todo.status == "completed":
         raise LoopstateError(
@@ -189,7 +189,7 @@ def _rules_add(state: GoalState, p: dict, ctx: Context) -> None:
 
 
 def _rules_claim(state: GoalState, p: dict, ctx: Context) -> None:
-    todo = _open(state, p["todo_id"], "claimed")
+    todo = _open_todo(state, p["todo_id"], "claimed")
     if todo.status == "blocked":
         _gates_resolved(state, todo, "claimed")
     holder, until = todo.claimed_by, todo.lease_expires_at
@@ -203,11 +203,11 @@ def _rules_claim(state: GoalState, p: dict, ctx: Context) -> None:
 
 
 def _rules_update(state: GoalState, p: dict, ctx: Context) -> None:
-    _open(state, p["todo_id"], "updated")
+    _open_todo(state, p["todo_id"], "updated")
 
 
 def _rules_block(state: GoalState, p: dict, ctx: Context) -> None:
-    _open(state, p["todo_id"], "blocked")
+    _open_todo(state, p["todo_id"], "blocked")
     missing = [g for g in p.get("gate_ids", []) if g not in state.gates]
     if missing:
         raise LoopstateError(
@@ -217,11 +217,11 @@ def _rules_block(state: GoalState, p: dict, ctx: Context) -> None:
 
 
 def _rules_defer(state: GoalState, p: dict, ctx: Context) -> None:
-    _open(state, p["todo_id"], "deferred")
+    _open_todo(state, p["todo_id"], "deferred")
 
 
 def _rules_complete(state: GoalState, p: dict, ctx: Context) -> None:
-    _gates_resolved(state, _open(state, p["todo_id"], "completed"), "completed")
+    _gates_resolved(state, _open_todo(state, p["todo_id"], "completed"), "completed")
 
 
 def _rules_gate(state: GoalState, p: dict, ctx: Context) -> None:
@@ -232,7 +232,7 @@ def _rules_gate(state: GoalState, p: dict, ctx: Context) -> None:
             gate_id=p["gate_id"],
         )
     if p.get("todo_id") is not None:
-        _open(state, p["todo_id"], "gated")
+        _open_todo(state, p["todo_id"], "gated")
 
 
 def _rules_resolve(state: GoalState, p: dict, ctx: Context) -> None:
