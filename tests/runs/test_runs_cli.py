@@ -111,3 +111,18 @@ def test_cli_revoke_and_cancel(root, data_dir, capsys):
     assert "AUTHORITY_DENIED" in capsys.readouterr().err
     _out(capsys, ["run", "stop", *r, run_id, "--cancel", "--reason", "no longer needed"])
     assert json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]["status"] == "cancelled"
+
+
+def test_cli_create_takes_mode_and_budgets_from_the_project_config(root, data_dir, capsys):
+    config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
+    config["default_mode"] = "loop"
+    config["budgets"]["max_mutations"] = 9
+    (root / ".loopstate").mkdir()
+    (root / ".loopstate" / "config.json").write_text(json.dumps(config))
+    r = ["--root", str(root)]
+    grant = _out(capsys, ["run", "authority", "grant", *r, "--level", "bounded", "--by", "me", "--asset", "app",
+                          "--action", "local_write", "--destination", "repository", "--risk", "r", "--confirm", "C",
+                          "--expires", "2099-01-01T00:00:00Z"])
+    run_id = _out(capsys, ["run", "create", *r, "--grant", grant, "--objective", "o", "--done-gate", "g", "--asset", "app"])
+    run = json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]
+    assert run["mode"] == "loop" and run["budgets"]["max_mutations"] == 9

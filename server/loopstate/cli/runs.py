@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--asset-root", default=".", help="asset root, relative to the project (default .)")
     p.add_argument("--track", choices=("code", "noncode"), default="code")
     p.add_argument("--boundary", action="append", help="a declared boundary (repeatable; default: repository-local files)")
-    p.add_argument("--mode", choices=("loop", "auto"), default="auto")
+    p.add_argument("--mode", choices=("loop", "auto"), default=None, help="default: the project config's default_mode")
     p.add_argument("--budgets", help="frozen budgets as JSON (default: the project config's)")
 
     p = _verb(verbs, "status", "show a run's projection, lease, pending operation and issues", cmd_status, mutation=False)
@@ -183,12 +183,15 @@ def _read_json(path: str) -> Any:
 def cmd_create(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Create
 
+    from loopstate.service.runs_effects import load_config
+
     run_id = str(uuid.uuid4())
+    mode = args.mode or load_config(project_root(args))["default_mode"]
     command = Create(
         run_id=run_id, objective=args.objective, done_gate=args.done_gate, authority_grant_id=args.grant,
         asset={"name": args.asset, "root": args.asset_root, "track": args.track,
                "boundaries": args.boundary or ["repository-local files"]},
-        actor=_actor(args), mode=args.mode, budgets=json.loads(args.budgets) if args.budgets else None,
+        actor=_actor(args), mode=mode, budgets=json.loads(args.budgets) if args.budgets else None,
     )
     outcome = _execute(args, command)
     if args.json:
