@@ -7,7 +7,8 @@
    both alike), and the seed-000 whole-file rewrite at 1k and 100k events.
 2. Cold open + verify + fold of 100k and 1M events in a fresh process: wall
    time after imports, events/s and peak RSS (VmHWM), with a full re-hash
-   and from a checkpoint, beside a plain streaming msgspec decode loop.
+   and from a checkpoint, beside a plain streaming msgspec decode loop; and
+   from a checkpoint with the request index a mutating service keeps.
 3. Group commit: 8 threads appending through Ledger.submit against the same
    appends one at a time.
 
@@ -101,16 +102,17 @@ def append_vs_raw(base: Path, n: int, rounds: int, per_round: int) -> dict[str, 
     opened = time.perf_counter() - t
     raw_path = project.dir / "raw.jsonl"
     raw_fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    ours, raw, k = [], [], 0
+    ours, raw, k, cpu = [], [], 0, 0.0
     sample = None
     try:
         for _ in range(rounds):
             for _ in range(per_round):
                 k += 1
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 with ledger.mutation() as tx:
                     (sample,) = tx.append([body(n + k)], request_id=f"bench-{k}", fp="f" * 64)
                 ours.append(time.perf_counter() - t)
+                cpu += time.process_time() - c
             line = b"x" * (sample.end - sample.start - 1) + b"\n"
             for _ in range(per_round):
                 t = time.perf_counter()
@@ -123,7 +125,7 @@ def append_vs_raw(base: Path, n: int, rounds: int, per_round: int) -> dict[str, 
         "events": n, "file_mb": size / 1e6, "line_bytes": line_size, "open_s": opened,
         "ours_p50": statistics.median(ours), "ours_p99": sorted(ours)[int(len(ours) * 0.99) - 1],
         "raw_p50": statistics.median(raw), "raw_p99": sorted(raw)[int(len(raw) * 0.99) - 1],
-        "ratio": statistics.median(ours) / statistics.median(raw),
+        "ratio": statistics.median(ours) / statistics.median(raw), "cpu": cpu / len(ours),
     }
 
 
@@ -180,7 +182,7 @@ def peak_rss_mb() -> float:
 def cold_child(mode: str, root: str, data_dir: str) -> None:
     """Runs in a fresh interpreter: open, verify, fold; prints one JSON line."""
     rss_imports = peak_rss_mb()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     if mode == "msgspec":
         import msgspec
 
@@ -203,11 +205,12 @@ def cold_child(mode: str, root: str, data_dir: str) -> None:
             counts[event["event_type"]] = counts.get(event["event_type"], 0) + 1
             last[0] = event["occurred_at"]
 
-        ledger = Ledger(Project(root, data_dir=Path(data_dir)), "core", LAYOUT, on_record=fold, keep_requests=False)
+        ledger = Ledger(Project(root, data_dir=Path(data_dir)), "core", LAYOUT, on_record=fold,
+                        keep_requests=mode == "checkpointed+requests")
         ledger.refresh(collect=False)
         count = ledger.head[0]
-    elapsed = time.perf_counter() - t
-    print(json.dumps({"mode": mode, "events": count, "seconds": elapsed,
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
+    print(json.dumps({"mode": mode, "events": count, "seconds": elapsed, "cpu_seconds": cpu,
                       "rss_mb": peak_rss_mb(), "rss_after_imports_mb": rss_imports}))
 
 
@@ -215,7 +218,7 @@ def cold_open(base: Path, n: int) -> list[dict[str, Any]]:
     project = new_project(base, f"cold-{n}")
     build(project, n)
     results = []
-    for mode in ("msgspec", "full", "checkpointed"):
+    for mode in ("msgspec", "full", "checkpointed", "checkpointed+requests"):
         if mode == "checkpointed":
             ledger = Ledger(project, "core", LAYOUT, keep_requests=False)
             last_start = [0]
@@ -285,14 +288,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="loopstate-bench-") as tmp:
         base = Path(tmp)
         print(f"# loopstate core benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs, dir {base})")
+        print(f"load average at start: {os.getloadavg()[0]:.2f}")
         print()
         print("## Durable append (p50 per append; 6 interleaved rounds of 50 each)")
-        print("| events in stream | file | line | ours p50 | ours p99 | raw write+fsync p50 | raw p99 | ours / raw | first open |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| events in stream | file | line | ours p50 | ours p99 | raw write+fsync p50 | raw p99 | ours / raw "
+              "| our CPU per append | first open |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in sizes:
             r = append_vs_raw(base, n, rounds=6, per_round=50)
             print(f"| {n:,} | {r['file_mb']:.1f} MB | {r['line_bytes']} B | {fmt_us(r['ours_p50'])} | {fmt_us(r['ours_p99'])} "
-                  f"| {fmt_us(r['raw_p50'])} | {fmt_us(r['raw_p99'])} | {r['ratio']:.2f}x | {r['open_s']:.2f} s |", flush=True)
+                  f"| {fmt_us(r['raw_p50'])} | {fmt_us(r['raw_p99'])} | {r['ratio']:.2f}x | {fmt_us(r['cpu'])} "
+                  f"| {r['open_s']:.2f} s |", flush=True)
         print()
         print("## Seed 000's whole-file rewrite per mutation (temp + fsync + replace + folder fsync)")
         print("| events in stream | rewrite p50 | written per mutation |")
@@ -302,11 +308,12 @@ def main() -> None:
             print(f"| {n:,} | {fmt_us(r['p50'])} | {r['mb_written']:.1f} MB |", flush=True)
         print()
         print("## Cold open + verify + fold in a fresh process (page cache warm)")
-        print("| events | mode | seconds | events/s | peak RSS | RSS after imports |")
-        print("|---:|---|---:|---:|---:|---:|")
+        print("| events | mode | seconds | events/s | CPU seconds | events per CPU second | peak RSS | RSS after imports |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
         for n in cold_sizes:
             for r in cold_open(base, n):
                 print(f"| {n:,} | {r['mode']} | {r['seconds']:.2f} | {r['events'] / r['seconds']:,.0f} "
+                      f"| {r['cpu_seconds']:.2f} | {r['events'] / r['cpu_seconds']:,.0f} "
                       f"| {r['rss_mb']:.1f} MB | {r['rss_after_imports_mb']:.1f} MB |", flush=True)
         print()
         print("## Group commit: 8 threads x 100 appends through Ledger.submit vs the same appends one at a time")
@@ -315,6 +322,8 @@ def main() -> None:
         print("|---:|---:|---:|---:|")
         print(f"| {r['solo_rate']:,.0f} events/s | {r['group_rate']:,.0f} events/s | {r['ratio']:.1f}x "
               f"| {r['groups']} for {r['appends']} |")
+        print()
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
