@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -66,15 +67,19 @@ def _queue_behind_a_blocked_leader(ledger: Ledger, works: list) -> tuple[list, l
         release.wait(30)
         return id(tx)
 
+    def wait_until(condition) -> None:  # a bound, not a timing assertion: fail rather than hang
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline, "the group never formed"
+            time.sleep(0.001)
+
     threads = [threading.Thread(target=run, args=(0, leader_work))]
     threads[0].start()
-    while not ledger._leading:
-        threading.Event().wait(0.001)
+    wait_until(lambda: ledger._leading)
     for index, work in enumerate(works, start=1):
         threads.append(threading.Thread(target=run, args=(index, work)))
         threads[-1].start()
-    while len(ledger._queue) < len(works):  # every follower is waiting behind the leader
-        threading.Event().wait(0.001)
+    wait_until(lambda: len(ledger._queue) == len(works))  # every follower waits behind the leader
     release.set()
     for t in threads:
         t.join(30)
