@@ -143,10 +143,16 @@ class LoopstateClient:
 
     # framing ----------------------------------------------------------------------
 
-    def send_frame(self, body: bytes, *, header: bytes | None = None) -> None:
-        """Write one frame (``header`` overrides the Content-Length header block)."""
+    def send_frame(self, body: bytes, *, header: bytes | None = None, expect_id: Any = None) -> None:
+        """Write one frame as given (``header`` overrides the Content-Length header block).
+
+        ``expect_id``: the body is a request with this id, so ``response`` may wait for it.
+        """
         if self._out is None:
             raise ServerGone("not connected")
+        if expect_id is not None:
+            with self._cond:
+                self._sent_ids.add(expect_id)
         if self.trace is not None:
             self.trace("send", body)
         frame = (header if header is not None else b"Content-Length: %d\r\n\r\n" % len(body)) + body

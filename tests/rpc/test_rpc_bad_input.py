@@ -48,6 +48,7 @@ def test_malformed_json_gets_a_parse_error_with_id_null(client: LoopstateClient,
     (b"Content-Type: application/json\r\n\r\n", "no Content-Length"),
     (b"Content-Length: ten\r\n\r\n", "not a number"),
     (b"this is not a header\r\n\r\n", "not 'Name: value'"),
+    (b"X-Long: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\n{}", "longer than"),
 ])
 def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(client: LoopstateClient, root: Path,
                                                                        header: bytes, fragment: str) -> None:
@@ -61,8 +62,7 @@ def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(client: 
 def test_header_names_are_case_insensitive(client: LoopstateClient, root: Path) -> None:
     body = frame({"jsonrpc": "2.0", "id": "lower", "method": methods.QUERY,
                   "params": {"root": str(root), "query": {"kind": "intent.tasks"}}})
-    client._sent_ids.add("lower")
-    client.send_frame(body, header=b"content-length: %d\r\ncontent-type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(body))
+    client.send_frame(body, expect_id="lower", header=b"content-length: %d\r\ncontent-type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(body))
     assert client.wait("lower") == []
 
 
@@ -80,11 +80,10 @@ def test_header_names_are_case_insensitive(client: LoopstateClient, root: Path) 
 ])
 def test_invalid_envelopes_are_answered_with_invalid_request(client: LoopstateClient, root: Path, message, answered_id,
                                                               code: str, fragment: str) -> None:
-    client.send_frame(frame(message))
+    client.send_frame(frame(message), expect_id=answered_id)
     if answered_id is None:
         error = null_id_error(client)
     else:
-        client._sent_ids.add(answered_id)
         response = client.response(answered_id)
         error = response["error"]
     assert error["data"]["code"] == code and error["code"] == -32600
