@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -13,7 +15,20 @@ from loopstate.core.chain import Position, seal
 from loopstate.core.project import Project
 from loopstate.domains.intent import LAYOUT as INTENT_LAYOUT
 
-from rpckit import claim_add, frame, task_start
+from rpckit import SERVE, claim_add, frame, task_start
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopstateClient, Path]]:
+    """One server for the stateless refusals: each must leave it serving the next."""
+    base = tmp_path_factory.mktemp("bad-input")
+    (base / "workspace").mkdir()
+    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(base / "data"))
+    with open(base / "serve.log", "wb") as log:
+        client = LoopstateClient(SERVE, env=env, stderr=log).start()
+    client.initialize()
+    yield client, base / "workspace"
+    assert client.close() == 0
 
 
 def still_serving(client: LoopstateClient, root: Path) -> None:
@@ -36,7 +51,8 @@ def null_id_error(client: LoopstateClient) -> dict:
     (b"\xff\xfe", "not valid JSON"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "loopstate/query"', "not valid JSON"),
 ])
-def test_malformed_json_gets_a_parse_error_with_id_null(client: LoopstateClient, root: Path, body: bytes, fragment: str) -> None:
+def test_malformed_json_gets_a_parse_error_with_id_null(shared, body: bytes, fragment: str) -> None:
+    client, root = shared
     client.send_frame(body)
     error = null_id_error(client)
     assert error["code"] == -32700 and error["data"]["code"] == "PARSE_ERROR"
@@ -50,8 +66,8 @@ def test_malformed_json_gets_a_parse_error_with_id_null(client: LoopstateClient,
     (b"this is not a header\r\n\r\n", "not 'Name: value'"),
     (b"X-Long: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\n{}", "longer than"),
 ])
-def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(client: LoopstateClient, root: Path,
-                                                                       header: bytes, fragment: str) -> None:
+def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(shared, header: bytes, fragment: str) -> None:
+    client, root = shared
     client.send_frame(b"", header=header)
     error = null_id_error(client)
     assert error["data"]["code"] == "PARSE_ERROR"
@@ -59,7 +75,8 @@ def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(client: 
     still_serving(client, root)
 
 
-def test_header_names_are_case_insensitive(client: LoopstateClient, root: Path) -> None:
+def test_header_names_are_case_insensitive(shared) -> None:
+    client, root = shared
     body = frame({"jsonrpc": "2.0", "id": "lower", "method": methods.QUERY,
                   "params": {"root": str(root), "query": {"kind": "intent.tasks"}}})
     client.send_frame(body, expect_id="lower", header=b"content-length: %d\r\ncontent-type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(body))
@@ -78,8 +95,9 @@ def test_header_names_are_case_insensitive(client: LoopstateClient, root: Path) 
     (42, None, "INVALID_REQUEST", "must be a JSON object"),
     ({"jsonrpc": "2.0", "method": 5}, None, "INVALID_REQUEST", "method must be a string"),
 ])
-def test_invalid_envelopes_are_answered_with_invalid_request(client: LoopstateClient, root: Path, message, answered_id,
+def test_invalid_envelopes_are_answered_with_invalid_request(shared, message, answered_id,
                                                               code: str, fragment: str) -> None:
+    client, root = shared
     client.send_frame(frame(message), expect_id=answered_id)
     if answered_id is None:
         error = null_id_error(client)
@@ -92,7 +110,8 @@ def test_invalid_envelopes_are_answered_with_invalid_request(client: LoopstateCl
 
 
 @pytest.mark.parametrize("method", ["loopstate/nope", "textDocument/hover", "workspace/executeCommand", "$/unknown"])
-def test_unknown_methods_get_method_not_found_naming_the_served_methods(client: LoopstateClient, root: Path, method: str) -> None:
+def test_unknown_methods_get_method_not_found_naming_the_served_methods(shared, method: str) -> None:
+    client, root = shared
     with pytest.raises(RpcError) as refused:
         client.request(method, {"textDocument": {"uri": "file:///x"}})
     assert refused.value.code == "METHOD_NOT_FOUND" and refused.value.number == -32601
@@ -111,7 +130,8 @@ def test_unknown_methods_get_method_not_found_naming_the_served_methods(client: 
     (methods.SUBSCRIBE, {"root": "/x", "topic": "intent/snapshot", "deliver": "fax"}, "`$.deliver`"),
     (methods.UNSUBSCRIBE, [], "Expected `object`, got `array`"),
 ])
-def test_params_that_do_not_decode_get_msgspecs_message(client: LoopstateClient, root: Path, method, params, fragment) -> None:
+def test_params_that_do_not_decode_get_msgspecs_message(shared, method, params, fragment) -> None:
+    client, root = shared
     with pytest.raises(RpcError) as refused:
         client.request(method, params)
     assert refused.value.code == "INVALID_PARAMS" and refused.value.number == -32602
@@ -147,7 +167,8 @@ def test_a_reused_request_id_is_refused_and_an_exact_retry_replays(client: Loops
     assert stream_bytes(data_dir, root) == before
 
 
-def test_a_bad_project_root_is_refused_with_invalid_root(client: LoopstateClient, root: Path) -> None:
+def test_a_bad_project_root_is_refused_with_invalid_root(shared) -> None:
+    client, root = shared
     for bad in ("relative/path", str(root / "missing"), "/tmp/\0nul"):
         with pytest.raises(RpcError) as refused:
             client.query(bad, {"kind": "intent.tasks"})
