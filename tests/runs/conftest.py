@@ -91,6 +91,8 @@ def check_store_against_schemas(harness: Harness) -> None:
             for line in (project.dir / "streams" / f"{stream}.jsonl").read_bytes().splitlines():
                 errors = schema_errors("grant", canonical.decode(line)["grant"])
                 assert not errors, (stream, errors)
+            projection = project.dir / "grants" / f"{stream[len('grants.'):]}.json"
+            assert json.loads(projection.read_text()) == canonical.decode(line)["grant"]
         if not stream.startswith("runs."):
             continue
         for event in harness.events(stream[len("runs."):]):
@@ -101,6 +103,9 @@ def check_store_against_schemas(harness: Harness) -> None:
             if (folder / name).exists():
                 errors = schema_errors(kind, json.loads((folder / name).read_text()))
                 assert not errors, (name, errors)
+        for path in sorted((folder / "evidence").glob("*.json")):
+            errors = schema_errors("evidence", json.loads(path.read_text()))
+            assert not errors, (path.name, errors)
 
 
 @pytest.fixture

@@ -152,3 +152,19 @@ def test_status_view_is_keyed_by_run_id(h):
     assert view.run_id == run_id and view.lease == lease and view.sequence == 3
     with pytest.raises(LoopstateError):
         h.service.view(h.root, "runs", "status", None)
+
+
+def test_evidence_and_grant_projections_follow_the_seeds_layout(h):
+    run_id, lease = h.leased()
+    evidence = {"stage": "test", "requirement_ids": ["R1"], "type": "manual", "description": "looked",
+                "procedure": ["look"], "outcome": "passed", "artifact_refs": [], "manual_observation": "fine",
+                "digest": None, "environment": {}}
+    evidence_id = h.run(proto.EvidenceAdd(run_id=run_id, evidence=evidence, **lease_args(lease))).events[0]["data"]["evidence_id"]
+    path = projection_files(h, run_id) / "evidence" / f"{evidence_id}.json"
+    assert json.loads(path.read_text())["evidence_id"] == evidence_id
+    path.unlink()
+    h.run(proto.Heartbeat(run_id=run_id, **lease_args(lease)))
+    assert path.exists()
+    grant_id = h.status(run_id).run["authority_grant_id"]
+    grant = h.service.project(h.root).dir / "grants" / f"{grant_id}.json"
+    assert json.loads(grant.read_text())["grant_id"] == grant_id

@@ -15,10 +15,12 @@ command boundary and writes what the seed keeps beside the log:
   holds it shared from its final grant read through its durable append, so a
   revocation and an intent are linearized at that lock and land on exactly
   one side. Lock order is always run stream, then grant: no cycle.
-* projections: ``runs/<run_id>/run.json``, ``lease.json`` and ``issues.json``
-  under the project's store folder, written atomically from the folded audit
-  log after every append and rewritten before a mutation when missing or
-  stale. They are never read back as truth.
+* projections: ``runs/<run_id>/run.json``, ``lease.json``, ``issues.json`` and
+  ``evidence/<evidence_id>.json``, and ``grants/<grant_id>.json``, under the
+  project's store folder, written atomically from the folded log after every
+  append and rewritten before a mutation when missing or stale (evidence
+  records never change, so only a missing one is rewritten). They are never
+  read back as truth.
 """
 
 from __future__ import annotations
@@ -133,7 +135,37 @@ def write_projections(project: Project, state: RunState) -> list[str]:
         else:
             safefs.atomic_write(path, project.dir, data)
         rewritten.append(name)
+    rewritten += _write_evidence(project, folder, state)
     return rewritten
+
+
+def _write_evidence(project: Project, folder: Path, state: RunState) -> list[str]:
+    """evidence/<evidence_id>.json for every recorded evidence record (immutable: written when missing)."""
+    if not state.evidence:
+        return []
+    evidence_dir = folder / "evidence"
+    safefs.ensure_dir(evidence_dir, project.dir)
+    present = set(os.listdir(evidence_dir))
+    written = []
+    for evidence_id, record in state.evidence.items():
+        name = f"{evidence_id}.json"
+        if name not in present:
+            safefs.atomic_write(evidence_dir / name, project.dir, canonical.encode(record))
+            written.append(f"evidence/{name}")
+    return written
+
+
+def write_grant_projection(project: Project, state: GrantState) -> bool:
+    """grants/<grant_id>.json, the seed's grant record, from the grant's stream."""
+    if state.grant is None:
+        return False
+    path = project.dir / "grants" / f"{state.grant_id}.json"
+    data = canonical.encode(state.grant)
+    safefs.ensure_dir(path.parent, project.dir)
+    if safefs.read_file(path, project.dir) == data:
+        return False
+    safefs.atomic_write(path, project.dir, data)
+    return True
 
 
 class RunsEffects:
@@ -146,6 +178,7 @@ class RunsEffects:
 
     def before_decide(self, service, project: Project, state: Any, command: Any, ctx: Context) -> Context:
         if isinstance(state, GrantState):
+            write_grant_projection(project, state)
             return ctx  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
         extra: dict[str, Any] = {"locks": []}
         ctx = dataclasses.replace(ctx, extra=extra)
@@ -177,7 +210,9 @@ class RunsEffects:
         stream = grant_stream(grant_id)
         lock = project.lock(stream).shared()  # no lock file: the grant was never recorded
         locks.append(lock)
-        return service.refresh(project, DOMAIN, stream).state.grant
+        state = service.refresh(project, DOMAIN, stream).state
+        write_grant_projection(project, state)  # identical bytes from any holder of the lock
+        return state.grant
 
     def release(self, ctx: Context) -> None:
         for lock in ctx.extra.get("locks", ()):
@@ -189,6 +224,8 @@ class RunsEffects:
     def after_append(self, service, project: Project, folded, written) -> None:
         if isinstance(folded.state, RunState):
             write_projections(project, folded.state)
+        else:
+            write_grant_projection(project, folded.state)
 
     def after_commit(self, service, project: Project, command: Any, outcome) -> None:
         refusal = getattr(self._local, "refusal", None)
