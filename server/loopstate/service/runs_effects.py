@@ -20,7 +20,9 @@ command boundary and writes what the seed keeps beside the log:
   project's store folder, written atomically from the folded log after every
   append and rewritten before a mutation when missing or stale (evidence
   records never change, so only a missing one is rewritten). They are never
-  read back as truth.
+  read back as truth, so they are replaced atomically without fsync: after a
+  crash the log is durable and the boundary rewrites whatever projection
+  the crash left behind.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def write_projections(project: Project, state: RunState) -> list[str]:
             os.unlink(path)
             safefs.fsync_dir(folder)
         else:
-            safefs.atomic_write(path, project.dir, data)
+            safefs.atomic_write(path, project.dir, data, durable=False)
         rewritten.append(name)
     rewritten += _write_evidence(project, folder, state)
     return rewritten
@@ -150,7 +152,7 @@ def _write_evidence(project: Project, folder: Path, state: RunState) -> list[str
     for evidence_id, record in state.evidence.items():
         name = f"{evidence_id}.json"
         if name not in present:
-            safefs.atomic_write(evidence_dir / name, project.dir, canonical.encode(record))
+            safefs.atomic_write(evidence_dir / name, project.dir, canonical.encode(record), durable=False)
             written.append(f"evidence/{name}")
     return written
 
@@ -164,7 +166,7 @@ def write_grant_projection(project: Project, state: GrantState) -> bool:
     safefs.ensure_dir(path.parent, project.dir)
     if safefs.read_file(path, project.dir) == data:
         return False
-    safefs.atomic_write(path, project.dir, data)
+    safefs.atomic_write(path, project.dir, data, durable=False)
     return True
 
 
