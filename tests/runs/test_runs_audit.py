@@ -168,3 +168,39 @@ def test_evidence_and_grant_projections_follow_the_seeds_layout(h):
     grant_id = h.status(run_id).run["authority_grant_id"]
     grant = h.service.project(h.root).dir / "grants" / f"{grant_id}.json"
     assert json.loads(grant.read_text())["grant_id"] == grant_id
+
+
+def _forged_copy_of_last(h, run_id, **changes):
+    last = json.loads(json.dumps(h.events(run_id)[-1]))
+    event = {k: v for k, v in last.items() if k not in ("sequence", "previous_event_digest", "event_digest")}
+    for key, value in changes.items():
+        event[key] = value
+    return event
+
+
+@pytest.mark.parametrize("forgery", ["interleaved", "envelope", "owner", "backwards", "second_run_created", "authority"])
+def test_each_projection_continuity_rule_blocks_mutation(h, forgery):
+    run_id, lease = h.leased()
+    if forgery == "interleaved":
+        h.run(proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "build"},
+                           action="local_write", destination="repository", **lease_args(lease)))
+        event = _forged_copy_of_last(h, run_id, type="heartbeat", data={"stage": "build", "status": "active"})
+        event["projection"]["pending_operation"] = None
+    elif forgery == "envelope":
+        event = _forged_copy_of_last(h, run_id, lease_generation=7)
+    elif forgery == "owner":
+        event = _forged_copy_of_last(h, run_id)
+        event["projection"]["run"]["owner"] = {"harness": "manual", "actor": "intruder", "session_id": "x"}
+    elif forgery == "backwards":
+        event = _forged_copy_of_last(h, run_id, at="2026-08-16T07:59:59Z")
+    elif forgery == "second_run_created":
+        event = _forged_copy_of_last(h, run_id, type="run_created", data={"objective": "again"})
+    else:
+        event = _forged_copy_of_last(h, run_id)
+        event["projection"]["run"]["authority_grant_id"] = "00000000-0000-4000-8000-00000000beef"
+    _append_raw(h, run_id, event)
+    fresh = Harness(h.root, h.data_dir)
+    fresh.clock.set("2026-08-16T08:00:30Z")
+    with pytest.raises(LoopstateError) as info:
+        fresh.run(proto.Sync(run_id=run_id))
+    assert info.value.code == ErrorCode.CORRUPT_LEDGER

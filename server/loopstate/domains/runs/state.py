@@ -2,8 +2,10 @@
 
 ``evolve`` is pure and never raises: a projection-continuity break (a later
 event changing the run's identity or frozen budgets, usage going backwards
-outside a known_not_started rollback, a first event that is not run_created)
-is remembered in ``broken`` and every mutation refuses while it stands, just
+outside a known_not_started rollback, a first event that is not run_created,
+authority changing outside recovery, an event between an intent and its
+closure, a lease envelope that is not the projected lease, an active run not
+owned by its lease's owner, time running backwards) is remembered in ``broken`` and every mutation refuses while it stands, just
 as a broken digest chain does. Reads still show what is there.
 """
 
@@ -97,6 +99,23 @@ def _continuity(state: RunState, event: dict[str, Any]) -> str | None:
         return f"event {event.get('sequence')} moves usage backwards"
     if run.get("authority_grant_id") != state.run["authority_grant_id"] and event.get("type") != "recovery_started":
         return f"event {event.get('sequence')} changes authority outside recovery"
+    last = state.last or {}
+    if last.get("type") == "operation_intended" and event.get("type") not in (
+        last["data"].get("completion_event_type"), "operation_reconciled",
+    ):
+        return f"event {event.get('sequence')} ({event.get('type')}) comes between an intent and its closure"
+    return None
+
+
+def _envelope(event: dict[str, Any]) -> str | None:
+    """The lease envelope must name the projected lease; an active run's owner is its lease's owner."""
+    projection = event["projection"]
+    lease, run = projection.get("lease"), projection["run"]
+    if event.get("lease_id") is not None:
+        if lease is None or (lease.get("lease_id"), lease.get("generation")) != (event["lease_id"], event.get("lease_generation")):
+            return f"event {event.get('sequence')}'s lease envelope does not match its projected lease"
+    if run.get("status") == "active" and (lease is None or run.get("owner") != lease.get("owner")):
+        return f"event {event.get('sequence')} projects an active run whose owner is not its lease's owner"
     return None
 
 
@@ -104,11 +123,14 @@ def evolve_run(state: RunState, event: dict[str, Any]) -> RunState:
     broken = state.broken or _continuity(state, event)
     projection = event["projection"]
     run, lease, pending = projection["run"], projection["lease"], projection["pending_operation"]
+    broken = broken or _envelope(event)
     try:
         at = parse_time(event["at"], field="at")
     except Exception:
         at = None
         broken = broken or f"event {event.get('sequence')} has an unparsable time"
+    if at is not None and state.last_at is not None and at < state.last_at:
+        broken = broken or f"event {event.get('sequence')} is timed before the event it follows"
     issues, evidence = state.issues, state.evidence
     record = event.get(RECORD_FIELD)
     if event["type"] in ("issue_opened", "issue_transitioned") and isinstance(record, dict):
