@@ -56,7 +56,7 @@ class Ledger:
         self._opened = False
         self._checkpoint_offset = 0
         self._last_line_start = 0
-        self._group = threading.Condition()
+        self._group = threading.Lock()
         self._queue: list[_Job[Any]] = []
         self._leading = False
 
@@ -176,19 +176,26 @@ class Ledger:
         job: _Job[T] = _Job(work)
         with self._group:
             self._queue.append(job)
-            while not job.done and self._leading:
-                self._group.wait()
-            if not job.done:
-                self._leading = True
-        if not job.done:
-            try:
-                with self._group:
-                    batch, self._queue = self._queue, []
-                self._run_group(batch)
-            finally:
-                with self._group:
-                    self._leading = False
-                    self._group.notify_all()
+            leading = not self._leading
+            self._leading = True
+        if not leading:
+            # Woken once: when a group made this job durable, or to lead the next group.
+            job.wake.wait()
+            if job.done:
+                return job.outcome()
+        batch: list[_Job[Any]] = []
+        try:
+            with self._group:
+                batch, self._queue = self._queue, []
+            self._run_group(batch)
+        finally:
+            with self._group:
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            for done in batch:
+                done.wake.set()
+            if successor is not None:
+                successor.wake.set()  # leadership passes to the oldest waiter
         return job.outcome()
 
     def _run_group(self, batch: list["_Job[Any]"]) -> None:
@@ -229,6 +236,7 @@ class _Job(Generic[T]):
     def __init__(self, work: Callable[["Mutation"], T]) -> None:
         self.work = work
         self.done = False
+        self.wake = threading.Event()
         self.result: T | None = None
         self.error: BaseException | None = None
 
