@@ -1,0 +1,49 @@
+"""The intent domain through a real `loopstate serve` over stdio: the purge reaches subscribers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopstate_protocol.client import LoopstateClient
+
+SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
+DOOMED = "The launch codename is Bluebird"
+
+
+@pytest.fixture
+def server(data_dir: Path, tmp_path: Path):
+    log = open(tmp_path / "serve.log", "wb")
+    client = LoopstateClient(SERVE, env=dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir)), stderr=log).start()
+    log.close()
+    client.initialize()
+    yield client
+    client.close()
+
+
+def claim(task_id: str, statement: str) -> dict:
+    return {"kind": "intent.claim_add", "task_id": task_id, "claim": {
+        "statement": statement, "role": "user", "epistemic_status": "explicit", "facets": ["outcome"]}}
+
+
+def statements(snapshot: dict) -> set[str]:
+    return {c["statement"] for by_status in snapshot["by_facet"].values() for claims in by_status.values() for c in claims}
+
+
+def test_a_snapshot_subscriber_sees_claims_arrive_and_a_purge_take_one_away(server: LoopstateClient, root: Path):
+    task = server.execute(str(root), {"kind": "intent.task_start", "label": "live"}, "r1").events[0]["task_id"]
+    sub = server.subscribe(str(root), f"intent/snapshot/{task}")
+    assert statements(sub.snapshot) == set()
+    server.execute(str(root), claim(task, DOOMED), "r2")
+    server.execute(str(root), claim(task, "Ship on Monday"), "r3")
+    seen = server.next_change(timeout=30)
+    while statements(seen.snapshot) != {DOOMED, "Ship on Monday"}:
+        seen = server.next_change(timeout=30)
+    doomed = next(c["claim_id"] for c in server.query(str(root), {"kind": "intent.audit"})["claims"] if c["statement"] == DOOMED)
+    server.execute(str(root), {"kind": "intent.purge", "target": "claim", "id": doomed, "confirm": True}, "r4")
+    after = server.next_change(timeout=30)
+    assert statements(after.snapshot) == {"Ship on Monday"}
+    assert after.head.sequence == 2
