@@ -111,6 +111,10 @@ class ChangedNotification(msgspec.Struct, kw_only=True):
     subscription just gets the latest projection; an events subscription whose
     backlog outgrew the bound gets ``snapshot`` instead of ``events`` (and can
     fetch the skipped events by subscribing again with ``since``).
+
+    ``rewritten`` says the stream was re-chained (a purge, ``loopstate
+    recover``): what the client knew is void, ``previous_sequence`` is 0 and
+    ``snapshot`` is the projection of the rewritten stream.
     """
 
     subscription_id: str
@@ -119,6 +123,7 @@ class ChangedNotification(msgspec.Struct, kw_only=True):
     previous_sequence: int
     snapshot: Any = None
     events: list[Event] | None = None
+    rewritten: bool = False
 
 
 class StreamErrorNotification(msgspec.Struct, kw_only=True):

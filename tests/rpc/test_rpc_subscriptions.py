@@ -138,3 +138,24 @@ def test_a_stream_corrupted_by_another_process_is_reported_to_its_subscribers(
     assert change.subscription_id == sub.subscription_id
     assert change.error.code == "CORRUPT_LEDGER" and "loopstate verify" in change.message
     assert client.query("/", {"kind": "intent.tasks"}) == []  # the server keeps serving
+
+
+def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_subscriber(
+        servers: Servers, root: Path, data_dir: Path) -> None:
+    a, b = servers.start(), servers.start()
+    a.execute(str(root), task_start("keep"), "keep")
+    dropped = a.execute(str(root), task_start("drop"), "drop").events[0]["task_id"]
+    subs = [(a, a.subscribe(str(root), "intent/tasks", deliver="events")), (b, b.subscribe(str(root), "intent/tasks"))]
+    a.execute(str(root), {"kind": "intent.purge", "target": "task", "id": dropped, "confirm": True}, "purge")
+    log = stream_log(data_dir, root)
+    assert log["head"]["sequence"] == 1
+    for client, sub in subs:
+        change = client.next_change(30)
+        assert change.subscription_id == sub.subscription_id
+        assert change.rewritten and change.previous_sequence == 0 and change.events is None
+        assert [t["label"] for t in change.snapshot] == ["keep"]
+        assert change.head.sequence == 1 and change.head.hash == log["head"]["hash"]
+    a.execute(str(root), task_start("after"), "after")
+    for client, sub in subs:
+        change = client.next_change(30)
+        assert not change.rewritten and change.previous_sequence == 1 and change.head.sequence == 2

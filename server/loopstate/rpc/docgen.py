@@ -303,7 +303,9 @@ every event after that sequence, so a client that reconnects misses nothing. The
 change to the topic's stream, by this server or any other process (watched with inotify:
 an idle server uses no CPU), is pushed as `loopstate/changed`, in order, with
 `previous_sequence` and the new `head`. Each notification starts where the previous one
-ended, so a client can always tell whether it missed something.
+ended, so a client can always tell whether it missed something. A stream that is
+re-chained (an intent purge, `loopstate recover`) is announced with `rewritten: true`,
+`previous_sequence: 0` and the new projection.
 
 When the client reads slowly, the server stops writing at 256 KiB of unread output and
 keeps one pending notification per subscription: a snapshot subscription's becomes the

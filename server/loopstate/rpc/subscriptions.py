@@ -108,13 +108,15 @@ class Registry:
     def __init__(self) -> None:
         self.by_id: dict[str, Subscription] = {}
         self.by_stream: dict[tuple[str, str], list[Subscription]] = {}
+        self.last_sequence: dict[tuple[str, str], int] = {}  # of followed streams, to spot a rewrite
         self._ids = itertools.count(1)
 
     def new_id(self) -> str:
         return f"sub-{next(self._ids)}"
 
-    def add(self, sub: Subscription) -> None:
+    def add(self, sub: Subscription, head: Head) -> None:
         self.by_id[sub.id] = sub
+        self.last_sequence[sub.stream_key] = head.sequence
         self.by_stream.setdefault(sub.stream_key, []).append(sub)
 
     def remove(self, sub_id: str) -> Subscription:
@@ -129,6 +131,7 @@ class Registry:
         subs.remove(sub)
         if not subs:
             del self.by_stream[sub.stream_key]
+            self.last_sequence.pop(sub.stream_key, None)
         return sub
 
 
@@ -144,6 +147,15 @@ class Slot:
     overflowed: bool = False
     computing: bool = False
     error: LoopstateError | None = None
+    rewritten: bool = False
+
+    def rewrite(self, events: list[dict[str, Any]]) -> None:
+        """The stream was re-chained: forget what was delivered, send the new projection."""
+        self.delivered = 0
+        self.pending_head, self.pending_events = None, []
+        self.rewritten = True
+        self.add(events)
+        self.overflowed = True  # a snapshot, not events that would read as a continuation
 
     def add(self, events: list[dict[str, Any]]) -> None:
         seq = self.sub.domain.layout.sequence_field
@@ -193,15 +205,19 @@ class Hub:
             pass
 
     def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
-        subs = self.registry.by_stream.get((project.project_id, stream))
+        key = (project.project_id, stream)
+        subs = self.registry.by_stream.get(key)
         if subs:
+            sequence = subs[0].domain.layout.sequence_field
+            rewritten = records[0].event[sequence] <= self.registry.last_sequence.get(key, 0)
+            self.registry.last_sequence[key] = records[-1].event[sequence]
             events = [r.event for r in records]
             for sub in subs:
-                self._post(self._on_events, sub.id, events)
+                self._post(self._on_events, sub.id, events, rewritten)
 
     def open(self, sub: Subscription, head: Head) -> None:
         """Register ``sub`` (service thread): events after ``head`` will be delivered."""
-        self.registry.add(sub)
+        self.registry.add(sub, head)
         self._post(self._open_slot, sub, head.sequence)
 
     def close(self, sub_id: str) -> Subscription:
@@ -288,10 +304,13 @@ class Hub:
             self._refreshing.add(key)
         self.worker.submit(self._refresh, key, sub)
 
-    def _on_events(self, sub_id: str, events: list[dict[str, Any]]) -> None:
+    def _on_events(self, sub_id: str, events: list[dict[str, Any]], rewritten: bool) -> None:
         slot = self.slots.get(sub_id)
         if slot is not None:
-            slot.add(events)
+            if rewritten:
+                slot.rewrite(events)
+            else:
+                slot.add(events)
             self._flush(slot)
 
     def _on_error(self, sub_id: str, exc: LoopstateError) -> None:
@@ -347,9 +366,10 @@ class Hub:
         previous = slot.delivered
         if head.sequence > previous:
             slot.clear_through(head.sequence)
+            rewritten, slot.rewritten = slot.rewritten, False
             self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
                 subscription_id=slot.sub.id, topic=slot.sub.topic, head=head,
-                previous_sequence=previous, snapshot=snapshot,
+                previous_sequence=previous, snapshot=snapshot, rewritten=rewritten,
             )))
         elif slot.pending_head is not None:
             # The projection is behind what was announced: only a rewritten
