@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopstate_protocol.client import LoopstateClient
+from loopstate_protocol.client import LoopstateClient, RpcError
 
 SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
 DOOMED = "The launch codename is Bluebird"
@@ -47,3 +47,36 @@ def test_a_snapshot_subscriber_sees_claims_arrive_and_a_purge_take_one_away(serv
     after = server.next_change(timeout=30)
     assert statements(after.snapshot) == {"Ship on Monday"}
     assert after.head.sequence == 2
+
+
+def start_server(data_dir: Path, log_path: Path) -> LoopstateClient:
+    log = open(log_path, "wb")
+    client = LoopstateClient(SERVE, env=dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir)), stderr=log).start()
+    log.close()
+    client.initialize()
+    return client
+
+
+def test_private_events_live_in_the_sidecar_and_die_with_it(server: LoopstateClient, root: Path, data_dir: Path,
+                                                            tmp_path: Path):
+    start = {"kind": "intent.task_start", "mode": "private", "host_session_id": "codex-session-7",
+             "initial_claims": [{"statement": DOOMED, "role": "user", "epistemic_status": "explicit", "facets": ["outcome"]}]}
+    result = server.execute(str(root), start, "p1")
+    task = result.events[0]["task_id"]
+    assert result.head.sequence == 0
+    view = server.query(str(root), {"kind": "intent.snapshot", "task_id": task})
+    assert statements(view) == {DOOMED}
+    at_rest = b"".join(f.read_bytes() for f in data_dir.rglob("*") if f.is_file())
+    assert DOOMED.encode() not in at_rest and b"codex-session-7" not in at_rest
+    server.close()
+    again = start_server(data_dir, tmp_path / "serve-2.log")
+    try:
+        with pytest.raises(RpcError) as refused:
+            again.execute(str(root), claim(task, "after the restart"), "p2")
+        assert refused.value.code == "PRIVACY_VIOLATION"
+        recovered = again.execute(str(root), {"kind": "intent.private_recover", "host_session_id": "codex-session-7",
+                                              "action": "durable_on"}, "p3")
+        assert recovered.events[0]["payload"] == {"mode": "on", "label": None, "initial_claims": [], "reenabled_from_private": True}
+        assert statements(again.query(str(root), {"kind": "intent.snapshot", "task_id": task})) == set()
+    finally:
+        again.close()
