@@ -128,3 +128,17 @@ def test_cli_run_refresh_quota_evidence_and_update_verbs(cli) -> None:
     assert board["quota"] == [{"unit": "usd", "category": "review", "amount": 3.0, "entries": 1}]
     events = json.loads(cli("block", "g1", "T001", "--reason", "waiting", "--json").stdout)["events"]
     assert events[0]["event_type"] == "todo_blocked"
+
+
+def test_cli_render_flag_writes_the_workbench_after_the_event(cli, root: Path) -> None:
+    done = cli("add", "g1", "first", "--render")
+    assert "todo_added" in done.stdout and "projection_rendered" in done.stdout
+    assert "current" in cli("render", "g1", "--check").stdout
+    result = json.loads(cli("claim", "g1", "T001", "--by", "codex", "--render", "--json").stdout)
+    assert result["events"][0]["event_type"] == "todo_claimed"
+    assert result["render"]["events"][0]["payload"]["rendered_through_sequence"] == 3
+    assert "claimed by: codex" in (root / "ACTIVE_GOAL_STATE.md").read_text()
+    (root / "ACTIVE_GOAL_STATE.md").write_text("# hand notes\n")
+    refused = cli("add", "g1", "second", "--render", expect=1)
+    assert "todo_added" in refused.stdout and "was recorded, but ACTIVE_GOAL_STATE.md was not rendered" in refused.stderr
+    assert json.loads(cli("board", "g1", "--json").stdout)["meta"]["source_event_count"] == 3

@@ -61,15 +61,12 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _execute(args: argparse.Namespace, command: Any) -> int:
-    from loopstate.core.ids import random_uuid
+def _outcome_json(request_id: str, outcome: Any) -> dict[str, Any]:
+    return {"request_id": request_id, "events": outcome.events, "head": msgspec.to_builtins(outcome.head),
+            "replayed": outcome.replayed, "no_op": not outcome.events}
 
-    request_id = args.request_id or random_uuid()
-    outcome = _service().execute(project_root(args), command, request_id)
-    if args.json:
-        emit_json({"request_id": request_id, "events": outcome.events, "head": msgspec.to_builtins(outcome.head),
-                   "replayed": outcome.replayed, "no_op": not outcome.events})
-        return 0
+
+def _print_outcome(args: argparse.Namespace, command: Any, outcome: Any) -> None:
     if not outcome.events:
         print(f"goal {args.goal}: no change: event {command.event_id or '(derived)'} is already recorded "
               f"identically (head {outcome.head.sequence})")
@@ -78,15 +75,53 @@ def _execute(args: argparse.Namespace, command: Any) -> int:
         again = " (retry: first result)" if outcome.replayed else ""
         print(f"goal {args.goal}: {event['event_type']} {subject} at append_sequence {event['append_sequence']}"
               f" [{event['privacy']}]{again}".replace("  ", " "))
+
+
+def _execute(args: argparse.Namespace, command: Any) -> int:
+    """Run one command; with --render, then write the Markdown projection after its event."""
+    from loopstate.core.ids import random_uuid
+
+    service = _service()
+    request_id = args.request_id or random_uuid()
+    outcome = service.execute(project_root(args), command, request_id)
+    result = _outcome_json(request_id, outcome)
+    if not args.json:
+        _print_outcome(args, command, outcome)
+    target = getattr(args, "render_after", None)
+    if target is None:
+        if args.json:
+            emit_json(result)
+        return 0
+    render = proto.RenderMarkdown(goal_id=args.goal, target=target)
+    render_id = random_uuid()
+    try:
+        rendered = service.execute(project_root(args), render, render_id)
+    except LoopstateError as exc:
+        # The first event is durable; say so, and why the projection was not written.
+        if args.json:
+            emit_json({**result, "render_error": exc.to_dict()})
+        else:
+            sys.stderr.write(f"loopstate: {exc.code.value}: the event was recorded, but {target} was not "
+                             f"rendered: {exc.message}\n")
+        return EXIT_DIFFERENT
+    if args.json:
+        emit_json({**result, "render": _outcome_json(render_id, rendered)})
+    else:
+        _print_outcome(args, render, rendered)
+        print(f"goal {args.goal}: wrote {target}")
     return 0
 
 
-def _verb(sub, name: str, help_text: str, build: Callable[[argparse.Namespace], Any], *args: tuple) -> argparse.ArgumentParser:
+def _verb(sub, name: str, help_text: str, build: Callable[[argparse.Namespace], Any], *args: tuple,
+          renders: bool = True) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("goal", help="goal id (letters, digits, '_' and '-')")
     for flags, options in args:
         parser.add_argument(*flags, **options)
     _envelope(parser)
+    if renders:
+        parser.add_argument("--render", dest="render_after", nargs="?", const="ACTIVE_GOAL_STATE.md", metavar="TARGET",
+                            help="after the event, render the Markdown workbench (default ACTIVE_GOAL_STATE.md)")
     parser.set_defaults(func=lambda a: _execute(a, build(a)), build=build)
     return parser
 
@@ -164,7 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("evidence_ref", metavar="REF", help="compact evidence ref (PR, CI run, report id)"), arg("--id"),
         arg("--summary"), arg("--pointer"))
     _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
-          lambda a: proto.Compact(**_common(a)))
+          lambda a: proto.Compact(**_common(a)), renders=False)
     _verb(verbs, "backfill", "import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown", lambda a: proto.Backfill(
         **_common(a), markdown=_read(a.file), source_label=a.source_label or os.path.basename(a.file)),
         arg("file"), arg("--source-label", help="label recorded in the source refs (default: the file name)"))
@@ -175,7 +210,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    arg("--public", action="store_true", help="redacted projection (required for files git tracks)"),
                    arg("--force", action="store_true", help="overwrite a hand-edited or foreign file"),
                    arg("--check", action="store_true", help="only say whether the file is current (exit 1 if not)"),
-                   arg("--stdout", action="store_true", help="print the projection; write and record nothing"))
+                   arg("--stdout", action="store_true", help="print the projection; write and record nothing"),
+                   renders=False)
     render.set_defaults(func=cmd_render)
 
     board = verbs.add_parser("board", help="the goal's projection: todos by role and priority, gates, runs, quota")
