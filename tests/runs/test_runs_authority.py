@@ -11,7 +11,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.service.engine import Service
-from tests.runs.conftest import AGENT, LOCAL_SCOPE, USER, as_json, lease_args, spawn
+from tests.runs.conftest import AGENT, LOCAL_SCOPE, as_json, lease_args, spawn
 
 INTEND = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"},
           "action": "local_write", "destination": "repository"}
@@ -216,4 +216,3 @@ def test_stop_and_revoke_together_end_halted_with_both_truths(h, root):
     assert [e["type"] for e in events][-2:] == ["authority_revoked", "kill_switch_detected"]
     assert events[-2]["projection"]["run"]["status"] == "active"  # kill-switch truth decides the final state
     assert events[-1]["projection"]["run"]["status"] == "halted_kill_switch"
-    _ = USER

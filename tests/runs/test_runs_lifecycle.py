@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from loopstate_protocol import runs as proto
@@ -9,7 +11,8 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.machine import KILLABLE, RECOVERABLE, TERMINAL, TRANSITIONS, allowed
-from tests.runs.conftest import AGENT, OTHER, USER, as_json, lease_args, spawn
+from tests.runs.conftest import AGENT, OTHER, USER, as_json, lease_args, spawn, write_json
+from tests.runs.schemas import THE_LOOP
 
 
 def refused(h, command, code: ErrorCode) -> LoopstateError:
@@ -50,14 +53,14 @@ def test_terminal_run_events_project_their_matching_state(h, target, event):
     assert h.status(run_id).run["status"] == target
 
 
-def test_terminal_states_stay_terminal(h):
+def test_terminal_states_stay_terminal(h, root):
     run_id, lease = h.leased()
     h.run(proto.Transition(run_id=run_id, to="complete", reason="done", **lease_args(lease)))
     refused(h, proto.Transition(run_id=run_id, to="cancelled", reason="x", **lease_args(lease)), ErrorCode.INVALID_TRANSITION)
     refused(h, proto.Resume(run_id=run_id, owner=AGENT, reason="again"), ErrorCode.INVALID_TRANSITION)
     refused(h, proto.Stop(run_id=run_id, actor=USER, cancel=True), ErrorCode.INVALID_TRANSITION)
-    (h.root and __import__("pathlib").Path(h.root, ".loopstate").mkdir())
-    __import__("pathlib").Path(h.root, ".loopstate", "STOP").touch()
+    (root / ".loopstate").mkdir()
+    (root / ".loopstate" / "STOP").touch()
     assert h.run(proto.Sync(run_id=run_id)).events == []  # the kill switch cannot reduce a complete run
     assert h.status(run_id).run["status"] == "complete"
 
@@ -156,7 +159,7 @@ def test_two_processes_acquiring_one_run_get_one_winner_and_one_precise_conflict
     for child in children:
         child.stdin.write("go\n")
         child.stdin.flush()
-    results = [__import__("json").loads(child.communicate(timeout=60)[0]) for child in children]
+    results = [json.loads(child.communicate(timeout=60)[0]) for child in children]
     winners = [r for r in results if "ok" in r]
     losers = [r for r in results if "error" in r]
     assert len(winners) == 1 and winners[0]["ok"] == ["lease_acquired"]
@@ -290,12 +293,10 @@ def test_heartbeats_are_coalesced_until_a_renewal_is_due(h):
 
 
 def test_renewal_threshold_is_half_the_lease_when_the_heartbeat_is_long(h, root):
-    from tests.runs.conftest import write_json
-    import json
-
-    config = json.loads((__import__("tests.runs.schemas", fromlist=["THE_LOOP"]).THE_LOOP / "fixtures/valid/config.json").read_text())
+    config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     write_json(root / ".loopstate" / "config.json", {**config, "heartbeat_seconds": 600, "lease_seconds": 601})
     run_id, lease = h.leased()
+    assert lease["expires_at"] == "2026-08-16T08:10:01Z"  # the config's lease_seconds
     h.clock.advance(300)
     assert h.types(proto.Heartbeat(run_id=run_id, **lease_args(lease))) == []
     h.clock.advance(0.5)

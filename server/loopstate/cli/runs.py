@@ -11,7 +11,6 @@ import argparse
 import getpass
 import json
 import os
-import sys
 import uuid
 from pathlib import Path
 from typing import Any

@@ -14,7 +14,6 @@ primary reason ``budget_reached:<field>``.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from decimal import Decimal
 from typing import Any
@@ -162,7 +161,3 @@ def usage_monotonic(before: dict[str, Any], after: dict[str, Any]) -> bool:
     b = Decimal(0) if before["cost_usd"] is None else Decimal(before["cost_usd"])
     a = Decimal(0) if after["cost_usd"] is None else Decimal(after["cost_usd"])
     return a >= b
-
-
-def frozen(budgets: dict[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(budgets)

@@ -49,8 +49,3 @@ def require_transition(current: str, target: str) -> None:
             f"a {current} run cannot become {target}; allowed next states: {options}",
             current=current, target=target,
         )
-
-
-def kill_switch_reduces(status: str) -> bool:
-    """The lease-independent halt reducer applies to exactly these states."""
-    return status in KILLABLE

@@ -12,7 +12,6 @@ prior expiry).
 from __future__ import annotations
 
 import copy
-import datetime as dt
 from typing import Any
 
 from loopstate.core.clock import format_time, parse_time
