@@ -62,3 +62,19 @@ def test_url_keeps_its_user_and_host():
 
 def test_an_unterminated_private_key_block_is_redacted_to_the_end():
     assert redact("-----BEGIN RSA PRIVATE KEY-----\nMIIEow...").text == "[REDACTED:private_key]"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SEPARATORS = st.sampled_from([" ", "\n", "=", ": ", '"', "'", "(", ", ", "\t"])
+FILLER = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "Zs")), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=FILLER, left=SEPARATORS, case=st.sampled_from(CASES), right=SEPARATORS, after=FILLER)
+def test_a_secret_token_is_redacted_whatever_surrounds_it(before, left, case, right, after):
+    kind, text, secret = case  # context-recognised kinds carry their context inside ``text``
+    result = redact(before + left + text + right + after)
+    assert secret not in result.text
+    assert redact(result.text).text == result.text
