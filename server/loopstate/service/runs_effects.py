@@ -179,6 +179,7 @@ class RunsEffects:
     # before ----------------------------------------------------------------------------
 
     def before_decide(self, service, project: Project, state: Any, command: Any, ctx: Context) -> Context:
+        self._local.refusal = None  # never carry a refusal over from a command that failed after its decide
         if isinstance(state, GrantState):
             write_grant_projection(project, state)
             return ctx  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
