@@ -103,3 +103,16 @@ def test_candidates_and_promotion(root, data_dir):
     assert silent.returncode == 1 and "never" in silent.stderr
     promoted = as_json(cli(root, data_dir, "promote", tasks[0], group["signal_key"], "--confidence", "0.7", "--json"))
     assert promoted["events"][0]["payload"]["claim"]["scope"] == "long_term"
+
+
+def test_claims_json_from_stdin_and_exec_of_any_command(root, data_dir):
+    claims = json.dumps([{"statement": "Never log tokens", "role": "user", "epistemic_status": "explicit",
+                          "facets": ["hard_constraint"], "scope": "long_term"}])
+    started = as_json(cli(root, data_dir, "start", "--claims-json", "-", "--json", stdin=claims))
+    task = started["events"][0]["task_id"]
+    assert started["events"][0]["payload"]["initial_claims"][0]["scope"] == "long_term"
+    command = json.dumps({"kind": "intent.compaction_observe", "task_id": task, "trigger": "manual"})
+    event = as_json(cli(root, data_dir, "exec", command, "--json"))["events"][0]
+    assert event["event_type"] == "compaction_observed" and event["payload"]["trigger"] == "manual"
+    bad = cli(root, data_dir, "start", "--claims-json", "-", ok=False, stdin='[{"statement": 5}]')
+    assert bad.returncode == 1 and "INVALID_PARAMS" in bad.stderr
