@@ -262,3 +262,14 @@ def test_a_target_that_cannot_be_written_is_refused_before_the_event(h: Harness)
             h.run(g.RenderMarkdown(goal_id="g", target=target))
         assert refused.value.code is ErrorCode.UNSAFE_PATH
     assert [e["event_type"] for e in h.events("g")] == ["todo_added"]
+
+
+def test_a_binary_file_at_the_target_is_foreign_and_needs_force(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="first"))
+    path = Path(h.root) / "ACTIVE_GOAL_STATE.md"
+    path.write_bytes(b"\xff\xfe binary")
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.RenderMarkdown(goal_id="g"))
+    assert refused.value.code is ErrorCode.CONFLICT
+    h.run(g.RenderMarkdown(goal_id="g", force=True))
+    assert path.read_text().startswith("# Active goal state: g")

@@ -130,8 +130,14 @@ class GoalsEffects:
             return ctx
         validated(command)
         path = target_path(project.root, command.target)
-        text = read_text(project.root, path)
-        existing = "absent" if text is None else bridge.check(state, text).status
+        try:
+            text = read_text(project.root, path)
+        except LoopstateError as exc:
+            if exc.code is not ErrorCode.VALIDATION_FAILED:
+                raise
+            existing = "foreign"  # not UTF-8: certainly not our projection
+        else:
+            existing = "absent" if text is None else bridge.check(state, text).status
         extra = {**ctx.extra, RENDER_TRACKED: git_tracked(project.root, path), RENDER_EXISTING: existing,
                  STATE_PRIVACY: load_config(project.root).state_privacy}
         return dataclasses.replace(ctx, extra=extra)
