@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from intentkit import Intent, ledger_events, user_claim
@@ -226,3 +227,10 @@ def test_orphan_control_temp_files_are_removed_under_the_lock(it: Intent, data_d
     orphan.write_text("half written")
     it.start()
     assert not orphan.exists() and len(list(folder.iterdir())) == 1
+
+
+def test_project_wide_views_never_show_private_tasks(it: Intent):
+    task = start_private(it, "host-session-A", user_claim(SECRET_PLAN))
+    it.start(user_claim("durable"))
+    for view in (it.snapshot(), it.audit(), it.ask(p.IntentExport()), it.ask(p.IntentTasks())):
+        assert SECRET_PLAN not in json.dumps(msgspec.to_builtins(view)) and task not in json.dumps(msgspec.to_builtins(view))
