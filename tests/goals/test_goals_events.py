@@ -148,3 +148,18 @@ def test_an_auto_assigned_todo_id_is_stable_across_an_event_id_repeat(h: Harness
     h.run(g.AddTodo(goal_id="g", title="one", event_id="e-1"))
     h.run(g.AddTodo(goal_id="g", title="two"))
     assert h.run(g.AddTodo(goal_id="g", title="one", event_id="e-1")).events == []
+
+
+def test_event_id_idempotency_compares_normalized_bodies(h: Harness) -> None:
+    first = g.AddTodo(goal_id="g", title="same", event_id="e-norm", recorded_at="2026-03-02T13:00:00+01:00",
+                      todo_id="T001")
+    h.run(first)
+    # The same event written another way: UTC form of the time, the default priority spelled out,
+    # refs that only repeat what the payload names.
+    same = g.AddTodo(goal_id="g", title="same", event_id="e-norm", recorded_at="2026-03-02T12:00:00Z",
+                     todo_id="T001", priority="P2", role="agent", refs={"todo_id": "T001"})
+    assert h.run(same).events == []
+    assert h.events("g")[0]["recorded_at"] == "2026-03-02T12:00:00Z"
+    with pytest.raises(LoopstateError) as conflict:
+        h.run(g.AddTodo(goal_id="g", title="same", event_id="e-norm", todo_id="T001", priority="P1"))
+    assert conflict.value.code is ErrorCode.EVENT_ID_CONFLICT
