@@ -172,3 +172,25 @@ def test_exact_retry_of_a_halted_command_reports_the_same_refusal(h, root):
 def test_stop_naming_a_missing_run_sets_no_switch(h, root):
     refused(h, proto.Stop(run_id="00000000-0000-4000-8000-00000000abcd", actor=USER), ErrorCode.NOT_FOUND)
     assert not stop_file(root).exists()
+
+
+WORKER_COMMANDS = {
+    "heartbeat": lambda run_id, held: proto.Heartbeat(run_id=run_id, **held),
+    "transition": lambda run_id, held: proto.Transition(run_id=run_id, to="blocked", reason="x", **held),
+    "stage_start": lambda run_id, held: proto.StageStart(run_id=run_id, stage="build", **held),
+    "stage_complete": lambda run_id, held: proto.StageComplete(run_id=run_id, stage="strategize", outcome="passed", **held),
+    "issue_open": lambda run_id, held: proto.IssueOpen(run_id=run_id, title="t", severity="low", blocking=False, **held),
+    "evidence_add": lambda run_id, held: proto.EvidenceAdd(run_id=run_id, evidence={}, **held),
+    "intend": lambda run_id, held: proto.Intend(run_id=run_id, **INTEND, **held),
+    "resume": lambda run_id, held: proto.Resume(run_id=run_id, owner=AGENT, reason="x", **held),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORKER_COMMANDS))
+def test_every_run_command_checks_the_kill_switch_at_its_boundary(h, root, name):
+    run_id, lease = h.leased()
+    stop_file(root).parent.mkdir()
+    stop_file(root).touch()
+    error = refused(h, WORKER_COMMANDS[name](run_id, lease_args(lease)), ErrorCode.KILL_SWITCH)
+    assert [e["type"] for e in error.details["events"]] == ["kill_switch_detected"]
+    assert h.status(run_id).run["status"] == "halted_kill_switch"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -231,3 +234,15 @@ def test_our_validator_agrees_with_the_seed_schema_on_mutated_fixtures():
     lease["generation"] = -1
     assert schema_errors("lease", lease)
     assert refused("lease", lease).details["field"] == "$.generation"
+
+
+amounts = st.decimals(min_value=0, max_value=10**9, places=6, allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(amounts, min_size=1, max_size=20))
+def test_cost_sums_are_exact_decimal_sums(values):
+    total = None
+    for value in values:
+        total = add_money(total, format_money(value), "cost")
+    assert Decimal(total) == sum(values, Decimal(0))
+    assert parse_money(total, "cost") == Decimal(total)  # always canonical
