@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+
+import msgspec
 import pytest
 
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.client import LoopstateClient, RpcError
 
-from rpckit import Servers, task_start
+from rpckit import SERVE, Servers, frame, task_start
 
 
 def test_initialize_advertises_the_loopstate_capability(servers: Servers) -> None:
@@ -96,3 +99,35 @@ def test_unknown_notifications_and_lsp_notifications_are_ignored_quietly(client:
     assert client.query(str(root), {"kind": "intent.tasks"}) == []
     assert client.unmatched == []
     assert client.notifications.empty()
+
+
+def test_a_pipelined_shutdown_and_exit_still_answer_every_request_and_exit_zero(client: LoopstateClient, root) -> None:
+    ids = [client.send(methods.EXECUTE, {"root": str(root), "request_id": f"p{i}", "command": task_start(f"p{i}")})
+           for i in range(3)]
+    shutdown = client.send("shutdown")
+    client.notify("exit")  # without waiting for the shutdown response
+    assert [client.wait(i)["head"]["sequence"] for i in ids] == [1, 2, 3]
+    assert client.wait(shutdown) is None
+    assert client.wait_exit() == 0
+
+
+def test_a_session_read_from_a_file_is_served_whole(servers: Servers, root, tmp_path) -> None:
+    """stdin may be a regular file (a replayed session): every request in it is answered."""
+    session = tmp_path / "session.bin"
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "capabilities": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": methods.EXECUTE,
+         "params": {"root": str(root), "request_id": "f1", "command": task_start("from a file")}},
+        {"jsonrpc": "2.0", "id": 3, "method": methods.QUERY, "params": {"root": str(root), "query": {"kind": "intent.tasks"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "shutdown"},
+        {"jsonrpc": "2.0", "method": "exit"},
+    ]
+    session.write_bytes(b"".join(b"Content-Length: %d\r\n\r\n" % len(frame(m)) + frame(m) for m in messages))
+    with open(session, "rb") as stdin:
+        done = subprocess.run(SERVE, stdin=stdin, capture_output=True, env=servers.env(), timeout=60)
+    assert done.returncode == 0
+    bodies = [b for b in done.stdout.split(b"Content-Length: ") if b]
+    answered = [msgspec.json.decode(b.split(b"\r\n\r\n", 1)[1]) for b in bodies]
+    assert [m["id"] for m in answered if "id" in m] == [1, 2, 3, 4]
+    assert all("result" in m for m in answered if "id" in m)
+    assert answered[[m.get("id") for m in answered].index(3)]["result"][0]["label"] == "from a file"

@@ -12,6 +12,7 @@ says; a request always is.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -49,9 +50,9 @@ class Dispatcher:
                 await self.writer.resumed()  # back-pressure: a client that does not read waits to write
             frame = await frames.read()
             if frame is None:
-                if not self.protocol._shutdown:
+                if not self.server.shutting_down:
                     log.warning("stdin closed before shutdown and exit; exiting with status 1")
-                return 0 if self.protocol._shutdown else 1
+                return 0 if self.server.shutting_down else 1
             if isinstance(frame, BadFrame):
                 self.reply_error(None, ErrorCode.PARSE_ERROR, f"unreadable frame: {frame.reason}")
                 continue
@@ -63,6 +64,7 @@ class Dispatcher:
             code = self.handle(message)
             if code is not None:
                 return code
+            await asyncio.sleep(0)  # let the handlers just started run before the next frame
 
     def reply_error(self, msg_id: Any, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> None:
         self.protocol.send_payload({"jsonrpc": "2.0", "id": msg_id, "error": wire_error(code, message, details)})
@@ -138,7 +140,7 @@ class Dispatcher:
 
     def notification(self, method: str, message: dict[str, Any]) -> int | None:
         if method == types.EXIT:
-            return 0 if self.protocol._shutdown else 1
+            return 0 if self.server.shutting_down else 1  # a shutdown still finishing counts
         if not self.protocol.initialized or self.protocol._shutdown:
             log.info("dropping notification %r (not initialized, or shut down)", method)
             return None

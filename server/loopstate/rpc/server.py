@@ -82,9 +82,11 @@ class LoopstateServer(LanguageServer):
         """For ``shutdown``: refuse new requests, let the running ones answer, stop pushing."""
         self.shutting_down = True
         current = asyncio.current_task()
-        running = [t for t in self.inflight if t is not current]
+        running = {t for t in self.inflight if t is not current}
+        running |= {f for f in self.protocol._request_futures.values() if isinstance(f, asyncio.Future) and f is not current}
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+        await asyncio.sleep(0)  # their responses are sent from done-callbacks: let those run
         if self.hub is not None:
             self.hub.stop()
 

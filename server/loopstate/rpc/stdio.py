@@ -33,7 +33,9 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     try:
         return await Dispatcher(server, writer).run(FrameReader(stream, READ_LIMIT))
     finally:
-        hub.stop()
+        # Requests already taken are answered before the process goes (a command
+        # may be durable already); then nothing more is pushed.
+        await server.finish_requests()
         await writer.flush(FLUSH_TIMEOUT)
         server.worker.shutdown(wait=False, cancel_futures=True)
 
