@@ -267,3 +267,20 @@ def test_issue_transition_through_an_intent_must_start_from_the_current_status(h
     events = complete(h, run_id, lease, pending, record={"resolution": "fixed the race"})
     assert events[0]["projection"]["run"]["open_blocking_issues"] == 0
     assert events[0]["loopstate_record"]["resolution"] == "fixed the race"
+
+
+def test_intent_whose_completion_could_never_be_recorded_is_refused_up_front(h):
+    run_id, lease = h.leased()
+    evidence = {"stage": "test", "requirement_ids": ["R1"], "type": "manual", "description": "looked",
+                "procedure": ["look"], "outcome": "passed", "artifact_refs": [], "manual_observation": "fine",
+                "digest": None, "environment": {}}
+    evidence_id = h.run(proto.EvidenceAdd(run_id=run_id, evidence=evidence, **lease_args(lease))).events[0]["data"]["evidence_id"]
+    refused(h, proto.Intend(run_id=run_id, completion_event_type="evidence_recorded",
+                            completion_data={"evidence_id": evidence_id, "outcome": "passed"}, **LOCAL, **lease_args(lease)),
+            ErrorCode.CONFLICT)
+    refused(h, proto.Intend(run_id=run_id, completion_event_type="stage_completed",
+                            completion_data={"stage": "build", "outcome": "passed"}, **LOCAL, **lease_args(lease)),
+            ErrorCode.RULE_VIOLATION)
+    refused(h, proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "nope"},
+                            **LOCAL, **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
+    assert h.status(run_id).pending_operation is None

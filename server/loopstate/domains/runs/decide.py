@@ -384,6 +384,12 @@ def intend(state: RunState, c: proto.Intend, ctx: Context) -> list[dict[str, Any
         issue = plan.issues.get(c.completion_data["issue_id"])
         if issue is None or issue["status"] != c.completion_data["from_status"]:
             raise _rule("the declared issue_transitioned does not start from the issue's current status")
+        if c.completion_data["to_status"] == issue["status"]:
+            raise _rule(f"issue {issue['issue_id']} is already {issue['status']}")
+    if c.completion_event_type == "issue_opened" and c.completion_data["issue_id"] in plan.issues:
+        raise LoopstateError(ErrorCode.CONFLICT, f"issue {c.completion_data['issue_id']} already exists")
+    if c.completion_event_type == "evidence_recorded" and c.completion_data["evidence_id"] in state.evidence:
+        raise LoopstateError(ErrorCode.CONFLICT, f"evidence {c.completion_data['evidence_id']} is already recorded")
     operation_id = check_uuid(c.operation_id, "operation_id") if c.operation_id is not None else ctx.new_id()
     stage_attempt = c.completion_data["stage"] if c.completion_event_type == "stage_started" else None
     reservation = budgets.reservation_for(
