@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rpckit import Servers, changes_until, start_writer, stream_log, task_start
+from rpckit import Servers, changes_until, run_cli, start_writer, stream_log, task_start
 
 from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.messages import StreamErrorNotification
@@ -17,17 +17,20 @@ def sequences(changes) -> list[int]:
     return [e["sequence"] for c in changes for e in c.events]
 
 
-def test_two_servers_and_another_process_each_subscriber_sees_every_change_once_in_order(
+def test_two_servers_plus_the_cli_and_another_process_each_subscriber_sees_every_change_once_in_order(
         servers: Servers, root: Path, data_dir: Path) -> None:
     a, b = servers.start(), servers.start()
     sub_a = a.subscribe(str(root), "intent/snapshot", deliver="events")
     sub_b = b.subscribe(str(root), "intent/snapshot", deliver="events")
     tasks_b = b.subscribe(str(root), "intent/tasks")
     assert sub_a.head.sequence == sub_b.head.sequence == 0
-    writer = start_writer(data_dir, root, 10, "cli")
+    writer = start_writer(data_dir, root, 8, "cli")
     for i in range(5):
         a.execute(str(root), task_start(f"a{i}"), f"a{i}")
         b.execute(str(root), task_start(f"b{i}"), f"b{i}")
+        if i < 2:  # and the real CLI, a process per command
+            done = run_cli(data_dir, "intent", "start", "--root", str(root), "--label", f"cli-{8 + i}", "--request-id", f"c{i}")
+            assert done.returncode == 0, done.stderr
     assert writer.wait(60) == 0
     log = stream_log(data_dir, root)
     assert log["head"]["sequence"] == 20
