@@ -57,15 +57,22 @@ class RpcError(JsonRpcException):
         self.error_code = code
 
 
-def from_exception(method: str, exc: BaseException) -> RpcError:
-    """Map whatever a handler raised to an RpcError; faults are logged with their traceback."""
-    if isinstance(exc, RpcError):
-        return exc
-    if isinstance(exc, msgspec.ValidationError):
-        return RpcError(
+def decode_params(method: str, params: Any, params_type: type) -> Any:
+    """The request's params as ``params_type``, or INVALID_PARAMS with msgspec's message and path."""
+    try:
+        return msgspec.convert(params, params_type)
+    except msgspec.ValidationError as exc:
+        raise RpcError(
             ErrorCode.INVALID_PARAMS,
             f"{method} params do not decode: {exc}; see `loopstate schema` for the expected shape",
-        )
+        ) from None
+
+
+def from_exception(method: str, exc: BaseException) -> RpcError:
+    """Map whatever a handler raised to an RpcError; faults (anything but a refusal) are
+    logged with their traceback and answered as INTERNAL_ERROR."""
+    if isinstance(exc, RpcError):
+        return exc
     if isinstance(exc, LoopstateError):
         return RpcError(exc.code, exc.message, _plain(exc.details))
     log.error("fault in %s:\n%s", method, "".join(traceback.format_exception(exc)))

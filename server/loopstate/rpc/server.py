@@ -34,7 +34,7 @@ from loopstate_protocol.messages import (
 )
 
 from loopstate.core.errors import LoopstateError
-from loopstate.rpc.errors import from_exception
+from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc.kill_switch import switch_paths
 from loopstate.rpc.protocol import LoopstateProtocol
 from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic
@@ -95,7 +95,7 @@ class LoopstateServer(LanguageServer):
             task = asyncio.current_task()
             self.inflight.add(task)
             try:
-                decoded = msgspec.convert(params, params_type)
+                decoded = decode_params(name, params, params_type)
                 loop = asyncio.get_running_loop()
                 reply = await loop.run_in_executor(self.worker, job, self, decoded)
             except BaseException as exc:  # noqa: BLE001 - every fault becomes an answer

@@ -272,7 +272,8 @@ class Hub:
 
     def discard(self, sub_id: str) -> None:
         """The subscribe response failed to go out: drop the subscription quietly."""
-        self.worker.submit(self._discard, sub_id)
+        if not self.stopped:
+            self.worker.submit(self._discard, sub_id)
 
     def _discard(self, sub_id: str) -> None:
         try:
@@ -282,6 +283,8 @@ class Hub:
 
     def on_folder_change(self, folder: Path, name: str | None) -> None:
         """From the watcher: a file in ``folder`` changed (``name`` None: maybe any)."""
+        if self.stopped:
+            return
         for slot in self.slots.values():
             sub = slot.sub
             if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
