@@ -131,3 +131,10 @@ def test_a_session_read_from_a_file_is_served_whole(servers: Servers, root, tmp_
     assert [m["id"] for m in answered if "id" in m] == [1, 2, 3, 4]
     assert all("result" in m for m in answered if "id" in m)
     assert answered[[m.get("id") for m in answered].index(3)]["result"][0]["label"] == "from a file"
+
+
+def test_a_loopstate_request_sent_as_a_notification_is_never_applied(client: LoopstateClient, root) -> None:
+    client.notify(methods.EXECUTE, {"root": str(root), "request_id": "blind", "command": task_start("blind")})
+    client.notify("shutdown")
+    assert client.query(str(root), {"kind": "intent.tasks"}) == []  # nothing written, still serving
+    assert client.unmatched == []

@@ -141,6 +141,10 @@ class Dispatcher:
     def notification(self, method: str, message: dict[str, Any]) -> int | None:
         if method == types.EXIT:
             return 0 if self.server.shutting_down else 1  # a shutdown still finishing counts
+        if method in methods.REQUESTS or method in LSP_REQUESTS:
+            # Without an id nobody could learn the outcome: a command is never applied blind.
+            log.warning("ignoring %r sent as a notification: it is a request and needs an id", method)
+            return None
         if not self.protocol.initialized or self.protocol._shutdown:
             log.info("dropping notification %r (not initialized, or shut down)", method)
             return None
