@@ -293,8 +293,10 @@ unknown method, params that do not decode, a command that breaks a rule, a corru
 store and a fault in the server are each answered with a JSON-RPC error whose
 `data.code` is below; the server keeps serving. A frame whose `id` cannot be known is
 answered with `id: null`. Notifications are never answered (JSON-RPC), and unknown ones
-are ignored. Commands apply one at a time, in arrival order; a refused command writes
-nothing.
+are ignored; a loopstate method (or `initialize`, `shutdown`) sent as a notification is
+ignored too, so a command is never applied without anyone learning its outcome.
+Commands apply one at a time, in arrival order; a refused command writes nothing.
+Requests already read when `exit` arrives or stdin ends are still answered.
 
 ## Subscriptions and slow clients
 
