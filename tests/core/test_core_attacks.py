@@ -201,3 +201,25 @@ def test_the_data_dir_inside_the_workspace_is_refused_unless_explicit(root, monk
 def test_stream_names_that_could_escape_the_store_are_refused(core_project):
     for name in ["../core", "core/../../x", "Core", "core.", "", "a" * 40]:
         _refused(ErrorCode.INVALID_PARAMS, lambda: Ledger(core_project, name, TEST_LAYOUT))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_long_lived_ledger_notices_a_stream_swapped_after_it_verified_it(core_project, victim, kind):
+    """The one-lstat 'nothing changed' shortcut never lets a swapped file through."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])
+    path = core_project.dir / "streams" / "core.jsonl"
+    data = path.read_bytes()
+    if kind == "hardlink":
+        os.link(path, victim.parent / "second-name.jsonl")
+    else:
+        os.rename(path, victim.parent / "moved.jsonl")
+        _replace(path, kind, victim)
+    with pytest.raises(LoopstateError) as info:
+        with ledger.mutation() as tx:
+            tx.append([event(2)])
+    assert info.value.code is ErrorCode.UNSAFE_PATH
+    assert victim.read_bytes() == b"precious\n"
+    kept = victim.parent / ("second-name.jsonl" if kind == "hardlink" else "moved.jsonl")
+    assert kept.read_bytes() == data

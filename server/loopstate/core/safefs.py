@@ -130,9 +130,10 @@ def _open(path: Path, base: Path, flags: int) -> int:
 
 
 def _checked(fd: int, path: Path) -> int:
+    # O_NONBLOCK stays set: it only ever mattered for refusing a FIFO at open,
+    # and it has no effect on a regular file's reads, writes or flock.
     try:
         check_descriptor(fd, path)
-        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
