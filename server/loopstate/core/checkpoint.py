@@ -123,7 +123,7 @@ def save(stream: Stream, last_line_start: int) -> None:
     record = Checkpoint(
         dev=stream.identity[0], ino=stream.identity[1], line_start=last_line_start,
         offset=stream.position.offset, sequence=stream.position.sequence, hash=stream.position.hash or "",
-        prefix_sha256=stream.digest.hexdigest() if stream.digest is not None else None,
+        prefix_sha256=stream.prefix_digest(),
     )
     target = path_for(stream)
     safefs.ensure_dir(target.parent, stream.base)

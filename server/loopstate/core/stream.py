@@ -60,7 +60,10 @@ class Stream:
         self._staged_head: Position | None = None
         # SHA-256 over every verified byte [0, position.offset), when this process
         # has seen them all (or was handed a checked digest of a prefix: _adopt).
+        # It counts only while _digest_at is the head's offset, so a caller that
+        # moves the head by hand (a snapshot) simply has no digest.
         self.digest: Any = None
+        self._digest_at = -1
         self._adopt: tuple[int, Any] | None = None
 
     # reading ---------------------------------------------------------------
@@ -77,8 +80,8 @@ class Stream:
         if self._unchanged():
             self.torn = None
             return
-        if self.position.offset == 0 and self.digest is None and self._adopt is None:
-            self.digest = hashlib.sha256()  # every byte will pass through this process
+        if self.position.offset == 0 and self._digest_at != 0 and self._adopt is None:
+            self.digest, self._digest_at = hashlib.sha256(), 0  # every byte will pass through this process
         fd = safefs.open_read(self.path, self.base)
         if fd is None:
             if self.identity is not None or self.position.offset:
@@ -90,7 +93,7 @@ class Stream:
             if self.identity is not None and identity != self.identity:
                 # Replaced by a re-chaining command (purge, recover): start over.
                 self.position = Position()
-                self.digest, self._adopt = hashlib.sha256(), None
+                self.digest, self._digest_at, self._adopt = hashlib.sha256(), 0, None
                 self.resets += 1
             self.identity = identity
             if info.st_size < self.position.offset:
@@ -140,7 +143,7 @@ class Stream:
         offset, sequence, prev = self.position
         # The digest takes whole verified runs of bytes, once per chunk (and once
         # more if the scan stops early), not one call per line.
-        digest, hashed = self.digest, offset
+        digest, hashed = (self.digest if self._digest_at == offset else None), offset
         adopt_at, adopted = self._adopt or (-1, None)
         os.lseek(fd, offset, os.SEEK_SET)
         pending = data = b""
@@ -203,7 +206,7 @@ class Stream:
             if digest is not None and offset > hashed:
                 digest.update(memoryview(data)[hashed - base:offset - base])
             self.position = Position(offset, sequence, prev)
-            self.digest = digest
+            self.digest, self._digest_at = digest, (offset if digest is not None else -1)
         if pending:
             self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest())
 
@@ -292,9 +295,10 @@ class Stream:
                 os.ftruncate(fd, self.position.offset)
                 raise
             self.identity = (info.st_dev, info.st_ino)
-            self.position = head
-            if self.digest is not None:
+            if self.digest is not None and self._digest_at == self.position.offset:
                 self.digest.update(data)
+                self._digest_at = head.offset
+            self.position = head
         finally:
             os.close(fd)
 
@@ -309,6 +313,13 @@ class Stream:
         self.position = Position()
         self.identity = None
         self.digest = self._adopt = None
+        self._digest_at = -1
+
+    def prefix_digest(self) -> str | None:
+        """SHA-256 hex of bytes [0, head), when this process knows it."""
+        if self.digest is not None and self._digest_at == self.position.offset:
+            return self.digest.hexdigest()
+        return None
 
     def discard_staged(self) -> None:
         self._staged = []
