@@ -48,6 +48,8 @@ class Dispatcher:
         while True:
             if self.writer.paused:
                 await self.writer.resumed()  # back-pressure: a client that does not read waits to write
+            if not self.server.room.is_set():
+                await self.server.room.wait()  # and one that sends faster than commands apply waits too
             frame = await frames.read()
             if frame is None:
                 if not self.server.shutting_down:

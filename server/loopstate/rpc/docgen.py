@@ -313,8 +313,8 @@ When the client reads slowly, the server stops writing at 256 KiB of unread outp
 keeps one pending notification per subscription: a snapshot subscription's becomes the
 latest projection; an events subscription keeps up to 256 events and past that gets the
 latest projection instead (`events: null`, `snapshot` set; subscribe again with `since` to
-fetch the skipped events). Requests are not read while the output is backed up. Memory
-stays bounded however slow the client.
+fetch the skipped events). Requests are not read while the output is backed up, nor
+while 64 requests are in flight. Memory stays bounded however slow the client.
 """
 
 

@@ -42,6 +42,8 @@ from loopstate.service.engine import Service
 
 log = logging.getLogger("loopstate.rpc")
 
+MAX_IN_FLIGHT = 64  # requests read but not answered; the reader waits beyond this
+
 
 class LoopstateServer(LanguageServer):
     """A LanguageServer whose features are loopstate's methods."""
@@ -57,6 +59,8 @@ class LoopstateServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopstate-service")
         self.hub: Hub | None = None
         self.inflight: set[asyncio.Task] = set()
+        self.room = asyncio.Event()  # set while fewer than MAX_IN_FLIGHT requests are in flight
+        self.room.set()
         self.shutting_down = False
         for name, params_type, job in METHOD_TABLE:
             self.feature(name)(self._handler(name, params_type, job))
@@ -94,6 +98,8 @@ class LoopstateServer(LanguageServer):
         async def handle(params: Any) -> Any:
             task = asyncio.current_task()
             self.inflight.add(task)
+            if len(self.inflight) >= MAX_IN_FLIGHT:
+                self.room.clear()
             try:
                 decoded = decode_params(name, params, params_type)
                 loop = asyncio.get_running_loop()
@@ -102,6 +108,8 @@ class LoopstateServer(LanguageServer):
                 raise from_exception(name, exc) from None
             finally:
                 self.inflight.discard(task)
+                if len(self.inflight) < MAX_IN_FLIGHT:
+                    self.room.set()
             if isinstance(reply, Reply):
                 if reply.on_sent is not None:
                     self.protocol.after_response[self.protocol.msg_id] = reply.on_sent
