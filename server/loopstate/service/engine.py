@@ -82,13 +82,14 @@ class Service:
         lock_timeout: float = DEFAULT_TIMEOUT,
         domains: list[Domain] | None = None,
     ) -> None:
-        from loopstate.service.registry import all_domains
+        from loopstate.service.registry import all_domains, effects_for
 
         self.data_dir = data_dir
         self.clock = clock
         self.new_id = new_id
         self.lock_timeout = lock_timeout
         self.domains = {d.name: d for d in (domains if domains is not None else all_domains())}
+        self._effects = {name: effects_for(name) for name in self.domains}
         self._by_type: dict[type, Domain] = {}
         for domain in self.domains.values():
             for cls in (*domain.commands, *domain.queries):
@@ -106,6 +107,11 @@ class Service:
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    def effects_of(self, domain: Domain) -> Any:
+        """The service-side glue bound to ``domain`` by the registry (None for a pure domain)."""
+        effects = self._effects.get(domain.name)
+        return effects if effects is not None else getattr(domain, "effects", None)
 
     def domain_of(self, message: Command | Query) -> Domain:
         domain = self._by_type.get(type(message))
@@ -142,7 +148,7 @@ class Service:
             stream = domain.stream_for(command)
             fp = fingerprint(type(command).__struct_config__.tag, fingerprint_params(domain, command))
             folded = self.folded(project, domain, stream)
-            effects = getattr(domain, "effects", None)
+            effects = self.effects_of(domain)
             records: list[Record] = []
             with folded.ledger.mutation() as tx:
                 earlier = tx.earlier(request_id, fp)
@@ -207,7 +213,7 @@ class Service:
             folded = self.folded(project, domain, stream)
             records = folded.ledger.refresh()
             # Optional: give a state rebuilt by a reset what lives beside the ledger (intent's private memory).
-            after_refresh = getattr(getattr(domain, "effects", None), "after_refresh", None)
+            after_refresh = getattr(self.effects_of(domain), "after_refresh", None)
             if after_refresh is not None:
                 after_refresh(self, project, folded)
             self._notify(project, stream, records)
