@@ -263,3 +263,6 @@ class RunsEffects:
                 continue  # e.g. a pending intent: its run repairs the marker at its next command
             marked.append(run_state.run_id)
         return marked
+
+
+EFFECTS = RunsEffects()

@@ -68,7 +68,13 @@ class RunsDomain:
     queries = proto.QUERIES
     views = ("status",)
     stream_prefixes = ("runs", "grants")
-    effects: Any = None
+
+    @property
+    def effects(self) -> Any:
+        """The impure glue (config, kill switches, grant lock, projection files), imported on first use."""
+        from loopstate.service.runs_effects import EFFECTS
+
+        return EFFECTS
 
     def stream_for(self, message: Command | Query) -> str:
         if isinstance(message, (proto.AuthorityGrant, proto.AuthorityRevoke, proto.GrantShow)):
@@ -111,12 +117,4 @@ class RunsDomain:
         return projections.status(state, ctx)
 
 
-def _build() -> RunsDomain:
-    domain = RunsDomain()
-    from loopstate.service.runs_effects import RunsEffects
-
-    domain.effects = RunsEffects()
-    return domain
-
-
-DOMAIN = _build()
+DOMAIN = RunsDomain()
