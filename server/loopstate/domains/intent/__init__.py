@@ -2,8 +2,10 @@
 
 One stream per project, ``intent``, holds every task's events with the seed's
 envelope (prev_hash/event_hash chain, schema_version 1). The service's intent
-effects (service/intent_effects.py) add the impure parts: private-session
-control files, in-memory private events and purge re-chaining.
+effects (service/intent_effects.py, bound to this domain by the service
+registry) add the impure parts: private-session control files, in-memory
+private events and purge re-chaining. This package never imports the service:
+the dependency points service -> domain.
 """
 
 from __future__ import annotations
@@ -49,13 +51,6 @@ class IntentDomain:
     commands = p.COMMANDS
     queries = p.QUERIES
     views = ("snapshot", "audit", "tasks")
-
-    @property
-    def effects(self) -> Any:
-        """The impure glue (private sessions, purge); it lives in the service layer."""
-        from loopstate.service.intent_effects import EFFECTS
-
-        return EFFECTS
 
     def fingerprint_params(self, command: Any) -> Any:
         return rules.fingerprint_params(command)
