@@ -3,6 +3,10 @@
 One stream per goal, ``goals.<goal_id>``. Views for subscriptions are keyed by
 goal id: ``goals/board/<goal_id>`` (the local board) and
 ``goals/public_board/<goal_id>`` (the redacted one).
+
+The impure glue (Markdown files, git checks, snapshot files) is
+``loopstate.service.goals_effects``; the service registry binds it to this
+domain, so nothing here imports the service.
 """
 
 from __future__ import annotations
@@ -64,13 +68,6 @@ class GoalsDomain:
     commands = proto.COMMANDS
     queries = proto.QUERIES
     views = ("board", "public_board")
-
-    @property
-    def effects(self):
-        """The impure glue (Markdown files, git checks, snapshot files) lives in the service."""
-        from loopstate.service.goals_effects import EFFECTS
-
-        return EFFECTS
 
     def stream_for(self, message: Any) -> str:
         return stream_name(message.goal_id)
