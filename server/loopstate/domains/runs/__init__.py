@@ -4,7 +4,8 @@ One audit stream per run (``runs.<run_id>``), one stream per authority grant
 (``grants.<grant_id>``), both chained with the seed's envelope
 (``sequence``, ``previous_event_digest``, ``event_digest``, ``schema_version``).
 Everything here is pure; files (kill switches, projections, the grant lock)
-live in ``loopstate.service.runs_effects``.
+live in ``loopstate.service.runs_effects``, which the service registry binds
+to this domain (the domain never imports the service).
 """
 
 from __future__ import annotations
@@ -68,13 +69,6 @@ class RunsDomain:
     queries = proto.QUERIES
     views = ("status",)
     stream_prefixes = ("runs", "grants")
-
-    @property
-    def effects(self) -> Any:
-        """The impure glue (config, kill switches, grant lock, projection files), imported on first use."""
-        from loopstate.service.runs_effects import EFFECTS
-
-        return EFFECTS
 
     def stream_for(self, message: Command | Query) -> str:
         if isinstance(message, (proto.AuthorityGrant, proto.AuthorityRevoke, proto.GrantShow)):
