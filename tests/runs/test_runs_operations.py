@@ -284,3 +284,21 @@ def test_intent_whose_completion_could_never_be_recorded_is_refused_up_front(h):
     refused(h, proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "nope"},
                             **LOCAL, **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
     assert h.status(run_id).pending_operation is None
+
+
+def test_cancelling_a_run_with_a_pending_intent_reconciles_it_as_unknown_first(h):
+    run_id, lease = h.leased()
+    pending = intend(h, run_id, lease)
+    events = h.run(proto.Stop(run_id=run_id, actor=USER, cancel=True, reason="abandon")).events
+    assert [e["type"] for e in events] == ["operation_reconciled", "run_cancelled"]
+    assert events[0]["data"] == {"operation_id": pending["operation_id"], "effect": "local", "outcome": "unknown"}
+    assert events[1]["projection"]["pending_operation"] is None
+
+
+def test_holder_restarting_after_its_own_crash_resumes_with_the_intent_unknown(h):
+    run_id, lease = h.leased()
+    intend(h, run_id, lease)
+    h.clock.advance(10)
+    events = h.run(proto.Resume(run_id=run_id, owner=AGENT, reason="restarted after a crash", **lease_args(lease))).events
+    assert [e["type"] for e in events] == ["operation_reconciled", "recovery_started"]
+    assert events[1]["data"]["new_generation"] == 1 and events[1]["projection"]["run"]["status"] == "active"
