@@ -17,6 +17,8 @@ import stat
 import threading
 from typing import Callable
 
+from loopstate.core.safefs import write_all
+
 HIGH_WATER = 256 << 10
 LOW_WATER = 64 << 10
 READ_LIMIT = 1 << 16
@@ -68,12 +70,9 @@ class StdioWriter:
         if self.closed.is_set():
             return
         if self._transport is None:
-            os.write(self.fd, data)
+            write_all(self.fd, data)
         else:
             self._transport.write(data)
-
-    def buffered(self) -> int:
-        return 0 if self._transport is None else self._transport.get_write_buffer_size()
 
     async def resumed(self) -> None:
         await self._resumed.wait()

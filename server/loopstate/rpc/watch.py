@@ -117,13 +117,22 @@ class Watcher:
         """Watch ``folder``, or its nearest existing ancestor until it appears."""
         if not self.available:
             return
-        path = folder
-        while not self._add(path):
-            if path.parent == path:
+        while True:
+            path = folder
+            while not self._add(path):
+                if path.parent == path:
+                    return
+                path = path.parent
+            if path == folder:
+                self.on_change(folder, None)  # it may have changed before the watch existed
                 return
-            path = path.parent
-        if path == folder:
-            self.on_change(folder, None)  # it may have changed before the watch existed
+            # Watching an ancestor: the next folder down may have been created between
+            # the failed attempt and this watch, with no event to tell. Look again.
+            child = folder
+            while child.parent != path:
+                child = child.parent
+            if not os.path.isdir(child):
+                return  # its creation will be reported
 
     def _prune(self) -> None:
         """Drop watches no target needs (neither the folder nor an ancestor of a missing one)."""
