@@ -218,3 +218,28 @@ def test_claims_in_other_tasks_of_the_project_can_be_superseded(it: Intent):
     new = it.replace(second, [rule], "Use ruff format", scope="project")
     assert rule not in it.active_ids() and new in it.active_ids()
     assert new in it.active_ids(first)  # project-scope claims show in every task's view
+
+
+def test_timestamps_must_be_rfc3339_date_times_not_other_iso_forms(it: Intent, task):
+    for bad in ("20260101T000000Z", "2026-01-01Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00Z"):
+        err = refused(lambda: it.add(task, "dated", valid_from=bad))
+        assert bad in err.message and "RFC 3339" in err.message
+    claim = it.add(task, "fraction", valid_from="2026-01-01T00:00:00.250Z")
+    assert {c.claim_id: c.valid_from for c in it.audit(task).claims}[claim] == "2026-01-01T00:00:00.250000Z"
+
+
+def test_a_replacement_earlier_by_a_fraction_of_a_second_is_refused(it: Intent, task):
+    # "...00Z" sorts after "...00.500000Z" as text; the rule compares instants.
+    old = it.add(task, "later claim", valid_from="2026-01-01T00:00:00.500000Z")
+    err = refused(lambda: it.replace(task, [old], "earlier replacement", valid_from="2026-01-01T00:00:00Z"))
+    assert err.details["field"] == "valid_from"
+
+
+def test_a_malformed_superseded_id_is_named_as_supersedes(it: Intent, task):
+    err = refused(lambda: it.replace(task, ["not-a-uuid"], "new"))
+    assert err.details["field"] == "supersedes" and "not-a-uuid" in err.message
+
+
+def test_an_empty_label_says_what_a_label_needs(it: Intent):
+    err = refused(lambda: it.start(label="   "))
+    assert err.message.startswith("label:") and "claim" not in err.message

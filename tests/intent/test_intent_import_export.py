@@ -154,3 +154,50 @@ def test_an_oversized_import_is_refused(it: Intent, graph):
 
 def test_only_the_user_imports(it: Intent, graph):
     refused(lambda: it.run(p.IntentImport(graph=graph, actor="agent")), ErrorCode.RULE_VIOLATION)
+
+
+def _two_claim_graph(it: Intent) -> dict:
+    task = it.start(user_claim("first"))
+    first = it.add(task, "second")
+    it.replace(task, [first], "third")
+    return it.ask(p.IntentExport(task_id=task))
+
+
+def test_import_compares_supersession_times_as_instants(it: Intent):
+    graph = _two_claim_graph(it)
+    old = next(c for c in graph["claims"] if c["lifecycle"]["state"] == "superseded")
+    new = next(c for c in graph["claims"] if c["supersedes"])
+    old["valid_from"], new["valid_from"] = "2026-01-01T00:00:00.500000Z", "2026-01-01T00:00:00Z"
+    err = refused(lambda: it.run(p.IntentImport(graph=graph)))
+    assert "supersession must follow time" in err.message
+
+
+def test_import_refuses_explicit_intent_whose_source_was_a_tool_result(it: Intent):
+    graph = _two_claim_graph(it)
+    graph["claims"][0]["source_ref"] = {"kind": "tool_result", "event_id": "tool-7"}
+    err = refused(lambda: it.run(p.IntentImport(graph=graph)))
+    assert "tool_result" in err.message and graph["claims"][0]["claim_id"] in err.message
+
+
+def test_import_refuses_a_lifecycle_that_names_another_superseder(it: Intent):
+    graph = _two_claim_graph(it)
+    old = next(c for c in graph["claims"] if c["lifecycle"]["state"] == "superseded")
+    old["lifecycle"]["superseded_by"] = graph["claims"][0]["claim_id"]
+    err = refused(lambda: it.run(p.IntentImport(graph=graph)))
+    assert "superseded_by" in err.message
+
+
+def test_import_refuses_a_non_utc_export_time(it: Intent):
+    graph = _two_claim_graph(it)
+    graph["exported_at"] = "2026-01-01T00:00:00+02:00"
+    assert refused(lambda: it.run(p.IntentImport(graph=graph))).details["field"] == "exported_at"
+
+
+def test_import_field_refusals_name_the_claim_that_broke_them(it: Intent):
+    graph = _two_claim_graph(it)
+    victim = graph["claims"][1]
+    for field, value, words in (("confidence", 0.4, "confidence"), ("facets", [], "facets"), ("statement", "x" * 501, "500")):
+        bad = copy.deepcopy(graph)
+        bad["claims"][1][field] = value
+        err = refused(lambda: it.run(p.IntentImport(graph=bad)))
+        assert victim["claim_id"] in err.message and words in err.message

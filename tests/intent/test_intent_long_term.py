@@ -94,3 +94,38 @@ def test_unconfirmed_inferred_long_term_record_goes_stale_after_90_days(it: Inte
     it.run(p.IntentClaimConfirm(task_id=tasks[2], claim_id=claim))
     assert it.snapshot(tasks[2]).stale == []
     assert len(it.ask(p.IntentCompact(task_id=tasks[2])).items) == 2
+
+
+def test_the_same_task_three_times_is_one_distinct_task(it: Intent):
+    task = it.start()
+    key = [signal(it, task) for _ in range(3)][0]
+    error = refused(lambda: promote(it, task, key), ErrorCode.RULE_VIOLATION)
+    assert error.details["distinct_tasks"] == 1 and "3" in error.message
+
+
+def test_a_promotion_by_a_non_user_says_who_may_confirm(it: Intent):
+    tasks = [it.start() for _ in range(3)]
+    key = [signal(it, t) for t in tasks][0]
+    error = refused(lambda: promote(it, tasks[2], key, actor="agent"), ErrorCode.RULE_VIOLATION)
+    assert "direct user event" in error.message and "'explicit' is not a confirmation" not in error.message
+
+
+def test_a_promoted_claim_stays_an_inference_never_the_users_own_words(it: Intent):
+    tasks = [it.start() for _ in range(3)]
+    key = [signal(it, t) for t in tasks][0]
+    claim = promote(it, tasks[2], key).events[0]["payload"]["claim"]["claim_id"]
+    (view,) = [c for c in it.audit().claims if c.claim_id == claim]
+    assert view.role == "system" and not view.direct_user
+    hook = it.ask(p.IntentHookContext(task_id=tasks[2]))
+    assert claim not in hook.claim_ids and hook.omitted == {"inferred": 1}
+
+
+def test_staleness_starts_at_exactly_90_days(it: Intent, clock):
+    tasks = [it.start() for _ in range(3)]
+    key = [signal(it, t) for t in tasks][0]
+    claim = promote(it, tasks[2], key).events[0]["payload"]["claim"]["claim_id"]
+    clock.advance(90 * DAY - 1)
+    assert it.snapshot(tasks[2]).stale == []
+    assert claim in [i.claim_id for i in it.ask(p.IntentCompact(task_id=tasks[2])).items]
+    clock.advance(1)
+    assert [w.claim_id for w in it.snapshot(tasks[2]).stale] == [claim]

@@ -129,3 +129,26 @@ def test_listeners_hear_each_change(svc, root, it: Intent):
     task = it.start()
     it.add(task, "one more")
     assert heard == [("intent", ["task_started"]), ("intent", ["claim_added"])]
+
+
+def test_hook_context_counts_the_users_own_disagreements_and_unknowns(it: Intent, task):
+    it.add(task, "I disagree with the caching plan", facets=("disagreement",))
+    it.add(task, "I do not know the deadline yet", facets=("unknown",))
+    hook = it.ask(p.IntentHookContext(task_id=task))
+    assert "caching" not in hook.text and "deadline" not in hook.text
+    assert hook.omitted == {"disputed": 1, "unknown": 1} and len(hook.claim_ids) == 2
+    assert hook.open_disputes == 1
+
+
+def test_compact_orders_claims_by_instant_not_by_text(it: Intent):
+    task = it.start()
+    late = it.add(task, "later", valid_from="2026-01-01T00:00:00.500000Z", facets=("tradeoff",))
+    early = it.add(task, "earlier", valid_from="2026-01-01T00:00:00Z", facets=("tradeoff",))
+    assert [i.claim_id for i in it.ask(p.IntentCompact(task_id=task)).items] == [early, late]
+
+
+def test_compact_cap_refusals_name_the_cap_and_the_value(it: Intent, task):
+    for kwargs, field in (({"max_records": 501}, "max_records"), ({"max_chars": 0}, "max_chars")):
+        with pytest.raises(LoopstateError) as err:
+            it.ask(p.IntentCompact(task_id=task, **kwargs))
+        assert err.value.details["field"] == field and field in err.value.message

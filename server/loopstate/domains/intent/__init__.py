@@ -99,13 +99,21 @@ class IntentDomain:
         if isinstance(query, p.IntentAudit):
             return projections.audit(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
         if isinstance(query, p.IntentCompact):
-            if not 1 <= query.max_records <= 500 or not 1 <= query.max_chars <= 100_000:
-                raise LoopstateError(ErrorCode.VALIDATION_FAILED, "max_records must be 1-500 and max_chars 1-100000", field="max_records")
+            if not 1 <= query.max_records <= 500:
+                raise LoopstateError(
+                    ErrorCode.VALIDATION_FAILED, f"max_records: {query.max_records} is out of range; give 1-500", field="max_records",
+                )
+            if not 1 <= query.max_chars <= 100_000:
+                raise LoopstateError(
+                    ErrorCode.VALIDATION_FAILED, f"max_chars: {query.max_chars} is out of range; give 1-100000", field="max_chars",
+                )
             source = self._task_state(state, query.task_id, ctx)
             return projections.compact(source, query.task_id, query.max_records, query.max_chars, now)
         if isinstance(query, p.IntentHookContext):
             if not 1 <= query.max_chars <= 100_000:
-                raise LoopstateError(ErrorCode.VALIDATION_FAILED, "max_chars must be 1-100000", field="max_chars")
+                raise LoopstateError(
+                    ErrorCode.VALIDATION_FAILED, f"max_chars: {query.max_chars} is out of range; give 1-100000", field="max_chars",
+                )
             source = self._task_state(state, query.task_id, ctx)
             return projections.hook_context(source, source.tasks[query.task_id], query.max_chars, now)
         if isinstance(query, p.IntentTasks):

@@ -198,7 +198,7 @@ def _supersedes(state: IntentState, ids: list[str], ctx: Context) -> list[Claim]
         raise rules.refuse("supersedes: name at least one claim id to replace", field="supersedes")
     if len(set(ids)) != len(ids):
         raise rules.refuse("supersedes: each claim id may appear once", field="supersedes")
-    return [find_claim(state, claim_id, ctx) for claim_id in ids]
+    return [find_claim(state, rules.check_uuid(claim_id, "supersedes"), ctx) for claim_id in ids]
 
 
 def claim_replace(state: IntentState, cmd: p.IntentClaimReplace, ctx: Context) -> list[dict[str, Any]]:
@@ -210,7 +210,7 @@ def claim_replace(state: IntentState, cmd: p.IntentClaimReplace, ctx: Context) -
     )
     for old in olds:
         _may_displace(old, actor=cmd.actor, ref=ref, new_status=claim["epistemic_status"], verb="superseded")
-        if claim["valid_from"] < old.valid_from:
+        if rules.instant(claim["valid_from"]) < rules.instant(old.valid_from):
             raise rules.refuse(
                 f"valid_from: a replacement cannot be valid before the claim it supersedes ({old.valid_from})",
                 field="valid_from",
@@ -279,11 +279,17 @@ def candidate_add(state: IntentState, cmd: p.IntentCandidateAdd, ctx: Context) -
 def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Context) -> list[dict[str, Any]]:
     task = _writable(state, cmd.task_id, ctx)
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
-    if cmd.confirmation != "explicit" or not rules.direct_user(cmd.actor, ref):
+    if cmd.confirmation != "explicit":
         raise rule(
-            f"a candidate is promoted only by the user's explicit confirmation from a direct user event; "
+            f"a candidate is promoted only by the user's explicit confirmation; "
             f"{cmd.confirmation!r} is not a confirmation (acceptance, silence and a single choice never are)",
             field="confirmation",
+        )
+    if not rules.direct_user(cmd.actor, ref):
+        raise rule(
+            f"a candidate is promoted only from a direct user event (actor user citing a user_event source), "
+            f"not by an {cmd.actor!r} actor citing a {ref.get('kind')!r} source",
+            field="actor",
         )
     group = [c for c in state.candidates.values() if c.signal_key == cmd.signal_key]
     if not group:

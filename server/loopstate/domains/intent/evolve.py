@@ -20,7 +20,10 @@ def _claim(state: IntentState, event: dict[str, Any], data: dict[str, Any], task
         epistemic_status=data["epistemic_status"], scope=data.get("scope", "task"), facets=list(data["facets"]),
         valid_from=data["valid_from"], last_confirmed=data.get("last_confirmed"), confidence=data.get("confidence"),
         supersedes=list(data.get("supersedes") or []), source_ref=ref,
-        direct_user=(not imported) and direct_user(event["actor"], ref), added_sequence=event.get("sequence", 0),
+        # A claim is the user's own words only when the user made it (role) from the user's own event:
+        # a promotion the user confirmed stays a system inference.
+        direct_user=(not imported) and data["role"] == "user" and direct_user(event["actor"], ref),
+        added_sequence=event.get("sequence", 0),
         imported=imported,
     )
     state.claims[claim.claim_id] = claim

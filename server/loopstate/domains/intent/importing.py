@@ -119,7 +119,9 @@ def import_event(graph: Any, ctx: Context) -> tuple[str, dict[str, Any]]:
     if size > MAX_BYTES:
         raise _bad(f"the graph is {size} bytes, at most {MAX_BYTES}", "graph")
     if graph.get("format") != FORMAT or graph.get("version") != VERSION:
-        raise _bad(f"format must be {FORMAT!r} version {VERSION}", "format")
+        raise _bad(f"format must be {FORMAT!r} version {VERSION} (the output of intent export)", "format")
+    if graph.get("exported_at") is not None:
+        rules.utc(graph["exported_at"], "exported_at")
     tasks = _list(graph, "tasks", MAX_TASKS)
     claims = _list(graph, "claims", MAX_CLAIMS)
     candidates = _list(graph, "candidates", MAX_CANDIDATES)
@@ -137,15 +139,24 @@ def import_event(graph: Any, ctx: Context) -> tuple[str, dict[str, Any]]:
         mode = t.get("mode", "on")
         if mode not in ("on", "off"):
             raise _bad(f"task {t['task_id']} has mode {mode!r}; only on and off tasks are imported", "tasks.mode")
-        new_tasks.append({
-            "task_id": task_ids[t["task_id"]], "mode": mode, "label": rules.label(t.get("label")),
-            "started_at": rules.utc(t.get("started_at"), "tasks.started_at"),
-        })
+        try:
+            new_tasks.append({
+                "task_id": task_ids[t["task_id"]], "mode": mode, "label": rules.label(t.get("label")),
+                "started_at": rules.utc(t.get("started_at"), "tasks.started_at"),
+            })
+        except LoopstateError as exc:
+            raise _bad(f"task {t['task_id']}: {exc.message}", exc.details.get("field", "tasks")) from None
 
     by_id = {c["claim_id"]: c for c in claims}
     new_claims = []
     for c in claims:
-        new_claims.append(_import_claim(c, by_id, task_ids, claim_ids))
+        try:
+            new_claims.append(_import_claim(c, by_id, task_ids, claim_ids))
+        except LoopstateError as exc:
+            if exc.message.startswith("import:"):
+                raise
+            # A field rule's refusal, said for the claim that broke it.
+            raise _bad(f"claim {c['claim_id']}: {exc.message}", exc.details.get("field", "claims")) from None
     _check_supersession(claims, by_id)
 
     new_candidates = []
@@ -154,10 +165,14 @@ def import_event(graph: Any, ctx: Context) -> tuple[str, dict[str, Any]]:
     for c in candidates:
         if c.get("task_id") not in task_ids:
             raise _bad(f"candidate {c['candidate_id']} names a task that is not in the graph", "candidates.task_id")
-        text = rules.statement(c.get("statement"), "candidates.statement")
+        try:
+            text = rules.statement(c.get("statement"), "candidates.statement")
+            facets = rules.facets(c.get("facets"))
+        except LoopstateError as exc:
+            raise _bad(f"candidate {c['candidate_id']}: {exc.message}", exc.details.get("field", "candidates")) from None
         new_candidates.append({
             "candidate_id": ctx.new_id(), "task_id": task_ids[c["task_id"]], "signal_key": signal_key(text),
-            "statement": text, "facets": rules.facets(c.get("facets")),
+            "statement": text, "facets": facets,
             "source_ref": _provenance(c.get("source_ref"), "candidates"), "promoted": bool(c.get("promoted")),
         })
     payload = {
@@ -177,8 +192,10 @@ def _import_claim(c: dict[str, Any], by_id: dict, task_ids: dict, claim_ids: dic
     if c.get("task_id") not in task_ids:
         raise _bad(f"{field} names a task that is not in the graph", "claims.task_id")
     role, status = c.get("role"), c.get("epistemic_status")
+    original = c.get("source_ref")
     try:
-        rules.status_for_role(role, status, None)
+        # The original source kind counts too: a tool result is only ever evidence, even in an import.
+        rules.status_for_role(role, status, original.get("kind") if isinstance(original, dict) else None)
     except LoopstateError as exc:
         raise _bad(f"{field}: {exc.message}", "claims.epistemic_status") from None
     confidence = rules.confidence_for(status, c.get("confidence"))
@@ -222,14 +239,23 @@ def _check_supersession(claims: list[dict[str, Any]], by_id: dict[str, dict[str,
             if old in superseded_by:
                 raise _bad(f"claim {old} is superseded by two claims", "claims.supersedes")
             superseded_by[old] = c["claim_id"]
-            if rules.utc(by_id[old].get("valid_from"), "claims.valid_from") > rules.utc(c.get("valid_from"), "claims.valid_from"):
+            older = rules.instant(rules.utc(by_id[old].get("valid_from"), "claims.valid_from"))
+            if older > rules.instant(rules.utc(c.get("valid_from"), "claims.valid_from")):
                 raise _bad(f"claim {c['claim_id']} supersedes the later claim {old}; supersession must follow time", "claims.supersedes")
     for c in claims:
-        state = (c.get("lifecycle") or {"state": "active"}).get("state")
+        life = c.get("lifecycle") or {"state": "active"}
+        state = life.get("state")
         if (state == "superseded") != (c["claim_id"] in superseded_by):
             raise _bad(
                 f"claim {c['claim_id']} has lifecycle {state!r} but is "
                 + ("" if c["claim_id"] in superseded_by else "not ") + "superseded by a claim in the graph",
+                "claims.lifecycle",
+            )
+        named = life.get("superseded_by")
+        if named is not None and named != superseded_by.get(c["claim_id"]):
+            raise _bad(
+                f"claim {c['claim_id']} has lifecycle.superseded_by {named} but the graph's supersedes lists say "
+                f"{superseded_by.get(c['claim_id'])}; fix one of them",
                 "claims.lifecycle",
             )
     for start in superseded_by:

@@ -6,8 +6,9 @@
 - compact: the manual handoff, capped by record count and characters, leaving
   stale long-term inferences out;
 - hook context: what a hook may inject. Only direct user-event, user-explicit
-  claims appear as text; everything else is an omitted count, so stored content
-  never becomes a later instruction channel.
+  claims appear as text (never one that is a dispute or an unknown); everything
+  else is an omitted count, so stored content never becomes a later
+  instruction channel.
 No view resolves a conflict to fit its budget: a dispute is never dropped while
 one side of it is shown, and open disputes are always counted.
 """
@@ -70,7 +71,7 @@ def _in_scope(claim: Claim, task_id: str | None) -> bool:
 
 def _order(claim: Claim) -> tuple:
     facet = min((FACET_ORDER[f] for f in claim.facets), default=len(FACETS))
-    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet, claim.valid_from, claim.claim_id)
+    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet, parse_time(claim.valid_from), claim.claim_id)
 
 
 def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
@@ -165,12 +166,24 @@ def _item(claim: Claim) -> p.CompactItem:
     )
 
 
-def _omission_kind(claim: Claim) -> str:
+def _omission_kind(claim: Claim) -> str | None:
+    """Why a claim is only a count in the hook context, or None when it may appear as text.
+
+    Disputes and unknowns are counts whoever stated them (the disagreement and
+    unknown facets included), so the injected text never takes a side in an
+    open conflict.
+    """
     if claim.imported:
         return "imported"
-    if claim.epistemic_status == "explicit":
+    if claim.epistemic_status != "explicit":
+        return claim.epistemic_status
+    if not (claim.direct_user and claim.user_explicit):
         return "explicit_not_direct"
-    return claim.epistemic_status
+    if "disagreement" in claim.facets:
+        return "disputed"
+    if "unknown" in claim.facets:
+        return "unknown"
+    return None
 
 
 def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetime) -> p.HookContext:
@@ -189,8 +202,8 @@ def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetim
     header = "User-stated intent (verbatim claims from the user's own messages):"
     used = len(header)
     for claim in active:
-        if not (claim.direct_user and claim.user_explicit) or claim.imported:
-            kind = _omission_kind(claim)
+        kind = _omission_kind(claim)
+        if kind is not None:
             omitted[kind] = omitted.get(kind, 0) + 1
             continue
         facet = min(claim.facets, key=lambda f: FACET_ORDER[f])

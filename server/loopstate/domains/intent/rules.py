@@ -94,7 +94,7 @@ def statement(text: Any, field: str = "statement") -> str:
     _refuse_carriers(text, field)
     cleaned = redact(text).text.strip()
     if not cleaned:
-        raise refuse(f"{field}: is empty; a claim needs 1-{MAX_STATEMENT} characters", field=field)
+        raise refuse(f"{field}: is empty; give 1-{MAX_STATEMENT} characters of text", field=field)
     if len(cleaned) > MAX_STATEMENT:
         raise refuse(
             f"{field}: is {len(cleaned)} characters after redaction; at most {MAX_STATEMENT} (split it into atomic claims, "
@@ -191,8 +191,27 @@ def direct_user(actor: str, ref: dict[str, Any]) -> bool:
     return actor == "user" and ref.get("kind") == "user_event"
 
 
+# RFC 3339 date-time in UTC: full date, "T", full time, optional fraction, "Z".
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+
+
 def utc(value: Any, field: str) -> str:
+    """An RFC 3339 UTC timestamp (``2026-01-01T09:30:00Z``), normalised; any other form is refused."""
+    if isinstance(value, str) and not _RFC3339_UTC.fullmatch(value) and value.endswith("Z"):
+        raise refuse(
+            f"{field}: {value!r} is not an RFC 3339 UTC timestamp; write YYYY-MM-DDTHH:MM:SSZ, e.g. 2026-01-01T09:30:00Z",
+            field=field,
+        )
+    if isinstance(value, str) and _RFC3339_UTC.fullmatch(value) and "." in value:
+        # Python parses at most microseconds; extra digits are cut, not rounded.
+        head, frac = value[:-1].split(".")
+        value = f"{head}.{frac[:6]}Z"
     return format_time(parse_time(value, field=field))
+
+
+def instant(value: str) -> Any:
+    """A stored timestamp as a datetime, for ordering (text order is wrong when fractions differ)."""
+    return parse_time(value, field="timestamp")
 
 
 def facets(values: Any) -> list[str]:
