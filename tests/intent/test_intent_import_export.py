@@ -201,3 +201,15 @@ def test_import_field_refusals_name_the_claim_that_broke_them(it: Intent):
         bad["claims"][1][field] = value
         err = refused(lambda: it.run(p.IntentImport(graph=bad)))
         assert victim["claim_id"] in err.message and words in err.message
+
+
+def test_a_one_task_export_whose_claim_was_superseded_from_another_task_imports(it: Intent):
+    first = it.start()
+    rule = it.add(first, "Use tabs everywhere", scope="project", facets=("soft_constraint",))
+    second = it.start()
+    it.replace(second, [rule], "Use spaces everywhere", scope="project", facets=("soft_constraint",))
+    graph = it.ask(p.IntentExport(task_id=first))
+    (claim,) = graph["claims"]
+    assert claim["lifecycle"]["state"] == "invalidated" and "outside this export" in claim["lifecycle"]["reason"]
+    event = it.run(p.IntentImport(graph=graph)).events[0]
+    assert event["payload"]["claims"][0]["lifecycle"]["state"] == "invalidated"

@@ -169,3 +169,10 @@ def test_a_seeded_api_key_in_a_prompt_and_a_claim_is_nowhere_at_rest(it: Intent,
 ])
 def test_ordinary_statements_that_merely_resemble_carriers_are_kept(it: Intent, task, statement):
     assert it.add(task, statement)
+
+
+def test_a_request_id_carrying_a_credential_is_refused_and_nothing_is_written(it: Intent, task, data_dir: Path):
+    before = all_bytes(data_dir)
+    err = refused(lambda: it.run(p.IntentClaimAdd(task_id=task, claim=user_claim("x")), f"req-{OPENAI_KEY}"))
+    assert err.details["field"] == "request_id" and OPENAI_KEY not in err.message
+    assert all_bytes(data_dir) == before

@@ -16,6 +16,7 @@ from loopstate.core import canonical
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid
+from loopstate.core.redaction import contains_secret
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.importing import import_event
@@ -375,6 +376,11 @@ HANDLERS = {
 
 
 def decide(state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any]]:
+    if contains_secret(ctx.request_id):
+        # The request id is stored verbatim in every event; a credential must never be.
+        raise rules.refuse(
+            "request_id: contains a credential; send an opaque id (a fresh UUID) instead", field="request_id",
+        )
     if ctx.extra.get(HANDLED_IN_MEMORY):
         return []
     handler = HANDLERS.get(type(command))

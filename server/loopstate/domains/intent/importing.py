@@ -44,7 +44,7 @@ def export_graph(state: IntentState, project_id: str, task_id: str | None, now: 
             "valid_from": c.valid_from, "last_confirmed": c.last_confirmed,
             "supersedes": [s for s in c.supersedes if state.claims.get(s) and state.claims[s].task_id in wanted],
             "facets": list(c.facets), "direct_user": c.direct_user,
-            "lifecycle": _lifecycle(c),
+            "lifecycle": _lifecycle(c, state, wanted),
         }
         if c.confidence is not None:
             item["confidence"] = c.confidence
@@ -69,7 +69,20 @@ def export_graph(state: IntentState, project_id: str, task_id: str | None, now: 
     }
 
 
-def _lifecycle(claim) -> dict[str, Any]:
+def _lifecycle(claim, state: IntentState, wanted: set[str]) -> dict[str, Any]:
+    """A claim's lifecycle as the graph can carry it.
+
+    A claim superseded by a claim of a task outside this export would name a
+    claim the graph does not hold (and the import would refuse it); it is
+    exported as inactive instead: invalidated when its superseder became
+    valid, with a reason that says so.
+    """
+    superseder = state.claims.get(claim.superseded_by) if claim.superseded_by else None
+    if claim.state == "superseded" and superseder is not None and superseder.task_id not in wanted:
+        return {
+            "state": "invalidated", "invalidated_at": superseder.valid_from,
+            "reason": "superseded by a claim of a task outside this export",
+        }
     life: dict[str, Any] = {"state": claim.state}
     if claim.superseded_by:
         life["superseded_by"] = claim.superseded_by
