@@ -116,3 +116,25 @@ def test_claims_json_from_stdin_and_exec_of_any_command(root, data_dir):
     assert event["event_type"] == "compaction_observed" and event["payload"]["trigger"] == "manual"
     bad = cli(root, data_dir, "start", "--claims-json", "-", ok=False, stdin='[{"statement": 5}]')
     assert bad.returncode == 1 and "INVALID_PARAMS" in bad.stderr
+
+
+def test_missing_or_unreadable_input_files_are_refusals_not_crashes(root, data_dir, tmp_path):
+    missing = cli(root, data_dir, "import", str(tmp_path / "nope.json"), "--json", ok=False)
+    assert missing.returncode == 1 and as_json(missing)["error"]["code"] == "NOT_FOUND"
+    assert "nope.json" in as_json(missing)["error"]["message"]
+    claims = cli(root, data_dir, "start", "--claims-json", str(tmp_path / "absent.json"), ok=False)
+    assert claims.returncode == 1 and "absent.json does not exist" in claims.stderr
+    binary = tmp_path / "graph.bin"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert "not UTF-8" in cli(root, data_dir, "import", str(binary), ok=False).stderr
+    task = as_json(cli(root, data_dir, "start", "--json"))["events"][0]["task_id"]
+    unwritable = cli(root, data_dir, "export", "--out", str(tmp_path / "no-such-dir" / "g.json"), ok=False)
+    assert unwritable.returncode == 1 and "--out" in unwritable.stderr and task
+
+
+def test_purge_without_yes_says_to_pass_yes_and_deletes_nothing(root, data_dir):
+    started = as_json(cli(root, data_dir, "start", "--claim", "Keep this", "--json"))
+    claim = started["events"][0]["payload"]["initial_claims"][0]["claim_id"]
+    refused = cli(root, data_dir, "purge", "claim", claim, ok=False)
+    assert refused.returncode == 1 and "--yes" in refused.stderr
+    assert as_json(cli(root, data_dir, "show", "--json"))["active_count"] == 1

@@ -110,6 +110,25 @@ def _decode(raw: str, type_: Any, what: str) -> Any:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{what}: {exc}", field=what) from None
 
 
+def _read_input(path: str, what: str) -> str:
+    """A file's text, or stdin's for '-'; a missing or unreadable file is a clear refusal, not a crash."""
+    from loopstate_protocol.errors import ErrorCode
+
+    from loopstate.core.errors import LoopstateError
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"{what}: {path} does not exist; pass an existing file or '-' for stdin", field=what) from None
+    except UnicodeDecodeError:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{what}: {path} is not UTF-8 text; pass the JSON file", field=what) from None
+    except OSError as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{what}: {path} cannot be read ({exc.strerror}); pass a readable file", field=what) from None
+
+
 def _refuse_private(mode: str) -> None:
     if mode == "private":
         from loopstate_protocol.errors import ErrorCode
@@ -138,7 +157,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             facet, statement = "outcome", text
         claims.append(ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet]))
     if args.claims_json:
-        raw = sys.stdin.read() if args.claims_json == "-" else open(args.claims_json, encoding="utf-8").read()
+        raw = _read_input(args.claims_json, "claims-json")
         claims.extend(_decode(raw, list[ClaimInput], "claims-json"))
     _execute(args, IntentTaskStart(task_id=args.task_id, label=args.label, mode=args.mode, initial_claims=claims))
     return 0
@@ -204,7 +223,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentImport
 
-    raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    raw = _read_input(args.file, "graph")
     try:
         graph = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -212,7 +231,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         from loopstate.core.errors import LoopstateError
 
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{args.file}: not JSON ({exc})", field="graph") from None
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED, f"{args.file}: not JSON ({exc}); pass the output of `loopstate intent export`", field="graph",
+        ) from None
     _execute(args, IntentImport(graph=graph))
     return 0
 
@@ -220,7 +241,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_purge(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentPurge
 
-    _execute(args, IntentPurge(target=args.target, id=args.id, confirm=args.yes))
+    if not args.yes:
+        from loopstate_protocol.errors import ErrorCode
+
+        from loopstate.core.errors import LoopstateError
+
+        raise LoopstateError(
+            ErrorCode.RULE_VIOLATION,
+            f"a purge physically deletes the {args.target} and cannot be undone; re-run with --yes to confirm",
+            field="confirm",
+        )
+    _execute(args, IntentPurge(target=args.target, id=args.id, confirm=True))
     return 0
 
 
@@ -367,7 +398,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out:
         from pathlib import Path
 
-        Path(args.out).write_text(data + "\n", encoding="utf-8")
+        try:
+            Path(args.out).write_text(data + "\n", encoding="utf-8")
+        except OSError as exc:
+            from loopstate_protocol.errors import ErrorCode
+
+            from loopstate.core.errors import LoopstateError
+
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED, f"--out {args.out}: cannot be written ({exc.strerror}); pass a writable path",
+                field="out",
+            ) from None
         if not args.json:
             print(f"exported {len(graph['tasks'])} task(s), {len(graph['claims'])} claim(s) to {args.out}")
         else:
