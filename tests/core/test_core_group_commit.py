@@ -60,7 +60,7 @@ def _queue_behind_a_blocked_leader(ledger: Ledger, works: list) -> tuple[list, l
     def run(index: int, work) -> None:
         try:
             results[index] = ("ok", ledger.submit(work))
-        except Exception as exc:  # delivered to exactly this caller
+        except BaseException as exc:  # delivered to exactly this caller
             results[index] = ("error", exc)
 
     def leader_work(tx):
@@ -135,6 +135,28 @@ def test_when_the_shared_write_is_refused_every_caller_in_the_group_gets_the_err
     (record,) = ledger.submit(lambda tx: _note(tx, "x", event(1)))
     assert record.event["sequence"] == 2
     assert ledger.head[0] == 2
+
+
+class Interrupted(BaseException):
+    """Not an Exception: like KeyboardInterrupt, it stops the whole group."""
+
+
+def test_an_interrupted_group_writes_nothing_and_the_ledger_carries_on_from_the_file(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    ledger.submit(lambda tx: _note(tx, "first", event(0)))
+
+    def interrupt(tx):
+        raise Interrupted()
+
+    results, _ = _queue_behind_a_blocked_leader(ledger, [lambda tx: _note(tx, "staged", event(1)), interrupt])
+    assert [kind for kind, _ in results] == ["error", "error", "error"]
+    assert all(isinstance(value, Interrupted) for _, value in results)
+    assert [e["n"] for e in _durable_events(core_project)] == [0]
+    (record,) = ledger.submit(lambda tx: _note(tx, "after", event(5)))
+    assert record.event["sequence"] == 2 and ledger.head[0] == 2
+    assert [e["n"] for e in _durable_events(core_project)] == [0, 5]  # nothing of the interrupted group
+    (retry,) = ledger.submit(lambda tx: _note(tx, "staged", event(1)))  # never written, so not a retry
+    assert retry.event["sequence"] == 3
 
 
 def test_submit_raises_the_works_own_error_after_the_group_is_durable(core_project):

@@ -202,21 +202,23 @@ class Ledger:
         try:
             with self.mutation() as tx:
                 tx.grouped = True
-                ran = 0
-                while ran < len(batch):
-                    for job in batch[ran:]:
-                        try:
-                            job.result = job.work(tx)
-                        except Exception as exc:
-                            job.error = exc
-                    ran = len(batch)
-                    # Work queued while this group ran joins it: same write, same fsync.
-                    with self._group:
-                        batch += self._queue
-                        self._queue = []
                 try:
+                    ran = 0
+                    while ran < len(batch):
+                        for job in batch[ran:]:
+                            try:
+                                job.result = job.work(tx)
+                            except Exception as exc:
+                                job.error = exc
+                        ran = len(batch)
+                        # Work queued while this group ran joins it: same write, same fsync.
+                        with self._group:
+                            batch += self._queue
+                            self._queue = []
                     self.stream.flush()
                 except BaseException:
+                    # Folded but never written (the write failed, or the group was
+                    # interrupted): drop it all and rebuild from the file.
                     self._forget_unwritten()
                     raise
                 self._save_checkpoint_if_due()
