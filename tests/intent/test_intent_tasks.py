@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 
+import msgspec
 import pytest
 
 from intentkit import Intent, ledger_events, user_claim
@@ -180,3 +182,24 @@ def test_the_default_service_serves_intent(data_dir, root):
 
     outcome = Service(data_dir=data_dir).execute(str(root), p.IntentTaskStart(label="default registry"), "req-default")
     assert outcome.events[0]["event_type"] == "task_started" and outcome.head.sequence == 1
+
+
+def test_project_wide_views_of_a_copied_ledger_show_only_this_projects_tasks(svc, tmp_path, data_dir):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    a = Intent(svc, first)
+    foreign = a.start(user_claim("belongs to the first project"))
+    a.add(foreign, "first project's rule", scope="project")
+    a.run(p.IntentCandidateAdd(task_id=foreign, statement="first project's signal", facets=["outcome"], actor="agent"))
+    b_dir = data_dir / "projects" / svc.project(str(second)).project_id / "streams"
+    b_dir.mkdir(parents=True)
+    shutil.copy(data_dir / "projects" / svc.project(str(first)).project_id / "streams" / "intent.jsonl", b_dir / "intent.jsonl")
+    b = Intent(svc, second)
+    b.n = 100
+    own = b.start(user_claim("belongs to the second project"))
+    views = [b.snapshot(), b.snapshot(own), b.audit(), b.ask(p.IntentTasks()), b.ask(p.IntentCandidates()),
+             b.ask(p.IntentExport()), b.ask(p.IntentCompact(task_id=own)), b.ask(p.IntentHookContext(task_id=own))]
+    text = json.dumps(msgspec.to_builtins(views))
+    assert "first project" not in text and foreign not in text
+    assert "belongs to the second project" in text

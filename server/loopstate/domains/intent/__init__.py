@@ -39,6 +39,25 @@ LAYOUT = ChainLayout(
 )
 
 
+def own_project(state: IntentState, project_id: str) -> IntentState:
+    """The state without tasks recorded under another project (a ledger copied between projects).
+
+    A read names the task and the project; a task of another project is refused
+    (decide.find_task), and project-wide views and a task's project-wide claims
+    never show another project's tasks, claims or candidates.
+    """
+    if state.project_ids <= {project_id}:
+        return state
+    tasks = {k: t for k, t in state.tasks.items() if t.project_id == project_id}
+    claims = {k: c for k, c in state.claims.items() if c.task_id in tasks}
+    return IntentState(
+        sequence=state.sequence, head=state.head, tasks=tasks, claims=claims,
+        candidates={k: c for k, c in state.candidates.items() if c.task_id in tasks},
+        edges=[(new, old) for new, old in state.edges if new in claims and old in claims],
+        project_ids={project_id}, private=state.private,
+    )
+
+
 def private_tasks(state: IntentState) -> dict[str, Any]:
     """The serving process's in-memory private tasks (task id -> its own IntentState)."""
     memory = state.private
@@ -78,11 +97,12 @@ class IntentDomain:
         claims); the private record of the task wins, so its mode is private.
         """
         if task_id is None:
-            return state
+            return own_project(state, ctx.project_id)
         private = private_tasks(state).get(task_id)
         if private is None:
             find_task(state, task_id, ctx)
-            return state
+            return own_project(state, ctx.project_id)
+        state = own_project(state, ctx.project_id)
         merged = IntentState(
             sequence=state.sequence, head=state.head,
             tasks={**state.tasks, **private.tasks},
@@ -117,13 +137,14 @@ class IntentDomain:
             source = self._task_state(state, query.task_id, ctx)
             return projections.hook_context(source, source.tasks[query.task_id], query.max_chars, now)
         if isinstance(query, p.IntentTasks):
-            return [projections.task_view(state, t) for t in state.tasks.values()]
+            own = own_project(state, ctx.project_id)
+            return [projections.task_view(own, t) for t in own.tasks.values()]
         if isinstance(query, p.IntentCandidates):
-            return projections.candidate_groups(state)
+            return projections.candidate_groups(own_project(state, ctx.project_id))
         if isinstance(query, p.IntentExport):
             if query.task_id is not None:
                 find_task(state, query.task_id, ctx)
-            return export_graph(state, ctx.project_id, query.task_id, now)
+            return export_graph(own_project(state, ctx.project_id), ctx.project_id, query.task_id, now)
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the intent domain has no query {type(query).__name__}")
 
     def view(self, state: IntentState, view: str, key: str | None, ctx: Context) -> Any:

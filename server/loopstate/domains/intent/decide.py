@@ -292,7 +292,10 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             f"not by an {cmd.actor!r} actor citing a {ref.get('kind')!r} source",
             field="actor",
         )
-    group = [c for c in state.candidates.values() if c.signal_key == cmd.signal_key]
+    group = [
+        c for c in state.candidates.values()
+        if c.signal_key == cmd.signal_key and c.task_id in state.tasks and state.tasks[c.task_id].project_id == ctx.project_id
+    ]
     if not group:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {cmd.signal_key}", signal_key=cmd.signal_key)
     tasks = sorted({c.task_id for c in group})

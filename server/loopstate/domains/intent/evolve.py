@@ -45,6 +45,7 @@ def _task(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) ->
         started_at=event["occurred_at"], label=payload.get("label"), sequence=event.get("sequence", 0),
     )
     state.tasks[task.task_id] = task
+    state.project_ids.add(task.project_id)
     return task
 
 
@@ -91,6 +92,7 @@ def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
 
 
 def _import(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) -> None:
+    state.project_ids.add(event["project_id"])
     for data in payload.get("tasks", ()):
         state.tasks[data["task_id"]] = Task(
             task_id=data["task_id"], project_id=event["project_id"], mode=data.get("mode", "on"),

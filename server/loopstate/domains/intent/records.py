@@ -125,5 +125,6 @@ class IntentState:
     claims: dict[str, Claim] = field(default_factory=dict)
     candidates: dict[str, Candidate] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
+    project_ids: set[str] = field(default_factory=set)  # every project id the ledger's tasks were recorded under
     private: Any = None
 
