@@ -90,6 +90,23 @@ def test_every_acknowledged_append_survives_sigkill_and_torn_tails_are_quarantin
     print(f"{KILLS} kills, {len(final)} events, {torn_seen} torn tails quarantined")
 
 
+@pytest.mark.slow
+def test_group_commit_acknowledges_only_durable_appends_across_sigkills(core_project, data_dir):
+    """Four threads in a child share fsyncs through Ledger.submit; kill it 50 times."""
+    rng = random.Random(7)
+    acked: dict[int, tuple[str, int]] = {}
+    for round_ in range(50):
+        child = spawn(data_dir, "group", core_project.root, "core", f"g{round_}", "4")
+        for seq, writer, i in _run_then_kill(child, rng):
+            assert seq not in acked, f"sequence {seq} acknowledged twice"
+            acked[seq] = (writer, i)
+        events, _ = read_all(core_project, "core", TEST_LAYOUT)
+        by_seq = {e["sequence"]: (e["writer"], e["i"]) for e in events}
+        assert all(by_seq.get(seq) == who for seq, who in acked.items()), "an acknowledged grouped append was lost"
+    assert len(acked) > 50
+    print(f"50 kills, {len(acked)} grouped appends acknowledged, {len(events)} events")
+
+
 @pytest.mark.parametrize("keep", [1, 17, "all-but-newline"])
 def test_next_mutation_quarantines_a_hand_written_partial_line_and_appends_after_it(core_project, keep):
     all_events, all_lines = sealed_lines([event(i) for i in range(4)], TEST_LAYOUT)
