@@ -33,7 +33,7 @@ from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown
 from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
-from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, STATE_PRIVACY
+from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, STATE_PRIVACY, check_render_target
 from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
 
@@ -69,14 +69,24 @@ class Replay:
 
 
 def target_path(root: str, target: str) -> Path:
-    """The rendered file's path: relative to the project root, never escaping it."""
-    parts = Path(target).parts
-    if Path(target).is_absolute() or not parts or ".." in parts:
-        raise LoopstateError(ErrorCode.UNSAFE_PATH, f"render target {target!r} must be a path inside the project root "
-                             "without '..'", target=target)
-    path = Path(root) / target
-    safefs.check_inside(path, Path(root))
+    """The rendered file's path: a Markdown file below the project root, reached through real folders."""
+    path = Path(root) / check_render_target(target)
+    try:
+        safefs.check_inside(path, Path(root))
+    except LoopstateError as exc:
+        raise _unsafe_target(target, exc) from None
     return path
+
+
+def _unsafe_target(target: str, exc: LoopstateError) -> LoopstateError:
+    """safefs speaks of store paths; say what it means for a render target."""
+    reason = exc.details.get("reason", exc.message)
+    return LoopstateError(
+        ErrorCode.UNSAFE_PATH,
+        f"render target {target!r} cannot be used ({exc.details.get('path', target)}: {reason}); loopstate writes "
+        "projections only as plain files through real folders: remove the link or choose another target",
+        target=target, reason=reason,
+    )
 
 
 def git_tracked(root: str, path: Path) -> bool:
@@ -99,7 +109,12 @@ def git_tracked(root: str, path: Path) -> bool:
 
 
 def read_text(root: str, path: Path) -> str | None:
-    data = safefs.read_file(path, Path(root))
+    try:
+        data = safefs.read_file(path, Path(root))
+    except LoopstateError as exc:
+        if exc.code is not ErrorCode.UNSAFE_PATH:
+            raise
+        raise _unsafe_target(os.path.relpath(path, root), exc) from None
     if data is None:
         return None
     try:

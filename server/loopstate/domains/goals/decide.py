@@ -41,7 +41,8 @@ def normalize_time(text: str, field: str) -> str:
         return format_time(instant(text))
     except LoopstateError:
         raise LoopstateError(
-            ErrorCode.VALIDATION_FAILED, f"{field} {text!r} is not an offset-aware ISO-8601 timestamp", field=field,
+            ErrorCode.VALIDATION_FAILED, f"{field} {text!r} is not an offset-aware ISO-8601 timestamp; use UTC or an explicit offset, "
+            "e.g. 2026-03-02T12:00:00Z or 2026-03-02T13:00:00+01:00", field=field,
         ) from None
 
 
@@ -73,6 +74,14 @@ def _open_todo(state: GoalState, todo_id: str, verb: str) -> Todo:
             todo_id=todo_id, status=todo.status,
         )
     return todo
+
+
+def _no_gate(state: GoalState, gate_id: str) -> LoopstateError:
+    return LoopstateError(
+        ErrorCode.NOT_FOUND,
+        f"gate {gate_id!r} is not in goal {state.goal_id!r}; `loopstate goals board {state.goal_id}` lists its gates, "
+        "`loopstate goals gate` adds one", gate_id=gate_id,
+    )
 
 
 def _gates_resolved(state: GoalState, todo: Todo, verb: str) -> None:
@@ -238,8 +247,7 @@ def _rules_gate(state: GoalState, p: dict, ctx: Context) -> None:
 def _rules_resolve(state: GoalState, p: dict, ctx: Context) -> None:
     gate = state.gates.get(p["gate_id"])
     if gate is None:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"gate {p['gate_id']!r} is not in goal {state.goal_id!r}",
-                             gate_id=p["gate_id"])
+        raise _no_gate(state, p["gate_id"])
     if gate.status in ("approved", "rejected"):
         raise LoopstateError(
             ErrorCode.INVALID_TRANSITION,
@@ -263,8 +271,7 @@ def _rules_evidence(state: GoalState, p: dict, ctx: Context) -> None:
     if p["target_kind"] == "todo":
         _todo(state, p["target_id"])
     elif p["target_kind"] == "gate" and p["target_id"] not in state.gates:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"gate {p['target_id']!r} is not in goal {state.goal_id!r}",
-                             gate_id=p["target_id"])
+        raise _no_gate(state, p["target_id"])
 
 
 def _no_rules(state: GoalState, p: dict, ctx: Context) -> None:
@@ -374,7 +381,38 @@ def markdown_for(state: GoalState, generated_at: str, public: bool) -> str:
     return render(build_board(state, generated_at=generated_at, public=public))
 
 
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+RESERVED_FOLDERS = (".git", ".loopstate")
+
+
+def check_render_target(target: str) -> str:
+    """A Markdown file named in normal form below the project root, outside .git and .loopstate.
+
+    One file has one name (no '.', empty or trailing segments), so a render and
+    its staleness check always talk about the same file; git's and loopstate's
+    own folders (the kill switch lives in .loopstate) are never written.
+    """
+    parts = target.split("/")
+    why = None
+    if not target or target.startswith("/") or "\\" in target:
+        why = "is not a relative path with '/' separators"
+    elif any(part in ("", ".", "..") for part in parts):
+        why = "has an empty, '.' or '..' segment (write it in normal form, e.g. docs/GOAL_STATE.md)"
+    elif any(part.lower() in RESERVED_FOLDERS for part in parts[:-1]):
+        why = "is inside .git or .loopstate, which loopstate never writes projections into"
+    elif not parts[-1].lower().endswith(MARKDOWN_SUFFIXES) or parts[-1].lower() in MARKDOWN_SUFFIXES:
+        why = "is not a Markdown file name (it must end in .md or .markdown)"
+    if why is not None:
+        raise LoopstateError(
+            ErrorCode.UNSAFE_PATH,
+            f"render target {target!r} {why}; choose a Markdown file inside the project root, such as "
+            "ACTIVE_GOAL_STATE.md or docs/GOAL_STATE.md", target=target,
+        )
+    return target
+
+
 def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> list[Event]:
+    check_render_target(command.target)
     if command.privacy != privacy.PUBLIC_SAFE:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, "projection_rendered events are public_safe records",
                              field="privacy")

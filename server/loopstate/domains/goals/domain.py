@@ -50,12 +50,20 @@ def check_goal_id(goal_id: Any) -> str:
 
 
 def validated(message: Any) -> Any:
-    """Hold a message built in Python (CLI, tests) to the constraints the wire decoder applies."""
+    """Hold a message built in Python (CLI, tests) to the constraints the wire decoder applies,
+    and refuse text that is not valid Unicode (a lone surrogate, as a non-UTF-8 argv yields)."""
+    tag = type(message).__struct_config__.tag
     try:
+        msgspec.json.encode(message)
         return msgspec.convert(msgspec.to_builtins(message), type(message))
     except msgspec.ValidationError as exc:
-        tag = type(message).__struct_config__.tag
-        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {exc}") from None
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {events.readable(str(exc))}") from None
+    except UnicodeEncodeError:
+        raise LoopstateError(
+            ErrorCode.INVALID_PARAMS,
+            f"{tag}: a text field is not valid Unicode (it holds a lone surrogate, e.g. from non-UTF-8 input); "
+            "send UTF-8 text",
+        ) from None
 
 
 def stream_name(goal_id: str) -> str:
@@ -68,6 +76,11 @@ class GoalsDomain:
     commands = proto.COMMANDS
     queries = proto.QUERIES
     views = ("board", "public_board")
+
+    def fingerprint_params(self, command: Any) -> Any:
+        """What a request fingerprint covers: the validated command (so bad input is refused
+        before the service hashes it)."""
+        return msgspec.to_builtins(validated(command))
 
     def stream_for(self, message: Any) -> str:
         return stream_name(message.goal_id)

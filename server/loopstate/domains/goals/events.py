@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol import goals as proto
 from loopstate_protocol.goals import Body, Decision, GateKind, Label, Priority, RefId, RefreshKind, TargetKind
 
 from loopstate.core import canonical
@@ -42,7 +43,12 @@ _EDGE = r"[^\s\x00-\x1f\x7f\x85\u2028\u2029]"
 _ONE_LINE = rf"^{_EDGE}(?:{_CHAR}*{_EDGE})?$"
 Line = Annotated[str, msgspec.Meta(min_length=1, max_length=300, pattern=_ONE_LINE)]
 Pointer = Annotated[str, msgspec.Meta(min_length=1, max_length=500, pattern=_ONE_LINE)]
-Order = Annotated[int, msgspec.Meta(ge=0)]
+Order = Annotated[int, msgspec.Meta(ge=0, le=1_000_000_000)]
+# Compact means bounded: a payload never grows without limit.
+MAX_ITEMS = 64
+Metadata = Annotated[dict[Label, Line], msgspec.Meta(max_length=32)]
+Ids = Annotated[list[RefId], msgspec.Meta(max_length=MAX_ITEMS)]
+Lines = Annotated[list[Line], msgspec.Meta(max_length=MAX_ITEMS)]
 Sequence = Annotated[int, msgspec.Meta(ge=0)]
 
 # Store-assigned fields: never part of an event's normalized body.
@@ -71,7 +77,7 @@ class TodoAdded(_Payload):
     role: Label = "agent"
     priority: Priority = "P2"
     planner_order: Order | None = None
-    metadata: dict[Label, Line] = {}
+    metadata: Metadata = {}
     details: Body | None = None
     pointer: Pointer | None = None
 
@@ -89,7 +95,7 @@ class TodoUpdated(_Payload):
     role: Label | None = None
     priority: Priority | None = None
     planner_order: Order | None = None
-    metadata: dict[Label, Line] | None = None
+    metadata: Metadata | None = None
     details: Body | None = None
     pointer: Pointer | None = None
 
@@ -97,7 +103,7 @@ class TodoUpdated(_Payload):
 class TodoBlocked(_Payload):
     todo_id: RefId
     reason: Line
-    gate_ids: list[RefId] = []
+    gate_ids: Ids = []
 
 
 class TodoDeferred(_Payload):
@@ -109,8 +115,8 @@ class TodoDeferred(_Payload):
 class TodoCompleted(_Payload):
     todo_id: RefId
     rationale: Line
-    validation_refs: list[Line] = []
-    evidence_ids: list[RefId] = []
+    validation_refs: Lines = []
+    evidence_ids: Ids = []
 
 
 class GateAdded(_Payload):
@@ -215,31 +221,42 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
         typed = msgspec.convert(payload, cls)
     except msgspec.ValidationError as exc:
         raise LoopstateError(
-            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {_readable(str(exc))}", event_type=event_type,
+            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {readable(str(exc), 'payload.')}", event_type=event_type,
         ) from None
     return msgspec.to_builtins(typed)
 
 
-_PATTERN_ERROR = re.compile(r"^Expected `str` matching regex '(.*)' - at `\$(.*)`$")
-
-
-def _readable(message: str) -> str:
-    """msgspec names a failed pattern by its regex; say what the field must look like instead."""
-    match = _PATTERN_ERROR.match(message)
-    if match is None:
-        return message
-    shapes = {
-        _ONE_LINE: "one line of text, without control characters or leading and trailing spaces",
-        _pattern_of(RefId): "an id: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
-        _pattern_of(Label): "a label: a letter, then letters, digits, '.', '_' or '-'",
-        _pattern_of(Sha): "'sha256:' and 64 lowercase hex digits",
-    }
-    shape = shapes.get(match.group(1).encode().decode("unicode_escape"), f"text matching {match.group(1)}")
-    return f"payload{match.group(2)} must be {shape}"
+_PATTERN_ERROR = re.compile(r"^Expected `str` matching regex '(.*)' - at (?:`key` in )?`\$(.*)`$")
+_AT = re.compile(r"^(.+) - at `\$(.+)`$")
 
 
 def _pattern_of(annotated: Any) -> str:
     return annotated.__metadata__[0].pattern
+
+
+_SHAPES = {
+    _ONE_LINE: "one line of text, without control characters or leading and trailing spaces",
+    _pattern_of(proto.Line): "one line of text (no newlines or control characters)",
+    _pattern_of(proto.Pointer): "one line of text (no newlines or control characters)",
+    _pattern_of(proto.GoalId): "a goal id: 1-80 letters, digits, '_' and '-', starting with a letter or digit",
+    _pattern_of(RefId): "an id: 1-80 letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
+    _pattern_of(proto.EventId): "an event id: 1-128 letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
+    _pattern_of(Label): "a label: a letter, then letters, digits, '.', '_' or '-' (up to 64)",
+    _pattern_of(proto.RelPath): "a path relative to the project root: letters, digits, '.', '_', '-' and '/', without '..'",
+    _pattern_of(Sha): "'sha256:' and 64 lowercase hex digits",
+}
+
+
+def readable(message: str, prefix: str = "") -> str:
+    """msgspec names a failed pattern by its regex; say what the field must look like instead."""
+    match = _PATTERN_ERROR.match(message)
+    if match is None:
+        other = _AT.match(message)
+        return message if other is None else f"{prefix}{other.group(2).lstrip('.')}: {other.group(1)[0].lower()}{other.group(1)[1:]}"
+    regex = match.group(1).encode().decode("unicode_escape")
+    shape = _SHAPES.get(regex, f"text matching {match.group(1)}")
+    keys = " keys" if "`key` in" in message else ""
+    return f"{prefix}{match.group(2).lstrip('.')}{keys} must be {shape}"
 
 
 def normalize_refs(refs: dict[str, Any]) -> dict[str, str]:

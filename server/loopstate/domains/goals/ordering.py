@@ -25,7 +25,8 @@ def instant(text: str) -> dt.datetime:
     """An offset-aware ISO-8601 timestamp as a UTC instant (naive times are refused)."""
     try:
         moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-    except (TypeError, ValueError):
+        utc = moment.astimezone(dt.timezone.utc) if moment.tzinfo is not None else None
+    except (TypeError, ValueError, OverflowError):
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED,
             f"recorded_at {text!r} is not an ISO-8601 timestamp; use UTC (…Z) or an explicit offset",
@@ -37,7 +38,7 @@ def instant(text: str) -> dt.datetime:
             f"recorded_at {text!r} has no UTC offset; the seed requires UTC or an offset-aware time",
             field="recorded_at",
         )
-    return moment.astimezone(dt.timezone.utc)
+    return utc
 
 
 def replay_key(event: dict[str, Any]) -> tuple[int, dt.datetime, str]:

@@ -172,6 +172,9 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     event_id = event["event_id"]
     sequence = event["append_sequence"]
     marks = ev.body_digest(event)
+    kind = event.get("event_type")
+    if kind not in _APPLY:
+        raise _unreadable(state, event, f"its event_type {kind!r} is not one of the fourteen this version knows")
     known = state.seen.get(event_id)
     if known is not None:
         if known[1] == marks and known[2] == event["recorded_at"]:
@@ -182,15 +185,28 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
             f"{known[0]} with a different body; the stream fails closed (run `loopstate verify`)",
             event_id=event_id, first_sequence=known[0], sequence=sequence,
         )
-    state.seen[event_id] = (sequence, marks, event["recorded_at"])
     checksum = "sha256:" + event["event_hash"] if event.get("event_hash") else None
-    kind = event["event_type"]
+    try:
+        # Text of a private_pointer event is held to the public rules; only its pointer is private.
+        _APPLY[kind](state, event, event["payload"], event.get("privacy") == LOCAL_PRIVATE)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        # decide validated every event it wrote; a line that still fails here was written by
+        # something else (a hand-sealed chain, an incompatible tool) and is not trusted.
+        raise _unreadable(state, event, f"its payload does not fit {kind} ({type(exc).__name__}: {exc})") from None
+    state.seen[event_id] = (sequence, marks, event["recorded_at"])
     _advance(state.store, event_id, sequence, checksum)
     if kind not in ev.BOOKKEEPING:
         _advance(state.content, event_id, sequence, checksum)
-    # Text of a private_pointer event is held to the public rules; only its pointer is private.
-    _APPLY[kind](state, event, event["payload"], event.get("privacy") == LOCAL_PRIVATE)
     return state
+
+
+def _unreadable(state: GoalState, event: dict[str, Any], why: str) -> LoopstateError:
+    return LoopstateError(
+        ErrorCode.CORRUPT_LEDGER,
+        f"goal {state.goal_id!r}: the event at append_sequence {event.get('append_sequence')} cannot be replayed: "
+        f"{why}; run `loopstate verify` and restore the stream from a backup or export",
+        sequence=event.get("append_sequence"), event_type=str(event.get("event_type")),
+    )
 
 
 def _advance(head: Head, event_id: str, sequence: int, checksum: str | None) -> None:
