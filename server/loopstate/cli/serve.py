@@ -7,8 +7,6 @@ import logging
 import os
 import sys
 
-from loopstate.cli.output import add_common
-
 
 def register(sub) -> None:
     serve = sub.add_parser(
@@ -22,7 +20,6 @@ def register(sub) -> None:
 
     schema = sub.add_parser("schema", help="print the JSON Schema of the whole protocol")
     schema.add_argument("--output", default=None, help="write to this file instead of stdout")
-    add_common(schema, root=False)
     schema.set_defaults(func=run_schema)
 
 
