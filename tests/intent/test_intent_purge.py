@@ -216,3 +216,17 @@ def test_purging_a_task_keeps_what_it_did_to_other_tasks_claims(it: Intent, data
         dropped: ("invalidated", "invalidated from a purged task", first),
     }
     assert DOOMED.encode() not in store_bytes(data_dir) and second.encode() not in store_bytes(data_dir)
+
+
+@pytest.mark.parametrize("which", ["reviewed", "original"])
+def test_purging_a_reviewed_claim_removes_every_copy_of_its_statement(it: Intent, data_dir, which):
+    task = it.start()
+    keep = it.add(task, "Release on Monday")
+    original = it.add(task, DOOMED)
+    reviewed = it.run(p.IntentClaimConfirm(task_id=task, claim_id=original)).events[0]["payload"]["claim"]["claim_id"]
+    purge(it, "claim", reviewed if which == "reviewed" else original)
+    data = store_bytes(data_dir)
+    for needle in (DOOMED, original, reviewed):
+        assert needle.encode() not in data
+    assert [c.claim_id for c in it.audit(task).claims] == [keep]
+    assert purges(data_dir)[0]["removed_claims"] == 2

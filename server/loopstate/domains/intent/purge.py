@@ -1,6 +1,7 @@
 """What a purge leaves of the intent events: a pure rewrite, before re-chaining.
 
-Purging one claim removes every event that only carries it and strips its id
+Purging one claim (with every re-issue of it by a user review, which copies
+its statement) removes every event that only carries it and strips its id
 from the events that mention it (initial claims, supersession lists, imported
 graphs, result signals, promotion records). Purging a task removes every event
 of the task and its claims' ids wherever other tasks mention them; what the
@@ -65,12 +66,35 @@ def _claims_of_task(events: list[dict[str, Any]], task_id: str) -> tuple[set[str
     return claims, candidates
 
 
+def _confirmation_family(events: list[dict[str, Any]], claim_id: str) -> set[str]:
+    """A claim and every re-issue of it by a user review (intent.claim_confirm), both ways.
+
+    A review copies the statement into a new claim, so purging one version
+    alone would leave the same content at rest under another id.
+    """
+    links: dict[str, set[str]] = {}
+    for event in events:
+        payload = event.get("payload") or {}
+        if event["event_type"] == "claim_replaced" and payload.get("confirmation"):
+            new = payload["claim"]["claim_id"]
+            for old in payload.get("superseded", ()):
+                links.setdefault(new, set()).add(old)
+                links.setdefault(old, set()).add(new)
+    family, todo = {claim_id}, [claim_id]
+    while todo:
+        for other in links.get(todo.pop(), ()):
+            if other not in family:
+                family.add(other)
+                todo.append(other)
+    return family
+
+
 def purge_events(events: list[dict[str, Any]], target: str, target_id: str) -> tuple[list[dict[str, Any]], PurgeCounts]:
     """Return the kept events (chain fields removed) and what was removed."""
     if target == "task":
         claims, candidates = _claims_of_task(events, target_id)
     else:
-        claims, candidates = {target_id}, {target_id}
+        claims, candidates = _confirmation_family(events, target_id), {target_id}
     gone = claims | candidates
     owners = _claim_owners(events)
     counts = PurgeCounts(removed_ids=set(gone) | ({target_id} if target == "task" else set()))
