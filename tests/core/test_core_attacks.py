@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from corekit import event, sealed_lines, snapshot, write_stream
+from corekit import event, snapshot, write_stream
 from loopstate.core import checkpoint, quarantine
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger

@@ -8,7 +8,6 @@ it, and appends after it.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time
