@@ -61,6 +61,11 @@ def test_a_source_needs_an_event_id_or_text(it: Intent, task):
     refused(lambda: observe(it, task, kind="user_event"))
 
 
+def test_blank_source_text_is_no_identity(it: Intent, task):
+    error = refused(lambda: observe(it, task, kind="user_event", text="  \n "))
+    assert error.details["field"] == "source.text"
+
+
 def test_excerpts_are_at_most_160_characters_after_redaction(it: Intent, task):
     assert observe(it, task, kind="user_event", event_id="e1", excerpt="x" * 160)["excerpt"] == "x" * 160
     error = refused(lambda: observe(it, task, kind="user_event", event_id="e2", excerpt="x" * 161))

@@ -160,6 +160,8 @@ def source_ref(source: SourceInput | None, actor: str, ctx: Context, *, allow_im
         if not isinstance(source.text, str) or len(source.text) > MAX_SOURCE_TEXT:
             raise refuse(f"source.text: at most {MAX_SOURCE_TEXT} characters (it is hashed, never stored)", field="source.text")
         whole = source.text.strip()
+        if not whole:
+            raise refuse("source.text: is empty; give the source text to hash, or the host's event_id", field="source.text")
         if len(whole.split()) == 1 and _TRANSCRIPT_PATH.search(" " + whole):
             raise refuse("source.text: is a transcript path; transcript paths are never read or stored", field="source.text")
         if not (source.via_hook and "event_id" in ref):
