@@ -107,3 +107,40 @@ def test_scrub_removes_paths_and_credentials_and_says_which() -> None:
     clean, kinds = scrub(f"key {API_KEY} at {HOME_PATH}")
     assert API_KEY not in clean and HOME_PATH not in clean
     assert "local_path" in kinds and "openai_key" in kinds
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Traceback (most recent call last):", "raw log"),
+    ("worker 12:00:01 ERROR crashed in replay", "raw log"),
+    ("[2026-03-02T12:00:00Z] WARN lease lost", "raw log"),
+    ("at com.acme.Worker.run(Worker.java:42)", "raw log"),
+    ("User: keep this between us Assistant: sure", "raw chat transcript"),
+    ('{"role": "user", "content": "the contract says"}', "raw chat transcript"),
+    ("<|im_start|>system you are", "raw chat transcript"),
+])
+def test_a_public_safe_event_refuses_raw_logs_and_transcripts(h: Harness, text: str, kind: str) -> None:
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.RecordRefresh(goal_id="g", summary=text))
+    assert refused.value.code is ErrorCode.PRIVACY_VIOLATION and kind in refused.value.message
+    assert "local_private" in refused.value.message and not h.stream_path("g").exists()
+    h.run(g.RecordRefresh(goal_id="g", summary=text, privacy="local_private"))
+    public = h.ask(g.GetBoard(goal_id="g", public=True))
+    assert text not in json.dumps(msgspec.to_builtins(public))
+    assert text not in h.ask(g.PreviewMarkdown(goal_id="g", public=True)).text
+
+
+@pytest.mark.parametrize("text", [
+    "Fix the ERROR handling in replay", "user story: resume after a crash", "release at 10:00 today",
+    "document the INFO level",
+])
+def test_ordinary_compact_text_is_not_mistaken_for_a_log_or_transcript(h: Harness, text: str) -> None:
+    h.run(g.AddTodo(goal_id="g", title=text))
+    assert h.ask(g.GetBoard(goal_id="g", public=True)).active[0].todos[0].title == text
+
+
+def test_scrub_replaces_a_raw_log_as_a_whole() -> None:
+    assert scrub("12:00:01 ERROR token=abcdefgh1234 at /home/alice/x") == ("[omitted: raw log]", ["raw_log"])
+
+
+def test_mac_volume_paths_are_local_paths() -> None:
+    assert find_local_path("backup on /Volumes/Work/acme") == "/Volumes/Work/acme"
