@@ -23,7 +23,6 @@ from typing import Callable
 
 log = logging.getLogger("loopstate.rpc")
 
-IN_MODIFY = 0x00000002
 IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
@@ -35,7 +34,11 @@ IN_ONLYDIR = 0x01000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
-MASK = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+# Appends open, write, fsync and close the stream file: IN_CLOSE_WRITE comes once per
+# append, after its bytes are durable (IN_MODIFY would wake us at the write, only to
+# wait on the writer's lock). A killed writer's file is closed by the kernel, so a
+# torn tail is still noticed. IN_MOVED_TO is a re-chained stream put in place.
+MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 _HEADER = struct.Struct("iIII")
 
 ChangeFn = Callable[[Path, str | None], None]
