@@ -138,3 +138,13 @@ def test_completed_todos_beyond_the_recent_window_become_archive_candidates(h: H
     text = h.ask(g.PreviewMarkdown(goal_id="g")).text
     assert "## Archive candidates" in text
     assert h.ask(g.BridgeMarkdown(goal_id="g", markdown=text)).clean
+
+
+def test_an_event_claiming_the_backfill_producer_must_carry_its_source_refs(h: Harness) -> None:
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.AddTodo(goal_id="g", title="imported by hand", producer="loopx.backfill"))
+    assert refused.value.code is ErrorCode.VALIDATION_FAILED and "refs.source" in refused.value.message
+    assert not h.stream_path("g").exists()
+    event = h.run(g.AddTodo(goal_id="g", title="imported by a tool", producer="loopx.backfill",
+                            refs={"source": "markdown:OLD_STATE.md", "source_line": "12"})).events[0]
+    assert event["producer"] == "loopx.backfill" and event["refs"]["source"] == "markdown:OLD_STATE.md"

@@ -33,11 +33,14 @@ from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown
 from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
-from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, STATE_PRIVACY, check_render_target
+from loopstate.domains.goals.decide import (
+    RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY, check_render_target,
+)
 from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
+from loopstate.domains.runs import run_stream
 
-SNAPSHOT_FORMAT = "goals_snapshot_v0"
+SNAPSHOT_FORMAT = "goals_snapshot_v1"  # v1: the state records every run id
 GIT_TIMEOUT = 10.0
 
 
@@ -139,8 +142,26 @@ def markdown_status(service: Any, root: str, goal_id: str, target: str) -> proto
     return service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
 
 
+def runs_domain_has(project: Project, run_id: str) -> bool:
+    """Does the runs domain of this project hold a run with this id (a non-empty ``runs.<id>`` stream)?
+
+    Runs-domain ids are UUIDs; any other id cannot name one.
+    """
+    try:
+        stream = run_stream(run_id)
+    except LoopstateError:
+        return False
+    try:
+        return (project.dir / "streams" / f"{stream}.jsonl").stat().st_size > 0
+    except OSError:
+        return False
+
+
 class GoalsEffects:
     def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
+        if isinstance(command, proto.AttachEvidence) and command.target_kind == "run":
+            known = runs_domain_has(project, command.target_id)
+            return dataclasses.replace(ctx, extra={**ctx.extra, RUNS_DOMAIN_RUN: known})
         if not isinstance(command, proto.RenderMarkdown):
             return ctx
         validated(command)

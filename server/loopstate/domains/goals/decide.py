@@ -32,6 +32,7 @@ from loopstate.domains.goals.state import GoalState, Todo, state_checksum
 Event = dict[str, Any]
 # ctx.extra keys the service's effects fill in before a render.
 RENDER_TRACKED = "goals.render_tracked"
+RUNS_DOMAIN_RUN = "goals.runs_domain_run"  # True when the run id names a run of the runs domain
 RENDER_EXISTING = "goals.render_existing"
 STATE_PRIVACY = "goals.state_privacy"
 
@@ -270,6 +271,13 @@ def _rules_evidence(state: GoalState, p: dict, ctx: Context) -> None:
         )
     if p["target_kind"] == "todo":
         _todo(state, p["target_id"])
+    elif p["target_kind"] == "run" and p["target_id"] not in state.run_ids and not ctx.extra.get(RUNS_DOMAIN_RUN):
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND,
+            f"run {p['target_id']!r} is neither recorded in goal {state.goal_id!r} nor a run of this project's runs "
+            f"domain; record it first with `loopstate goals run {state.goal_id} {p['target_id']} --status ...`",
+            run_id=p["target_id"],
+        )
     elif p["target_kind"] == "gate" and p["target_id"] not in state.gates:
         raise _no_gate(state, p["target_id"])
 

@@ -321,6 +321,13 @@ def make_event(
     """A validated event without its chain fields (the core seals those)."""
     normalized = normalize_payload(event_type, payload)
     clean_refs = normalize_refs(refs)
+    if producer == BACKFILL_PRODUCER and "source" not in clean_refs:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"{event_type}: an event with producer {BACKFILL_PRODUCER} must say where it came from in refs.source "
+            "(e.g. markdown:ACTIVE_GOAL_STATE.md, with source_line); `loopstate goals backfill` adds them",
+            field="refs.source", event_type=event_type,
+        )
     check_privacy(event_type, privacy_class, normalized, clean_refs)
     return {
         "schema_version": SCHEMA_VERSION,

@@ -138,6 +138,7 @@ class GoalState(msgspec.Struct, kw_only=True):
     gates: dict[str, Gate] = {}
     runs: list[Run] = []
     run_count: int = 0
+    run_ids: dict[str, int] = {}  # every run id recorded, with how often (runs keeps only the latest)
     refreshes: list[Refresh] = []
     quota: dict[str, Quota] = {}
     evidence: dict[str, Evidence] = {}
@@ -311,6 +312,7 @@ def _run_recorded(state: GoalState, event: dict, p: dict, private: bool) -> None
     )
     state.runs = [*state.runs[-(RECENT_LIMIT - 1):], run]
     state.run_count += 1
+    state.run_ids[run.run_id] = state.run_ids.get(run.run_id, 0) + 1
 
 
 def _refresh_recorded(state: GoalState, event: dict, p: dict, private: bool) -> None:
