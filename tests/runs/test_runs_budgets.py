@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -11,7 +12,8 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs import budgets
-from tests.runs.conftest import AGENT, USER, lease_args
+from tests.runs.conftest import AGENT, USER, lease_args, write_json
+from tests.runs.schemas import THE_LOOP
 
 LOCAL = {"action": "local_write", "destination": "repository"}
 
@@ -206,3 +208,14 @@ def test_internal_records_do_not_consume_the_mutation_budget(h):
     h.run(proto.IssueOpen(run_id=run_id, title="t", severity="low", blocking=False, **lease_args(lease)))
     h.run(proto.StageStart(run_id=run_id, stage="build", **lease_args(lease)))
     assert h.status(run_id).run["usage"]["mutations"] == 0
+
+
+def test_budgets_a_command_leaves_out_come_from_the_project_config(h, root):
+    config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
+    config["budgets"]["max_mutations"] = 9
+    write_json(root / ".loopstate" / "config.json", config)
+    run_id = h.create(budgets={"max_cost_usd": "2.5"})
+    assert h.status(run_id).run["budgets"] == {
+        "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 9, "max_external_actions": 0,
+        "max_cost_usd": "2.5",
+    }

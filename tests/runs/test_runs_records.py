@@ -222,10 +222,163 @@ def test_money_is_written_canonically():
 
 
 def test_budget_defaults_are_the_seeds():
-    assert records.to_dict(records.Budgets()) == {
+    from loopstate.domains.runs.config import default_config
+
+    assert default_config()["budgets"] == records.DEFAULT_BUDGETS == {
         "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 100, "max_external_actions": 0,
         "max_cost_usd": None,
     }
+
+
+@pytest.mark.parametrize("field", list(records.DEFAULT_BUDGETS))
+def test_a_budget_object_missing_a_field_is_refused_not_defaulted(field):
+    for kind in ("config", "run"):
+        record = load(kind)
+        del record["budgets"][field]
+        error = refused(kind, record)
+        assert (error.details["field"], error.details["rule"]) == (f"$.budgets.{field}", "required")
+        assert schema_errors(kind, record)
+
+
+def test_usage_stage_attempts_is_a_complete_map():
+    run = load("run")
+    del run["usage"]["stage_attempts"]["close"]
+    error = refused("run", run)
+    assert (error.details["field"], error.details["rule"]) == ("$.usage.stage_attempts.close", "required")
+
+
+@pytest.mark.parametrize("kind, field", [
+    ("run", "created_at"), ("lease", "expires_at"), ("grant", "confirmed_at"), ("evidence", "observed_at"),
+    ("issue_ledger", "updated_at"), ("install_receipt", "created_at"), ("audit_event", "at"),
+])
+def test_a_timestamp_that_is_no_real_instant_is_refused(kind, field):
+    record = load(kind)
+    record[field] = "2026-02-30T08:00:00Z"
+    error = refused(kind, record)
+    assert (error.details["field"], error.details["rule"]) == (f"$.{field}", "timestamp")
+
+
+def test_a_nested_timestamp_that_is_no_real_instant_is_refused():
+    ledger = load("issue_ledger")
+    ledger["issues"][0]["created_at"] = "2026-08-16T24:00:00Z"
+    error = refused("issue_ledger", ledger)
+    assert (error.details["field"], error.details["rule"]) == ("$.issues[0].created_at", "timestamp")
+
+
+def test_a_lease_expires_after_it_is_acquired_and_renewed():
+    lease = load("lease")
+    lease["expires_at"] = lease["renewed_at"]
+    assert refused("lease", lease).details["rule"] == "lease_expires_after_renewal"
+    lease = load("lease")
+    lease["renewed_at"] = "2026-08-16T07:59:59Z"
+    assert (refused("lease", lease).details["field"], refused("lease", lease).details["rule"]) == ("$.renewed_at", "time_order")
+
+
+def test_a_route_decision_names_one_of_the_four_route_harnesses():
+    route = load("route")
+    route["harness"] = "deepseek_harness"
+    for candidate in route["candidates"]:
+        for observation in candidate["behavior_observations"]:
+            observation["harness"] = "deepseek_harness"
+    error = refused("route", route)
+    assert (error.details["field"], error.details["rule"]) == ("$.harness", "enum")
+    assert "claude_code, codex, kimi_code, opencode" in error.message
+    for harness in ("codex", "claude_code", "kimi_code", "opencode"):
+        route = load("route")
+        route["harness"] = harness
+        for observation in route["candidates"][0]["behavior_observations"]:
+            observation["harness"] = harness
+        records.validate("route", route)
+
+
+def test_an_actor_may_be_manual_but_a_config_harness_may_not():
+    lease = load("lease")
+    lease["owner"]["harness"] = "manual"
+    records.validate("lease", lease)
+    config = load("config")
+    config["harnesses"] = {"manual": {}}
+    error = refused("config", config)
+    assert (error.details["field"], error.details["rule"]) == ("$.harnesses", "enum")
+
+
+@pytest.mark.parametrize("status", ["waiting_approval", "waiting_external", "blocked", "failed", "halted_kill_switch",
+                                    "complete", "cancelled"])
+def test_a_run_outside_ready_and_active_states_its_terminal_reason(status):
+    run = load("run")
+    run["status"] = status
+    error = refused("run", run)
+    assert (error.details["field"], error.details["rule"]) == ("$.terminal_reason", "terminal_reason_required")
+    run["terminal_reason"] = {"code": status, "explanation": "synthetic"}
+    records.validate("run", run)
+
+
+def test_an_active_run_names_its_owner():
+    run = load("run")
+    run["status"] = "active"
+    assert refused("run", run).details["rule"] == "active_run_has_owner"
+
+
+def test_run_duration_is_kept_to_the_microsecond_not_finer():
+    run = load("run")
+    run["usage"]["duration_seconds"] = 1.000001
+    records.validate("run", run)
+    run["usage"]["duration_seconds"] = 1.0000001
+    assert refused("run", run).details["rule"] == "microseconds"
+
+
+def _event_with_lease() -> dict:
+    event = load("audit_event")
+    lease = load("lease")
+    event.update(sequence=2, type="lease_acquired", lease_id=lease["lease_id"], lease_generation=0,
+                 previous_event_digest="e" * 64, at=lease["acquired_at"],
+                 data={"lease_id": lease["lease_id"], "generation": 0, "expires_at": lease["expires_at"]})
+    event["projection"]["run"].update(status="active", owner=lease["owner"])
+    event["projection"]["lease"] = lease
+    return event
+
+
+def test_an_audit_events_lease_envelope_names_its_projected_lease():
+    event = _event_with_lease()
+    records.validate("audit_event", event)
+    assert not schema_errors("audit_event", event)
+    broken = copy.deepcopy(event)
+    broken["lease_generation"] = None
+    assert refused("audit_event", broken).details["rule"] == "lease_envelope"
+    broken = copy.deepcopy(event)
+    broken["lease_generation"] = 1
+    assert refused("audit_event", broken).details["rule"] == "lease_envelope"
+    broken = copy.deepcopy(event)
+    broken["projection"]["run"]["owner"] = {"harness": "codex", "actor": "someone-else", "session_id": "s"}
+    assert refused("audit_event", broken).details["rule"] == "active_owner_is_lease_owner"
+
+
+def test_an_audit_event_run_created_is_first_and_only_first():
+    event = load("audit_event")
+    event["sequence"] = 2
+    event["previous_event_digest"] = "e" * 64
+    assert refused("audit_event", event).details["rule"] == "run_created_first"
+    event = _event_with_lease()
+    event["sequence"] = 1
+    event["previous_event_digest"] = None
+    assert refused("audit_event", event).details["rule"] == "run_created_first"
+    event = load("audit_event")
+    event["previous_event_digest"] = "e" * 64
+    assert refused("audit_event", event).details["rule"] == "digest_chain"
+
+
+@pytest.mark.parametrize("kind, mutate, words", [
+    ("config", lambda c: c.update(default_mode="endless"), "use one of: auto, loop"),
+    ("config", lambda c: c.update(heartbeat_seconds=601), "use a value from 15 to 600"),
+    ("config", lambda c: c.update(telemetry=True), "must be false"),
+    ("config", lambda c: c.update(kill_switches=[]), "give at least 1 entry"),
+    ("run", lambda r: r.update(objective=""), "must not be empty"),
+    ("run", lambda r: r.update(extra=1), "remove it"),
+    ("run", lambda r: r.pop("owner"), "add it"),
+])
+def test_refusals_say_what_to_write_instead(kind, mutate, words):
+    record = load(kind)
+    mutate(record)
+    assert words in refused(kind, record).message
 
 
 def test_our_validator_agrees_with_the_seed_schema_on_mutated_fixtures():

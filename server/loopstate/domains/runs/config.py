@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopstate.domains.base import Context
+from loopstate.domains.runs.records import DEFAULT_BUDGETS
 
 CONFIG_PATH = ".loopstate/config.json"
 DEFAULT_KILL_SWITCH = ".loopstate/STOP"
@@ -26,10 +27,7 @@ def default_config() -> dict[str, Any]:
         "heartbeat_seconds": 120,
         "lease_seconds": 300,
         "routing": {"capability_pins": {}, "disabled_providers": []},
-        "budgets": {
-            "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 100,
-            "max_external_actions": 0, "max_cost_usd": None,
-        },
+        "budgets": dict(DEFAULT_BUDGETS),
         "telemetry": False,
         "harnesses": {},
     }

@@ -190,7 +190,10 @@ def create(state: RunState, c: proto.Create, ctx: Context) -> list[dict[str, Any
     actor = actor_of(c.actor)
     asset = records.to_dict(records.decode("asset", records.Asset, c.asset))
     config = effective_config(ctx)
-    frozen = records.to_dict(records.decode("budgets", records.Budgets, c.budgets if c.budgets is not None else config["budgets"]))
+    # Budgets the command leaves out come from the project config (whose own budgets object is complete).
+    offered = c.budgets if c.budgets is not None else {}
+    frozen = records.to_dict(records.decode(
+        "budgets", records.Budgets, {**config["budgets"], **offered} if isinstance(offered, dict) else offered))
     grant = authority.require_current(ctx.extra.get("grant"), c.authority_grant_id, ctx.now)
     authority.require_asset(grant, asset["name"])
     now = format_time(ctx.now)

@@ -51,6 +51,11 @@ Status = Literal[
 Stage = Literal["strategize", "spec_pack", "build", "test", "resolve", "close"]
 STAGES: tuple[str, ...] = ("strategize", "spec_pack", "build", "test", "resolve", "close")
 Harness = Literal["codex", "claude_code", "kimi_code", "opencode", "deepseek_harness"]
+# The seed's route decision names four harnesses (deepseek_harness has no route decisions in v0.1,
+# although route.schema.json lists it); a route for it is refused.
+RouteHarness = Literal["codex", "claude_code", "kimi_code", "opencode"]
+# An actor (event actor, lease or run owner) may also be a person at a terminal: common.schema.json's
+# actor enum adds "manual" to the five adapters.
 ActorHarness = Literal["codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual"]
 Verdict = Literal["verified", "failed", "denied", "unverified"]
 GrantLevel = Literal["attended", "bounded", "scoped", "operational", "full"]
@@ -90,20 +95,31 @@ class Actor(Record):
 
 
 class Budgets(Record):
-    max_duration_seconds: Annotated[int, Meta(ge=1)] = 7200
-    max_stage_attempts: Annotated[int, Meta(ge=1)] = 3
-    max_mutations: NonNegInt = 100
-    max_external_actions: NonNegInt = 0
-    max_cost_usd: Money | None = None
+    """Every field is required in a record (missing data is never inferred); the seed's defaults are
+    ``DEFAULT_BUDGETS``, which a config without a file and a command without budgets start from."""
+
+    max_duration_seconds: Annotated[int, Meta(ge=1)]
+    max_stage_attempts: Annotated[int, Meta(ge=1)]
+    max_mutations: NonNegInt
+    max_external_actions: NonNegInt
+    max_cost_usd: Money | None
+
+
+DEFAULT_BUDGETS: dict[str, Any] = {
+    "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 100, "max_external_actions": 0,
+    "max_cost_usd": None,
+}
 
 
 class StageAttempts(Record):
-    strategize: NonNegInt = 0
-    spec_pack: NonNegInt = 0
-    build: NonNegInt = 0
-    test: NonNegInt = 0
-    resolve: NonNegInt = 0
-    close: NonNegInt = 0
+    """A complete map: every stage's counter is required."""
+
+    strategize: NonNegInt
+    spec_pack: NonNegInt
+    build: NonNegInt
+    test: NonNegInt
+    resolve: NonNegInt
+    close: NonNegInt
 
 
 class Usage(Record):
@@ -176,7 +192,7 @@ class Candidate(Record):
 class Route(Record):
     schema_version: SchemaVersion
     capability: Capability
-    harness: Harness
+    harness: RouteHarness
     track: Track
     environment_digest: Digest
     decided_at: Timestamp
@@ -483,20 +499,95 @@ def refuse(record: str, field: str, rule: str, message: str) -> LoopstateError:
     )
 
 
-_AT = re.compile(r" - at (?:`key` in )?`(\$[^`]*)`$")
+_AT = re.compile(r" - at (`key` in )?`(\$[^`]*)`$")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
 
 
-def _msgspec_refusal(record: str, exc: msgspec.ValidationError) -> LoopstateError:
+def _type_at(cls: Any, path: str, key: bool) -> Any:
+    """The msgspec type description at a msgspec error path (``$.a[0].b``, ``[...]`` for a dict value)."""
+    info: Any = msgspec.inspect.type_info(cls)
+    for name, index in _SEGMENT.findall(path[1:]):
+        info = _step(info, name if name else None)
+        if info is None:
+            return None
+    if key:
+        info = _member(info, msgspec.inspect.DictType)
+        return None if info is None else info.key_type
+    return info
+
+
+def _member(info: Any, kind: type) -> Any:
+    if isinstance(info, msgspec.inspect.UnionType):
+        return next((t for t in info.types if isinstance(t, kind)), None)
+    return info if isinstance(info, kind) else None
+
+
+def _step(info: Any, field: str | None) -> Any:
+    if field is not None:
+        struct = _member(info, msgspec.inspect.StructType)
+        if struct is None:
+            return None
+        return next((f.type for f in struct.fields if f.encode_name == field), None)
+    items = _member(info, msgspec.inspect.ListType)
+    if items is not None:
+        return items.item_type
+    values = _member(info, msgspec.inspect.DictType)
+    return None if values is None else values.value_type
+
+
+def _literal_values(info: Any) -> list[Any]:
+    types = info.types if isinstance(info, msgspec.inspect.UnionType) else (info,)
+    return [v for t in types if isinstance(t, msgspec.inspect.LiteralType) for v in t.values]
+
+
+def _hint(rule: str, info: Any) -> str:
+    """What to write instead, from the field's declared type."""
+    if info is None:
+        return ""
+    if rule == "enum":
+        values = _literal_values(info)
+        if values == [False]:
+            return "; must be false (telemetry is off in v0.1)"
+        if values:
+            return "; use one of: " + ", ".join(json_text(v) for v in values)
+    if rule == "range":
+        number = _member(info, msgspec.inspect.IntType) or _member(info, msgspec.inspect.FloatType)
+        if number is not None:
+            low, high = number.ge, number.le
+            if low is not None and high is not None:
+                return f"; use a value from {low} to {high}"
+            if low is not None:
+                return f"; use a value of at least {low}"
+            if high is not None:
+                return f"; use a value of at most {high}"
+    if rule == "length":
+        text = _member(info, msgspec.inspect.StrType)
+        if text is not None and text.min_length == 1:
+            return "; it must not be empty"
+        array = _member(info, msgspec.inspect.ListType)
+        if array is not None and array.min_length:
+            return f"; give at least {array.min_length} entr{'y' if array.min_length == 1 else 'ies'}"
+    return ""
+
+
+def json_text(value: Any) -> str:
+    return msgspec.json.encode(value).decode() if not isinstance(value, str) else value
+
+
+def _msgspec_refusal(record: str, exc: msgspec.ValidationError, cls: Any = None) -> LoopstateError:
     text = str(exc)
     match = _AT.search(text)
-    path = match.group(1) if match else "$"
+    path = match.group(2) if match else "$"
+    key = bool(match and match.group(1))
     message = text[: match.start()] if match else text
     if message.startswith("Object missing required field"):
         name = message.split("`")[1]
         path, rule = f"{path}.{name}", "required"
+        message += "; add it (missing data is an error, never inferred)"
     elif message.startswith("Object contains unknown field"):
         name = message.split("`")[1]
         path, rule = f"{path}.{name}", "unknown_field"
+        message += "; remove it or check its spelling (unknown fields are refused, never dropped)"
     elif "matching regex" in message:
         regex = message.split("matching regex ", 1)[1]
         rule, message = _PATTERNS.get(regex, ("pattern", message))
@@ -508,6 +599,13 @@ def _msgspec_refusal(record: str, exc: msgspec.ValidationError) -> LoopstateErro
         rule = "range"
     else:
         rule = "type"
+    if rule in ("enum", "range", "length") and cls is not None:
+        try:
+            message += _hint(rule, _type_at(cls, path, key))
+        except (TypeError, ValueError):  # a type msgspec cannot describe: keep its own words
+            pass
+    if key:
+        message += " (a key of this object)"
     return refuse(record, path, rule, message)
 
 
@@ -535,7 +633,7 @@ def decode(record: str, cls: Any, data: Any, at: str = "$") -> Any:
     try:
         return msgspec.convert(data, cls, strict=True)
     except msgspec.ValidationError as exc:
-        error = _msgspec_refusal(record, exc)
+        error = _msgspec_refusal(record, exc, cls)
         if at != "$":
             field = at + error.details["field"][1:]
             error = refuse(record, field, error.details["rule"], error.message.split(": ", 1)[1].rsplit(" (rule: ", 1)[0])
@@ -548,6 +646,30 @@ def _check_time(record: str, field: str, value: str | None) -> None:
             parse_time(value, field=field)
         except LoopstateError:
             raise refuse(record, field, "timestamp", f"{value!r} is not a real RFC 3339 UTC time") from None
+
+
+# Struct fields that hold a timestamp; the pattern says "looks like RFC 3339", this says "is a real time".
+_TIME_FIELDS = frozenset({
+    "at", "created_at", "updated_at", "confirmed_at", "expires_at", "revoked_at", "observed_at", "checked_at",
+    "acquired_at", "renewed_at", "decided_at", "verified_at", "last_heartbeat_at",
+})
+
+
+def _check_times(record: str, value: Any, path: str = "$") -> None:
+    """Every timestamp field of every nested record names a real instant (no 2026-02-30, no 24:00)."""
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            item = getattr(value, name)
+            if name in _TIME_FIELDS and isinstance(item, str):
+                _check_time(record, f"{path}.{name}", item)
+            else:
+                _check_times(record, item, f"{path}.{name}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_times(record, item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_times(record, item, f"{path}.{name}")
 
 
 def _unique(record: str, field: str, values: list) -> None:
@@ -582,6 +704,8 @@ def check_grant(g: Grant) -> None:
         raise refuse("grant", "$.revoked_by", "revocation_pair", "revoked_at and revoked_by are set together or both null")
     if g.revoked_by is not None and not g.revoked_by:
         raise refuse("grant", "$.revoked_by", "length", "must be non-empty when the grant is revoked")
+    if g.revoked_at is not None and parse_time(g.revoked_at) < parse_time(g.confirmed_at):
+        raise refuse("grant", "$.revoked_at", "time_order", "must not be earlier than confirmed_at")
 
 
 def check_evidence(e: Evidence) -> None:
@@ -636,6 +760,34 @@ def check_route(r: Route) -> None:
                      f"must equal the latest matching observation's observed_at {latest[0].observed_at}")
 
 
+def check_lease(lease: Lease) -> None:
+    """acquired_at <= renewed_at < expires_at: each acquisition or renewal expires after it happens."""
+    acquired, renewed, expires = (parse_time(t) for t in (lease.acquired_at, lease.renewed_at, lease.expires_at))
+    if renewed < acquired:
+        raise refuse("lease", "$.renewed_at", "time_order", f"must not be earlier than acquired_at {lease.acquired_at}")
+    if expires <= renewed:
+        raise refuse("lease", "$.expires_at", "lease_expires_after_renewal",
+                     f"must be later than renewed_at {lease.renewed_at}: a lease expires after it is acquired or renewed")
+
+
+# Statuses the run reaches without a reason; every other one carries terminal_reason (code and explanation).
+_NO_REASON_NEEDED = frozenset({"draft", "ready", "active"})
+
+
+def check_run(run: Run, record: str = "run", at: str = "$") -> None:
+    if run.status not in _NO_REASON_NEEDED and run.terminal_reason is None:
+        raise refuse(record, f"{at}.terminal_reason", "terminal_reason_required",
+                     f"a {run.status} run needs a terminal_reason with the code and explanation of its state")
+    if run.status == "active" and run.owner is None:
+        raise refuse(record, f"{at}.owner", "active_run_has_owner", "an active run names its lease owner")
+    duration = run.usage.duration_seconds
+    if isinstance(duration, float) and duration != round(duration, 6):
+        raise refuse(record, f"{at}.usage.duration_seconds", "microseconds",
+                     f"{duration!r} is finer than a microsecond; write at most six fractional digits")
+    if parse_time(run.updated_at) < parse_time(run.created_at):
+        raise refuse(record, f"{at}.updated_at", "time_order", f"must not be earlier than created_at {run.created_at}")
+
+
 def check_issue_ledger(ledger: IssueLedger) -> None:
     for index, issue in enumerate(ledger.issues):
         _unique("issue_ledger", f"$.issues[{index}].evidence_ids", issue.evidence_ids)
@@ -648,22 +800,46 @@ def check_install_receipt(r: InstallReceipt) -> None:
 def check_audit_event(e: AuditEvent) -> None:
     data_cls = EVENT_DATA[e.type]
     data = decode("audit_event", data_cls, e.data, "$.data")
+    _check_times("audit_event", data, "$.data")
     if isinstance(data, PendingOperation):
         decode("audit_event", COMPLETION_DATA[data.completion_event_type], data.completion_data, "$.data.completion_data")
     pending = e.projection.pending_operation
     if pending is not None:
         decode("audit_event", COMPLETION_DATA[pending.completion_event_type], pending.completion_data,
                "$.projection.pending_operation.completion_data")
-    if e.projection.run.run_id != e.run_id:
+    run, lease = e.projection.run, e.projection.lease
+    if run.run_id != e.run_id:
         raise refuse("audit_event", "$.projection.run.run_id", "projection_matches_run", "must equal the event's run_id")
-    for name, route in e.projection.run.selected_routes.items():
+    check_run(run, "audit_event", "$.projection.run")
+    for name, route in run.selected_routes.items():
         check_route(route)
+    if lease is not None:
+        if lease.run_id != e.run_id:
+            raise refuse("audit_event", "$.projection.lease.run_id", "projection_matches_run",
+                         "must equal the event's run_id")
+        check_lease(lease)
+    if (e.lease_id is None) != (e.lease_generation is None):
+        raise refuse("audit_event", "$.lease_generation", "lease_envelope",
+                     "lease_id and lease_generation are set together (the lease the event acts under) or both null")
+    if e.lease_id is not None and (lease is None or (lease.lease_id, lease.generation) != (e.lease_id, e.lease_generation)):
+        raise refuse("audit_event", "$.lease_id", "lease_envelope",
+                     "the event's lease_id and lease_generation must name its projected lease")
+    if run.status == "active" and (lease is None or lease.owner != run.owner):
+        raise refuse("audit_event", "$.projection.run.owner", "active_owner_is_lease_owner",
+                     "an active run's owner must be its projected lease's owner")
+    first = e.sequence == 1
+    if (e.type == "run_created") != first:
+        raise refuse("audit_event", "$.type" if first else "$.sequence", "run_created_first",
+                     "run_created is the first event (sequence 1) and appears exactly once")
+    if first != (e.previous_event_digest is None):
+        raise refuse("audit_event", "$.previous_event_digest", "digest_chain",
+                     "is null exactly for the first event and otherwise names the previous event's digest")
 
 
 KINDS: dict[str, tuple[type[Record], Any]] = {
     "config": (Config, check_config),
-    "run": (Run, None),
-    "lease": (Lease, None),
+    "run": (Run, check_run),
+    "lease": (Lease, check_lease),
     "grant": (Grant, check_grant),
     "route": (Route, check_route),
     "evidence": (Evidence, check_evidence),
@@ -682,6 +858,7 @@ def validate(kind: str, data: Any) -> Any:
         )
     cls, check = KINDS[kind]
     record = decode(kind, cls, data)
+    _check_times(kind, record)
     if check is not None:
         check(record)
     return record
