@@ -138,3 +138,10 @@ def test_a_loopstate_request_sent_as_a_notification_is_never_applied(client: Loo
     client.notify("shutdown")
     assert client.query(str(root), {"kind": "intent.tasks"}) == []  # nothing written, still serving
     assert client.unmatched == []
+
+
+def test_the_client_reports_a_server_that_died_instead_of_waiting(client: LoopstateClient, root) -> None:
+    client.process.kill()
+    client.process.wait()
+    with pytest.raises(ConnectionError):
+        client.query(str(root), {"kind": "intent.tasks"})
