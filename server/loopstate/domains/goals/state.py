@@ -1,7 +1,9 @@
 """A goal's folded state, and ``evolve``: one event at a time, in append order.
 
 The state is a tree of msgspec Structs so a snapshot checkpoint can encode and
-decode it exactly. ``evolve`` updates it in place and returns it (the service
+decode it exactly. They hold only strings, numbers and containers of them (no
+cycles), so they are not tracked by the garbage collector (``gc=False``): a
+replay of many todos does not pay for collector passes over them. ``evolve`` updates it in place and returns it (the service
 replaces its state with the return value). It also applies the consumer rule
 of the seed: an event id seen before with an identical body is ignored, one
 with a different body stops the replay with EVENT_ID_CONFLICT (fail closed).
@@ -22,7 +24,7 @@ from loopstate.domains.goals.privacy import LOCAL_PRIVATE
 RECENT_LIMIT = 50  # timeline entries kept in memory per kind (runs, refreshes)
 
 
-class Head(msgspec.Struct, kw_only=True):
+class Head(msgspec.Struct, kw_only=True, gc=False):
     """What a projection names as its source: count, last id, last sequence, integrity."""
 
     event_count: int = 0
@@ -31,7 +33,7 @@ class Head(msgspec.Struct, kw_only=True):
     source_checksum: str | None = None
 
 
-class Todo(msgspec.Struct, kw_only=True):
+class Todo(msgspec.Struct, kw_only=True, gc=False):
     todo_id: str
     title: str
     role: str
@@ -58,7 +60,7 @@ class Todo(msgspec.Struct, kw_only=True):
     private_fields: list[str] = []
 
 
-class Gate(msgspec.Struct, kw_only=True):
+class Gate(msgspec.Struct, kw_only=True, gc=False):
     gate_id: str
     gate_kind: str
     title: str
@@ -74,7 +76,7 @@ class Gate(msgspec.Struct, kw_only=True):
     private_fields: list[str] = []
 
 
-class Run(msgspec.Struct, kw_only=True):
+class Run(msgspec.Struct, kw_only=True, gc=False):
     run_id: str
     status: str
     recorded_at: str
@@ -87,7 +89,7 @@ class Run(msgspec.Struct, kw_only=True):
     private_fields: list[str] = []
 
 
-class Refresh(msgspec.Struct, kw_only=True):
+class Refresh(msgspec.Struct, kw_only=True, gc=False):
     refresh_kind: str
     summary: str
     recorded_at: str
@@ -96,14 +98,14 @@ class Refresh(msgspec.Struct, kw_only=True):
     private_fields: list[str] = []
 
 
-class Quota(msgspec.Struct, kw_only=True):
+class Quota(msgspec.Struct, kw_only=True, gc=False):
     unit: str
     category: str
     amount: float = 0.0
     entries: int = 0
 
 
-class Evidence(msgspec.Struct, kw_only=True):
+class Evidence(msgspec.Struct, kw_only=True, gc=False):
     evidence_id: str
     target_kind: str
     target_id: str
@@ -115,7 +117,7 @@ class Evidence(msgspec.Struct, kw_only=True):
     private_fields: list[str] = []
 
 
-class Render(msgspec.Struct, kw_only=True):
+class Render(msgspec.Struct, kw_only=True, gc=False):
     projection_kind: str
     target: str
     checksum: str
@@ -124,13 +126,13 @@ class Render(msgspec.Struct, kw_only=True):
     append_sequence: int
 
 
-class Snapshot(msgspec.Struct, kw_only=True):
+class Snapshot(msgspec.Struct, kw_only=True, gc=False):
     through_append_sequence: int
     state_checksum: str
     append_sequence: int
 
 
-class GoalState(msgspec.Struct, kw_only=True):
+class GoalState(msgspec.Struct, kw_only=True, gc=False):
     goal_id: str
     store: Head = msgspec.field(default_factory=Head)  # every event
     content: Head = msgspec.field(default_factory=Head)  # lifecycle events (projection sources)
