@@ -47,7 +47,58 @@ def test_validate_refuses_a_file_that_is_not_json(tmp_path, capsys):
     path = tmp_path / "x.json"
     path.write_text("{nope")
     assert main(["validate", "lease", str(path)]) == 1
-    assert "is not JSON" in capsys.readouterr().err
+    assert "is not valid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, words", [
+    (b'{"schema_version": "1.0", "schema_version": "1.0"}', "appears twice"),
+    (b'{"heartbeat_seconds": NaN}', "NaN is not a JSON number"),
+    (b"\xff\xfe{}", "not UTF-8"),
+])
+def test_validate_refuses_ambiguous_or_undecodable_json(tmp_path, capsys, content, words):
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    assert main(["validate", "config", str(path)]) == 1
+    assert words in capsys.readouterr().err
+
+
+def test_validate_a_missing_file_or_a_folder_says_to_give_a_json_file(tmp_path, capsys):
+    assert main(["validate", "config", str(tmp_path / "absent.json")]) == 1
+    assert "does not exist; give the path of a JSON file" in capsys.readouterr().err
+    assert main(["validate", "config", str(tmp_path)]) == 1
+    assert "is a folder; give the path of a JSON file" in capsys.readouterr().err
+
+
+def test_validate_an_unknown_kind_exits_one_listing_the_kinds(tmp_path, capsys):
+    path = THE_LOOP / "fixtures/valid/config.json"
+    assert main(["validate", "configuration", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "unknown record kind 'configuration'" in err
+    assert "config, run, lease, grant, route, evidence, issue_ledger, install_receipt, audit_event" in err
+
+
+def test_validate_a_record_of_the_wrong_kind_names_the_first_wrong_field(capsys):
+    assert main(["validate", "run", str(THE_LOOP / "fixtures/valid/config.json")]) == 1
+    err = capsys.readouterr().err
+    assert "VALIDATION_FAILED" in err and "(rule: " in err
+
+
+def test_cli_budgets_that_are_not_json_are_a_clear_refusal(root, data_dir, capsys):
+    code = main(["run", "create", "--root", str(root), "--grant", "00000000-0000-4000-8000-000000000001",
+                 "--objective", "x", "--done-gate", "y", "--asset", "a", "--budgets", "{max_mutations: 3}"])
+    assert code == 1
+    assert "--budgets is not valid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_validate_by_subprocess_exit_codes(tmp_path, data_dir):
+    good = cli("validate", "grant", str(THE_LOOP / "fixtures/valid/grant.json"), data_dir=data_dir)
+    assert good.returncode == 0, good.stderr
+    bad = cli("validate", "config", str(THE_LOOP / "fixtures/invalid/path-config.json"), "--json", data_dir=data_dir)
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["error"]["details"] == {
+        "record": "config", "field": "$.state_root", "rule": "path_inside_project"}
+    assert cli("validate", "nonsense", str(tmp_path), data_dir=data_dir).returncode == 1
 
 
 def _out(capsys, argv) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
+from loopstate.domains.runs.records import parse_json
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
 KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger", "install_receipt", "audit_event")
@@ -113,7 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--generation", type=int)
 
     validate = sub.add_parser("validate", help="check a hand-written seed record (config, run, lease, grant, ...)")
-    validate.add_argument("kind", choices=KINDS)
+    # Not argparse choices: an unknown kind is refused like any bad input (exit 1, the kinds listed).
+    validate.add_argument("kind", metavar="KIND", help="one of: " + ", ".join(KINDS))
     validate.add_argument("file")
     validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     validate.set_defaults(func=cmd_validate)
@@ -170,11 +171,20 @@ def _report(args: argparse.Namespace, outcome, summary: str) -> int:
 
 def _read_json(path: str) -> Any:
     try:
-        return json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist") from None
-    except ValueError as exc:
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not JSON: {exc}", field="$", rule="json") from None
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist; give the path of a JSON file", path=path) from None
+    except IsADirectoryError:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{path} is a folder; give the path of a JSON file", path=path) from None
+    except OSError as exc:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"cannot read {path}: {exc.strerror}; check the path and its "
+                             "permissions", path=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not UTF-8 text; save it as UTF-8 JSON",
+                             field="$", rule="json") from None
+    return parse_json(text, path)
 
 
 # verbs ----------------------------------------------------------------------------------------
@@ -190,7 +200,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         run_id=run_id, objective=args.objective, done_gate=args.done_gate, authority_grant_id=args.grant,
         asset={"name": args.asset, "root": args.asset_root, "track": args.track,
                "boundaries": args.boundary or ["repository-local files"]},
-        actor=_actor(args), mode=mode, budgets=json.loads(args.budgets) if args.budgets else None,
+        actor=_actor(args), mode=mode, budgets=parse_json(args.budgets, "--budgets") if args.budgets else None,
     )
     outcome = _execute(args, command)
     if args.json:
@@ -342,8 +352,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     outcome = _execute(args, Resume(run_id=args.run_id, owner=_actor(args), reason=args.reason, lease_id=args.lease,
                                     generation=args.generation, authority_grant_id=args.grant))
-    lease = outcome.events[-1]["projection"]["lease"]
-    return _report(args, outcome, f"recovered: lease {lease['lease_id']} generation {lease['generation']}")
+    lease = outcome.events[-1]["projection"]["lease"] if outcome.events else None
+    summary = f"recovered: lease {lease['lease_id']} generation {lease['generation']}" if lease else "no change"
+    return _report(args, outcome, summary)
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
@@ -357,6 +368,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from loopstate.domains.runs.records import validate
 
+    if args.kind not in KINDS:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS,
+                             f"unknown record kind {args.kind!r}; use one of: {', '.join(KINDS)}", kind=args.kind)
     validate(args.kind, _read_json(args.file))
     if args.json:
         emit_json({"ok": True, "kind": args.kind})

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import os
 import threading
 from pathlib import Path
@@ -64,11 +63,15 @@ def load_config(root: str) -> dict[str, Any]:
     with os.fdopen(fd, "rb") as handle:
         data = handle.read()
     try:
-        parsed = json.loads(data)
-    except ValueError as exc:
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not JSON ({exc}); fix it or remove it",
-                             path=str(path)) from None
-    return records.to_dict(records.validate("config", parsed))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not UTF-8 text; save it as UTF-8 JSON or remove it",
+                             path=str(path), field="$", rule="json") from None
+    try:
+        return records.to_dict(records.validate("config", records.parse_json(text, str(path))))
+    except LoopstateError as error:
+        raise LoopstateError(error.code, f"{error.message} (in {path}; fix it or remove it to use the defaults)",
+                             **{**error.details, "path": str(path)}) from None
 
 
 def switch_path(root: str, configured: str) -> Path:

@@ -36,6 +36,10 @@ KILLABLE = frozenset({"ready", "active", "waiting_approval", "waiting_external",
 RECOVERABLE = frozenset({"waiting_approval", "waiting_external", "blocked", "failed", "halted_kill_switch"})
 
 
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
 def allowed(current: str, target: str) -> bool:
     return target in TRANSITIONS[current]
 
@@ -46,6 +50,6 @@ def require_transition(current: str, target: str) -> None:
         options = ", ".join(sorted(TRANSITIONS[current])) or "none (terminal)"
         raise LoopstateError(
             ErrorCode.INVALID_TRANSITION,
-            f"a {current} run cannot become {target}; allowed next states: {options}",
+            f"{_article(current)} {current} run cannot become {target}; allowed next states: {options}",
             current=current, target=target,
         )

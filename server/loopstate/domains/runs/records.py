@@ -11,6 +11,7 @@ LoopstateError whose details carry ``field`` (a JSON path) and ``rule``.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal, Union
 
@@ -834,6 +835,28 @@ def check_audit_event(e: AuditEvent) -> None:
     if first != (e.previous_event_digest is None):
         raise refuse("audit_event", "$.previous_event_digest", "digest_chain",
                      "is null exactly for the first event and otherwise names the previous event's digest")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object (which one counts is ambiguous)")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """Strict JSON: no NaN/Infinity, no key given twice; a refusal names ``what`` and says how to fix it."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{what} is not valid JSON: {exc}; write one JSON object",
+                             field="$", rule="json") from None
 
 
 KINDS: dict[str, tuple[type[Record], Any]] = {
