@@ -234,3 +234,26 @@ def test_project_wide_views_never_show_private_tasks(it: Intent):
     it.start(user_claim("durable"))
     for view in (it.snapshot(), it.audit(), it.ask(p.IntentExport()), it.ask(p.IntentTasks())):
         assert SECRET_PLAN not in json.dumps(msgspec.to_builtins(view)) and task not in json.dumps(msgspec.to_builtins(view))
+
+
+def test_hook_context_of_a_task_private_in_another_process_injects_nothing(it: Intent, data_dir, root):
+    durable = it.start(user_claim("Keep the API stable"))
+    it.run(p.IntentModeSet(task_id=durable, mode="private", host_session_id="host-session-A"))
+    memory_only = start_private(it, "host-session-B", user_claim(SECRET_PLAN))
+    other = restarted(data_dir, root)
+    for task in (durable, memory_only):
+        hook = other.ask(p.IntentHookContext(task_id=task))
+        assert hook.text == "" and hook.claim_ids == [] and hook.omitted == {"task_private": 0}
+
+
+def test_a_control_written_before_a_crashed_switch_keeps_the_hook_silent(it: Intent, svc, data_dir, root):
+    task = it.start(user_claim("Keep the API stable"))
+    # The process wrote the control, then died before its durable mode_set.
+    write_control(svc.project(str(root)), session_hash("host-session-A"), task, "2026-01-01T00:00:00Z")
+    other = restarted(data_dir, root)
+    assert other.ask(p.IntentHookContext(task_id=task)).text == ""
+    (path,) = list(data_dir.glob("projects/*/private-sessions/*.json"))
+    path.write_text("{not json")
+    assert other.ask(p.IntentHookContext(task_id=task)).text == ""  # unreadable control: fail closed
+    path.unlink()
+    assert "Keep the API stable" in other.ask(p.IntentHookContext(task_id=task)).text

@@ -211,8 +211,18 @@ class IntentEffects:
     # engine hooks ---------------------------------------------------------------
 
     def after_refresh(self, service: Any, project: Project, folded: Any) -> None:
-        """Re-attach this Service's private memory to a state rebuilt after a re-chaining."""
-        folded.state.private = self.memory(service, project)
+        """Re-attach this Service's private memory, and the tasks that have private controls, to the state.
+
+        Reads only. A control that cannot be read does not stop the read; it
+        marks the state so that hook context fails closed (injects nothing).
+        """
+        state = folded.state
+        state.private = self.memory(service, project)
+        try:
+            state.private_controls = frozenset(c["task_id"] for c in list_controls(project))
+            state.controls_unreadable = False
+        except LoopstateError:
+            state.private_controls, state.controls_unreadable = frozenset(), True
 
     def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
         self._local.pending = None

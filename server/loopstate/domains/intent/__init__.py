@@ -134,6 +134,10 @@ class IntentDomain:
                 raise LoopstateError(
                     ErrorCode.VALIDATION_FAILED, f"max_chars: {query.max_chars} is out of range; give 1-100000", field="max_chars",
                 )
+            task_id = rules.check_uuid(query.task_id, "task_id")
+            if task_id not in private_tasks(state) and (state.controls_unreadable or task_id in state.private_controls):
+                # Private in another process (or a control we cannot read): a hook injects nothing.
+                return p.HookContext(task_id=task_id, text="", claim_ids=[], omitted={"task_private": 0}, open_disputes=0)
             source = self._task_state(state, query.task_id, ctx)
             return projections.hook_context(source, source.tasks[query.task_id], query.max_chars, now)
         if isinstance(query, p.IntentTasks):

@@ -116,7 +116,9 @@ class IntentState:
 
     ``private`` is not folded from the ledger: it is the serving process's
     in-memory store of private tasks, attached by the service's intent effects
-    (see service/intent_effects.py) and never written to disk.
+    (see service/intent_effects.py) and never written to disk. Likewise
+    ``private_controls`` / ``controls_unreadable`` mirror the control files, so
+    that the hook context of a task private in another process injects nothing.
     """
 
     sequence: int = 0
@@ -127,4 +129,8 @@ class IntentState:
     edges: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
     project_ids: set[str] = field(default_factory=set)  # every project id the ledger's tasks were recorded under
     private: Any = None
+    # Task ids that have a private-session control beside the ledger, and whether
+    # a control could not be read; attached by the service's effects on each read.
+    private_controls: frozenset[str] = frozenset()
+    controls_unreadable: bool = False
 
