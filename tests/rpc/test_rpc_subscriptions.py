@@ -162,3 +162,16 @@ def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_sub
     for client, sub in subs:
         change = client.next_change(30)
         assert not change.rewritten and change.previous_sequence == 1 and change.head.sequence == 2
+
+
+def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root: Path) -> None:
+    a, b = servers.start(), servers.start()
+    only = a.execute(str(root), task_start("only"), "only").events[0]["task_id"]
+    subs = [(a, a.subscribe(str(root), "intent/tasks")), (b, b.subscribe(str(root), "intent/snapshot", deliver="events"))]
+    a.execute(str(root), {"kind": "intent.purge", "target": "task", "id": only, "confirm": True}, "purge")
+    for client, sub in subs:
+        change = client.next_change(30)
+        assert change.subscription_id == sub.subscription_id and change.rewritten
+        assert change.head.sequence == 0 and change.head.hash is None and change.previous_sequence == 0
+        snapshot = change.snapshot if isinstance(change.snapshot, list) else change.snapshot["tasks"]
+        assert snapshot == []

@@ -149,10 +149,10 @@ class Slot:
     error: LoopstateError | None = None
     rewritten: bool = False
 
-    def rewrite(self, events: list[dict[str, Any]]) -> None:
+    def rewrite(self, events: list[dict[str, Any]], empty_head: Head) -> None:
         """The stream was re-chained: forget what was delivered, send the new projection."""
         self.delivered = 0
-        self.pending_head, self.pending_events = None, []
+        self.pending_head, self.pending_events = (None if events else empty_head), []
         self.rewritten = True
         self.add(events)
         self.overflowed = True  # a snapshot, not events that would read as a continuation
@@ -229,7 +229,12 @@ class Hub:
         with self._refreshing_lock:
             self._refreshing.discard(key)
         try:
-            self.service.refresh(sub.project, sub.domain, sub.stream)
+            folded = self.service.refresh(sub.project, sub.domain, sub.stream)
+            if folded.head().sequence == 0 < self.registry.last_sequence.get(key, 0):
+                # Re-chained to nothing (a purge of everything): no record tells the listener.
+                self.registry.last_sequence[key] = 0
+                for other in self.registry.by_stream.get(key, ()):
+                    self._post(self._on_events, other.id, [], True)
         except LoopstateError as exc:
             for other in self.registry.by_stream.get(key, ()):
                 self._post(self._on_error, other.id, exc)
@@ -311,7 +316,7 @@ class Hub:
         slot = self.slots.get(sub_id)
         if slot is not None:
             if rewritten:
-                slot.rewrite(events)
+                slot.rewrite(events, Head(stream=slot.sub.stream, sequence=0, hash=None))
             else:
                 slot.add(events)
             self._flush(slot)
@@ -367,7 +372,7 @@ class Hub:
             return
         head, snapshot = future.result()
         previous = slot.delivered
-        if head.sequence > previous:
+        if head.sequence > previous or slot.rewritten:
             slot.clear_through(head.sequence)
             rewritten, slot.rewritten = slot.rewritten, False
             self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
