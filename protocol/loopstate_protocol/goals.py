@@ -370,6 +370,10 @@ class Difference(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class BridgeReport(msgspec.Struct, kw_only=True):
+    """The seed's migration bridge (``event_store_migration_bridge_v0``): the event
+    projection compared with a Markdown file's parse, every difference listed."""
+
+    schema_version: Literal["event_store_migration_bridge_v0"] = "event_store_migration_bridge_v0"
     goal_id: str
     clean: bool
     differences: list[Difference]

@@ -87,6 +87,8 @@ def _execute(args: argparse.Namespace, command: Any) -> int:
     result = _outcome_json(request_id, outcome)
     if not args.json:
         _print_outcome(args, command, outcome)
+        if isinstance(command, proto.RenderMarkdown) and outcome.events:
+            print(f"goal {args.goal}: wrote {command.target}")
     target = getattr(args, "render_after", None)
     if target is None:
         if args.json:
@@ -238,7 +240,8 @@ def _read(path: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except FileNotFoundError:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist") from None
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist; check the path (`loopstate goals render` "
+                             "writes the workbench, ACTIVE_GOAL_STATE.md by default)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc}") from None
 

@@ -117,7 +117,8 @@ def check(state: GoalState, text: str) -> MarkdownStatus:
         return MarkdownStatus(
             status="stale", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=since,
             message=f"stale: rendered through append_sequence {sequence}, the store is at "
-                    f"{head.last_append_sequence} ({since} lifecycle events since); run `loopstate goals render`",
+                    f"{head.last_append_sequence} ({since} lifecycle event{'' if since == 1 else 's'} since); "
+                    "run `loopstate goals render`",
         )
     return MarkdownStatus(
         status="current", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=0,
