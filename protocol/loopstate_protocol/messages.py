@@ -75,7 +75,7 @@ class SubscribeParams(Params):
     projection (``snapshot``, what a status bar wants) or the events since the
     previous notification (``events``, what a harness wants). ``since`` asks for
     every event after that sequence in the result, so a reconnecting client
-    misses nothing.
+    misses nothing (up to 10,000 events; past that, take the snapshot).
     """
 
     root: str

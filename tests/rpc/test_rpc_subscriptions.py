@@ -175,3 +175,30 @@ def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root
         assert change.head.sequence == 0 and change.head.hash is None and change.previous_sequence == 0
         snapshot = change.snapshot if isinstance(change.snapshot, list) else change.snapshot["tasks"]
         assert snapshot == []
+
+
+def test_since_further_back_than_one_subscribe_returns_is_refused_with_what_to_do(
+        servers: Servers, root: Path, data_dir: Path) -> None:
+    from loopstate.core.chain import Position, seal
+    from loopstate.domains.intent import LAYOUT
+    from loopstate.rpc.server import MAX_SINCE_EVENTS
+
+    writer = servers.start()
+    first = writer.execute(str(root), task_start("first"), "first")
+    path = Project(str(root), data_dir=data_dir).dir / "streams" / "intent.jsonl"
+    at = Position(offset=path.stat().st_size, sequence=first.head.sequence, hash=first.head.hash)
+    lines = []
+    for i in range(MAX_SINCE_EVENTS):  # chain-valid task starts, written as a bulk import would
+        event, line = seal(dict(first.events[0], event_id=f"bulk-{i}", task_id=f"bulk-task-{i}",
+                                request_id=f"bulk-{i}"), LAYOUT, at)
+        at = Position(at.offset + len(line), event["sequence"], event["event_hash"])
+        lines.append(line)
+    with open(path, "ab") as out:
+        out.write(b"".join(lines))
+    client = servers.start()
+    with pytest.raises(RpcError) as refused:
+        client.subscribe(str(root), "intent/tasks", since=0)
+    assert refused.value.code == "INVALID_PARAMS"
+    assert "without since" in refused.value.message and refused.value.details["head"] == MAX_SINCE_EVENTS + 1
+    recent = client.subscribe(str(root), "intent/tasks", since=MAX_SINCE_EVENTS - 2)
+    assert [e["sequence"] for e in recent.events] == [MAX_SINCE_EVENTS - 1, MAX_SINCE_EVENTS, MAX_SINCE_EVENTS + 1]

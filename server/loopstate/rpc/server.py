@@ -43,6 +43,7 @@ from loopstate.service.engine import Service
 log = logging.getLogger("loopstate.rpc")
 
 MAX_IN_FLIGHT = 64  # requests read but not answered; the reader waits beyond this
+MAX_SINCE_EVENTS = 10_000  # events one subscribe with since may return
 
 
 class LoopstateServer(LanguageServer):
@@ -158,6 +159,14 @@ def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
                 ErrorCode.INVALID_PARAMS,
                 f"since {p.since} is past the head of {folded.stream!r} ({head.sequence}): the stream was "
                 "rewritten (recover, purge) or belongs to another store; subscribe without since to start over",
+                since=p.since, head=head.sequence,
+            )
+        if head.sequence - p.since > MAX_SINCE_EVENTS:
+            raise LoopstateError(
+                ErrorCode.INVALID_PARAMS,
+                f"{head.sequence - p.since} events since {p.since} are more than one subscribe returns "
+                f"({MAX_SINCE_EVENTS}); subscribe without since to start from the snapshot, or read them "
+                "with `loopstate log`",
                 since=p.since, head=head.sequence,
             )
         events = events_between(project, domain, folded.stream, p.since, head.sequence)
