@@ -178,6 +178,15 @@ def _show(frames: list[tuple[str, bytes]]) -> list[str]:
 
 
 def session() -> list[str]:
+    """The recorded session; one generator at a time uses the fixed scratch folder."""
+    import fcntl
+
+    with open(f"{SCRATCH}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _session()
+
+
+def _session() -> list[str]:
     from loopstate.core.clock import FixedClock
     from loopstate.core.ids import SequentialIds
     from loopstate.rpc.stdio import serve
