@@ -194,3 +194,17 @@ def test_every_run_command_checks_the_kill_switch_at_its_boundary(h, root, name)
     error = refused(h, WORKER_COMMANDS[name](run_id, lease_args(lease)), ErrorCode.KILL_SWITCH)
     assert [e["type"] for e in error.details["events"]] == ["kill_switch_detected"]
     assert h.status(run_id).run["status"] == "halted_kill_switch"
+
+
+def test_a_halted_run_refuses_acquire_saying_to_remove_the_switch_then_resume(h, root):
+    run_id = h.create()
+    stop_file(root).parent.mkdir()
+    stop_file(root).touch()
+    error = refused(h, proto.Acquire(run_id=run_id, owner=AGENT), ErrorCode.KILL_SWITCH)
+    assert "remove it yourself, then recover with `loopstate run resume`" in error.message
+    stop_file(root).unlink()
+    error = refused(h, proto.Acquire(run_id=run_id, owner=AGENT), ErrorCode.INVALID_TRANSITION)
+    assert "recover it with `loopstate run resume`" in error.message
+    event = h.run(proto.Resume(run_id=run_id, owner=AGENT, reason="switch cleared")).events[-1]
+    assert event["type"] == "recovery_started"
+    assert event["data"] == {"previous_generation": None, "new_generation": 0, "reason": "switch cleared"}

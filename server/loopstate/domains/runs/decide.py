@@ -154,27 +154,36 @@ def _worker(state: RunState, command: proto.LeasedCommand, ctx: Context) -> tupl
 
 
 def _boundary_refusal(plan: Plan) -> LoopstateError:
-    last = plan.events[-1]["type"]
-    run = plan.run or {}
+    return safety_refusal(plan.events[-1])
+
+
+def safety_refusal(last: dict[str, Any]) -> LoopstateError:
+    """Why a command was refused when a safety write (``last``) took its place, and what to do next."""
+    run = last["projection"]["run"]
+    run_id = run["run_id"]
     reason = run.get("terminal_reason") or {}
-    if last == "kill_switch_detected":
-        return LoopstateError(ErrorCode.KILL_SWITCH, f"run {plan.state.run_id} halted: {reason.get('explanation')}",
-                              path=plan.events[-1]["data"]["path"])
-    if last == "authority_revoked":
-        data = plan.events[-1]["data"]
+    code = str(reason.get("code", ""))
+    if last["type"] == "kill_switch_detected":
+        return LoopstateError(
+            ErrorCode.KILL_SWITCH,
+            f"run {run_id} halted: {reason.get('explanation')}; the switch never authorizes work: remove it "
+            "yourself, then recover with `loopstate run resume`",
+            path=last["data"]["path"])
+    if last["type"] == "authority_revoked":
+        data = last["data"]
         return authority.denied(
             f"authority grant {data['grant_id']} was revoked at {data['revoked_at']} by {data['revoked_by']}; "
             "the run's revocation marker is written; continue under a new grant",
-            grant_id=data["grant_id"],
-        )
-    if last == "run_failed" and reason.get("code") == "lease_expired":
-        return LoopstateError(ErrorCode.LEASE_EXPIRED, f"run {plan.state.run_id} failed: {reason.get('explanation')}; "
+            grant_id=data["grant_id"])
+    if last["type"] == "run_failed" and code == "lease_expired":
+        return LoopstateError(ErrorCode.LEASE_EXPIRED, f"run {run_id} failed: {reason.get('explanation')}; "
                               "recover with `loopstate run resume`")
-    if last in ("budget_reached", "run_failed"):
-        return LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"run {plan.state.run_id} failed: {reason.get('code')}",
-                              reason=reason.get("code"))
-    return LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {plan.state.run_id} is {run.get('status')}",
-                          status=run.get("status"))
+    if code.startswith("budget_reached"):
+        return LoopstateError(ErrorCode.BUDGET_EXHAUSTED,
+                              f"run {run_id} failed: {code}; exhausted usage blocks recovery and new work: start a "
+                              "new run", reason=code)
+    return LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {run_id} is {run['status']}"
+                          + (f" ({code}: {reason.get('explanation')})" if reason else ""), status=run["status"])
 
 
 # commands ------------------------------------------------------------------------------------
@@ -230,6 +239,10 @@ def acquire(state: RunState, c: proto.Acquire, ctx: Context) -> list[dict[str, A
             )
         raise _rule(f"run {state.run_id}'s lease expired at {lease['expires_at']}; lease_acquired is written once per "
                     "run: replace an expired lease with `loopstate run resume` (recovery, generation + 1)")
+    if plan.run["status"] in RECOVERABLE:
+        raise LoopstateError(ErrorCode.INVALID_TRANSITION,
+                             f"run {state.run_id} is {plan.run['status']}; only its first lease is acquired: recover "
+                             "it with `loopstate run resume` (explicit recovery, fresh lease)", status=plan.run["status"])
     require_transition(plan.run["status"], "active")
     grant = authority.require_current(ctx.extra.get("grant"), plan.run["authority_grant_id"], ctx.now)
     authority.require_asset(grant, plan.run["asset"]["name"])
@@ -609,21 +622,7 @@ def refusal_from_events(command: Any, events: list[dict[str, Any]]) -> Loopstate
     wanted = WORK_EVENTS.get(type(command))
     if wanted is None or not events or any(e["type"] in wanted for e in events):
         return None
-    last = events[-1]
-    run = last["projection"]["run"]
-    reason = run.get("terminal_reason") or {}
-    if last["type"] == "kill_switch_detected":
-        return LoopstateError(ErrorCode.KILL_SWITCH, f"run {run['run_id']} halted: {reason.get('explanation')}",
-                              path=last["data"]["path"])
-    if last["type"] == "authority_revoked":
-        return authority.denied(f"authority grant {last['data']['grant_id']} was revoked", grant_id=last["data"]["grant_id"])
-    if last["type"] == "run_failed" and reason.get("code") == "lease_expired":
-        return LoopstateError(ErrorCode.LEASE_EXPIRED, f"run {run['run_id']} failed: {reason.get('explanation')}")
-    if last["type"] in ("budget_reached", "run_failed") and str(reason.get("code", "")).startswith("budget_reached"):
-        return LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"run {run['run_id']} failed: {reason.get('code')}",
-                              reason=reason.get("code"))
-    return LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {run['run_id']} is {run['status']}"
-                          + (f" ({reason.get('code')})" if reason else ""), status=run["status"])
+    return safety_refusal(events[-1])
 
 
 def decide_run(state: RunState, command: Any, ctx: Context) -> list[dict[str, Any]]:
