@@ -6,7 +6,6 @@ import itertools
 import os
 import threading
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterator
 
 import msgspec

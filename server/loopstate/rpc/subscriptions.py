@@ -35,8 +35,8 @@ from loopstate_protocol.messages import ChangedNotification, StreamErrorNotifica
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stream import Record, Stream
-from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.domains.base import Domain
+from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.service.engine import Service
 
 log = logging.getLogger("loopstate.rpc")
