@@ -144,3 +144,17 @@ def test_scrub_replaces_a_raw_log_as_a_whole() -> None:
 
 def test_mac_volume_paths_are_local_paths() -> None:
     assert find_local_path("backup on /Volumes/Work/acme") == "/Volumes/Work/acme"
+
+
+def test_a_role_chosen_in_a_private_record_is_not_shown_publicly(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="review the ACME contract", role="acme-legal", privacy="local_private"))
+    h.run(g.AddTodo(goal_id="g", title="public work", role="ops"))
+    h.run(g.AddTodo(goal_id="g", title="x", privacy="local_private"))
+    h.run(g.UpdateTodo(goal_id="g", todo_id="T003", role="acme-sales", privacy="local_private"))
+    public = h.ask(g.GetBoard(goal_id="g", public=True))
+    texts = [json.dumps(msgspec.to_builtins(public)), h.ask(g.PreviewMarkdown(goal_id="g", public=True)).text]
+    for text in texts:
+        assert "acme" not in text.lower()
+    assert sorted(grp.role for grp in public.active) == ["[omitted: private]", "ops"]
+    assert "todo T001: role omitted (private record)" in public.omissions
+    assert sorted(grp.role for grp in h.ask(g.GetBoard(goal_id="g")).active) == ["acme-legal", "acme-sales", "ops"]

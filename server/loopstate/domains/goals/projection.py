@@ -89,7 +89,8 @@ def open_gates_for(state: GoalState, todo: Todo) -> list[str]:
 def todo_view(state: GoalState, todo: Todo, show: _Shower) -> TodoView:
     subject = f"todo {todo.todo_id}"
     return TodoView(
-        todo_id=todo.todo_id, title=show.text(subject, todo, "title", todo.title) or "", role=todo.role,
+        todo_id=todo.todo_id, title=show.text(subject, todo, "title", todo.title) or "",
+        role=show.text(subject, todo, "role", todo.role) or "",
         priority=todo.priority, status=todo.status, append_sequence=todo.added_sequence,
         planner_order=todo.planner_order,
         claimed_by=show.text(subject, todo, "claimed_by", todo.claimed_by),
@@ -123,7 +124,8 @@ def build_board(state: GoalState, *, generated_at: str, public: bool) -> Board:
     groups: dict[str, list[TodoView]] = {}
     for todo in todos:
         if todo.status != "completed":
-            groups.setdefault(todo.role, []).append(todo_view(state, todo, show))
+            view = todo_view(state, todo, show)
+            groups.setdefault(view.role, []).append(view)
     done = sorted(
         (t for t in todos if t.status == "completed"),
         key=lambda t: (t.completed_sequence or 0, t.added_sequence), reverse=True,

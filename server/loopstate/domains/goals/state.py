@@ -233,7 +233,9 @@ def _todo_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
         source=f"{source}#L{refs['source_line']}" if source and refs.get("source_line") else source,
     )
     if private:
-        todo.private_fields = sorted(n for n in ("title", "metadata", "details", "pointer", "source") if getattr(todo, n))
+        # A role other than the default was chosen in private, so it is private too.
+        shown = ("title", "metadata", "details", "pointer", "source") + (("role",) if todo.role != "agent" else ())
+        todo.private_fields = sorted(n for n in shown if getattr(todo, n))
     state.todos[todo.todo_id] = todo
 
 
