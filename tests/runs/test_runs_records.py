@@ -399,3 +399,22 @@ def test_cost_sums_are_exact_decimal_sums(values):
         total = add_money(total, format_money(value), "cost")
     assert Decimal(total) == sum(values, Decimal(0))
     assert parse_money(total, "cost") == Decimal(total)  # always canonical
+
+
+HARNESS_STATUS = {
+    "installed": True, "version": "1.2.3", "discovery": "verified", "behavior": "unverified", "skill_roots": [".agents"],
+    "collisions": [], "checked_at": "2026-08-16T08:00:00Z", "evidence_id": None,
+}
+
+
+def test_harness_status_takes_the_seeds_pack_fields_as_optional():
+    records.validate("harness_status", HARNESS_STATUS)
+    seeded = {**HARNESS_STATUS, "pack_status": "complete", "missing_skills": [], "pack_receipt_id": None,
+              "pack_digest": "a" * 64, "environment_digest": None, "behavior_evidence": None}
+    assert records.to_dict(records.validate("harness_status", seeded)) == seeded
+    error = refused("harness_status", {**HARNESS_STATUS, "pack_status": "ready"})
+    assert (error.details["field"], error.details["rule"]) == ("$.pack_status", "enum")
+    config = load("config")
+    config["harnesses"] = {"codex": {**HARNESS_STATUS, "discovery": "maybe"}}
+    error = refused("config", config)
+    assert error.details["rule"] == "enum" and error.details["field"].endswith(".discovery")

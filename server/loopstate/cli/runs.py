@@ -21,7 +21,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.records import parse_json
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
-KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger", "install_receipt", "audit_event")
+KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger", "install_receipt", "audit_event",
+         "harness_status")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

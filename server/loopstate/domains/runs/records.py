@@ -132,6 +132,9 @@ class Usage(Record):
 
 
 class HarnessStatus(Record):
+    """The schema's eight required fields, plus the seed's pack and behavior fields as optional ones
+    (the seed's table lists them; common.schema.json's harnessStatus does not, so they may be left out)."""
+
     installed: bool
     version: str | None
     discovery: Verdict
@@ -140,6 +143,12 @@ class HarnessStatus(Record):
     collisions: list[dict[str, Any]]
     checked_at: Timestamp
     evidence_id: UUID4 | None
+    pack_status: Literal["complete", "incomplete", "integrity_unverified", "unverified"] | msgspec.UnsetType = msgspec.UNSET
+    missing_skills: list[NonEmpty] | msgspec.UnsetType = msgspec.UNSET
+    pack_receipt_id: UUID4 | None | msgspec.UnsetType = msgspec.UNSET
+    pack_digest: Digest | None | msgspec.UnsetType = msgspec.UNSET
+    environment_digest: Digest | None | msgspec.UnsetType = msgspec.UNSET
+    behavior_evidence: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
 
 
 class Routing(Record):
