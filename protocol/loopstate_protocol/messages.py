@@ -95,10 +95,14 @@ class SubscribeResult(msgspec.Struct, kw_only=True):
 
 
 class UnsubscribeParams(Params):
+    """Stop following a subscription made on this connection; no notification for it follows the result."""
+
     subscription_id: str
 
 
 class UnsubscribeResult(msgspec.Struct, kw_only=True):
+    """The subscription that was closed."""
+
     subscription_id: str
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import os
 import shutil
@@ -24,7 +25,8 @@ from typing import Any
 
 import msgspec
 
-from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol import PROTOCOL_VERSION
+from loopstate_protocol.base import ErrorData, Head
 from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.errors import ErrorCode, jsonrpc_code
 from loopstate_protocol.schema import METHODS, NOTIFICATIONS
@@ -79,15 +81,20 @@ TOPIC_NOTES: dict[str, str] = {
 # the reference -----------------------------------------------------------------------------
 
 def _doc(cls: type) -> str:
-    text = (cls.__doc__ or "").strip()
-    return " ".join(text.split("\n\n")[0].split())
+    """The class docstring, each paragraph on one line."""
+    text = inspect.cleandoc(cls.__doc__ or "")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+
+
+UNIONS = {"command": "one command of any domain, tagged by `kind` (the schema's `x-commands`)",
+          "query": "one query of any domain, tagged by `kind` (the schema's `x-queries`)"}
 
 
 def _fields(cls: type) -> list[str]:
     info = msgspec.inspect.type_info(cls)
     rows = []
     for field in info.fields:
-        kind = _type_name(field.type)
+        kind = UNIONS.get(field.name) or _type_name(field.type)
         default = "" if field.required else f" (default `{msgspec.json.encode(field.default).decode()}`)" \
             if field.default is not msgspec.NODEFAULT else " (optional)"
         rows.append(f"| `{field.encode_name}` | {kind}{default} |")
@@ -98,7 +105,7 @@ def _type_name(t: Any) -> str:
     if isinstance(t, msgspec.inspect.UnionType):
         names = [_type_name(x) for x in t.types]
         if len(names) > 4:
-            return "a command or query (tagged union on `kind`, see the schema)"
+            return "a tagged union (see the schema)"
         return " or ".join(names)
     if isinstance(t, msgspec.inspect.StructType):
         return f"`{t.cls.__name__}`"
@@ -130,6 +137,9 @@ def reference() -> list[str]:
     out += ["## Notifications (server to client)", ""]
     for name, cls in NOTIFICATIONS.items():
         out += [f"### `{name}`", "", _doc(cls), "", "| field | type |", "|---|---|", *_fields(cls), ""]
+    out += ["## Shared shapes", ""]
+    for cls in (Head, ErrorData):
+        out += [f"`{cls.__name__}`: {_doc(cls)}", "", "| field | type |", "|---|---|", *_fields(cls), ""]
     out += ["## Topics", "", "A topic is `<domain>/<view>[/<key>]`:", ""]
     for domain in all_domains():
         for view in domain.views:
