@@ -326,7 +326,9 @@ an idle server uses no CPU), is pushed as `loopstate/changed`, in order, with
 `previous_sequence` and the new `head`. Each notification starts where the previous one
 ended, so a client can always tell whether it missed something. A stream that is
 re-chained (an intent purge, `loopstate recover`) is announced with `rewritten: true`,
-`previous_sequence: 0` and the new projection.
+`previous_sequence: 0` and the new projection; one that cannot be read (another process
+broke its chain) is announced with `loopstate/streamError`. Without inotify (not Linux),
+other processes' changes reach subscribers at the next request that reads the stream.
 
 When the client reads slowly, the server stops writing at 256 KiB of unread output and
 keeps one pending notification per subscription: a snapshot subscription's becomes the
