@@ -177,3 +177,21 @@ def test_cli_create_takes_mode_and_budgets_from_the_project_config(root, data_di
     run_id = _out(capsys, ["run", "create", *r, "--grant", grant, "--objective", "o", "--done-gate", "g", "--asset", "app"])
     run = json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]
     assert run["mode"] == "loop" and run["budgets"]["max_mutations"] == 9
+
+
+def test_cli_create_without_a_grant_binds_the_default_local_authority(root, data_dir, capsys):
+    from loopstate_protocol.runs import GrantShow
+
+    from loopstate.service.engine import Service
+
+    r = ["--root", str(root)]
+    created = json.loads(_out(capsys, ["run", "create", *r, "--objective", "o", "--done-gate", "g", "--asset", "app",
+                                       "--json"]))
+    assert [e["type"] for e in created["events"]] == ["run_created", "authority_granted"]
+    grant = Service().query(str(root), GrantShow(grant_id=created["authority_grant_id"]))
+    assert grant["level"] == "attended" and grant["expires_at"] > grant["confirmed_at"]
+    assert grant["scope"] == {"assets": ["app"], "actions": ["local_write"], "destinations": ["repository"],
+                              "exclusions": []}
+    assert len(grant["permanent_invariants"]) == 8
+    acquired = json.loads(_out(capsys, ["run", "acquire", *r, created["run_id"], "--json"]))
+    assert acquired["events"][0]["projection"]["run"]["status"] == "active"

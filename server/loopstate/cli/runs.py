@@ -30,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True)
-    p.add_argument("--grant", required=True, help="authority grant id (see `loopstate run authority grant`)")
+    p.add_argument("--grant", help="authority grant id (see `loopstate run authority grant`); without it, the seed's "
+                                   "default local authority: a new attended grant for local_write to repository on "
+                                   "this asset only, expiring after 24 hours")
     p.add_argument("--objective", required=True, help="one bounded outcome")
     p.add_argument("--done-gate", action="append", required=True, help="a testable condition (repeatable)")
     p.add_argument("--asset", required=True, help="asset name (must be in the grant's scope)")
@@ -197,18 +199,46 @@ def cmd_create(args: argparse.Namespace) -> int:
 
     run_id = str(uuid.uuid4())
     mode = args.mode or load_config(project_root(args))["default_mode"]
+    service = _service()
+    grant_id = args.grant or _default_grant(args, service)
     command = Create(
-        run_id=run_id, objective=args.objective, done_gate=args.done_gate, authority_grant_id=args.grant,
+        run_id=run_id, objective=args.objective, done_gate=args.done_gate, authority_grant_id=grant_id,
         asset={"name": args.asset, "root": args.asset_root, "track": args.track,
                "boundaries": args.boundary or ["repository-local files"]},
         actor=_actor(args), mode=mode, budgets=parse_json(args.budgets, "--budgets") if args.budgets else None,
     )
-    outcome = _execute(args, command)
+    outcome = _execute(args, command, service=service)
     if args.json:
-        emit_json({"run_id": run_id, "events": outcome.events, "head": outcome.head})
+        emit_json({"run_id": run_id, "authority_grant_id": grant_id, "events": outcome.events, "head": outcome.head})
         return 0
     print(run_id)
     return 0
+
+
+DEFAULT_GRANT_HOURS = 24
+
+
+def _default_grant(args: argparse.Namespace, service) -> str:
+    """The seed's "default local authority" for `run create`: the narrowest grant that lets the run work.
+
+    Level attended, scope this asset with only the exact local pair (local_write to repository), so every
+    outward action stays fail-closed; it expires (no grant is non-expiring) and can be revoked like any other.
+    """
+    import datetime as dt
+
+    from loopstate_protocol.runs import AuthorityGrant
+
+    from loopstate.core.clock import format_time
+
+    grant_id = str(uuid.uuid4())
+    service.execute(project_root(args), AuthorityGrant(
+        grant_id=grant_id, level="attended", actor=args.actor or getpass.getuser(),
+        scope={"assets": [args.asset], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []},
+        risks_shown=[f"Files of asset {args.asset} inside the repository may be changed by the agent."],
+        confirmation_text="default local authority (loopstate run create without --grant)",
+        expires_at=format_time(service.clock() + dt.timedelta(hours=DEFAULT_GRANT_HOURS)),
+    ), str(uuid.uuid4()))
+    return grant_id
 
 
 def cmd_status(args: argparse.Namespace) -> int:
