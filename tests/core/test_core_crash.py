@@ -162,3 +162,32 @@ def test_a_malformed_middle_record_stops_mutation_and_reads_report_it_without_re
         assert "loopstate verify" in info.value.message
     assert path.read_bytes() == data
     assert not (core_project.dir / "quarantine").exists()
+
+
+def test_a_crash_between_summary_and_cut_does_not_summarize_twice(core_project):
+    events, lines = sealed_lines([event(i) for i in range(3)], TEST_LAYOUT)
+    good, partial = b"".join(lines[:2]), lines[2][:25]
+    write_stream(core_project, "core", good + partial)
+    # What the crashed repair left behind: the summary is durable, the tail not yet cut.
+    quarantine.record(core_project.dir, "core", {
+        "offset": len(good), "length": len(partial), "sha256": sha256(partial),
+        "reason": "partial final line", "at": "2026-01-01T00:00:00Z",
+    })
+    with Ledger(core_project, "core", TEST_LAYOUT).mutation() as tx:
+        tx.append([event(7)])
+    assert len(quarantine.entries(core_project.dir, "core")) == 1
+    assert [e["n"] for e in read_all(core_project, "core", TEST_LAYOUT)[0]] == [0, 1, 7]
+
+
+def test_a_summary_cut_short_by_a_crash_does_not_swallow_the_next(core_project):
+    events, lines = sealed_lines([event(i) for i in range(3)], TEST_LAYOUT)
+    good, partial = b"".join(lines[:2]), lines[2][:25]
+    write_stream(core_project, "core", good + partial)
+    folder = core_project.dir / "quarantine"
+    folder.mkdir(mode=0o700)
+    (folder / "core.jsonl").write_bytes(b'{"stream":"core","offset":1,"len')  # a crash mid-summary
+    with Ledger(core_project, "core", TEST_LAYOUT).mutation() as tx:
+        tx.append([event(7)])
+    (entry,) = quarantine.entries(core_project.dir, "core")
+    assert (entry["offset"], entry["length"], entry["sha256"]) == (len(good), len(partial), sha256(partial))
+    assert (folder / "core.jsonl").read_bytes().startswith(b'{"stream":"core","offset":1,"len\n')

@@ -137,10 +137,15 @@ class Ledger:
             self._catch_up()
             torn = self.stream.torn
             if torn is not None:
-                quarantine.record(self.project.dir, self.name, {
-                    "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
-                    "reason": "partial final line", "at": format_time(system_clock()),
-                })
+                # Summarized before it is cut; a crash in between leaves the summary,
+                # which the retry finds instead of writing it twice.
+                summary = (torn.offset, torn.length, torn.sha256)
+                known = quarantine.entries(self.project.dir, self.name)
+                if not known or (known[-1].get("offset"), known[-1].get("length"), known[-1].get("sha256")) != summary:
+                    quarantine.record(self.project.dir, self.name, {
+                        "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
+                        "reason": "partial final line", "at": format_time(system_clock()),
+                    })
                 self.stream.cut_torn_tail()
             # Only this stream's own temps: another stream's writer may be mid-write.
             # The stream's are swept on every mutation (a crashed recover or
