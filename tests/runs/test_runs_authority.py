@@ -98,7 +98,14 @@ def test_revoked_grant_denies_acquisition_and_the_ready_run_keeps_its_binding(h)
     grant_id = h.grant()
     run_id = h.create(grant_id)
     h.run(proto.AuthorityRevoke(grant_id=grant_id, revoked_by="synthetic-user"))
-    refused(h, proto.Acquire(run_id=run_id, owner=AGENT), ErrorCode.AUTHORITY_DENIED)
+    error = refused(h, proto.Acquire(run_id=run_id, owner=AGENT), ErrorCode.AUTHORITY_DENIED)
+    assert "continue with a new run created under a current grant" in error.message
+    error = refused(h, proto.Resume(run_id=run_id, owner=AGENT, reason="try"), ErrorCode.INVALID_TRANSITION)
+    assert "was revoked" in error.message and "new run created under a current grant" in error.message
+    events = h.events(run_id)
+    assert [e["type"] for e in events] == ["run_created", "authority_granted", "authority_revoked"]
+    assert events[-1]["projection"]["run"]["authority_grant_id"] == grant_id
+    assert events[-1]["projection"]["run"]["status"] == "ready"
 
 
 def test_a_missing_revocation_marker_is_repaired_before_use_is_denied(h, data_dir):

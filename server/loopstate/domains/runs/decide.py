@@ -221,6 +221,10 @@ def create(state: RunState, c: proto.Create, ctx: Context) -> list[dict[str, Any
     return plan.events
 
 
+NEW_RUN_HINT = ("acquisition is denied and a ready run keeps its binding until its first lease: continue with a new "
+                "run created under a current grant")
+
+
 def acquire(state: RunState, c: proto.Acquire, ctx: Context) -> list[dict[str, Any]]:
     plan = _start(state, ctx)
     owner = actor_of(c.owner, "owner")
@@ -244,7 +248,10 @@ def acquire(state: RunState, c: proto.Acquire, ctx: Context) -> list[dict[str, A
                              f"run {state.run_id} is {plan.run['status']}; only its first lease is acquired: recover "
                              "it with `loopstate run resume` (explicit recovery, fresh lease)", status=plan.run["status"])
     require_transition(plan.run["status"], "active")
-    grant = authority.require_current(ctx.extra.get("grant"), plan.run["authority_grant_id"], ctx.now)
+    try:
+        grant = authority.require_current(ctx.extra.get("grant"), plan.run["authority_grant_id"], ctx.now)
+    except LoopstateError as error:  # a ready run keeps its binding: say where work can continue
+        raise LoopstateError(error.code, f"{error.message.split(';')[0]}; {NEW_RUN_HINT}", **error.details) from None
     authority.require_asset(grant, plan.run["asset"]["name"])
     if c.lane_id is not None:
         check_uuid(c.lane_id, "lane_id")
@@ -549,9 +556,16 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
     status = plan.run["status"]
     first_lease_halt = status == "halted_kill_switch" and plan.lease is None
     if status not in RECOVERABLE and not first_lease_halt:
+        hint = ""
+        if status == "ready":
+            try:
+                authority.require_current(ctx.extra.get("grant"), plan.run["authority_grant_id"], ctx.now)
+                hint = "; acquire its first lease with `loopstate run acquire`"
+            except LoopstateError as error:
+                hint = f" ({error.message.split(';')[0]}); {NEW_RUN_HINT}"
         return refuse(plan, LoopstateError(
-            ErrorCode.INVALID_TRANSITION,
-            f"a {status} run is not recoverable" + ("; acquire its first lease with `loopstate run acquire`" if status == "ready" else "")))
+            ErrorCode.INVALID_TRANSITION, f"{'an' if status == 'active' else 'a'} {status} run is not recoverable{hint}",
+            status=status))
     keys = plan.exhausted()
     if keys:
         return refuse(plan, LoopstateError(
