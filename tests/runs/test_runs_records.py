@@ -418,3 +418,17 @@ def test_harness_status_takes_the_seeds_pack_fields_as_optional():
     config["harnesses"] = {"codex": {**HARNESS_STATUS, "discovery": "maybe"}}
     error = refused("config", config)
     assert error.details["rule"] == "enum" and error.details["field"].endswith(".discovery")
+
+
+def test_a_grant_confirmation_excludes_secrets():
+    grant = load("grant")
+    grant["confirmation_text"] = "CONFIRM with token ghp_" + "a" * 36
+    error = refused("grant", grant)
+    assert (error.details["field"], error.details["rule"]) == ("$.confirmation_text", "no_secrets")
+
+
+def test_an_evidence_environment_is_redacted():
+    evidence = load("evidence")
+    evidence["environment"] = {"platform": "synthetic", "OPENAI_API_KEY": "sk-" + "b" * 40}
+    error = refused("evidence", evidence)
+    assert (error.details["field"], error.details["rule"]) == ("$.environment.OPENAI_API_KEY", "redacted")

@@ -22,6 +22,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import parse_time
 from loopstate.core.errors import LoopstateError
+from loopstate.core.redaction import contains_secret
 
 SCHEMA_VERSION = "1.0"
 
@@ -714,12 +715,19 @@ def check_grant(g: Grant) -> None:
         raise refuse("grant", "$.revoked_by", "revocation_pair", "revoked_at and revoked_by are set together or both null")
     if g.revoked_by is not None and not g.revoked_by:
         raise refuse("grant", "$.revoked_by", "length", "must be non-empty when the grant is revoked")
+    if contains_secret(g.confirmation_text):
+        raise refuse("grant", "$.confirmation_text", "no_secrets",
+                     "contains what looks like a credential; the typed confirmation excludes secrets: retype it without one")
     if g.revoked_at is not None and parse_time(g.revoked_at) < parse_time(g.confirmed_at):
         raise refuse("grant", "$.revoked_at", "time_order", "must not be earlier than confirmed_at")
 
 
 def check_evidence(e: Evidence) -> None:
     _check_time("evidence", "$.observed_at", e.observed_at)
+    for name, value in e.environment.items():
+        if isinstance(value, str) and contains_secret(value) or contains_secret(name):
+            raise refuse("evidence", f"$.environment.{name}", "redacted",
+                         "looks like a credential; the environment is redacted and allowlisted: leave the value out")
     if e.outcome == "passed":
         if not e.procedure:
             raise refuse("evidence", "$.procedure", "passed_needs_procedure",
