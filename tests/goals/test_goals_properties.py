@@ -97,7 +97,12 @@ markdown_lines = st.one_of(
                      "- [ ] P1 `T001` A todo", "- [x] `G001` user: a gate", "  - decision: reject",
                      "  - order: x", "  - gate: G009", "  - todo: T404", "    > quoted", "  - details:",
                      "- [~] P0 claimed", "  - lease until: soon", "* [!] blocked", "\t- until: 2026-01-01T00:00:00Z",
-                     "<!-- loopstate:goals-projection {\"goal_id\": \"p\"} -->", "# Active goal state: p", ""]),
+                     "<!-- loopstate:goals-projection {\"goal_id\": \"p\"} -->", "# Active goal state: p", "",
+                     "## Runs", "## Quota", "## Evidence", "## Refresh timeline", "|---|---|",
+                     "| run-1 | ok |  |  | T001 | 2026-01-01T00:00:00Z |", "| run-2 | ok | a | b | T404 | never |",
+                     "| usd | compute | 1.5 | 2 |", "| usd | compute | x | 1 |", "| a \\| b | c | 1 | 1 |",
+                     "- `E1` todo T001: ci#1 (sum)", "- `E2` run run-1: r", "- `E3` gate G404: r",
+                     "- 2026-01-01T00:00:00Z progress: done", "- soon progress: later"]),
     st.text(max_size=40),
 )
 

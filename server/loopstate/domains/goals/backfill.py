@@ -1,9 +1,11 @@
 """Backfill: todos and gates of an ACTIVE_GOAL_STATE.md-style file, imported as events.
 
+Runs, the refresh timeline, quota totals and evidence are imported too (see
+``_records`` for what is skipped so a second import never counts twice).
 Per the seed's migration rules every backfilled event has
 ``producer=loopx.backfill`` and source refs (``source``, ``source_line``,
 ``source_sha256``) that explain its provenance without copying the file. Only
-the todo and gate items are imported; prose sections are not. Each event's
+the item and table sections are imported; prose sections are not. Each event's
 privacy class follows its content: text with a local path or credential, or a
 private detail body, makes it ``local_private``; a pointer alone makes it
 ``private_pointer``; the rest is ``public_safe``. Event ids derive from the
@@ -55,17 +57,20 @@ class _Importer:
         self.sha = text_checksum(command.markdown)
         self.events: list[dict[str, Any]] = []
 
-    def emit(self, line: int, event_type: str, payload: dict[str, Any]) -> None:
+    def emit(self, line: int, event_type: str, payload: dict[str, Any], at: str | None = None) -> None:
+        """Append one event for ``line``; ``at`` is the time the file gives the record (runs, refreshes)."""
         state, command = self.state, self.command
         event_id = derived_uuid(f"goals-backfill:{state.goal_id}", f"{self.sha}:{line}:{event_type}")
         known = state.seen.get(event_id)
-        if command.recorded_at is not None:
+        if at is not None:
+            at = _time(at, self, line)
+        elif command.recorded_at is not None:
             at = normalize_time(command.recorded_at, "recorded_at")
         else:
             at = known[2] if known is not None else format_time(self.ctx.now)
         clean = {k: v for k, v in payload.items() if v is not None and v != [] and v != {}}
         refs = {"source": f"markdown:{command.source_label}", "source_line": str(line), "source_sha256": self.sha}
-        for name in ("todo_id", "gate_id"):
+        for name in ("todo_id", "gate_id", "run_id", "evidence_id"):
             if name in clean:
                 refs[name] = clean[name]
         try:
@@ -79,6 +84,15 @@ class _Importer:
                                  **exc.details) from None
         if not repeat_or_conflict(state, event):
             self.events.append(event)
+
+
+def _unique(label: str, items: list, key_of, what: str) -> None:
+    seen: set[str] = set()
+    for item in items:
+        key = key_of(item)
+        if key in seen:
+            raise _refuse(label, item.line, f"{what} {key!r} appears twice; each may appear once")
+        seen.add(key)
 
 
 def _refuse(label: str, line: int, message: str) -> LoopstateError:
@@ -97,11 +111,11 @@ def backfill_events(state: GoalState, command: proto.Backfill, ctx: Context) -> 
             "write items as '- [ ] P1 `T001` Title' with '  - key: value' details, or move prose out of those sections",
             lines=[n for n, _ in parsed.unparsed],
         )
-    if not parsed.todos and not parsed.gates:
+    if not (parsed.todos or parsed.gates or parsed.runs or parsed.refreshes or parsed.quota or parsed.evidence):
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED,
-            f"{label}: no todo or gate items found; backfill reads '## Todos' (with '### <role>' headings), "
-            "'## Completed' and '## Gates' sections",
+            f"{label}: no items found; backfill reads '## Todos' (with '### <role>' headings), '## Completed', "
+            "'## Gates', '## Runs', '## Refresh timeline', '## Quota' and '## Evidence' sections",
         )
     todos = _with_ids(label, parsed.todos, set(state.todos), "T", lambda t: t.todo_id)
     gates = _with_ids(label, parsed.gates, set(state.gates), "G", lambda g: g.gate_id)
@@ -130,7 +144,52 @@ def backfill_events(state: GoalState, command: proto.Backfill, ctx: Context) -> 
             })
     for todo_id, todo in new_todos:
         _status_event(importer, todo_id, todo)
+    _records(importer, parsed, known_todos, gate_status)
     return importer.events
+
+
+def _records(importer: _Importer, parsed: Any, known_todos: dict, gate_status: dict) -> None:
+    """Runs, refreshes, quota and evidence: what the goal does not hold yet.
+
+    Runs have no id of their own beyond the run's, so a run the goal already
+    recorded is skipped; a quota line is a total, so a unit/category the goal
+    already counts is skipped (adding it would count it twice); a refresh is
+    skipped when the goal's recent timeline has the same time, kind and summary.
+    """
+    state, label = importer.state, importer.command.source_label
+    file_runs = set()
+    for run in parsed.runs:
+        file_runs.add(run.run_id)
+        if run.run_id in state.run_ids:
+            continue
+        if run.todo_id is not None and run.todo_id not in known_todos:
+            raise _refuse(label, run.line, f"run {run.run_id!r} names todo {run.todo_id!r}, which neither the file nor the goal has")
+        importer.emit(run.line, "run_recorded", {
+            "run_id": run.run_id, "status": run.status, "classification": run.classification,
+            "delivery_outcome": run.delivery_outcome, "todo_id": run.todo_id,
+        }, at=run.recorded_at)
+    recent = {(r.recorded_at, r.refresh_kind, r.summary) for r in state.refreshes}
+    for refresh in parsed.refreshes:
+        at = _time(refresh.recorded_at, importer, refresh.line)
+        if (at, refresh.refresh_kind, refresh.summary) not in recent:
+            importer.emit(refresh.line, "refresh_recorded", {"refresh_kind": refresh.refresh_kind,
+                                                             "summary": refresh.summary}, at=at)
+    _unique(label, parsed.quota, lambda q: f"{q.unit}/{q.category}", "quota line")
+    _unique(label, parsed.evidence, lambda e: e.evidence_id, "evidence id")
+    for line in parsed.quota:
+        if f"{line.unit}/{line.category}" not in state.quota:
+            importer.emit(line.line, "quota_spent", {"amount": line.amount, "unit": line.unit, "category": line.category})
+    known = {"todo": set(known_todos), "gate": set(gate_status), "run": set(state.run_ids) | file_runs}
+    for evidence in parsed.evidence:
+        if evidence.evidence_id in state.evidence:
+            continue
+        if evidence.target_id not in known[evidence.target_kind]:
+            raise _refuse(label, evidence.line, f"evidence {evidence.evidence_id!r} is attached to {evidence.target_kind} "
+                          f"{evidence.target_id!r}, which neither the file nor the goal has")
+        importer.emit(evidence.line, "evidence_attached", {
+            "evidence_id": evidence.evidence_id, "target_kind": evidence.target_kind, "target_id": evidence.target_id,
+            "ref": evidence.ref, "summary": evidence.summary,
+        })
 
 
 def _with_ids(label: str, items: list, taken: set[str], prefix: str, id_of) -> list[tuple[str, Any]]:

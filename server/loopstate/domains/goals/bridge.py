@@ -10,11 +10,15 @@ store has lifecycle events it does not show), edited by hand, or foreign.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from loopstate_protocol.goals import Board, BridgeReport, Difference, GateView, MarkdownStatus, TodoView
 
+from loopstate.core.clock import format_time
+from loopstate.core.errors import LoopstateError
 from loopstate.domains.goals.markdown import Parsed, split_header, text_checksum
+from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.state import GoalState
 
 TODO_FIELDS = (
@@ -47,8 +51,9 @@ def _match(kind: str, events: dict[str, Any], parsed: list[Any], id_of, title_of
             out.append(Difference(kind="duplicate_in_markdown", subject=f"{kind} {key}", line=item.line))
             continue
         if key is None or key not in events:
-            out.append(Difference(kind="missing_in_events", subject=f"{kind} {key or item.title}", line=item.line,
-                                  markdown_value=item.title))
+            title = getattr(item, "title", key)
+            out.append(Difference(kind="missing_in_events", subject=f"{kind} {key or title}", line=item.line,
+                                  markdown_value=title))
             continue
         seen.add(key)
         pairs.append((events[key], item))
@@ -66,6 +71,49 @@ def _compare(subject: str, fields: tuple[str, ...], left: Any, right: Any, line:
                                   markdown_value=b, line=line))
 
 
+def _rows(kind: str, events: list[tuple], parsed: list[tuple[int, tuple]], out: list[Difference]) -> None:
+    """Timeline rows (runs, refreshes) compared as multisets: a run may be recorded many times."""
+    remaining = list(events)
+    for line, row in parsed:
+        if row in remaining:
+            remaining.remove(row)
+        else:
+            out.append(Difference(kind="missing_in_events", subject=f"{kind} {row[0]}", line=line,
+                                  markdown_value=" | ".join(_text(v) or "" for v in row)))
+    for row in remaining:
+        out.append(Difference(kind="missing_in_markdown", subject=f"{kind} {row[0]}",
+                              events_value=" | ".join(_text(v) or "" for v in row)))
+
+
+def _records(board: Board, parsed: Parsed, out: list[Difference]) -> None:
+    """Runs, refreshes, quota totals and evidence refs: what the board shows against the file."""
+    _rows("run", [(r.run_id, r.status, r.classification, r.delivery_outcome, r.todo_id, r.recorded_at) for r in board.runs],
+          [(r.line, (r.run_id, r.status, r.classification, r.delivery_outcome, r.todo_id,
+                     None if r.recorded_at is None else _instant_text(r.recorded_at)))
+           for r in parsed.runs], out)
+    _rows("refresh", [(r.recorded_at, r.refresh_kind, r.summary) for r in board.refreshes],
+          [(r.line, (_instant_text(r.recorded_at), r.refresh_kind, r.summary)) for r in parsed.refreshes], out)
+    quota = {f"{q.unit}/{q.category}": q for q in board.quota}
+    for events_line, item in _match("quota", quota, parsed.quota, lambda q: f"{q.unit}/{q.category}",
+                                    lambda q: f"{q.unit}/{q.category}", out):
+        if events_line.amount != item.amount:
+            out.append(Difference(kind="field_differs", subject=f"quota {item.unit}/{item.category}", field="amount",
+                                  events_value=repr(events_line.amount), markdown_value=repr(item.amount), line=item.line))
+    evidence = {e.evidence_id: e for e in board.evidence}
+    for events_item, item in _match("evidence", evidence, parsed.evidence, lambda e: e.evidence_id,
+                                    lambda e: e.evidence_id, out):
+        _compare(f"evidence {item.evidence_id}", ("target_kind", "target_id", "ref", "summary"), events_item, item,
+                 item.line, out)
+
+
+def _instant_text(text: str) -> str:
+    """A time as the store writes it (RFC 3339 UTC), or the text itself when it is not a time."""
+    try:
+        return format_time(instant(text))
+    except LoopstateError:
+        return text
+
+
 def bridge(board: Board, parsed: Parsed, store_sequence: int) -> BridgeReport:
     out: list[Difference] = []
     todos: dict[str, TodoView] = {}
@@ -77,11 +125,20 @@ def bridge(board: Board, parsed: Parsed, store_sequence: int) -> BridgeReport:
         todos[todo.todo_id] = todo
         compact.add(todo.todo_id)
     gates: dict[str, GateView] = {g.gate_id: g for g in (*board.user_inbox, *board.controller_inbox, *board.resolved_gates)}
+    # A todo's evidence ids are what its completion named plus what was attached to it:
+    # a file that lists the attachment only in its Evidence section says the same.
+    attached: dict[str, set[str]] = {}
+    for evidence in parsed.evidence:
+        if evidence.target_kind == "todo":
+            attached.setdefault(evidence.target_id, set()).add(evidence.evidence_id)
     for todo, item in _match("todo", todos, parsed.todos, lambda p: p.todo_id, lambda t: t.title, out):
+        if todo.todo_id in attached:
+            item = dataclasses.replace(item, evidence_ids=sorted(set(item.evidence_ids) | attached[todo.todo_id]))
         fields = COMPACT_FIELDS if todo.todo_id in compact or item.compact else TODO_FIELDS
         _compare(f"todo {todo.todo_id}", fields, todo, item, item.line, out)
     for gate, item in _match("gate", gates, parsed.gates, lambda p: p.gate_id, lambda g: g.title, out):
         _compare(f"gate {gate.gate_id}", GATE_FIELDS, gate, item, item.line, out)
+    _records(board, parsed, out)
     for line, text in parsed.unparsed:
         out.append(Difference(kind="unparsed_line", subject="markdown", markdown_value=text[:200], line=line))
     header = parsed.header or {}

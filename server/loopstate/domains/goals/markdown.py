@@ -154,7 +154,7 @@ def render_body(board: Board) -> str:
         out.append("")
     if board.quota:
         out += ["## Quota", "", "| unit | category | amount | entries |", "|---|---|---|---|"]
-        out += [f"| {_cell(q.unit)} | {_cell(q.category)} | {q.amount:g} | {q.entries} |" for q in board.quota]
+        out += [f"| {_cell(q.unit)} | {_cell(q.category)} | {amount_text(q.amount)} | {q.entries} |" for q in board.quota]
         out.append("")
     if board.evidence:
         out += ["## Evidence", ""]
@@ -166,6 +166,11 @@ def render_body(board: Board) -> str:
         out += [f"- {note}" for note in board.omissions]
         out.append("")
     return "\n".join(out)
+
+
+def amount_text(amount: float) -> str:
+    """A quota amount as text that reads back as the same number (``:g`` would round to 6 digits)."""
+    return repr(int(amount)) if amount.is_integer() and abs(amount) < 1e15 else repr(amount)
 
 
 def header_fields(board: Board) -> dict[str, Any]:
@@ -233,12 +238,53 @@ class ParsedGate:
 
 
 @dataclass
+class ParsedRun:
+    line: int
+    run_id: str
+    status: str
+    classification: str | None
+    delivery_outcome: str | None
+    todo_id: str | None
+    recorded_at: str | None
+
+
+@dataclass
+class ParsedRefresh:
+    line: int
+    recorded_at: str
+    refresh_kind: str
+    summary: str
+
+
+@dataclass
+class ParsedQuota:
+    line: int
+    unit: str
+    category: str
+    amount: float
+
+
+@dataclass
+class ParsedEvidence:
+    line: int
+    evidence_id: str
+    target_kind: str
+    target_id: str
+    ref: str
+    summary: str | None
+
+
+@dataclass
 class Parsed:
     header: dict[str, Any] | None
     body_checksum_ok: bool | None
     todos: list[ParsedTodo]
     gates: list[ParsedGate]
     unparsed: list[tuple[int, str]]
+    runs: list[ParsedRun] = field(default_factory=list)
+    refreshes: list[ParsedRefresh] = field(default_factory=list)
+    quota: list[ParsedQuota] = field(default_factory=list)
+    evidence: list[ParsedEvidence] = field(default_factory=list)
 
 
 def split_header(text: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -265,7 +311,70 @@ def _section(heading: str) -> str:
         return "archive"
     if name in ("gates", "gate inbox", "gate inboxes"):
         return "gates"
+    if name in ("runs", "run history"):
+        return "runs"
+    if name in ("refresh timeline", "refreshes"):
+        return "refreshes"
+    if name == "quota":
+        return "quota"
+    if name == "evidence":
+        return "evidence"
     return "other"
+
+
+RECORD_SECTIONS = ("runs", "refreshes", "quota", "evidence")
+REFRESH_ITEM = re.compile(r"^[-*] (?P<at>\S+) (?P<kind>state_only|progress): (?P<summary>\S.*)$")
+EVIDENCE_ITEM = re.compile(
+    r"^[-*] `(?P<id>[^`\s]+)` (?P<kind>todo|gate|run) (?P<target>\S+): (?P<ref>.+?)(?: \((?P<summary>[^()]+)\))?$"
+)
+TABLE_SEPARATOR = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+$")
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` is a literal bar inside a cell)."""
+    inner = line.strip()[1:-1] if line.strip().endswith("|") else line.strip()[1:]
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", inner)]
+
+
+def _record(parsed: "Parsed", section: str, number: int, line: str) -> bool:
+    """Read one line of a runs, refresh, quota or evidence section; False when it is not one."""
+    if section in ("runs", "quota"):
+        if not line.startswith("|"):
+            return False
+        if TABLE_SEPARATOR.match(line.strip()):
+            return True
+        cells = _cells(line)
+        if section == "runs" and len(cells) == 6:
+            if cells[0] == "run":
+                return True
+            run_id, status, classification, delivery, todo_id, at = cells
+            if not run_id or not status:
+                return False
+            parsed.runs.append(ParsedRun(number, run_id, status, classification or None, delivery or None,
+                                         todo_id or None, at or None))
+            return True
+        if section == "quota" and len(cells) == 4:
+            if cells[0] == "unit":
+                return True
+            try:
+                amount = float(cells[2])
+            except ValueError:
+                return False
+            parsed.quota.append(ParsedQuota(number, cells[0], cells[1], amount))
+            return True
+        return False
+    if section == "refreshes":
+        match = REFRESH_ITEM.match(line)
+        if match is None:
+            return False
+        parsed.refreshes.append(ParsedRefresh(number, match.group("at"), match.group("kind"), match.group("summary")))
+        return True
+    match = EVIDENCE_ITEM.match(line)
+    if match is None:
+        return False
+    parsed.evidence.append(ParsedEvidence(number, match.group("id"), match.group("kind"), match.group("target"),
+                                          match.group("ref"), match.group("summary")))
+    return True
 
 
 def parse(text: str) -> Parsed:
@@ -274,6 +383,7 @@ def parse(text: str) -> Parsed:
     todos: list[ParsedTodo] = []
     gates: list[ParsedGate] = []
     unparsed: list[tuple[int, str]] = []
+    parsed = Parsed(header, ok, todos, gates, unparsed)
     section, role = "other", "agent"
     item: ParsedTodo | ParsedGate | None = None
     in_details = False
@@ -288,6 +398,11 @@ def parse(text: str) -> Parsed:
             item = None
             continue
         if section == "other" or not line.strip():
+            continue
+        if section in RECORD_SECTIONS:
+            # Prose ("3 runs recorded; latest:") and notes are commentary; item and table lines must read.
+            if line.startswith(("- ", "* ", "|")) and not _record(parsed, section, number, line):
+                unparsed.append((number, line))
             continue
         if in_details and isinstance(item, ParsedTodo):
             quoted = QUOTED.match(line)
@@ -315,7 +430,7 @@ def parse(text: str) -> Parsed:
         if line.startswith(("_", ">", "|")):
             continue  # notes, quotes and tables are commentary
         unparsed.append((number, line))
-    return Parsed(header, ok, todos, gates, unparsed)
+    return parsed
 
 
 def _item(section: str, role: str, number: int, line: str) -> ParsedTodo | ParsedGate | None:
