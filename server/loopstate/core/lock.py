@@ -3,8 +3,9 @@
 Built on portalocker (flock on POSIX). The OS releases a dead holder's lock, so
 there is no stale-lock guesswork. An exclusive holder writes its pid, a random
 token and the time into the lock file (a fixed-width record, blanked on
-release), so a waiter that times out can name who holds it. Readers never create a lock file: with no lock file there has never
-been a mutation to wait for.
+release), so a waiter that times out can name who holds it. Readers never
+create a lock file: with no lock file there has never been a mutation to wait
+for.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import secrets
 import time
 from pathlib import Path
 from types import TracebackType
-
-import portalocker
+from typing import Any
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -24,10 +24,25 @@ from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
-# Combined once: enum arithmetic on every acquire showed up in append profiles.
-_EXCLUSIVE_NOW = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-_SHARED_NOW = portalocker.LockFlags.SHARED | portalocker.LockFlags.NON_BLOCKING
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
+_locker_cache: Any = None
+
+
+def _locker() -> Any:
+    """portalocker and the two flag sets we use, imported on the first lock taken.
+
+    Importing portalocker costs tens of milliseconds (its version lookup goes
+    through importlib.metadata); code that opens a project and never locks
+    (no lock file yet, listing streams) should not pay it. The flags are
+    combined once: enum arithmetic on every acquire showed up in append profiles.
+    """
+    global _locker_cache
+    if _locker_cache is None:
+        import portalocker
+
+        flags = portalocker.LockFlags
+        _locker_cache = (portalocker, flags.EXCLUSIVE | flags.NON_BLOCKING, flags.SHARED | flags.NON_BLOCKING)
+    return _locker_cache
 
 
 class StoreLock:
@@ -45,7 +60,7 @@ class StoreLock:
         if fd is None:  # the locks folder does not exist yet
             safefs.ensure_dir(self.path.parent, self.base)
             fd = safefs.open_rw(self.path, self.base, create=True)
-        self._acquire(fd, _EXCLUSIVE_NOW)
+        self._acquire(fd, exclusive=True)
         self.token = secrets.token_hex(16)
         record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())})
         # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
@@ -58,11 +73,13 @@ class StoreLock:
     def shared(self) -> "StoreLock":
         fd = safefs.open_rw(self.path, self.base, create=False)
         if fd is not None:
-            self._acquire(fd, _SHARED_NOW)
+            self._acquire(fd, exclusive=False)
         return self
 
-    def _acquire(self, fd: int, flags: portalocker.LockFlags) -> None:
+    def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
+        portalocker, exclusive_flags, shared_flags = _locker()
+        flags = exclusive_flags if exclusive else shared_flags
         deadline = time.monotonic() + self.timeout
         pause = 0.0005
         try:
