@@ -94,3 +94,24 @@ def test_releasing_forgets_the_owner_record(core_project, new_ledger):
     assert lock_path.read_bytes() == b" " * RECORD_WIDTH  # blanked in place, one pwrite
     assert oct(lock_path.stat().st_mode & 0o777) == "0o600"
     assert oct((core_project.dir / "locks").stat().st_mode & 0o777) == "0o700"
+
+
+def test_importing_the_core_does_not_import_portalocker_until_a_lock_is_taken(core_project, data_dir):
+    """Its import costs tens of ms; a hook that never locks must not pay it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from loopstate.core.ledger import Ledger\n"
+        "from loopstate.core.project import Project\n"
+        f"project = Project({core_project.root!r})\n"
+        "project.stream_names()\n"
+        "assert 'portalocker' not in sys.modules, 'imported too early'\n"
+        "with project.lock('core').exclusive():\n"
+        "    pass\n"
+        "assert 'portalocker' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
