@@ -181,3 +181,18 @@ def test_a_request_id_carrying_a_credential_is_refused_and_nothing_is_written(it
     err = refused(lambda: it.run(p.IntentClaimAdd(task_id=task, claim=user_claim("x")), f"req-{OPENAI_KEY}"))
     assert err.details["field"] == "request_id" and OPENAI_KEY not in err.message
     assert all_bytes(data_dir) == before
+
+
+def test_transcript_paths_are_found_in_long_text_in_one_pass(it: Intent, task):
+    from loopstate.domains.intent.rules import has_transcript_path
+
+    # "=/" opens a path at every other character: the old pattern rescanned the rest from each.
+    assert not has_transcript_path("=/" * 100_000)
+    assert has_transcript_path("=/" * 100_000 + "x.jsonl")
+    refused(lambda: observe(it, task, kind="user_event", text="=/" * 200_000 + "rollout.jsonl"))
+    assert observe(it, task, kind="user_event", text="=/" * 200_000 + " rollout")["sha256"]
+
+
+def test_a_statement_longer_than_32k_raw_is_refused_before_any_scan(it: Intent, task):
+    error = refused(lambda: it.add(task, "x" * (32 * 1024 + 1)))
+    assert "32769 characters" in error.message and "500" in error.message

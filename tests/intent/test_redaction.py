@@ -78,3 +78,16 @@ def test_a_secret_token_is_redacted_whatever_surrounds_it(before, left, case, ri
     result = redact(before + left + text + right + after)
     assert secret not in result.text
     assert redact(result.text).text == result.text
+
+
+@pytest.mark.parametrize("unit", ["sk-", "eyJ-", "SG.a-", "x" * 30 + ".", "api_key", "password is a1"])
+def test_long_adversarial_text_is_redacted_in_one_pass(unit):
+    # Each of these made a pattern rescan the rest of the text from every word
+    # boundary (quadratic: minutes for 200 kB). Now each is one linear pass.
+    text = unit * (200_000 // len(unit))
+    assert redact(text).text.count("[REDACTED:") <= len(text) // 6
+
+
+def test_a_credential_name_with_a_prefix_keeps_the_prefix():
+    assert redact("export OPENAI_API_KEY=abc123def456").text == "export OPENAI_API_KEY=[REDACTED:assignment]"
+    assert redact("my.secret.token=abc123xyz").text == "my.secret.token=[REDACTED:assignment]"

@@ -25,7 +25,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     )),
     ("url_password", re.compile(r"(?<=://)([^\s:/?#@]+):([^\s@/?#]+)(?=@)")),
     ("authorization", re.compile(r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    # Starts only where a run of token characters starts, so that a long run
+    # with many "eyJ" in it is scanned once, not once per "eyJ" (linear time).
+    ("jwt", re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
     ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
@@ -42,8 +44,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
     ("discord_token", re.compile(r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,}")),
     ("azure_key", re.compile(r"(?i)(AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})")),
+    # The setting's name is matched from its credential word on (a prefix such
+    # as OPENAI_ stays in the text as it is): an unbounded name prefix made
+    # every word boundary rescan the rest of a long token (quadratic time).
     ("assignment", re.compile(
-        r"(?i)\b([A-Za-z0-9_.-]*(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|access[_-]?key|"
+        r"(?i)((?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|access[_-]?key|"
         r"private[_-]?key|client[_-]?secret|auth[_-]?key|credential)s?)(\s*[:=]\s*)([\"']?)([^\s\"',;]{6,})\3"
     )),
     # "my password is hunter22": only a value mixing letters and digits, so that

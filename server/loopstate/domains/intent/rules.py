@@ -35,11 +35,35 @@ from loopstate.domains.intent.records import (
 MAX_SOURCE_TEXT = 1 << 20
 MAX_OPAQUE_ID = 200
 
-# A path to a host transcript or session log (Codex rollouts, Claude projects, any *.jsonl log).
-_TRANSCRIPT_PATH = re.compile(
-    r"(?i)(?:^|[\s\"'(=])(?:~|\.{0,2}/|[a-z]:\\|\\\\)[^\s\"']*?"
-    r"(?:\.jsonl\b|[/\\]\.codex[/\\]sessions\b|[/\\]\.claude[/\\]projects\b|transcript[^\s\"'/\\]*\.(?:jsonl?|txt|log|md)\b)"
+# A path to a host transcript or session log (Codex rollouts, Claude projects, any *.jsonl log):
+# a token that starts like a path (at its start, or after "(" or "=") and names such a file.
+_PATH_START = re.compile(r"(?i)~|\.{0,2}/|[a-z]:\\|\\\\")
+_TRANSCRIPT_MARK = re.compile(
+    r"(?i)\.jsonl\b|[/\\]\.codex[/\\]sessions\b|[/\\]\.claude[/\\]projects\b"
+    r"|transcript[^/\\]{0,200}?\.(?:jsonl?|txt|log|md)\b"
 )
+_TOKEN_SPLIT = re.compile(r"[\s\"']+")
+# Longest raw text looked at before redaction: a statement is at most 500
+# characters after redaction; anything this long is a pasted document, not a claim.
+MAX_RAW_TEXT = 32 * 1024
+
+
+def has_transcript_path(text: str) -> bool:
+    """Linear in the text: each token is scanned from its first path-like start only.
+
+    A later start inside the same token sees a suffix of what the first one
+    sees, so it could not find a marker the first one missed.
+    """
+    for token in _TOKEN_SPLIT.split(text):
+        starts = [0] + [i + 1 for i, c in enumerate(token) if c in "(="]
+        for start in starts:
+            if _PATH_START.match(token, start):
+                if _TRANSCRIPT_MARK.search(token, start):
+                    return True
+                break
+    return False
+
+
 # Markers of a pasted conversation: several lines opening with a speaker.
 _SPEAKER_LINE = re.compile(r"(?im)^\s*(?:user|assistant|human|system|ai|tool)\s*:")
 # Keys that only appear in hook tool payloads.
@@ -68,7 +92,13 @@ def check_uuid(value: Any, field: str) -> str:
 
 def _refuse_carriers(text: str, field: str) -> None:
     """Full prompts, transcripts, transcript paths and tool payloads never enter the ledger."""
-    if _TRANSCRIPT_PATH.search(text):
+    if len(text) > MAX_RAW_TEXT:
+        raise refuse(
+            f"{field}: is {len(text)} characters; a claim is at most {MAX_STATEMENT} characters after redaction "
+            "(record atomic statements, never a full prompt or document)",
+            field=field, length=len(text),
+        )
+    if has_transcript_path(text):
         raise refuse(f"{field}: looks like a transcript or session-log path; transcript paths are never stored", field=field)
     if _TOOL_PAYLOAD_KEYS.search(text) or _looks_like_json_payload(text):
         raise refuse(f"{field}: looks like a tool payload (JSON); record an atomic statement instead", field=field)
@@ -162,7 +192,7 @@ def source_ref(source: SourceInput | None, actor: str, ctx: Context, *, allow_im
         whole = source.text.strip()
         if not whole:
             raise refuse("source.text: is empty; give the source text to hash, or the host's event_id", field="source.text")
-        if len(whole.split()) == 1 and _TRANSCRIPT_PATH.search(" " + whole):
+        if len(whole.split()) == 1 and has_transcript_path(whole):
             raise refuse("source.text: is a transcript path; transcript paths are never read or stored", field="source.text")
         if not (source.via_hook and "event_id" in ref):
             ref["sha256"] = text_hash(source.text)
