@@ -35,6 +35,7 @@ class Harness:
         self.service = Service(data_dir=data_dir, clock=self.clock, new_id=self.ids, lock_timeout=10)
         self._requests = itertools.count(1)
         self.schema_sweep = True  # teardown checks every written event against the seed's schemas
+        self.record_sweep = True  # ... and against loopstate's own validator (off where a test forges events)
 
     def request_id(self) -> str:
         return f"req-{next(self._requests)}"
@@ -83,6 +84,7 @@ def lease_args(lease: dict) -> dict:
 
 def check_store_against_schemas(harness: Harness) -> None:
     """Every event loopstate wrote, and every projection file, validates against the seed's schemas."""
+    from loopstate.domains.runs import records
     from tests.runs.schemas import schema_errors
 
     project = harness.service.project(harness.root)
@@ -98,11 +100,14 @@ def check_store_against_schemas(harness: Harness) -> None:
         for event in harness.events(stream[len("runs."):]):
             errors = schema_errors("audit_event", event)
             assert not errors, (event["sequence"], event["type"], errors)
+            if harness.record_sweep:  # `loopstate validate audit_event` accepts what loopstate writes
+                records.validate_written_event(event)
         folder = project.dir / "runs" / stream[len("runs."):]
         for name, kind in (("run.json", "run"), ("lease.json", "lease"), ("issues.json", "issue_ledger")):
             if (folder / name).exists():
                 errors = schema_errors(kind, json.loads((folder / name).read_text()))
                 assert not errors, (name, errors)
+                records.validate(kind, json.loads((folder / name).read_text()))
         for path in sorted((folder / "evidence").glob("*.json")):
             errors = schema_errors("evidence", json.loads(path.read_text()))
             assert not errors, (path.name, errors)

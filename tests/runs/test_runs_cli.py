@@ -195,3 +195,24 @@ def test_cli_create_without_a_grant_binds_the_default_local_authority(root, data
     assert len(grant["permanent_invariants"]) == 8
     acquired = json.loads(_out(capsys, ["run", "acquire", *r, created["run_id"], "--json"]))
     assert acquired["events"][0]["projection"]["run"]["status"] == "active"
+
+
+def test_validate_accepts_an_event_loopstate_wrote_with_its_added_fields(root, data_dir, capsys, tmp_path):
+    from loopstate.core import canonical
+    from loopstate.service.engine import Service
+
+    r = ["--root", str(root)]
+    run_id = _out(capsys, ["run", "create", *r, "--objective", "o", "--done-gate", "g", "--asset", "app"])
+    project = Service().project(str(root))
+    lines = (project.dir / "streams" / f"runs.{run_id}.jsonl").read_bytes().splitlines()
+    event = canonical.decode(lines[0])
+    assert "request_id" in event and "request_fingerprint" in event
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    assert "a valid audit_event record" in _out(capsys, ["validate", "audit_event", str(path)])
+    path.write_text(json.dumps({**event, "loopstate_record": {"not": "an issue"}}))
+    assert main(["validate", "audit_event", str(path)]) == 1
+    assert "$.loopstate_record" in capsys.readouterr().err
+    path.write_text(json.dumps({**event, "note": "x"}))
+    assert main(["validate", "audit_event", str(path)]) == 1
+    assert "$.note" in capsys.readouterr().err

@@ -904,5 +904,32 @@ def validate(kind: str, data: Any) -> Any:
     return record
 
 
+# Fields loopstate adds to the events it writes, beside the seed's (see docs/runs.md, "loopstate-added fields").
+LOOPSTATE_EVENT_FIELDS = ("request_id", "request_fingerprint", "loopstate_record")
+
+
+def validate_written_event(data: Any) -> Any:
+    """An audit event as loopstate writes it: the seed's event plus the loopstate-added fields, each checked."""
+    if not isinstance(data, dict):
+        return validate("audit_event", data)
+    seed = {k: v for k, v in data.items() if k not in LOOPSTATE_EVENT_FIELDS}
+    event = validate("audit_event", seed)
+    for name in ("request_id", "request_fingerprint"):
+        if name in data and (not isinstance(data[name], str) or not data[name]):
+            raise refuse("audit_event", f"$.{name}", "type", "must be a non-empty string (added by loopstate)")
+    if "loopstate_record" in data:
+        kinds = {"evidence_recorded": ("evidence", Evidence), "issue_opened": ("issue", Issue),
+                 "issue_transitioned": ("issue", Issue)}
+        if event.type not in kinds:
+            raise refuse("audit_event", "$.loopstate_record", "unknown_field",
+                         f"only evidence_recorded and issue events carry a loopstate_record, not {event.type}")
+        name, cls = kinds[event.type]
+        record = decode("audit_event", cls, data["loopstate_record"], "$.loopstate_record")
+        _check_times("audit_event", record, "$.loopstate_record")
+        if isinstance(record, Evidence):
+            check_evidence(record)
+    return event
+
+
 def to_dict(record: Record) -> dict[str, Any]:
     return msgspec.to_builtins(record)

@@ -18,7 +18,7 @@ from typing import Any
 from loopstate.core.clock import parse_time
 from loopstate.domains.runs import budgets
 
-# Fields loopstate adds to a run event beside the seed's (dropped before schema checks).
+# The field loopstate adds to evidence and issue events beside the seed's: the full record after the event.
 RECORD_FIELD = "loopstate_record"
 
 
