@@ -108,6 +108,7 @@ def test_importing_the_core_does_not_import_portalocker_until_a_lock_is_taken(co
         f"project = Project({core_project.root!r})\n"
         "project.stream_names()\n"
         "assert 'portalocker' not in sys.modules, 'imported too early'\n"
+        "project.ensure()\n"
         "with project.lock('core').exclusive():\n"
         "    pass\n"
         "assert 'portalocker' in sys.modules\n"
