@@ -334,3 +334,20 @@ def test_heartbeat_while_an_operation_is_pending_is_refused(h):
     h.clock.advance(200)
     error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.RULE_VIOLATION)
     assert "pending" in error.message
+
+
+def test_recovery_and_cancellation_need_a_reason_before_anything_is_written(h):
+    run_id, lease = h.leased()
+    h.run(proto.Transition(run_id=run_id, to="blocked", reason="stuck", **lease_args(lease)))
+    before = len(h.events(run_id))
+    error = refused(h, proto.Resume(run_id=run_id, owner=AGENT, reason=" ", **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
+    assert (error.details["field"], error.details["rule"]) == ("$.reason", "length")
+    error = refused(h, proto.Stop(run_id=run_id, actor=USER, cancel=True, reason=""), ErrorCode.VALIDATION_FAILED)
+    assert error.details["field"] == "$.reason"
+    assert len(h.events(run_id)) == before
+
+
+def test_evidence_that_is_not_an_object_is_a_clear_refusal(h):
+    run_id, lease = h.leased()
+    error = refused(h, proto.EvidenceAdd(run_id=run_id, evidence=[], **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
+    assert "must be a JSON object of evidence fields" in error.message

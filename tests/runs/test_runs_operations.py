@@ -302,3 +302,14 @@ def test_holder_restarting_after_its_own_crash_resumes_with_the_intent_unknown(h
     events = h.run(proto.Resume(run_id=run_id, owner=AGENT, reason="restarted after a crash", **lease_args(lease))).events
     assert [e["type"] for e in events] == ["operation_reconciled", "recovery_started"]
     assert events[1]["data"]["new_generation"] == 1 and events[1]["projection"]["run"]["status"] == "active"
+
+
+@pytest.mark.parametrize("field", ["action", "destination"])
+def test_an_intent_names_its_action_and_destination(h, field):
+    run_id, lease = h.leased()
+    params = {"action": "local_write", "destination": "repository", field: ""}
+    with pytest.raises(LoopstateError) as info:
+        h.run(proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "build"},
+                           **params, **lease_args(lease)))
+    assert (info.value.details["field"], info.value.details["rule"]) == (f"$.{field}", "length")
+    assert h.status(run_id).pending_operation is None

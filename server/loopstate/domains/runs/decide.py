@@ -51,6 +51,13 @@ def actor_of(value: Any, field: str = "actor") -> dict[str, Any]:
     return records.to_dict(records.decode(field, records.Actor, value))
 
 
+def require_text(value: Any, command: str, field: str, what: str) -> str:
+    """A free-text parameter the event records: a non-empty string, refused before anything is written."""
+    if not isinstance(value, str) or not value.strip():
+        raise records.refuse(command, f"$.{field}", "length", f"must not be empty: {what}")
+    return value
+
+
 def check_uuid(value: Any, field: str) -> str:
     records.decode(field, records.UUID4, value)
     return value
@@ -389,6 +396,8 @@ def evidence_add(state: RunState, c: proto.EvidenceAdd, ctx: Context) -> list[di
 # operation intents --------------------------------------------------------------------------
 
 def intend(state: RunState, c: proto.Intend, ctx: Context) -> list[dict[str, Any]]:
+    require_text(c.action, "intend", "action", "name the action, e.g. local_write")
+    require_text(c.destination, "intend", "destination", "name the destination, e.g. repository")
     started = _worker(state, c, ctx)
     if isinstance(started, list):
         return started
@@ -515,6 +524,8 @@ def reconcile(state: RunState, c: proto.Reconcile, ctx: Context) -> list[dict[st
 def stop(state: RunState, c: proto.Stop, ctx: Context) -> list[dict[str, Any]]:
     plan = _start(state, ctx)
     actor = actor_of(c.actor)
+    if c.cancel:
+        require_text(c.reason, "stop", "reason", "say why the run is cancelled")
     safety.boundary(plan, actor)
     if not c.cancel:
         return plan.events  # the STOP file is in place; the boundary halted the run if it could be halted
@@ -531,6 +542,7 @@ def stop(state: RunState, c: proto.Stop, ctx: Context) -> list[dict[str, Any]]:
 def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any]]:
     plan = _start(state, ctx)
     owner = actor_of(c.owner, "owner")
+    require_text(c.reason, "resume", "reason", "say why the run is recovered")
     safety.boundary(plan, owner)
     kill_switch = ctx.extra.get("kill_switch")
     if kill_switch is not None:

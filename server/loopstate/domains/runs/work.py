@@ -61,6 +61,7 @@ def stage_completed(plan: Plan, data: dict[str, Any]) -> dict:
 def evidence_recorded(plan: Plan, evidence_id: str, fields: dict[str, Any], owner: dict[str, Any],
                       outcome: str | None = None) -> tuple[dict, dict]:
     assert plan.run is not None
+    _require_object("evidence", fields)
     if evidence_id in plan.state.evidence:
         raise LoopstateError(ErrorCode.CONFLICT, f"evidence {evidence_id} is already recorded", evidence_id=evidence_id)
     for taken in ("evidence_id", "run_id", "actor", "observed_at", "schema_version"):
@@ -78,6 +79,7 @@ def evidence_recorded(plan: Plan, evidence_id: str, fields: dict[str, Any], owne
 
 
 def issue_opened(plan: Plan, issue_id: str, fields: dict[str, Any], severity: str | None = None) -> tuple[dict, dict]:
+    _require_object("issue", fields)
     if issue_id in plan.issues:
         raise LoopstateError(ErrorCode.CONFLICT, f"issue {issue_id} already exists", issue_id=issue_id)
     _check_evidence_ids(plan, fields.get("evidence_ids", []))
@@ -118,6 +120,11 @@ def issue_transitioned(plan: Plan, issue_id: str, to_status: str, *, resolution:
     plan.issues[issue_id] = updated
     plan.recount_blocking()
     return {"issue_id": issue_id, "from_status": issue["status"], "to_status": to_status}, updated
+
+
+def _require_object(record: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise records.refuse(record, "$", "type", f"must be a JSON object of {record} fields, not {type(value).__name__}")
 
 
 def _check_evidence_ids(plan: Plan, ids: list[str]) -> None:
