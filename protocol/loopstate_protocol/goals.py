@@ -10,7 +10,7 @@ command built in Python is held to the same rules.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -160,6 +160,23 @@ class AttachEvidence(GoalCommand, tag="goals.evidence"):
     pointer: Pointer | None = None
 
 
+LifecycleEventType = Literal[
+    "todo_added", "todo_claimed", "todo_updated", "todo_blocked", "todo_deferred", "todo_completed", "gate_added",
+    "gate_resolved", "run_recorded", "refresh_recorded", "quota_spent", "evidence_attached",
+]
+
+
+class AppendEvent(GoalCommand, tag="goals.append"):
+    """Append one lifecycle event in the seed's own shape (``event_type`` and ``payload``),
+    as another LoopX producer writes it (dual-write). The payload is validated against its
+    type and the same rules as the typed commands apply; ids are not assigned here (a
+    ``todo_added`` names its ``todo_id``), and ``todo_claimed`` carries ``lease_expires_at``.
+    The bookkeeping events are written only by ``goals.render`` and ``goals.compact``."""
+
+    event_type: LifecycleEventType
+    payload: dict[str, Any]
+
+
 class RenderMarkdown(GoalCommand, tag="goals.render"):
     """Record a Markdown projection and (through the service) write it after the event."""
 
@@ -181,7 +198,7 @@ class Compact(GoalCommand, tag="goals.compact"):
 
 COMMANDS = (
     AddTodo, ClaimTodo, UpdateTodo, BlockTodo, DeferTodo, CompleteTodo, AddGate, ResolveGate,
-    RecordRun, RecordRefresh, SpendQuota, AttachEvidence, RenderMarkdown, Backfill, Compact,
+    RecordRun, RecordRefresh, SpendQuota, AttachEvidence, AppendEvent, RenderMarkdown, Backfill, Compact,
 )
 
 

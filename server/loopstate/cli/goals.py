@@ -11,8 +11,10 @@ snapshot checkpoint when there is a valid one.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import typing
 from typing import Any, Callable
 
 import msgspec
@@ -200,6 +202,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"),
         arg("evidence_ref", metavar="REF", help="compact evidence ref (PR, CI run, report id)"), arg("--id"),
         arg("--summary"), arg("--pointer"))
+    _verb(verbs, "append", "append one lifecycle event in the seed's shape: event type and JSON payload (dual-write)",
+          lambda a: proto.AppendEvent(**_common(a), event_type=a.event_type, payload=_payload(a.payload)),
+          arg("event_type", choices=list(typing.get_args(proto.LifecycleEventType)), metavar="EVENT_TYPE",
+              help="todo_added, todo_claimed, ..., evidence_attached"),
+          arg("payload", help="the payload as a JSON object, or - to read it from stdin"))
     _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
           lambda a: proto.Compact(**_common(a)), renders=False)
     _verb(verbs, "backfill", "import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown", lambda a: proto.Backfill(
@@ -233,6 +240,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = verbs.add_parser("list", help="the goals this project has streams for")
     add_common(listing)
     listing.set_defaults(func=cmd_list)
+
+
+def _payload(text: str) -> dict[str, Any]:
+    """A JSON object from the argument, or from stdin for ``-``."""
+    raw = sys.stdin.read() if text == "-" else text
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the payload is not JSON ({exc}); give an object such as "
+                             '\'{"todo_id": "T001", "title": "..."}\'') from None
+    if not isinstance(value, dict):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, "the payload must be a JSON object of the event type's fields")
+    return value
 
 
 def _read(path: str) -> str:

@@ -157,10 +157,22 @@ def runs_domain_has(project: Project, run_id: str) -> bool:
         return False
 
 
+def _evidence_run_target(command: Any) -> str | None:
+    """The run an evidence command attaches to, if it does (typed or in the seed's raw shape)."""
+    if isinstance(command, proto.AttachEvidence):
+        return command.target_id if command.target_kind == "run" else None
+    if isinstance(command, proto.AppendEvent) and command.event_type == "evidence_attached":
+        payload = command.payload
+        if payload.get("target_kind") == "run" and isinstance(payload.get("target_id"), str):
+            return payload["target_id"]
+    return None
+
+
 class GoalsEffects:
     def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
-        if isinstance(command, proto.AttachEvidence) and command.target_kind == "run":
-            known = runs_domain_has(project, command.target_id)
+        run_target = _evidence_run_target(command)
+        if run_target is not None:
+            known = runs_domain_has(project, run_target)
             return dataclasses.replace(ctx, extra={**ctx.extra, RUNS_DOMAIN_RUN: known})
         if not isinstance(command, proto.RenderMarkdown):
             return ctx

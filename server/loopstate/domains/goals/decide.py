@@ -375,11 +375,39 @@ def decide(state: GoalState, command: Any, ctx: Context) -> list[Event]:
             return []
         rules(state, event["payload"], ctx)
         return [event]
+    if isinstance(command, proto.AppendEvent):
+        return _append(state, command, ctx)
     if isinstance(command, proto.RenderMarkdown):
         return _render(state, command, ctx)
     if isinstance(command, proto.Compact):
         return _compact(state, command, ctx)
     raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the goals domain has no command {type(command).__name__}")
+
+
+RULES: dict[str, Rules] = {event_type: rules for event_type, _, rules in VERBS.values()}
+
+
+def _raw_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A caller's payload in the stored form the typed commands produce: times in UTC,
+    id lists sorted and unique. Anything of the wrong type is left for validation to refuse."""
+    out = dict(payload)
+    for name in {"todo_claimed": ("lease_expires_at",), "todo_deferred": ("until",)}.get(event_type, ()):
+        if isinstance(out.get(name), str):
+            out[name] = normalize_time(out[name], f"payload.{name}")
+    for name in ("gate_ids", "evidence_ids"):
+        value = out.get(name)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out[name] = sorted(set(value))
+    return out
+
+
+def _append(state: GoalState, command: proto.AppendEvent, ctx: Context) -> list[Event]:
+    event = _envelope(state, command, ctx, command.event_type,
+                      lambda at, eid: _raw_payload(command.event_type, command.payload))
+    if repeat_or_conflict(state, event):
+        return []
+    RULES[command.event_type](state, event["payload"], ctx)
+    return [event]
 
 
 # Projections as events ------------------------------------------------------------------------------------

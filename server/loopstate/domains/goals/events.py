@@ -220,8 +220,11 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
     try:
         typed = msgspec.convert(payload, cls)
     except msgspec.ValidationError as exc:
+        message = readable(str(exc), "payload.")
+        if "unknown field" in message or "missing required field" in message:
+            message += f"; {event_type} takes: {', '.join(cls.__struct_fields__)}"
         raise LoopstateError(
-            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {readable(str(exc), 'payload.')}", event_type=event_type,
+            ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {message}", event_type=event_type,
         ) from None
     return msgspec.to_builtins(typed)
 
