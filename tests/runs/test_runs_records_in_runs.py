@@ -142,4 +142,5 @@ def test_stage_complete_must_name_the_current_stage(h):
 def test_worker_records_need_an_active_run(h):
     run_id, lease = h.leased()
     h.run(proto.Transition(run_id=run_id, to="blocked", reason="stuck", **lease_args(lease)))
-    refused(h, proto.EvidenceAdd(run_id=run_id, evidence=EVIDENCE, **lease_args(lease)), ErrorCode.INVALID_TRANSITION)
+    error = refused(h, proto.EvidenceAdd(run_id=run_id, evidence=EVIDENCE, **lease_args(lease)), ErrorCode.INVALID_TRANSITION)
+    assert "is blocked (blocked: stuck), not active; recover it with `loopstate run resume`" in error.message

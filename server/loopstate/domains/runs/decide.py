@@ -123,8 +123,12 @@ def _require_active(plan: Plan) -> None:
     if plan.run["status"] != "active":
         reason = plan.run["terminal_reason"]
         why = f" ({reason['code']}: {reason['explanation']})" if reason else ""
-        raise LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {plan.state.run_id} is {plan.run['status']}{why}, not active",
-                             status=plan.run["status"])
+        status = plan.run["status"]
+        hint = ("terminal runs stay terminal" if status in TERMINAL
+                else "acquire its first lease with `loopstate run acquire`" if status == "ready"
+                else "recover it with `loopstate run resume`")
+        raise LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {plan.state.run_id} is {status}{why}, not active; {hint}",
+                             status=status)
 
 
 def _require_no_pending(plan: Plan) -> None:
