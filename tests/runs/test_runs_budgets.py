@@ -219,3 +219,23 @@ def test_budgets_a_command_leaves_out_come_from_the_project_config(h, root):
         "max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 9, "max_external_actions": 0,
         "max_cost_usd": "2.5",
     }
+
+
+def test_lease_expiry_that_also_reaches_the_duration_budget_fails_with_the_budget_and_its_marker_at_once(h):
+    run_id, lease = h.leased(budgets=limits(max_duration_seconds=300))  # lease_seconds is 300 too
+    h.clock.advance(400)
+    error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.BUDGET_EXHAUSTED)
+    assert [e["type"] for e in error.details["events"]] == ["run_failed", "budget_reached"]
+    failed, marker = error.details["events"]
+    assert failed["data"] == {"reason": "budget_reached:max_duration_seconds"}
+    assert marker["data"] == {"budget": "max_duration_seconds", "stage": None, "limit": 300, "observed": 300}
+    status = h.status(run_id)
+    assert status.missing_markers == 0 and status.run["usage"]["duration_seconds"] == 300
+
+
+def test_lease_expiry_below_the_duration_budget_fails_with_lease_expired_and_no_marker(h):
+    run_id, lease = h.leased(budgets=limits(max_duration_seconds=301))
+    h.clock.advance(400)
+    error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.LEASE_EXPIRED)
+    assert [e["type"] for e in error.details["events"]] == ["run_failed"]
+    assert error.details["events"][0]["data"] == {"reason": "lease_expired"}

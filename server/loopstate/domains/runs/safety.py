@@ -95,13 +95,20 @@ def kill_switch_halt(plan: Plan, kill_switch: dict[str, Any] | None, actor: dict
 
 
 def expired_run(plan: Plan, actor: dict[str, Any] | None) -> bool:
-    """The truthful reduction of an active run whose lease expired with nothing pending: failed."""
+    """The truthful reduction of an active run whose lease expired with nothing pending: failed.
+
+    The time proven up to the expiry is counted first; when it reaches the duration budget, that
+    budget is the primary reason (as for any completion at expiry) and its markers follow at once.
+    """
     run = plan.run
     if run is None or run["status"] != "active" or plan.pending is not None or not plan.lease_expired():
         return False
     assert plan.lease is not None
-    plan.set_status("failed", "lease_expired", f"the lease expired at {plan.lease['expires_at']} with the run active")
-    plan.emit("run_failed", {"reason": "lease_expired"}, actor=actor)
+    plan.accrue()
+    if not plan.fail_if_exhausted():
+        plan.set_status("failed", "lease_expired", f"the lease expired at {plan.lease['expires_at']} with the run active")
+    source = plan.emit("run_failed", {"reason": run["terminal_reason"]["code"]}, actor=actor)
+    markers_after(plan, source)
     return True
 
 
