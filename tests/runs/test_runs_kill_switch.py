@@ -208,3 +208,17 @@ def test_a_halted_run_refuses_acquire_saying_to_remove_the_switch_then_resume(h,
     event = h.run(proto.Resume(run_id=run_id, owner=AGENT, reason="switch cleared")).events[-1]
     assert event["type"] == "recovery_started"
     assert event["data"] == {"previous_generation": None, "new_generation": 0, "reason": "switch cleared"}
+
+
+def test_a_state_root_that_leads_out_of_the_project_through_a_link_is_refused(h, root, tmp_path):
+    run_id, lease = h.leased()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "state").symlink_to(outside)
+    config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
+    write_json(root / ".loopstate" / "config.json", {**config, "state_root": "state"})
+    error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
+    assert (error.details["field"], error.details["rule"]) == ("$.state_root", "path_inside_project")
+    assert "outside the project" in error.message
+    write_json(root / ".loopstate" / "config.json", {**config, "state_root": ".the-loop"})
+    h.run(proto.Heartbeat(run_id=run_id, **lease_args(lease)))

@@ -68,10 +68,21 @@ def load_config(root: str) -> dict[str, Any]:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not UTF-8 text; save it as UTF-8 JSON or remove it",
                              path=str(path), field="$", rule="json") from None
     try:
-        return records.to_dict(records.validate("config", records.parse_json(text, str(path))))
+        config = records.to_dict(records.validate("config", records.parse_json(text, str(path))))
+        _state_root_inside(root, config["state_root"])
     except LoopstateError as error:
         raise LoopstateError(error.code, f"{error.message} (in {path}; fix it or remove it to use the defaults)",
                              **{**error.details, "path": str(path)}) from None
+    return config
+
+
+def _state_root_inside(root: str, state_root: str) -> None:
+    """The spelling is checked by the record; this checks where it leads: a link out of the project is refused."""
+    project = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(project, state_root))
+    if os.path.commonpath([project, target]) != project:
+        raise records.refuse("config", "$.state_root", "path_inside_project",
+                             f"{state_root!r} leads to {target}, outside the project (through a link); point it inside")
 
 
 def switch_path(root: str, configured: str) -> Path:
