@@ -196,3 +196,9 @@ def test_transcript_paths_are_found_in_long_text_in_one_pass(it: Intent, task):
 def test_a_statement_longer_than_32k_raw_is_refused_before_any_scan(it: Intent, task):
     error = refused(lambda: it.add(task, "x" * (32 * 1024 + 1)))
     assert "32769 characters" in error.message and "500" in error.message
+
+
+def test_a_statement_of_many_blank_lines_is_checked_in_one_pass(it: Intent, task):
+    # "^\s*speaker:" ran across blank lines from every line start (quadratic); now blanks are per line.
+    error = refused(lambda: it.add(task, "x" + " \n" * 16_000))
+    assert "lines" in error.message

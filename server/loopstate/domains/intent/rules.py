@@ -64,8 +64,10 @@ def has_transcript_path(text: str) -> bool:
     return False
 
 
-# Markers of a pasted conversation: several lines opening with a speaker.
-_SPEAKER_LINE = re.compile(r"(?im)^\s*(?:user|assistant|human|system|ai|tool)\s*:")
+# Markers of a pasted conversation: several lines opening with a speaker. Only
+# blanks within the line are skipped (\s would run across blank lines from every
+# line start: quadratic on text of many empty lines).
+_SPEAKER_LINE = re.compile(r"(?im)^[ \t]*(?:user|assistant|human|system|ai|tool)[ \t]*:")
 # Keys that only appear in hook tool payloads.
 _TOOL_PAYLOAD_KEYS = re.compile(r"\"(?:tool_input|tool_response|tool_use_id|tool_name|transcript_path|hook_event_name)\"\s*:")
 MAX_STATEMENT_LINES = 6
