@@ -7,10 +7,13 @@ import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from corekit import event, read_all
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger
+from loopstate.core.project import Project
 from loopstate_protocol.errors import ErrorCode
 
 from conftest import TEST_LAYOUT
@@ -171,3 +174,51 @@ def test_submit_raises_the_works_own_error_after_the_group_is_durable(core_proje
     assert info.value.code is ErrorCode.RULE_VIOLATION
     # Like a plain mutation: what the work appended before failing is kept.
     assert [e["n"] for e in _durable_events(core_project)] == [1]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(requests=st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(["x", "y"]), st.integers(1, 3)), min_size=1, max_size=24),
+       threads=st.integers(1, 6))
+def test_any_mix_of_concurrent_requests_and_retries_is_applied_once_each(tmp_path_factory, requests, threads):
+    """Whatever the interleaving: each request id is written once, by whichever fingerprint came
+    first; exact retries get those events back; changed retries get REQUEST_ID_REUSED."""
+    base = tmp_path_factory.mktemp("group")
+    (base / "ws").mkdir()
+    project = Project(str(base / "ws"), data_dir=base / "data", lock_timeout=30)
+    ledger = Ledger(project, "core", TEST_LAYOUT)
+    outcomes: list[tuple[str, str, str, object]] = []
+
+    def work_for(request_id: str, fp: str, count: int):
+        def work(tx):
+            earlier = tx.earlier(request_id, fp)
+            if earlier is not None:
+                return earlier
+            return tx.append([event(k, req=request_id) for k in range(count)], request_id=request_id, fp=fp)
+        return work
+
+    def run(mine):
+        for request_id, fp, count in mine:
+            try:
+                outcomes.append((request_id, fp, "ok", ledger.submit(work_for(request_id, fp, count))))
+            except LoopstateError as exc:
+                outcomes.append((request_id, fp, exc.code.value, None))
+
+    workers = [threading.Thread(target=run, args=(requests[k::threads],)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+    events = _durable_events(project)
+    assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+    written: dict[str, str] = {}
+    for e in events:
+        written.setdefault(e["request_id"], e["request_fingerprint"])
+        assert written[e["request_id"]] == e["request_fingerprint"]
+    assert set(written) == {r for r, _, _ in requests}
+    by_request = {r: [e for e in events if e["request_id"] == r] for r in written}
+    for request_id, fp, result, records in outcomes:
+        if fp == written[request_id]:
+            assert result == "ok" and [rec.event for rec in records] == by_request[request_id]
+        else:
+            assert result == ErrorCode.REQUEST_ID_REUSED.value
