@@ -317,8 +317,9 @@ def main() -> None:
                       f"| {r['cpu_seconds']:.2f} | {r['events'] / r['cpu_seconds']:,.0f} "
                       f"| {r['rss_mb']:.1f} MB | {r['rss_after_imports_mb']:.1f} MB |", flush=True)
         print()
-        print("## Group commit: 8 threads x 100 appends through Ledger.submit vs the same appends one at a time")
-        r = group_commit(base, 8, 25 if args.quick else 100)
+        each = 25 if args.quick else 100
+        print(f"## Group commit: 8 threads x {each} appends through Ledger.submit vs the same appends one at a time")
+        r = group_commit(base, 8, each)
         print("| one at a time | 8 writers, group commit | ratio | groups for all appends |")
         print("|---:|---:|---:|---:|")
         print(f"| {r['solo_rate']:,.0f} events/s | {r['group_rate']:,.0f} events/s | {r['ratio']:.1f}x "
