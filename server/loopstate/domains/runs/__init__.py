@@ -99,11 +99,11 @@ class RunsDomain:
         if isinstance(query, proto.GrantShow):
             assert isinstance(state, GrantState)
             if state.grant is None:
-                raise LoopstateError(ErrorCode.NOT_FOUND, f"grant {query.grant_id} does not exist", grant_id=query.grant_id)
+                raise LoopstateError(ErrorCode.NOT_FOUND, f"grant {query.grant_id} does not exist; check the id (`loopstate run authority grant` prints it)", grant_id=query.grant_id)
             return projections.grant(state)
         assert isinstance(state, RunState)
         if not state.exists:
-            raise LoopstateError(ErrorCode.NOT_FOUND, f"run {query.run_id} does not exist", run_id=query.run_id)
+            raise LoopstateError(ErrorCode.NOT_FOUND, f"run {query.run_id} does not exist; check the id (`loopstate run create` prints it)", run_id=query.run_id)
         return projections.status(state, ctx)
 
     def view(self, state: RunState | GrantState, view: str, key: str | None, ctx: Context) -> Any:

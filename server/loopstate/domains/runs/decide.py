@@ -92,7 +92,7 @@ def _start(state: RunState, ctx: Context) -> Plan:
         try:
             parse_time(plan.lease["expires_at"], field="lease.expires_at")
         except LoopstateError:
-            raise LoopstateError(ErrorCode.CLOCK_REVERSED, "the lease's expiry is not a readable time; mutation halts") from None
+            raise LoopstateError(ErrorCode.CLOCK_REVERSED, "the lease's expiry is not a readable time; mutation halts: inspect the run's log with `loopstate verify`") from None
     return plan
 
 
@@ -359,7 +359,7 @@ def stage_start(state: RunState, c: proto.StageStart, ctx: Context) -> list[dict
     def body(plan: Plan, owner: dict) -> tuple[str, dict, None]:
         assert plan.run is not None
         if plan.run["usage"]["stage_attempts"][c.stage] + 1 > plan.run["budgets"]["max_stage_attempts"]:
-            raise LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"stage {c.stage} has no attempts left", stage=c.stage)
+            raise LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"stage {c.stage} has used all {plan.run['budgets']['max_stage_attempts']} attempts (max_stage_attempts); a stuck stage ends the run: start a new one", stage=c.stage)
         return "stage_started", work.stage_started(plan, {"stage": c.stage}, reserved=False), None
     return _direct(state, c, ctx, body)
 
@@ -419,13 +419,15 @@ def intend(state: RunState, c: proto.Intend, ctx: Context) -> list[dict[str, Any
     if c.completion_event_type == "issue_transitioned":
         issue = plan.issues.get(c.completion_data["issue_id"])
         if issue is None or issue["status"] != c.completion_data["from_status"]:
-            raise _rule("the declared issue_transitioned does not start from the issue's current status")
+            current = issue["status"] if issue else "not in this run's ledger"
+            raise _rule(f"the declared issue_transitioned starts from {c.completion_data['from_status']}, but the issue "
+                        f"is {current}; declare its current status as from_status")
         if c.completion_data["to_status"] == issue["status"]:
-            raise _rule(f"issue {issue['issue_id']} is already {issue['status']}")
+            raise _rule(f"issue {issue['issue_id']} is already {issue['status']}; declare another to_status")
     if c.completion_event_type == "issue_opened" and c.completion_data["issue_id"] in plan.issues:
-        raise LoopstateError(ErrorCode.CONFLICT, f"issue {c.completion_data['issue_id']} already exists")
+        raise LoopstateError(ErrorCode.CONFLICT, f"issue {c.completion_data['issue_id']} already exists; declare a new issue id")
     if c.completion_event_type == "evidence_recorded" and c.completion_data["evidence_id"] in state.evidence:
-        raise LoopstateError(ErrorCode.CONFLICT, f"evidence {c.completion_data['evidence_id']} is already recorded")
+        raise LoopstateError(ErrorCode.CONFLICT, f"evidence {c.completion_data['evidence_id']} is already recorded; declare a new evidence id")
     operation_id = check_uuid(c.operation_id, "operation_id") if c.operation_id is not None else ctx.new_id()
     stage_attempt = c.completion_data["stage"] if c.completion_event_type == "stage_started" else None
     reservation = budgets.reservation_for(
@@ -472,11 +474,11 @@ def complete(state: RunState, c: proto.Complete, ctx: Context) -> list[dict[str,
         work.stage_completed(plan, data)
     elif type_ == "evidence_recorded":
         if c.record is None:
-            raise _rule("an evidence_recorded completion needs the evidence record")
+            raise _rule("an evidence_recorded completion needs the evidence record: pass it as `record`")
         data, record = work.evidence_recorded(plan, data["evidence_id"], c.record, owner, outcome=data["outcome"])
     elif type_ == "issue_opened":
         if c.record is None:
-            raise _rule("an issue_opened completion needs the issue record")
+            raise _rule("an issue_opened completion needs the issue record: pass it as `record`")
         data, record = work.issue_opened(plan, data["issue_id"], c.record, severity=data["severity"])
     else:  # issue_transitioned
         extra = c.record or {}
@@ -535,7 +537,7 @@ def stop(state: RunState, c: proto.Stop, ctx: Context) -> list[dict[str, Any]]:
         return plan.events  # the STOP file is in place; the boundary halted the run if it could be halted
     assert plan.run is not None
     if plan.run["status"] in TERMINAL:
-        return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is already {plan.run['status']}"))
+        return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is already {plan.run['status']}; terminal runs stay terminal"))
     if plan.pending is not None:
         safety.reconcile_unknown(plan, actor)
     plan.set_status("cancelled", "cancelled", c.reason)
@@ -568,7 +570,7 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
     if plan.pending is not None:
         safety.reconcile_unknown(plan, owner)
     elif plan.run["status"] == "active":  # the boundary already failed an active run whose lease expired
-        return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is active under your live lease"))
+        return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is active under your live lease; there is nothing to recover: keep working or move it with `loopstate run transition`"))
     status = plan.run["status"]
     first_lease_halt = status == "halted_kill_switch" and plan.lease is None
     if status not in RECOVERABLE and not first_lease_halt:

@@ -41,13 +41,13 @@ def grant(state: GrantState, c: proto.AuthorityGrant, ctx: Context) -> list[dict
 
 def revoke(state: GrantState, c: proto.AuthorityRevoke, ctx: Context) -> list[dict[str, Any]]:
     if state.grant is None:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"grant {state.grant_id} does not exist", grant_id=state.grant_id)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"grant {state.grant_id} does not exist; check the id (`loopstate run authority grant` prints it)", grant_id=state.grant_id)
     if not c.revoked_by:
         raise records.refuse("revoke", "$.revoked_by", "length", "name who revokes the grant")
     if state.grant["revoked_at"] is not None:
         return []  # irreversible and already true; run markers are repaired after commit
     if ctx.now < parse_time(state.grant["confirmed_at"]):
-        raise LoopstateError(ErrorCode.CLOCK_REVERSED, "the clock reads earlier than the grant's confirmation")
+        raise LoopstateError(ErrorCode.CLOCK_REVERSED, "the clock reads earlier than the grant's confirmation; mutation halts until the clock is right")
     revoked = {**state.grant, "revoked_at": format_time(ctx.now), "revoked_by": c.revoked_by}
     return [_event("grant_revoked", records.to_dict(records.validate("grant", revoked)), ctx)]
 

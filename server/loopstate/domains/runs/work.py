@@ -31,7 +31,7 @@ def check_completion_data(type_: str, data: dict[str, Any]) -> None:
 
 def route_selected(plan: Plan, data: dict[str, Any] | None, record: dict[str, Any] | None) -> tuple[dict, dict | None]:
     if record is None:
-        raise _rule("route_selected needs the complete route record")
+        raise _rule("route_selected needs the complete route record: pass it as `route` (runs.route_select) or `record` (runs.complete)")
     route = records.to_dict(records.validate("route", record))
     derived = {k: route[k] for k in ("capability", "selected_provider", "selected_source")}
     if data is not None and data != derived:
@@ -63,7 +63,7 @@ def evidence_recorded(plan: Plan, evidence_id: str, fields: dict[str, Any], owne
     assert plan.run is not None
     _require_object("evidence", fields)
     if evidence_id in plan.state.evidence:
-        raise LoopstateError(ErrorCode.CONFLICT, f"evidence {evidence_id} is already recorded", evidence_id=evidence_id)
+        raise LoopstateError(ErrorCode.CONFLICT, f"evidence {evidence_id} is already recorded; use a new evidence id", evidence_id=evidence_id)
     for taken in ("evidence_id", "run_id", "actor", "observed_at", "schema_version"):
         if taken in fields:
             raise records.refuse("evidence", f"$.{taken}", "filled_by_loopstate", "is filled in by loopstate; leave it out")
@@ -74,14 +74,14 @@ def evidence_recorded(plan: Plan, evidence_id: str, fields: dict[str, Any], owne
     }
     evidence = records.to_dict(records.validate("evidence", record))
     if outcome is not None and evidence["outcome"] != outcome:
-        raise _rule(f"the evidence outcome {evidence['outcome']} is not the declared {outcome}")
+        raise _rule(f"the evidence outcome {evidence['outcome']} is not the declared {outcome}; the completion must match its intent")
     return {"evidence_id": evidence_id, "outcome": evidence["outcome"]}, evidence
 
 
 def issue_opened(plan: Plan, issue_id: str, fields: dict[str, Any], severity: str | None = None) -> tuple[dict, dict]:
     _require_object("issue", fields)
     if issue_id in plan.issues:
-        raise LoopstateError(ErrorCode.CONFLICT, f"issue {issue_id} already exists", issue_id=issue_id)
+        raise LoopstateError(ErrorCode.CONFLICT, f"issue {issue_id} already exists; use a new issue id, or update it with `loopstate run issue update`", issue_id=issue_id)
     _check_evidence_ids(plan, fields.get("evidence_ids", []))
     issue = {
         "requirement_ids": [], "evidence_ids": [], "reproduction": [], "regression_procedure": [], "owner": None,
@@ -93,7 +93,7 @@ def issue_opened(plan: Plan, issue_id: str, fields: dict[str, Any], severity: st
     if len(set(issue["evidence_ids"])) != len(issue["evidence_ids"]):
         raise records.refuse("issue", "$.evidence_ids", "unique_items", "entries must be unique")
     if severity is not None and issue["severity"] != severity:
-        raise _rule(f"the issue severity {issue['severity']} is not the declared {severity}")
+        raise _rule(f"the issue severity {issue['severity']} is not the declared {severity}; the completion must match its intent")
     plan.issues[issue_id] = issue
     plan.recount_blocking()
     return {"issue_id": issue_id, "severity": issue["severity"]}, issue
@@ -107,7 +107,7 @@ def issue_transitioned(plan: Plan, issue_id: str, to_status: str, *, resolution:
     if from_status is not None and issue["status"] != from_status:
         raise _rule(f"issue {issue_id} is {issue['status']}, not {from_status}")
     if issue["status"] == to_status:
-        raise _rule(f"issue {issue_id} is already {to_status}")
+        raise _rule(f"issue {issue_id} is already {to_status}; choose another status")
     updated = {**copy.deepcopy(issue), "status": to_status, "updated_at": plan.at}
     if to_status == "resolving":
         updated["attempt_count"] += 1
