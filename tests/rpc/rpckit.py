@@ -6,8 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import msgspec
+import pytest
 
 from loopstate_protocol.client import LoopstateClient
 
@@ -99,3 +101,23 @@ def changes_until(client: LoopstateClient, subscription_id: str, sequence: int, 
                 continue
         out.append(msgspec.convert(params, ChangedNotification))
     return out
+
+
+# Fixtures live here, not in a tests/rpc/conftest.py: another module named
+# `conftest` would shadow tests/conftest.py for `from conftest import ...`.
+# Test modules import the ones they use.
+
+@pytest.fixture
+def servers(data_dir: Path, tmp_path: Path) -> Iterator[Servers]:
+    """A pool of real `loopstate serve` processes on the test's data dir, closed at the end."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    pool = Servers(data_dir, logs)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def client(servers: Servers) -> LoopstateClient:
+    """One initialized server."""
+    return servers.start()

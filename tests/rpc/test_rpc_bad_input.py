@@ -15,7 +15,7 @@ from loopstate.core.chain import Position, seal
 from loopstate.core.project import Project
 from loopstate.domains.intent import LAYOUT as INTENT_LAYOUT
 
-from rpckit import SERVE, claim_add, frame, task_start
+from rpckit import SERVE, claim_add, client, frame, servers, task_start  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

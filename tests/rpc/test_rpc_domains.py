@@ -7,7 +7,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from rpckit import Servers, stream_log
+from rpckit import servers, Servers, stream_log  # noqa: F401 (fixtures)
 
 from loopstate_protocol.client import LoopstateClient
 from loopstate_protocol.messages import ChangedNotification

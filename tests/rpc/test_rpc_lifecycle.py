@@ -10,7 +10,7 @@ import pytest
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.client import LoopstateClient, RpcError
 
-from rpckit import SERVE, Servers, frame, task_start
+from rpckit import SERVE, client, frame, servers, Servers, task_start  # noqa: F401 (fixtures)
 
 
 def test_initialize_advertises_the_loopstate_capability(servers: Servers) -> None:

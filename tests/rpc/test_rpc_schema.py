@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
-from rpckit import run_cli, task_start
+from rpckit import run_cli, servers, task_start  # noqa: F401 (fixtures)
 
 from loopstate_protocol import methods
 from loopstate_protocol.schema import CHECKED_IN, schema_text

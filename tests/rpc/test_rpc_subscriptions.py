@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rpckit import Servers, changes_until, run_cli, start_writer, stream_log, task_start
+from rpckit import changes_until, client, run_cli, servers, Servers, start_writer, stream_log, task_start  # noqa: F401 (fixtures)
 
 from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.messages import StreamErrorNotification

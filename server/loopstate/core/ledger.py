@@ -134,7 +134,7 @@ class Ledger:
         """Exclusive lock; catch up; quarantine and cut a torn tail; remove our orphans."""
         self.project.ensure()
         with self.project.lock(self.name).exclusive():
-            self._catch_up()
+            caught_up = self._catch_up()
             torn = self.stream.torn
             if torn is not None:
                 # Summarized before it is cut; a crash in between leaves the summary,
@@ -154,7 +154,7 @@ class Ledger:
             for folder, target in self._temp_targets if not self._swept else self._temp_targets[:1]:
                 safefs.remove_orphan_temps(folder, target)
             self._swept = True
-            yield Mutation(self)
+            yield Mutation(self, caught_up)
 
     def _save_checkpoint_if_due(self) -> None:
         stream = self.stream
@@ -260,9 +260,12 @@ class Mutation:
     the group's leader makes them durable with one write and fsync at the end.
     """
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, caught_up: list[Record] | None = None) -> None:
         self.ledger = ledger
         self.grouped = False
+        # What other processes appended, first read (and folded) under this lock:
+        # the owner tells its listeners, as it would after a refresh.
+        self.caught_up: list[Record] = caught_up or []
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""

@@ -150,23 +150,29 @@ class Service:
             folded = self.folded(project, domain, stream)
             effects = self.effects_of(domain)
             records: list[Record] = []
-            with folded.ledger.mutation() as tx:
-                earlier = tx.earlier(request_id, fp)
-                replay = None if earlier is None else Outcome([r.event for r in earlier], folded.head(), replayed=True)
-                if replay is None:
-                    ctx = self.context(project, request_id)
-                    try:
-                        if effects is not None:
-                            ctx = effects.before_decide(self, project, folded.state, command, ctx)
-                        events = domain.decide(folded.state, command, ctx)
-                        records = tx.append(events, request_id=request_id, fp=fp) if events else []
-                        if effects is not None:
-                            effects.after_append(self, project, folded, records)
-                    finally:
-                        # Optional: give back what before_decide took (e.g. a lock held through the append).
-                        release = getattr(effects, "release", None)
-                        if release is not None:
-                            release(ctx)
+            caught_up: list[Record] = []
+            try:
+                with folded.ledger.mutation() as tx:
+                    caught_up = tx.caught_up
+                    earlier = tx.earlier(request_id, fp)
+                    replay = None if earlier is None else Outcome([r.event for r in earlier], folded.head(), replayed=True)
+                    if replay is None:
+                        ctx = self.context(project, request_id)
+                        try:
+                            if effects is not None:
+                                ctx = effects.before_decide(self, project, folded.state, command, ctx)
+                            events = domain.decide(folded.state, command, ctx)
+                            records = tx.append(events, request_id=request_id, fp=fp) if events else []
+                            if effects is not None:
+                                effects.after_append(self, project, folded, records)
+                        finally:
+                            # Optional: give back what before_decide took (e.g. a lock held through the append).
+                            release = getattr(effects, "release", None)
+                            if release is not None:
+                                release(ctx)
+            finally:
+                # Others' events first read under this lock: heard before ours, even when ours is refused.
+                self._notify(project, stream, caught_up)
             if replay is not None:
                 self._after_commit(effects, project, command, replay)
                 return replay
