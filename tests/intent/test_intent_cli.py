@@ -138,3 +138,18 @@ def test_purge_without_yes_says_to_pass_yes_and_deletes_nothing(root, data_dir):
     refused = cli(root, data_dir, "purge", "claim", claim, ok=False)
     assert refused.returncode == 1 and "--yes" in refused.stderr
     assert as_json(cli(root, data_dir, "show", "--json"))["active_count"] == 1
+
+
+def test_observe_signal_and_compaction_verbs(root, data_dir):
+    task = as_json(cli(root, data_dir, "start", "--json"))["events"][0]["task_id"]
+    seen = as_json(cli(root, data_dir, "observe", task, "--source-kind", "user_event", "--source-id", "host-evt-1",
+                       "--via-hook", "--excerpt", "not kept", "--actor", "user", "--json"))
+    ref = seen["events"][0]["payload"]["source_ref"]
+    assert ref["event_id"] == "host-evt-1" and "excerpt" not in ref
+    signal = as_json(cli(root, data_dir, "signal", task, "failure", "--note", "tests fail on CI", "--json"))
+    assert signal["events"][0]["payload"]["claim"]["epistemic_status"] == "evidence"
+    compacted = as_json(cli(root, data_dir, "compaction", task, "--host-event-id", "cmp-1", "--json"))
+    assert compacted["events"][0]["payload"] == {"trigger": "manual", "active_claims": 1, "host_event_id": "cmp-1"}
+    refused = cli(root, data_dir, "signal", task, "success", "--note", "done", "--actor", "user",
+                  "--source-kind", "tool_result", "--source-id", "t1", ok=False)
+    assert refused.returncode == 1 and "RULE_VIOLATION" in refused.stderr

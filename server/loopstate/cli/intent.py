@@ -220,6 +220,33 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_observe(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentSourceObserve, SourceInput
+
+    source = SourceInput(
+        kind=args.source_kind, event_id=args.source_id, text=args.text, excerpt=args.excerpt, via_hook=args.via_hook,
+        keep_excerpt=args.keep_excerpt,
+    )
+    _execute(args, IntentSourceObserve(task_id=args.task, source=source, actor=args.actor))
+    return 0
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentResultSignal
+
+    _execute(args, IntentResultSignal(
+        task_id=args.task, signal=args.signal, note=args.note, actor=args.actor, source=_source(args),
+    ))
+    return 0
+
+
+def cmd_compaction(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentCompactionObserve
+
+    _execute(args, IntentCompactionObserve(task_id=args.task, trigger=args.trigger, host_event_id=args.host_event_id))
+    return 0
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentImport
 
@@ -507,6 +534,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     promote.add_argument("--confidence", type=float, required=True)
     promote.add_argument("--confirmation", choices=("explicit", "acceptance", "silence", "single_choice"), default="explicit")
     promote.set_defaults(func=cmd_promote)
+
+    observe = verbs.add_parser("observe", help="record that a source was observed (by id or redacted hash only)")
+    _mutating(observe)
+    observe.add_argument("task")
+    observe.add_argument("--source-kind", choices=SOURCE_KINDS, required=True)
+    observe.add_argument("--source-id", help="opaque host event id")
+    observe.add_argument("--text", help="source text: credential-redacted and hashed, never stored")
+    observe.add_argument("--excerpt", help="redacted excerpt, at most 160 characters")
+    observe.add_argument("--via-hook", action="store_true", help="a hook observation: the event id is the sole identity")
+    observe.add_argument("--keep-excerpt", action="store_true", help="keep the excerpt of a hook observation (off by default)")
+    observe.add_argument("--actor", choices=ACTORS, default="agent")
+    observe.set_defaults(func=cmd_observe)
+
+    signal = verbs.add_parser("signal", help="a success/failure/feedback signal about the result (its note is evidence)")
+    _mutating(signal)
+    signal.add_argument("task")
+    signal.add_argument("signal", choices=("success", "failure", "feedback"))
+    signal.add_argument("--note", help="what was observed; the user's own words are explicit, anything else evidence")
+    signal.add_argument("--actor", choices=ACTORS, default="evidence")
+    _source_options(signal)
+    signal.set_defaults(func=cmd_signal)
+
+    compaction = verbs.add_parser("compaction", help="record that the host compacted its context")
+    _mutating(compaction)
+    compaction.add_argument("task")
+    compaction.add_argument("--trigger", choices=("manual", "auto"), default="manual")
+    compaction.add_argument("--host-event-id")
+    compaction.set_defaults(func=cmd_compaction)
 
     imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)")
     _mutating(imp)
