@@ -127,3 +127,21 @@ def test_a_sealed_line_that_no_goals_writer_produced_stops_replay_as_corrupt(h: 
     with pytest.raises(LoopstateError) as refused:
         h.fresh().query(h.root, g.GetBoard(goal_id="g"))
     assert refused.value.code is ErrorCode.CORRUPT_LEDGER and "append_sequence 2" in refused.value.message
+
+
+@pytest.mark.parametrize("command, values", [
+    (g.AddTodo(goal_id="g", title="x", priority="P7"), "P0, P1, P2, P3, P4"),
+    (g.AddGate(goal_id="g", title="x", gate_kind="boss"), "user, owner, operator, controller"),
+    (g.AddTodo(goal_id="g", title="x", privacy="secret"), "public_safe, local_private, private_pointer"),
+    (g.AppendEvent(goal_id="g", event_type="todo_deleted", payload={}), "todo_added, todo_claimed"),
+])
+def test_an_unknown_enum_value_is_refused_with_the_allowed_values(h: Harness, command, values: str) -> None:
+    error = _refused(h, command, ErrorCode.INVALID_PARAMS)
+    assert values in error.message
+
+
+def test_an_unknown_enum_value_in_a_seed_shaped_payload_lists_the_allowed_values(h: Harness) -> None:
+    error = _refused(h, g.AppendEvent(goal_id="g", event_type="gate_added",
+                                      payload={"gate_id": "G1", "gate_kind": "boss", "title": "x"}),
+                     ErrorCode.VALIDATION_FAILED)
+    assert "payload.gate_kind" in error.message and "user, owner, operator, controller" in error.message

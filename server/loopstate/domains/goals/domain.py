@@ -57,7 +57,7 @@ def validated(message: Any) -> Any:
         msgspec.json.encode(message)
         return msgspec.convert(msgspec.to_builtins(message), type(message))
     except msgspec.ValidationError as exc:
-        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {events.readable(str(exc))}") from None
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {events.readable(str(exc), cls=type(message))}") from None
     except UnicodeEncodeError:
         raise LoopstateError(
             ErrorCode.INVALID_PARAMS,

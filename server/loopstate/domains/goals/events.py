@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 import re
+import typing
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -220,7 +221,7 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
     try:
         typed = msgspec.convert(payload, cls)
     except msgspec.ValidationError as exc:
-        message = readable(str(exc), "payload.")
+        message = readable(str(exc), "payload.", cls)
         if "unknown field" in message or "missing required field" in message:
             message += f"; {event_type} takes: {', '.join(cls.__struct_fields__)}"
         raise LoopstateError(
@@ -250,12 +251,29 @@ _SHAPES = {
 }
 
 
-def readable(message: str, prefix: str = "") -> str:
-    """msgspec names a failed pattern by its regex; say what the field must look like instead."""
+def _choices(cls: type | None, field: str) -> str:
+    """'; use one of: a, b, c' for a Literal field of ``cls`` (plain or optional; top-level fields only)."""
+    try:
+        hint = typing.get_type_hints(cls).get(field) if cls is not None else None
+    except (NameError, TypeError):
+        return ""
+    literals = [hint] if typing.get_origin(hint) is Literal else [
+        arg for arg in typing.get_args(hint) if typing.get_origin(arg) is Literal]
+    values = [str(value) for literal in literals for value in typing.get_args(literal)]
+    return f"; use one of: {', '.join(values)}" if values else ""
+
+
+def readable(message: str, prefix: str = "", cls: type | None = None) -> str:
+    """msgspec names a failed pattern by its regex; say what the field must look like instead
+    (and list the allowed values of an enum field of ``cls``)."""
     match = _PATTERN_ERROR.match(message)
     if match is None:
         other = _AT.match(message)
-        return message if other is None else f"{prefix}{other.group(2).lstrip('.')}: {other.group(1)[0].lower()}{other.group(1)[1:]}"
+        if other is None:
+            return message
+        field = other.group(2).lstrip(".")
+        extra = _choices(cls, field) if other.group(1).startswith("Invalid enum value") else ""
+        return f"{prefix}{field}: {other.group(1)[0].lower()}{other.group(1)[1:]}{extra}"
     regex = match.group(1).encode().decode("unicode_escape")
     shape = _SHAPES.get(regex, f"text matching {match.group(1)}")
     keys = " keys" if "`key` in" in message else ""
