@@ -209,11 +209,23 @@ class Hub:
         subs = self.registry.by_stream.get(key)
         if subs:
             sequence = subs[0].domain.layout.sequence_field
-            rewritten = records[0].event[sequence] <= self.registry.last_sequence.get(key, 0)
+            first, last = records[0].event[sequence], self.registry.last_sequence.get(key, 0)
+            rewritten = first <= last
             self.registry.last_sequence[key] = records[-1].event[sequence]
             events = [r.event for r in records]
+            if first > last + 1:
+                events = self._missed(project, subs[0].domain, stream, last, first - 1) + events
             for sub in subs:
                 self._post(self._on_events, sub.id, events, rewritten)
+
+    def _missed(self, project: Project, domain: Domain, stream: str, after: int, until: int) -> list[dict[str, Any]]:
+        """Events some path folded without announcing (the service promises none does): read them back."""
+        log.warning("%s: events %d-%d were not announced by the service; reading them from the stream", stream, after + 1, until)
+        try:
+            return events_between(project, domain, stream, after, until)
+        except LoopstateError as exc:
+            log.error("%s: cannot read events %d-%d back: %s", stream, after + 1, until, exc.message)
+            return []
 
     def open(self, sub: Subscription, head: Head) -> None:
         """Register ``sub`` (service thread): events after ``head`` will be delivered."""
