@@ -375,7 +375,7 @@ class IntentEffects:
         task_id = rules.check_uuid(command.task_id, "task_id")
         private = memory.tasks.get(task_id)
         if command.actor != "user":
-            raise rules.rule("only the user changes a task's mode", field="actor")
+            raise rules.rule("only the user changes a task's mode; send the command with actor user", field="actor")
         if command.mode == "private":
             if private is not None:
                 raise LoopstateError(ErrorCode.CONFLICT, f"task {task_id} is already private", task_id=task_id)
@@ -414,12 +414,12 @@ class IntentEffects:
 
     def _recover(self, project, state, memory, command, ctx, extra) -> Context:
         if command.actor != "user":
-            raise rules.rule("only the user recovers a private session", field="actor")
+            raise rules.rule("only the user recovers a private session; send the command with actor user", field="actor")
         session = session_hash(command.host_session_id)
         control = read_control(project, session)
         if control is None or control.get("project_id") != project.project_id:
             raise LoopstateError(
-                ErrorCode.NOT_FOUND, "no private-session control for this host session in this project", field="host_session_id",
+                ErrorCode.NOT_FOUND, "no private-session control for this host session in this project; pass the host session id that started the private task", field="host_session_id",
             )
         task_id = control["task_id"]
         if command.action == "resume":

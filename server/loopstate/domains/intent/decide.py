@@ -87,7 +87,7 @@ def find_claim(state: IntentState, claim_id: str, ctx: Context) -> Claim:
     claim_id = rules.check_uuid(claim_id, "claim_id")
     claim = state.claims.get(claim_id)
     if claim is None:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"claim {claim_id} does not exist in this project", claim_id=claim_id)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"claim {claim_id} does not exist in this project; pass a claim id from intent.snapshot or intent.audit", claim_id=claim_id)
     find_task(state, claim.task_id, ctx)
     return claim
 
@@ -107,7 +107,7 @@ def task_start(state: IntentState, cmd: p.IntentTaskStart, ctx: Context) -> list
     if cmd.mode == "private" and not ctx.extra.get(PRIVATE_DECISION):
         raise rule("a private task needs host_session_id and a serving process to own it", field="host_session_id")
     if cmd.mode != "private" and cmd.host_session_id is not None and not ctx.extra.get(REENABLE):
-        raise rules.refuse("host_session_id is only used for private mode", field="host_session_id")
+        raise rules.refuse("host_session_id is only used for private mode; drop it, or start the task with mode private", field="host_session_id")
     if len(cmd.initial_claims) > MAX_INITIAL_CLAIMS:
         raise rules.refuse(
             f"initial_claims: {len(cmd.initial_claims)} given, at most {MAX_INITIAL_CLAIMS}; add the rest with intent.claim_add",
@@ -129,9 +129,9 @@ def mode_set(state: IntentState, cmd: p.IntentModeSet, ctx: Context) -> list[dic
         return [envelope(ctx, "task_started", reenable["task_id"], cmd.actor, payload)]
     task = find_task(state, cmd.task_id, ctx)
     if cmd.actor != "user":
-        raise rule("only the user changes a task's mode", field="actor")
+        raise rule("only the user changes a task's mode; send the command with actor user", field="actor")
     if task.mode == cmd.mode:
-        raise LoopstateError(ErrorCode.CONFLICT, f"task {task.task_id} is already {cmd.mode}", task_id=task.task_id)
+        raise LoopstateError(ErrorCode.CONFLICT, f"task {task.task_id} is already {cmd.mode}; nothing to change", task_id=task.task_id)
     if (cmd.mode == "private" or task.mode == "private") and not (ctx.extra.get(PRIVATE_DECISION) or reenable):
         raise rule("switching to or from private mode needs host_session_id and the serving process", field="mode")
     payload = {"mode": cmd.mode, "previous_mode": task.mode}
@@ -144,7 +144,7 @@ def private_recover(state: IntentState, cmd: p.IntentPrivateRecover, ctx: Contex
     if reenable is None:
         return []
     if cmd.actor != "user":
-        raise rule("only the user recovers a private session", field="actor")
+        raise rule("only the user recovers a private session; send the command with actor user", field="actor")
     mode = {"durable_on": "on", "durable_off": "off", "delete": "off"}[cmd.action]
     task = state.tasks.get(reenable["task_id"])
     if task is None:
@@ -297,7 +297,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
         if c.signal_key == cmd.signal_key and c.task_id in state.tasks and state.tasks[c.task_id].project_id == ctx.project_id
     ]
     if not group:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {cmd.signal_key}", signal_key=cmd.signal_key)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {cmd.signal_key}; list the signal keys with intent.candidates", signal_key=cmd.signal_key)
     tasks = sorted({c.task_id for c in group})
     if len(tasks) < PROMOTION_TASKS:
         raise rule(
@@ -305,7 +305,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             distinct_tasks=len(tasks),
         )
     if any(c.promoted for c in group):
-        raise LoopstateError(ErrorCode.CONFLICT, "this signal was already promoted to a long-term claim", signal_key=cmd.signal_key)
+        raise LoopstateError(ErrorCode.CONFLICT, "this signal was already promoted to a long-term claim; review that claim with intent.claim_confirm instead", signal_key=cmd.signal_key)
     latest = group[-1]
     claim: dict[str, Any] = {
         "claim_id": ctx.new_id(), "statement": latest.statement, "role": "system", "epistemic_status": "inferred",
@@ -350,7 +350,7 @@ def result_signal(state: IntentState, cmd: p.IntentResultSignal, ctx: Context) -
 
 def graph_import(state: IntentState, cmd: p.IntentImport, ctx: Context) -> list[dict[str, Any]]:
     if cmd.actor != "user":
-        raise rule("only the user imports a graph", field="actor")
+        raise rule("only the user imports a graph; send the command with actor user", field="actor")
     task_id, payload = import_event(cmd.graph, ctx)
     return [envelope(ctx, "graph_imported", task_id, cmd.actor, payload)]
 
