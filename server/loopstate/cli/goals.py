@@ -40,7 +40,7 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     for item in values or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{option} takes key=value, got {item!r}")
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{option} takes key=value (e.g. {option} pr=41), got {item!r}")
         out[key] = value
     return out
 
@@ -263,7 +263,7 @@ def _read(path: str) -> str:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"{path} does not exist; check the path (`loopstate goals render` "
                              "writes the workbench, ACTIVE_GOAL_STATE.md by default)") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc}") from None
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"cannot read {path}: {exc}; give a readable UTF-8 text file") from None
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -123,7 +123,8 @@ def read_text(root: str, path: Path) -> str | None:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path.name} is not UTF-8 text", path=path.name) from None
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path.name} is not UTF-8 text; save it as UTF-8 "
+                             "or choose another file", path=path.name) from None
 
 
 def load_config(root: str) -> GoalsConfig:

@@ -135,7 +135,8 @@ def _update(state, c: proto.UpdateTodo, at: str, eid: str) -> dict:
     payload = {name: getattr(c, name) for name in
                ("title", "role", "priority", "planner_order", "metadata", "details", "pointer")}
     if all(value is None for value in payload.values()):
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "todo_updated needs at least one field to change",
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "todo_updated needs at least one field to change: title, role, priority, "
+                             "planner_order, metadata, details or pointer",
                              field="payload")
     return {"todo_id": c.todo_id, **payload}
 
@@ -174,7 +175,8 @@ def _refresh(state, c: proto.RecordRefresh, at: str, eid: str) -> dict:
 
 def _quota(state, c: proto.SpendQuota, at: str, eid: str) -> dict:
     if c.amount != c.amount or c.amount in (float("inf"), float("-inf")):
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "quota amount must be a finite number", field="amount")
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"quota amount {c.amount} is not a finite number; "
+                              "record the spend as a number such as 1.25", field="amount")
     return {"amount": c.amount, "unit": c.unit, "category": c.category, "quota_id": c.quota_id,
             "run_id": c.run_id, "todo_id": c.todo_id}
 
@@ -450,7 +452,8 @@ def check_render_target(target: str) -> str:
 def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> list[Event]:
     check_render_target(command.target)
     if command.privacy != privacy.PUBLIC_SAFE:
-        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "projection_rendered events are public_safe records",
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, "projection_rendered events are public_safe records: leave --privacy "
+                             "out (use --public to redact what the projection shows)",
                              field="privacy")
     render_rule(ctx.extra.get(STATE_PRIVACY) or StatePrivacy(), public=command.public,
                 tracked=bool(ctx.extra.get(RENDER_TRACKED)), target=command.target)
@@ -475,7 +478,8 @@ def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> li
 
 def _compact(state: GoalState, command: proto.Compact, ctx: Context) -> list[Event]:
     if state.store.event_count == 0:
-        raise LoopstateError(ErrorCode.RULE_VIOLATION, f"goal {state.goal_id!r} has no events to compact")
+        raise LoopstateError(ErrorCode.RULE_VIOLATION, f"goal {state.goal_id!r} has no events to compact; "
+                             "a snapshot needs at least one recorded event")
 
     def build(at: str, eid: str) -> dict:
         return {"through_append_sequence": state.store.last_append_sequence,
