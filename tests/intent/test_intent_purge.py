@@ -155,6 +155,18 @@ def test_an_exact_retry_of_a_purge_is_replayed(it: Intent, data_dir):
     assert again.replayed and len(purges(data_dir)) == 1
 
 
+def test_a_purge_request_id_reused_for_another_target_is_refused_not_replayed(it: Intent, data_dir):
+    task = it.start()
+    first = it.add(task, DOOMED)
+    second = it.add(task, "Also delete this later")
+    purge(it, "claim", first, "purge-1")
+    error = refused(lambda: purge(it, "claim", second, "purge-1"), ErrorCode.REQUEST_ID_REUSED)
+    assert "new request id" in error.message
+    assert second in it.active_ids(task) and len(purges(data_dir)) == 1
+    purge(it, "claim", second, "purge-2")
+    assert second not in it.active_ids(task)
+
+
 def test_another_process_notices_the_rewrite_and_folds_again(it: Intent, data_dir, root):
     task = it.start()
     claim = it.add(task, DOOMED)

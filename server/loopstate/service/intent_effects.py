@@ -459,9 +459,6 @@ class IntentEffects:
             raise rules.rule(
                 "a purge physically deletes data: only the user can do it, with confirm=true", field="confirm",
             )
-        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
-            self._local.pending = _Pending(command, "purge", project, replayed=True)
-            return
         target_id = rules.check_uuid(command.id, "id")
         if command.target == "task":
             known = target_id in state.tasks or target_id in memory.tasks
@@ -469,6 +466,17 @@ class IntentEffects:
             known = target_id in state.claims or target_id in state.candidates or any(
                 target_id in t.state.claims for t in memory.tasks.values()
             )
+        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
+            if known:
+                # The record keeps no digest of what was purged; a target that still
+                # exists proves this is not the request that purged it.
+                raise LoopstateError(
+                    ErrorCode.REQUEST_ID_REUSED,
+                    f"request id {ctx.request_id!r} already named another purge; use a new request id",
+                    request_id=ctx.request_id,
+                )
+            self._local.pending = _Pending(command, "purge", project, replayed=True)
+            return
         if not known:
             raise LoopstateError(
                 ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (already purged?)", id=target_id,
