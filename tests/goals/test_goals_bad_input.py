@@ -118,6 +118,7 @@ def test_completing_a_completed_todo_is_an_invalid_transition(h: Harness) -> Non
 @pytest.mark.parametrize("change", [
     {"event_type": "todo_deleted"},
     {"payload": {"title": "no todo id"}},
+    {"goal_id": "G"},  # another goal's line (e.g. "G" and "g" sharing a file on a case-insensitive file system)
 ])
 def test_a_sealed_line_that_no_goals_writer_produced_stops_replay_as_corrupt(h: Harness, change: dict) -> None:
     h.run(g.AddTodo(goal_id="g", title="x"))

@@ -178,6 +178,11 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     kind = event.get("event_type")
     if kind not in _APPLY:
         raise _unreadable(state, event, f"its event_type {kind!r} is not one of the fourteen this version knows")
+    if event.get("goal_id") != state.goal_id:
+        # One stream per goal: another goal's event here means two goal ids share a file
+        # (ids differing only in case, on a case-insensitive file system) or a copied line.
+        raise _unreadable(state, event, f"it belongs to goal {event.get('goal_id')!r} (goal ids that differ only in "
+                          "case share one file on a case-insensitive file system; use one spelling)")
     known = state.seen.get(event_id)
     if known is not None:
         if known[1] == marks and known[2] == event["recorded_at"]:
