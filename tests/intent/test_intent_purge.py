@@ -165,6 +165,8 @@ def test_a_purge_request_id_reused_for_another_target_is_refused_not_replayed(it
     assert second in it.active_ids(task) and len(purges(data_dir)) == 1
     purge(it, "claim", second, "purge-2")
     assert second not in it.active_ids(task)
+    refused(lambda: it.run(p.IntentClaimAdd(task_id=task, claim=user_claim("reuses a purge id")), "purge-2"),
+            ErrorCode.REQUEST_ID_REUSED)
 
 
 def test_another_process_notices_the_rewrite_and_folds_again(it: Intent, data_dir, root):

@@ -236,6 +236,13 @@ class IntentEffects:
         if isinstance(command, p.IntentPurge):
             self._check_purge(project, state, memory, command, ctx)
             return dataclasses.replace(ctx, extra=extra)
+        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
+            # A purge appends nothing to the ledger, so the core cannot see that this id was used.
+            raise LoopstateError(
+                ErrorCode.REQUEST_ID_REUSED,
+                f"request id {ctx.request_id!r} was already used for a purge; use a new request id",
+                request_id=ctx.request_id,
+            )
         if isinstance(command, p.IntentPrivateRecover):
             return self._recover(project, state, memory, command, ctx, extra)
         if isinstance(command, p.IntentTaskStart) and command.mode == "private":
