@@ -220,6 +220,19 @@ def test_claims_in_other_tasks_of_the_project_can_be_superseded(it: Intent):
     assert new in it.active_ids(first)  # project-scope claims show in every task's view
 
 
+def test_a_task_scoped_claim_is_displaced_only_from_its_own_task(it: Intent):
+    first = it.start()
+    mine = it.add(first, "Use tabs in this task")
+    second = it.start()
+    for call in (lambda: it.replace(second, [mine], "Use spaces"),
+                 lambda: it.run(p.IntentClaimInvalidate(task_id=second, claim_id=mine)),
+                 lambda: it.run(p.IntentClaimConfirm(task_id=second, claim_id=mine))):
+        error = refused(call, ErrorCode.RULE_VIOLATION)
+        assert first in error.message and "from that task" in error.message
+    assert mine in it.active_ids(first)
+    assert it.replace(first, [mine], "Use spaces")
+
+
 def test_timestamps_must_be_rfc3339_date_times_not_other_iso_forms(it: Intent, task):
     for bad in ("20260101T000000Z", "2026-01-01Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00Z"):
         err = refused(lambda: it.add(task, "dated", valid_from=bad))

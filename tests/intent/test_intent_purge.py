@@ -219,7 +219,7 @@ def test_purging_a_candidate_by_id(it: Intent, data_dir):
 def test_purging_a_task_keeps_what_it_did_to_other_tasks_claims(it: Intent, data_dir):
     first = it.start()
     rule = it.add(first, "Use black", scope="project")
-    dropped = it.add(first, "Support Python 3.8")
+    dropped = it.add(first, "Support Python 3.8", scope="project")
     second = it.start()
     it.replace(second, [rule], DOOMED, scope="project")
     it.run(p.IntentClaimInvalidate(task_id=second, claim_id=dropped, reason=DOOMED))

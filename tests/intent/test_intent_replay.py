@@ -63,15 +63,15 @@ def test_purge_leaves_a_chain_that_verifies_and_views_without_the_victim(tmp_pat
     live: list[tuple[str, str]] = []  # (task, claim)
     for n, (op, pick, acting) in enumerate(ops):
         if op == "task":
-            tasks.append(it.start(user_claim(f"initial {n}")))
+            tasks.append(it.start(user_claim(f"initial {n}", scope="project")))
             live.extend((tasks[-1], c.claim_id) for c in it.audit(tasks[-1]).claims)
         elif op == "add" or not live:
             task = tasks[pick % len(tasks)]
-            live.append((task, it.add(task, f"claim {n}")))
-        elif op == "replace":  # possibly from another task: a later task overriding a rule
+            live.append((task, it.add(task, f"claim {n}", scope="project")))
+        elif op == "replace":  # possibly from another task: a later task overriding a project rule
             _, old = live.pop(pick % len(live))
             task = tasks[acting % len(tasks)]
-            live.append((task, it.replace(task, [old], f"replacement {n}")))
+            live.append((task, it.replace(task, [old], f"replacement {n}", scope="project")))
         else:
             _, old = live.pop(pick % len(live))
             it.run(p.IntentClaimInvalidate(task_id=tasks[acting % len(tasks)], claim_id=old))

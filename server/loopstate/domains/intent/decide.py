@@ -194,17 +194,31 @@ def _may_displace(old: Claim, *, actor: str, ref: dict[str, Any], new_status: st
         )
 
 
-def _supersedes(state: IntentState, ids: list[str], ctx: Context) -> list[Claim]:
+def _visible_from(claim: Claim, task: Task, verb: str) -> Claim:
+    """A task displaces only claims its own view shows: its own, and project-wide or long-term ones."""
+    if claim.task_id != task.task_id and claim.scope == "task":
+        raise rule(
+            f"claim {claim.claim_id} belongs to task {claim.task_id} and is task-scoped; it can be {verb} only "
+            "from that task (project and long_term claims can be from any task of the project)",
+            claim_id=claim.claim_id, task_id=claim.task_id,
+        )
+    return claim
+
+
+def _supersedes(state: IntentState, ids: list[str], task: Task, ctx: Context) -> list[Claim]:
     if not ids:
         raise rules.refuse("supersedes: name at least one claim id to replace", field="supersedes")
     if len(set(ids)) != len(ids):
         raise rules.refuse("supersedes: each claim id may appear once", field="supersedes")
-    return [find_claim(state, rules.check_uuid(claim_id, "supersedes"), ctx) for claim_id in ids]
+    return [
+        _visible_from(find_claim(state, rules.check_uuid(claim_id, "supersedes"), ctx), task, "superseded")
+        for claim_id in ids
+    ]
 
 
 def claim_replace(state: IntentState, cmd: p.IntentClaimReplace, ctx: Context) -> list[dict[str, Any]]:
     task = _writable(state, cmd.task_id, ctx)
-    olds = _supersedes(state, cmd.supersedes, ctx)
+    olds = _supersedes(state, cmd.supersedes, task, ctx)
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     claim = rules.claim(
         cmd.claim, actor=cmd.actor, ref=ref, ctx=ctx, claim_id=ctx.new_id(), supersedes=[o.claim_id for o in olds],
@@ -222,7 +236,7 @@ def claim_replace(state: IntentState, cmd: p.IntentClaimReplace, ctx: Context) -
 
 def claim_invalidate(state: IntentState, cmd: p.IntentClaimInvalidate, ctx: Context) -> list[dict[str, Any]]:
     task = _writable(state, cmd.task_id, ctx)
-    old = find_claim(state, cmd.claim_id, ctx)
+    old = _visible_from(find_claim(state, cmd.claim_id, ctx), task, "invalidated")
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     _may_displace(old, actor=cmd.actor, ref=ref, new_status=None, verb="invalidated")
     payload: dict[str, Any] = {"claim_id": old.claim_id, "source_ref": ref}
@@ -234,7 +248,7 @@ def claim_invalidate(state: IntentState, cmd: p.IntentClaimInvalidate, ctx: Cont
 def claim_confirm(state: IntentState, cmd: p.IntentClaimConfirm, ctx: Context) -> list[dict[str, Any]]:
     """A user review: the claim is re-issued with last_confirmed = now, superseding itself."""
     task = _writable(state, cmd.task_id, ctx)
-    old = find_claim(state, cmd.claim_id, ctx)
+    old = _visible_from(find_claim(state, cmd.claim_id, ctx), task, "confirmed")
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     if not rules.direct_user(cmd.actor, ref):
         raise rule("only a direct user event confirms a claim; acceptance or silence never does", field="actor")
