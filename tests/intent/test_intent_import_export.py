@@ -213,3 +213,20 @@ def test_a_one_task_export_whose_claim_was_superseded_from_another_task_imports(
     assert claim["lifecycle"]["state"] == "invalidated" and "outside this export" in claim["lifecycle"]["reason"]
     event = it.run(p.IntentImport(graph=graph)).events[0]
     assert event["payload"]["claims"][0]["lifecycle"]["state"] == "invalidated"
+
+
+@pytest.mark.parametrize("source_ref,words", [
+    ({"kind": "user_event", "sha256": "not-a-digest"}, "64 lower-case hex"),
+    ({"kind": "user_event", "event_id": "/home/me/.codex/sessions/rollout.jsonl"}, "path"),
+    ({"kind": "user_event", "event_id": 5}, "opaque event id"),
+])
+def test_import_validates_the_original_source_identity(it: Intent, source_ref, words):
+    graph = _two_claim_graph(it)
+    graph["claims"][0]["source_ref"] = source_ref
+    assert words in refused(lambda: it.run(p.IntentImport(graph=graph))).message
+
+
+def test_import_version_must_be_the_integer_1(it: Intent):
+    graph = _two_claim_graph(it)
+    graph["version"] = True  # equal to 1 in Python, but not the format's version
+    assert "version 1" in refused(lambda: it.run(p.IntentImport(graph=graph))).message

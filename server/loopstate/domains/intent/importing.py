@@ -118,9 +118,17 @@ def _provenance(original: Any, field: str) -> dict[str, Any]:
     """explicit_import, with the original source identity kept only inside a hash."""
     if not isinstance(original, dict) or original.get("kind") not in SOURCE_KINDS:
         raise _bad(f"{field}.source_ref needs a kind of {', '.join(SOURCE_KINDS)}", field)
-    identity = {k: original[k] for k in ("kind", "event_id", "sha256") if isinstance(original.get(k), str)}
+    identity = {k: original[k] for k in ("kind", "event_id", "sha256") if original.get(k) is not None}
     if "event_id" not in identity and "sha256" not in identity:
         raise _bad(f"{field}.source_ref needs an event_id or a sha256", field)
+    try:
+        if "event_id" in identity:
+            rules.opaque_id(identity["event_id"], "source_ref.event_id")
+    except LoopstateError as exc:
+        raise _bad(f"{field}: {exc.message}", field) from None
+    sha = identity.get("sha256")
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        raise _bad(f"{field}.source_ref.sha256 must be 64 lower-case hex digits (a SHA-256)", field)
     return {"kind": "explicit_import", "sha256": canonical.sha256_hex(b"intent-import-v1\0" + canonical.encode(identity))}
 
 
@@ -131,7 +139,8 @@ def import_event(graph: Any, ctx: Context) -> tuple[str, dict[str, Any]]:
     size = len(canonical.encode(graph))
     if size > MAX_BYTES:
         raise _bad(f"the graph is {size} bytes, at most {MAX_BYTES}", "graph")
-    if graph.get("format") != FORMAT or graph.get("version") != VERSION:
+    version = graph.get("version")
+    if graph.get("format") != FORMAT or type(version) is not int or version != VERSION:
         raise _bad(f"format must be {FORMAT!r} version {VERSION} (the output of intent export)", "format")
     if graph.get("exported_at") is not None:
         rules.utc(graph["exported_at"], "exported_at")
