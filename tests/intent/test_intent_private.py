@@ -216,6 +216,8 @@ def test_a_malformed_or_newer_control_stops_mutations_with_a_clear_code(it: Inte
     refused(lambda: it.start(), ErrorCode.FUTURE_SCHEMA)
     path.write_text(json.dumps({**json.loads(original), "statement": "smuggled"}))
     refused(lambda: it.start(), ErrorCode.CORRUPT_LEDGER)
+    path.write_text(json.dumps({**json.loads(original), "schema_version": True}))  # == 1 in Python, not a version
+    refused(lambda: it.start(), ErrorCode.CORRUPT_LEDGER)
     path.write_bytes(original)
     assert it.add(task, "fine again")
 

@@ -119,7 +119,8 @@ def read_control(project: Project, session: str) -> dict[str, Any] | None:
             path=str(path),
         )
     if not isinstance(control, dict) or set(control) != CONTROL_FIELDS or control.get("host_session_hash") != session \
-            or control.get("schema_version") != SCHEMA_VERSION or control.get("mode") != "private":
+            or type(control.get("schema_version")) is not int or control["schema_version"] != SCHEMA_VERSION \
+            or control.get("mode") != "private":
         raise LoopstateError(
             ErrorCode.CORRUPT_LEDGER,
             f"private-session control {path.name} is malformed; remove it by hand (it holds no statement) "
