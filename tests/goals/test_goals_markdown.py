@@ -273,3 +273,19 @@ def test_a_binary_file_at_the_target_is_foreign_and_needs_force(h: Harness) -> N
     assert refused.value.code is ErrorCode.CONFLICT
     h.run(g.RenderMarkdown(goal_id="g", force=True))
     assert path.read_text().startswith("# Active goal state: g")
+
+
+@pytest.mark.parametrize("resave", [
+    lambda t: t.replace("\n", "\r\n"), lambda t: t + "\n\n", lambda t: t.rstrip("\n"), lambda t: t.replace("\n", "  \n"),
+])
+def test_saving_a_rendered_file_unchanged_in_an_editor_is_not_an_edit(h: Harness, resave) -> None:
+    h.run(g.AddTodo(goal_id="g", title="first", details="body with a trailing space \nand more", privacy="local_private"))
+    h.run(g.RenderMarkdown(goal_id="g"))
+    path = Path(h.root) / "ACTIVE_GOAL_STATE.md"
+    path.write_bytes(resave(path.read_text()).encode())
+    assert markdown_status(h.service, h.root, "g", "ACTIVE_GOAL_STATE.md").status == "current"
+    h.run(g.AddTodo(goal_id="g", title="second"))
+    h.run(g.RenderMarkdown(goal_id="g"))  # a re-saved file is still ours: no --force needed
+    edited = path.read_text().replace("`T002` second", "`T002` second, renamed by hand")
+    path.write_text(edited)
+    assert markdown_status(h.service, h.root, "g", "ACTIVE_GOAL_STATE.md").status == "edited"

@@ -17,7 +17,7 @@ from loopstate_protocol.goals import Board, BridgeReport, Difference, GateView, 
 
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.goals.markdown import Parsed, split_header, text_checksum
+from loopstate.domains.goals.markdown import Parsed, body_matches, split_header
 from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.state import GoalState
 
@@ -153,7 +153,7 @@ def bridge(board: Board, parsed: Parsed, store_sequence: int) -> BridgeReport:
 def check(state: GoalState, text: str) -> MarkdownStatus:
     """Is ``text`` the current projection of this goal?"""
     head = state.content
-    fields, body = split_header(text)
+    fields, body = split_header(text.replace("\r\n", "\n"))
     if fields is None or fields.get("goal_id") != state.goal_id:
         return MarkdownStatus(
             status="foreign", file_sequence=None, store_sequence=head.last_append_sequence, events_since=None,
@@ -164,7 +164,7 @@ def check(state: GoalState, text: str) -> MarkdownStatus:
     sequence = sequence if isinstance(sequence, int) else None
     count = fields.get("source_event_count")
     since = head.event_count - count if isinstance(count, int) else None
-    if text_checksum(body or "") != fields.get("body_checksum"):
+    if not body_matches(fields, body):
         return MarkdownStatus(
             status="edited", file_sequence=sequence, store_sequence=head.last_append_sequence, events_since=since,
             message="the text was edited after it was rendered; edits are not state changes: "

@@ -190,7 +190,7 @@ def text_checksum(text: str) -> str:
 def render(board: Board) -> str:
     """The whole file: title, header comment (metadata + body checksum), body."""
     body = render_body(board)
-    fields = {**header_fields(board), "body_checksum": text_checksum(body)}
+    fields = {**header_fields(board), "body_checksum": text_checksum(as_saved(body))}
     header = HEADER_MARK + canonical.encode(fields).decode() + " -->"
     return f"# Active goal state: {board.meta.goal_id}\n{header}\n{body}"
 
@@ -291,7 +291,7 @@ def split_header(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """The header fields and the body they describe (None when there is no header)."""
     first, _, rest = text.partition("\n")
     second, sep, body = rest.partition("\n")
-    match = HEADER.match(second) if first.startswith("# ") and sep else None
+    match = HEADER.match(second.rstrip()) if first.startswith("# ") and sep else None
     if match is None:
         return None, None
     try:
@@ -377,9 +377,26 @@ def _record(parsed: "Parsed", section: str, number: int, line: str) -> bool:
     return True
 
 
+def as_saved(text: str) -> str:
+    """``text`` as loopstate writes it: LF line ends, no trailing spaces, one final newline.
+
+    Opening a rendered file and saving it unchanged in an editor (CRLF line ends,
+    trimmed or added trailing whitespace) changes none of this, so it is not an edit.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).rstrip("\n") + "\n"
+
+
+def body_matches(header: dict[str, Any], body: str | None) -> bool:
+    """Does the body still carry the checksum its header was rendered with? The checksum
+    covers the body as saved (``as_saved``), so an editor's re-save is not an edit."""
+    return text_checksum(as_saved(body or "")) == header.get("body_checksum")
+
+
 def parse(text: str) -> Parsed:
+    text = text.replace("\r\n", "\n")
     header, body = split_header(text)
-    ok = None if header is None else text_checksum(body or "") == header.get("body_checksum")
+    ok = None if header is None else body_matches(header, body)
     todos: list[ParsedTodo] = []
     gates: list[ParsedGate] = []
     unparsed: list[tuple[int, str]] = []
