@@ -289,3 +289,11 @@ def test_saving_a_rendered_file_unchanged_in_an_editor_is_not_an_edit(h: Harness
     edited = path.read_text().replace("`T002` second", "`T002` second, renamed by hand")
     path.write_text(edited)
     assert markdown_status(h.service, h.root, "g", "ACTIVE_GOAL_STATE.md").status == "edited"
+
+
+@pytest.mark.parametrize("envelope", [{"event_id": "e1"}, {"producer": "loopx.todo"}, {"refs": {"pr": "41"}}])
+def test_backfill_refuses_envelope_choices_it_makes_itself(h: Harness, envelope: dict) -> None:
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.Backfill(goal_id="g", markdown=FIXTURE.read_text(), **envelope))
+    assert refused.value.code is ErrorCode.VALIDATION_FAILED and next(iter(envelope)) in refused.value.message
+    assert not h.stream_path("g").exists()

@@ -52,6 +52,17 @@ class _Importer:
             raise LoopstateError(ErrorCode.VALIDATION_FAILED, "backfill classifies each event itself; use privacy "
                                  "public_safe (classify by content) or local_private (keep everything local)",
                                  field="privacy")
+        ignored = [name for name, given in (
+            ("event_id", command.event_id is not None),
+            ("producer", command.producer not in (None, ev.BACKFILL_PRODUCER)),
+            ("refs", bool(command.refs)),
+        ) if given]
+        if ignored:
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED,
+                f"backfill sets {', '.join(ignored)} itself (one event id per item, derived from the file; producer "
+                f"{ev.BACKFILL_PRODUCER}; source refs); leave {', '.join(ignored)} out", field=ignored[0],
+            )
         privacy.check_public_text("backfill", "source_label", command.source_label)
         self.state, self.command, self.ctx = state, command, ctx
         self.sha = text_checksum(command.markdown)
