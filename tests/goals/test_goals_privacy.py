@@ -158,3 +158,14 @@ def test_a_role_chosen_in_a_private_record_is_not_shown_publicly(h: Harness) -> 
     assert sorted(grp.role for grp in public.active) == ["[omitted: private]", "ops"]
     assert "todo T001: role omitted (private record)" in public.omissions
     assert sorted(grp.role for grp in h.ask(g.GetBoard(goal_id="g")).active) == ["acme-legal", "acme-sales", "ops"]
+
+
+@pytest.mark.parametrize("envelope, field", [
+    ({"event_id": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "envelope.event_id"),
+    ({"producer": "sk-FAKEtestFAKEtestFAKEtest1234"}, "envelope.producer"),
+])
+def test_envelope_ids_may_not_be_credentials_even_in_private_records(h: Harness, envelope: dict, field: str) -> None:
+    with pytest.raises(LoopstateError) as refused:
+        h.run(g.AddTodo(goal_id="g", title="x", privacy="local_private", **envelope))
+    assert refused.value.code is ErrorCode.PRIVACY_VIOLATION and refused.value.details["field"] == field
+    assert not h.stream_path("g").exists()

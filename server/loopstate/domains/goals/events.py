@@ -19,12 +19,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol import goals as proto
+from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.goals import Body, Decision, GateKind, Label, Priority, RefId, RefreshKind, TargetKind
 
 from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
+from loopstate.core.redaction import redact as redact_credentials
 from loopstate.domains.goals import privacy
 
 SCHEMA_VERSION = "loopx_state_event_v0"
@@ -349,6 +350,15 @@ def make_event(
             "(e.g. markdown:ACTIVE_GOAL_STATE.md, with source_line); `loopstate goals backfill` adds them",
             field="refs.source", event_type=event_type,
         )
+    # The envelope is shown whatever the record's class (a public board names its last event id).
+    for name, value in (("event_id", event_id), ("producer", producer)):
+        if redact_credentials(value).changed:
+            raise LoopstateError(
+                ErrorCode.PRIVACY_VIOLATION,
+                f"{event_type}: the {name} looks like a credential; envelope ids are shown in public projections "
+                f"whatever the record's privacy: choose a {name} that is not a secret",
+                field=f"envelope.{name}", event_type=event_type,
+            )
     check_privacy(event_type, privacy_class, normalized, clean_refs)
     return {
         "schema_version": SCHEMA_VERSION,
