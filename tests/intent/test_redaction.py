@@ -26,6 +26,8 @@ CASES = [
     ("assignment", "export API_KEY=abc123def456", "abc123def456"),
     ("assignment", 'password: "correct-horse-battery"', "correct-horse"),
     ("assignment", "my password is hunter2hunter", "hunter2hunter"),
+    ("assignment", "API key: 8f3a9c0d1e2f3a4b5c6d", "8f3a9c0d"),
+    ("assignment", "client secret = Zq81xv0Pq2", "Zq81xv0Pq2"),
     ("azure_key", "AccountName=x;AccountKey=abcdefghijklmnopqrstuvwxyz0123==", "abcdefghijklmnopqrstuvwxyz0123"),
 ]
 

@@ -51,6 +51,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(?i)((?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|access[_-]?key|"
         r"private[_-]?key|client[_-]?secret|auth[_-]?key|credential)s?)(\s*[:=]\s*)([\"']?)([^\s\"',;]{6,})\3"
     )),
+    # "API key: 8f3a9c0d...": a two-word credential name with ":" or "=", again only
+    # for a value mixing letters and digits ("the access token: required" stays).
+    ("assignment", re.compile(
+        r"(?i)\b((?:api|access|secret|auth|client|private)[ ](?:key|token|secret))(\s*[:=]\s*)()"
+        r"((?=[^\s\"',;]*\d)(?=[^\s\"',;]*[A-Za-z])[^\s\"',;]{6,})"
+    )),
     # "my password is hunter22": only a value mixing letters and digits, so that
     # "the token is expired" stays readable.
     ("assignment", re.compile(
