@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from intentkit import Intent, ledger_events, user_claim
 from loopstate_protocol import intent as p
 
