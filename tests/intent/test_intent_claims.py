@@ -255,4 +255,4 @@ def test_a_malformed_superseded_id_is_named_as_supersedes(it: Intent, task):
 
 def test_an_empty_label_says_what_a_label_needs(it: Intent):
     err = refused(lambda: it.start(label="   "))
-    assert err.message.startswith("label:") and "claim" not in err.message
+    assert err.message.startswith("label:") and "claim" not in err.message and "200" in err.message

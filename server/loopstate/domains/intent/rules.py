@@ -141,9 +141,11 @@ def statement(text: Any, field: str = "statement") -> str:
 def label(text: Any) -> str | None:
     if text is None:
         return None
+    if isinstance(text, str) and not text.strip():
+        raise refuse(f"label: is empty; give one line of 1-{MAX_LABEL} characters, or no label", field="label")
     value = statement(text, "label")
     if len(value) > MAX_LABEL or "\n" in value:
-        raise refuse(f"label: one line of at most {MAX_LABEL} characters", field="label")
+        raise refuse(f"label: one line of at most {MAX_LABEL} characters after redaction", field="label")
     return value
 
 
