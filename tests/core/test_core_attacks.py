@@ -223,3 +223,75 @@ def test_a_long_lived_ledger_notices_a_stream_swapped_after_it_verified_it(core_
     assert victim.read_bytes() == b"precious\n"
     kept = victim.parent / ("second-name.jsonl" if kind == "hardlink" else "moved.jsonl")
     assert kept.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stream_swapped_between_two_appends_of_one_mutation_is_not_appended_through(core_project, victim, kind):
+    """The append descriptor kept open between writes is re-checked before each one."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    path = core_project.dir / "streams" / "core.jsonl"
+    with pytest.raises(LoopstateError) as info:
+        with ledger.mutation() as tx:
+            tx.append([event(1)])  # durable: the descriptor stays open for the next append
+            data = path.read_bytes()
+            if kind == "hardlink":
+                os.link(path, victim.parent / "second-name.jsonl")
+            else:
+                os.rename(path, victim.parent / "moved.jsonl")
+                _replace(path, kind, victim)
+            tx.append([event(2)])
+    assert info.value.code is ErrorCode.UNSAFE_PATH
+    assert victim.read_bytes() == b"precious\n"
+    kept = victim.parent / ("second-name.jsonl" if kind == "hardlink" else "moved.jsonl")
+    assert kept.read_bytes() == data
+
+
+def test_a_stream_replaced_by_a_copy_between_two_appends_is_not_appended_to(core_project):
+    """Same bytes, same size, another inode: the kept descriptor is dropped and the copy refused."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    path = core_project.dir / "streams" / "core.jsonl"
+    with pytest.raises(LoopstateError) as info:
+        with ledger.mutation() as tx:
+            tx.append([event(1)])
+            data = path.read_bytes()
+            copy = path.with_name("copy.tmp")
+            copy.write_bytes(data)
+            os.chmod(copy, 0o600)
+            os.replace(copy, path)
+            tx.append([event(2)])
+    assert info.value.code is ErrorCode.CORRUPT_LEDGER
+    assert "changed since it was verified" in info.value.message
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_lock_file_swapped_between_two_mutations_of_one_ledger_is_refused(core_project, victim, kind):
+    """The lock descriptor kept open between mutations is re-checked before each lock."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])
+    data = (core_project.dir / "streams" / "core.jsonl").read_bytes()
+    lock = core_project.dir / "locks" / "core.lock"
+    if kind == "hardlink":
+        os.link(lock, victim.parent / "lock-second-name")
+    else:
+        _replace(lock, kind, victim)
+    _refused(ErrorCode.UNSAFE_PATH, lambda: ledger.mutation().__enter__())
+    assert victim.read_bytes() == b"precious\n"
+    assert (core_project.dir / "streams" / "core.jsonl").read_bytes() == data
+
+
+def test_a_lock_file_removed_between_mutations_is_made_again_and_still_excludes(core_project):
+    """A kept lock descriptor whose file is gone would lock nothing: a new file is opened and locked."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])
+    lock = core_project.dir / "locks" / "core.lock"
+    os.unlink(lock)
+    with ledger.mutation() as tx:
+        other = StoreLock(lock, core_project.dir, timeout=0.05)
+        with pytest.raises(LoopstateError) as info:
+            other.exclusive()
+        assert info.value.code is ErrorCode.LOCK_TIMEOUT
+        tx.append([event(2)])
+    assert ledger.head[0] == 2

@@ -116,3 +116,18 @@ def test_importing_the_core_does_not_import_portalocker_until_a_lock_is_taken(co
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)},
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_ledger_mutated_again_from_inside_its_own_mutation_times_out_instead_of_sharing_the_lock(data_dir, root):
+    """The kept lock descriptor must not let a second mutation in through the same flock."""
+    project = Project(str(root), data_dir=data_dir, lock_timeout=0.2)
+    ledger = Ledger(project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])
+        with pytest.raises(LoopstateError) as info:
+            with ledger.mutation():
+                pass
+        assert info.value.code is ErrorCode.LOCK_TIMEOUT
+    with ledger.mutation() as tx:
+        tx.append([event(2)])
+    assert ledger.head[0] == 2

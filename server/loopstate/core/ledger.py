@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, checkpoint, quarantine, safefs
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout
 from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
+from loopstate.core.lock import StoreLock
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.stream import ProgressFn, Record, Stream
 
@@ -54,6 +60,15 @@ class Ledger:
             for path in (self.stream.path, checkpoint.path_for(self.stream), quarantine.path_for(project.dir, name))
         ]
         self._opened = False
+        # The exclusive lock and the stream's append descriptor stay open between
+        # mutations (re-checked each time); ``_using`` keeps the threads of this
+        # process out of each other's mutation, as the flock on separate
+        # descriptors used to, and keeps an idle-ledger sweep from closing them mid-use.
+        self._lock = StoreLock(
+            project.dir / "locks" / f"{self.name}.lock", project.dir, timeout=project.lock_timeout, keep_open=True,
+        )
+        self._lock.before_open = project.ensure
+        self._using = threading.Lock()
         self._checkpoint_offset = 0
         self._last_line_start = 0
         self._group = threading.Lock()
@@ -132,9 +147,30 @@ class Ledger:
     @contextmanager
     def mutation(self) -> Iterator["Mutation"]:
         """Exclusive lock; catch up; quarantine and cut a torn tail; remove our orphans."""
-        self.project.ensure()
-        with self.project.lock(self.name).exclusive():
+        if not self._using.acquire(timeout=self.project.lock_timeout):
+            raise LoopstateError(
+                ErrorCode.LOCK_TIMEOUT,
+                f"timed out after {self.project.lock_timeout:g}s waiting for stream {self.name!r}: another thread "
+                "of this process is mutating it (use Ledger.submit to share a ledger between threads)",
+                stream=self.name,
+            )
+        try:
+            _keep_open(self)
+            with self._mutation() as tx:
+                yield tx
+        finally:
+            self._using.release()
+
+    @contextmanager
+    def _mutation(self) -> Iterator["Mutation"]:
+        # The project folder is checked (Project.ensure) whenever the lock file is
+        # opened afresh; while the kept lock descriptor is still the file at its
+        # path, the folder holding it is the one that was checked.
+        with self._lock.exclusive():
+            resets = self.stream.resets
             caught_up = self._catch_up()
+            if self.stream.resets != resets:
+                self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
             torn = self.stream.torn
             if torn is not None:
                 # Summarized before it is cut; a crash in between leaves the summary,
@@ -148,13 +184,23 @@ class Ledger:
                     })
                 self.stream.cut_torn_tail()
             # Only this stream's own temps: another stream's writer may be mid-write.
-            # The stream's are swept on every mutation (a crashed recover or
-            # migration leaves them); checkpoint and quarantine temps, which only
-            # cost disk, on this ledger's first mutation.
-            for folder, target in self._temp_targets if not self._swept else self._temp_targets[:1]:
-                safefs.remove_orphan_temps(folder, target)
-            self._swept = True
+            # Temps only cost disk (nothing ever reads them), so they are swept on
+            # this ledger's first mutation and after the file was replaced (what a
+            # recover, purge or migration does), not with a listdir per append.
+            if not self._swept:
+                for folder, target in self._temp_targets:
+                    safefs.remove_orphan_temps(folder, target)
+                self._swept = True
             yield Mutation(self, caught_up)
+
+    def close(self) -> None:
+        """Close the descriptors kept between mutations (they reopen on the next one)."""
+        with self._using:
+            self._close_kept()
+
+    def _close_kept(self) -> None:
+        self._lock.close()
+        self.stream.close()
 
     def _save_checkpoint_if_due(self) -> None:
         stream = self.stream
@@ -235,6 +281,41 @@ class Ledger:
         finally:
             for job in batch:
                 job.done = True
+
+
+# At most this many ledgers keep their two descriptors open between mutations:
+# a server that has touched hundreds of streams (one per run or goal) must not
+# run out of descriptors. The least recently mutated idle ones close first.
+KEPT_OPEN = 64
+_kept_lock = threading.Lock()
+_kept: "OrderedDict[int, weakref.ref[Ledger]]" = OrderedDict()
+
+
+def _keep_open(ledger: Ledger) -> None:
+    """Mark ``ledger`` (whose ``_using`` the caller holds) most recently used; close the
+    descriptors of the least recently used idle ledgers beyond KEPT_OPEN."""
+    with _kept_lock:
+        key = id(ledger)
+        if key in _kept and _kept[key]() is ledger:
+            _kept.move_to_end(key)
+        else:
+            _kept.pop(key, None)
+            _kept[key] = weakref.ref(ledger)
+        excess = len(_kept) - KEPT_OPEN
+        for key, ref in list(_kept.items()):
+            if excess <= 0:
+                break
+            other = ref()
+            if other is None:
+                del _kept[key]
+                excess -= 1
+            elif other is not ledger and other._using.acquire(blocking=False):
+                try:
+                    other._close_kept()
+                finally:
+                    other._using.release()
+                del _kept[key]
+                excess -= 1
 
 
 class _Job(Generic[T]):

@@ -15,7 +15,7 @@ import secrets
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -25,6 +25,7 @@ from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
+_BLANK = b" " * RECORD_WIDTH
 _locker_cache: Any = None
 
 
@@ -48,27 +49,62 @@ def _locker() -> Any:
 class StoreLock:
     """One lock file; use as a context manager via ``exclusive()`` or ``shared()``."""
 
-    def __init__(self, path: Path, base: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, path: Path, base: Path, *, timeout: float = DEFAULT_TIMEOUT, keep_open: bool = False) -> None:
+        """With ``keep_open`` the exclusive lock's descriptor stays open after release
+        (unlocked) and is re-checked, not re-opened, when the lock is taken again:
+        what a Ledger that mutates one stream many times uses."""
         self.path = path
         self.base = base
         self.timeout = timeout
         self._fd: int | None = None
         self.token: str | None = None
+        self._kept = safefs.HeldDescriptor() if keep_open else None
+        self._path_str = os.fspath(path)
+        # Called before the path is opened afresh (not when a kept descriptor still
+        # checks out): a Ledger passes Project.ensure, which checks the project folder.
+        self.before_open: Callable[[], None] | None = None
 
     def exclusive(self) -> "StoreLock":
-        fd = safefs.open_rw(self.path, self.base, create=True)
-        if fd is None:  # the locks folder does not exist yet
-            safefs.ensure_dir(self.path.parent, self.base)
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path.name} is already held through this StoreLock")
+        fd, size = self._kept_descriptor()
+        if fd is None:
+            if self.before_open is not None:
+                self.before_open()
             fd = safefs.open_rw(self.path, self.base, create=True)
+            if fd is None:  # the locks folder does not exist yet
+                safefs.ensure_dir(self.path.parent, self.base)
+                fd = safefs.open_rw(self.path, self.base, create=True)
+            size = os.fstat(fd).st_size
+            if self._kept is not None:
+                self._kept.hold(fd)
         self._acquire(fd, exclusive=True)
         self.token = secrets.token_hex(16)
         record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())})
         # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
         # and releasing the lock is one pwrite each and no truncation.
         os.pwrite(fd, record.ljust(RECORD_WIDTH), 0)
-        if os.fstat(fd).st_size > RECORD_WIDTH:  # written by an older layout
+        if size > RECORD_WIDTH:  # written by an older layout
             os.ftruncate(fd, RECORD_WIDTH)
         return self
+
+    def _kept_descriptor(self) -> tuple[int | None, int]:
+        """The kept descriptor and its size, if it still passes every check a fresh open
+        makes; otherwise it is closed and (None, 0) returned, and the caller opens the
+        path again the safe way (which refuses a link or special file by name)."""
+        kept = self._kept
+        if kept is None or kept.fd is None:
+            return None, 0
+        try:
+            return kept.fd, safefs.recheck_descriptor(kept.fd, self._path_str).st_size
+        except (LoopstateError, OSError):
+            kept.close()
+            return None, 0
+
+    def close(self) -> None:
+        """Close a kept descriptor (the lock must not be held)."""
+        if self._kept is not None and self._fd is None:
+            self._kept.close()
 
     def shared(self) -> "StoreLock":
         fd = safefs.open_rw(self.path, self.base, create=False)
@@ -100,21 +136,31 @@ class StoreLock:
                     time.sleep(pause)
                     pause = min(pause * 2, 0.02)
         except BaseException:
-            os.close(fd)
+            if self._kept is not None and self._kept.fd == fd:
+                self._kept.close()
+            else:
+                os.close(fd)
             raise
         self._fd = fd
 
     def release(self) -> None:
-        """Closing the descriptor releases the lock; nothing else can fail here."""
-        if self._fd is not None:
+        """Closing the descriptor (or unlocking a kept one) releases the lock."""
+        fd = self._fd
+        if fd is not None:
+            self._fd = None
             if self.token is not None:
                 try:  # forget the owner record so a later waiter does not blame us
-                    os.pwrite(self._fd, b" " * RECORD_WIDTH, 0)
+                    os.pwrite(fd, _BLANK, 0)
                 except OSError:
                     pass
                 self.token = None
-            os.close(self._fd)
-            self._fd = None
+            if self._kept is not None and self._kept.fd == fd:
+                try:
+                    _locker()[0].unlock(fd)
+                except Exception:  # cannot unlock: closing the descriptor releases it for sure
+                    self._kept.close()
+            else:
+                os.close(fd)
 
     def __enter__(self) -> "StoreLock":
         return self

@@ -13,6 +13,7 @@ import errno
 import os
 import secrets
 import stat
+import weakref
 from pathlib import Path
 
 from loopstate_protocol.errors import ErrorCode
@@ -177,6 +178,47 @@ def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
     except FileNotFoundError:
         return None
     return _checked(fd, path)
+
+
+def recheck_descriptor(fd: int, path: Path | str) -> os.stat_result:
+    """Re-check a descriptor held open since ``path`` was opened safely: still a
+    regular file with one link, and still the very file (device, inode) that
+    ``path`` names now. One fstat and one lstat, no open.
+
+    The folders need no second look: whatever was swapped in along the path,
+    the bytes go to the file that was opened and verified, and only while that
+    file is what the path names. Raises UNSAFE_PATH if a check fails; the caller
+    then drops the descriptor and opens the path again the safe way (folders
+    included), which names what is wrong.
+    """
+    return check_descriptor(fd, path)
+
+
+class HeldDescriptor:
+    """A descriptor kept open between operations; closed by ``close`` or when collected.
+
+    A long-lived process appends to the same stream and takes the same lock
+    again and again: keeping the descriptor saves an open, a close and their
+    checks per mutation (re-checked each time with ``recheck_descriptor``).
+    """
+
+    __slots__ = ("fd", "_finalizer", "__weakref__")
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def hold(self, fd: int) -> int:
+        self.close()
+        self.fd = fd
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        return fd
+
+    def close(self) -> None:
+        """Close the descriptor (once) and forget it."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self.fd = self._finalizer = None
 
 
 def write_all(fd: int, data: bytes) -> None:
