@@ -42,7 +42,7 @@ class Create(RunCommand, tag="runs.create", kw_only=True):
     done_gate: list[str]
     authority_grant_id: str
     actor: dict[str, Any]
-    mode: Literal["loop", "auto"] = "auto"
+    mode: Literal["loop", "auto"] | None = None  # None: the project config's default_mode
     budgets: dict[str, Any] | None = None  # None: the project config's budgets
 
 

@@ -351,3 +351,14 @@ def test_evidence_that_is_not_an_object_is_a_clear_refusal(h):
     run_id, lease = h.leased()
     error = refused(h, proto.EvidenceAdd(run_id=run_id, evidence=[], **lease_args(lease)), ErrorCode.VALIDATION_FAILED)
     assert "must be a JSON object of evidence fields" in error.message
+
+
+def test_a_run_takes_the_configs_default_mode_unless_the_command_names_one(h, root):
+    config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
+    write_json(root / ".loopstate" / "config.json", {**config, "default_mode": "loop"})
+    assert h.status(h.create()).run["mode"] == "loop"
+    run_id = h.ids()
+    h.run(proto.Create(run_id=run_id, asset={"name": "synthetic-asset", "root": ".", "track": "code",
+                                             "boundaries": ["b"]}, objective="o", done_gate=["g"],
+                       authority_grant_id=h.grant(), actor=USER, mode="auto"))
+    assert h.status(run_id).run["mode"] == "auto"

@@ -218,7 +218,7 @@ def create(state: RunState, c: proto.Create, ctx: Context) -> list[dict[str, Any
     authority.require_asset(grant, asset["name"])
     now = format_time(ctx.now)
     run = {
-        "schema_version": records.SCHEMA_VERSION, "run_id": state.run_id, "asset": asset, "mode": c.mode,
+        "schema_version": records.SCHEMA_VERSION, "run_id": state.run_id, "asset": asset, "mode": c.mode or config["default_mode"],
         "status": "ready", "stage": "strategize", "objective": c.objective, "done_gate": list(c.done_gate),
         "authority_grant_id": c.authority_grant_id, "budgets": frozen, "usage": budgets.empty_usage(),
         "owner": None, "selected_routes": {}, "open_blocking_issues": 0, "last_heartbeat_at": None,
