@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger",
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="bounded runs: leases, budgets, authority, kill switch, audit log")
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
+    run.set_defaults(func=_usage(run))
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True)
     p.add_argument("--grant", help="authority grant id (see `loopstate run authority grant`); without it, the seed's "
@@ -58,7 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("to")
     p.add_argument("--reason", required=True)
 
-    issue = verbs.add_parser("issue", help="the run's issue ledger").add_subparsers(dest="issue_verb", metavar="VERB")
+    issue_parser = verbs.add_parser("issue", help="the run's issue ledger")
+    issue_parser.set_defaults(func=_usage(issue_parser))
+    issue = issue_parser.add_subparsers(dest="issue_verb", metavar="VERB")
     p = _verb(issue, "open", "open an issue", cmd_issue_open, lease=True)
     p.add_argument("run_id")
     p.add_argument("--title", required=True)
@@ -73,14 +77,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("status", choices=("open", "acknowledged", "resolving", "verification_pending", "closed", "reopened", "deferred"))
     p.add_argument("--resolution")
 
-    evidence = verbs.add_parser("evidence", help="evidence records").add_subparsers(dest="evidence_verb", metavar="VERB")
+    evidence_parser = verbs.add_parser("evidence", help="evidence records")
+    evidence_parser.set_defaults(func=_usage(evidence_parser))
+    evidence = evidence_parser.add_subparsers(dest="evidence_verb", metavar="VERB")
     p = _verb(evidence, "add", "record evidence from a JSON file (without evidence_id, run_id, actor, observed_at)",
               cmd_evidence_add, lease=True)
     p.add_argument("run_id")
     p.add_argument("file", help="JSON file with stage, requirement_ids, type, description, procedure, outcome, "
                                 "artifact_refs, digest, environment")
 
-    auth = verbs.add_parser("authority", help="authority grants").add_subparsers(dest="authority_verb", metavar="VERB")
+    auth_parser = verbs.add_parser("authority", help="authority grants")
+    auth_parser.set_defaults(func=_usage(auth_parser))
+    auth = auth_parser.add_subparsers(dest="authority_verb", metavar="VERB")
     p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant)
     p.add_argument("--level", choices=("attended", "bounded", "scoped", "operational", "full"), required=True)
     p.add_argument("--by", dest="grantor", required=True, help="user-confirmed identity label")
@@ -121,6 +129,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate.add_argument("file")
     validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     validate.set_defaults(func=cmd_validate)
+
+
+def _usage(parser: argparse.ArgumentParser):
+    """A group named without its verb prints its own verbs (exit 2, as for any usage error)."""
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+    return show
 
 
 def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool = False, mutation: bool = True):
