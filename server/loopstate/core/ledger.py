@@ -95,7 +95,9 @@ class Ledger:
             self._opened = True
         resets = self.stream.resets
         fresh: list[Record] = []
-        for record in self.stream.read_new(verify_hash_until=trusted, progress=progress):
+        # Re-hashing a lot (a first open with no usable checkpoint) is shared with
+        # worker processes; catching up on a few appends never is.
+        for record in self.stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True):
             if self.stream.resets != resets:
                 resets = self.stream.resets
                 self._restart()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
-from loopstate.core import canonical, safefs
+from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import ChainError, ChainLayout, Position, check_line, seal
 from loopstate.core.errors import LoopstateError
 
@@ -55,6 +55,7 @@ class Stream:
         self.layout = layout
         self.path = base / "streams" / f"{name}.jsonl"
         self._path_str = os.fspath(self.path)
+        self._fields = (layout.sequence_field, layout.prev_field, layout.hash_field, layout.schema_field)
         self.position = Position()
         self.identity: tuple[int, int] | None = None
         self.torn: TornTail | None = None
@@ -73,14 +74,18 @@ class Stream:
 
     # reading ---------------------------------------------------------------
 
-    def read_new(self, *, verify_hash_until: int | None = None, progress: ProgressFn | None = None) -> Iterator[Record]:
+    def read_new(
+        self, *, verify_hash_until: int | None = None, progress: ProgressFn | None = None, parallel: bool = False,
+    ) -> Iterator[Record]:
         """Yield every complete event after the verified head, verifying as it goes.
 
         The head advances only past records that verified. Hashes are recomputed
         for every record, except records ending at or before
         ``verify_hash_until`` (a checkpointed prefix whose links are still
         checked). A trailing partial line is remembered in ``torn``, not
-        returned and not repaired.
+        returned and not repaired. With ``parallel``, when there are many bytes
+        to re-hash, worker processes check hashes ahead of the scan
+        (``parallel_verify``); the outcome, errors included, is the same.
         """
         if self._unchanged():
             self.torn = None
@@ -109,7 +114,45 @@ class Stream:
             if info.st_size == self.position.offset:
                 self.torn = None  # nothing new since the verified head
                 return
-            yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress)
+            voucher = None
+            if parallel:
+                voucher = parallel_verify.voucher_for(
+                    fd, self._path_str, identity, max(self.position.offset, verify_hash_until or 0), info.st_size,
+                    self._fields,
+                )
+            try:
+                yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress, voucher)
+            finally:
+                if voucher is not None:
+                    voucher.close()
+        finally:
+            os.close(fd)
+
+    def verify_ahead(self, progress: ProgressFn | None = None) -> None:
+        """Move the head past everything worker processes verify completely (a big stream
+        only; see ``parallel_verify``), for a caller that needs no events, only the verdict
+        (``loopstate verify``). The next ``read_new`` goes on from there sequentially:
+        it checks the first span the workers did not pass, and reports exactly what a
+        sequential scan from byte 0 would. The head's running digest is dropped.
+        """
+        fd = safefs.open_read(self.path, self.base)
+        if fd is None:
+            return
+        try:
+            info = os.fstat(fd)
+            identity = (info.st_dev, info.st_ino)
+            if self.identity not in (None, identity) or self.torn is not None:
+                return  # replaced or torn since the last read: read_new sorts that out
+            voucher = parallel_verify.voucher_for(fd, self._path_str, identity, self.position.offset, info.st_size, self._fields)
+            if voucher is None:
+                return
+            try:
+                at = voucher.stitched(self.position, self.layout.classify_schema, progress, info.st_size)
+            finally:
+                voucher.close()
+            if at != self.position:
+                self.identity, self.position = identity, at
+                self.digest, self._digest_at, self._adopt = None, -1, None
         finally:
             os.close(fd)
 
@@ -130,7 +173,9 @@ class Stream:
             and (info.st_dev, info.st_ino) == self.identity and info.st_size == self.position.offset
         )
 
-    def _scan(self, fd: int, size: int, verify_hash_until: int, progress: ProgressFn | None) -> Iterator[Record]:
+    def _scan(
+        self, fd: int, size: int, verify_hash_until: int, progress: ProgressFn | None, voucher: Any = None,
+    ) -> Iterator[Record]:
         """The verify loop, kept tight: a few microseconds per event (one decode, two
         canonical encodes and a SHA-256 when hashes are checked; one decode when not).
 
@@ -161,6 +206,8 @@ class Stream:
                 if not chunk:
                     break
                 data, base = (pending + chunk if pending else chunk), offset
+                if voucher is not None:  # lines the workers found canonical and hashing right
+                    verify_hash_until = max(verify_hash_until, voucher.until(offset + len(data)))
                 lines = data.split(b"\n")
                 pending = lines.pop()
                 for line in lines:

@@ -1,0 +1,246 @@
+"""Hash checks of a large stream's lines in worker processes, ahead of the sequential scan.
+
+Re-hashing an event (two canonical encodes and a SHA-256) costs about twice
+decoding it, and each line's check depends on nothing but the line itself.
+So when a scan must re-hash many bytes (``loopstate verify``, or a cold open
+with no checkpoint), the file is cut at line boundaries into spans of a few
+MiB and worker processes check each span's lines: the line is the canonical
+encoding of its event, and the event's hash is the SHA-256 of that encoding
+without the hash field. A worker answers one bool per span.
+
+The scan in the calling process stays the judge. It still decodes every line
+and checks the schema, the sequence and the previous-hash link in order, and
+it skips the hash and canonical-form checks only for lines inside spans a
+worker found clean, in order from the first. From the first span a worker did
+not find clean (or could not check: another file at the path, a worker that
+died), the scan checks every line itself, exactly as without workers, so the
+first bad offset, sequence and reason it reports are the same.
+
+Workers re-open the file by path (no following of links) and refuse to vouch
+for another file than the scan's (device, inode); both read under the shared
+lock the caller holds, and loopstate writers only append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from typing import Any, Callable
+
+import msgspec
+
+from loopstate.core.chain import Position
+
+# Below this many bytes to re-hash, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 16 << 20
+SPAN = 4 << 20
+
+
+class Span(msgspec.Struct, array_like=True):
+    """What a worker found clean in one span: its chain ends, to be stitched in order."""
+
+    end: int  # the offset just after the span's last complete line
+    count: int
+    first_sequence: Any
+    first_prev: Any
+    last_sequence: Any
+    last_hash: Any
+    schemas: list[Any]  # each distinct schema value met, for the caller to judge
+
+
+def check_span(path: str, identity: tuple[int, int], start: int, end: int, fields: tuple[str, str, str, str]) -> Span | None:
+    """Check every complete line in bytes [start, end) as the sequential scan would,
+    except the schema (returned for the caller to judge) and the first line's link
+    (returned to be stitched to the previous span). None on anything else than clean.
+
+    ``start`` is a line start; a partial line at ``end`` (only at the file's end) is
+    left to the scan. Runs in a worker process.
+    """
+    seq_f, prev_f, hash_f, schema_f = fields
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != identity:
+            return None
+        data = os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+    if len(data) != end - start:
+        return None
+    decode = msgspec.json.Decoder().decode
+    encode = msgspec.json.Encoder(order="sorted").encode
+    sha256 = hashlib.sha256
+    lines = data.split(b"\n")
+    tail = lines.pop()  # after the last newline: empty, or a partial line the scan reports
+    schemas: dict[tuple[type, Any], Any] = {}
+    first_sequence = first_prev = sequence = prev = None
+    for line in lines:
+        try:
+            event = decode(line)
+        except Exception:
+            return None
+        if type(event) is not dict:
+            return None
+        claimed, number, schema = event.get(hash_f), event.get(seq_f), event.get(schema_f)
+        if type(claimed) is not str or type(number) is not int:
+            return None
+        if sequence is None:
+            first_sequence, first_prev = number, event.get(prev_f)
+        elif number != sequence + 1 or event.get(prev_f) != prev:
+            return None
+        try:
+            schemas.setdefault((type(schema), schema), schema)
+        except TypeError:  # an unhashable schema value: let the scan judge it
+            return None
+        if encode(event) != line:
+            return None
+        del event[hash_f]
+        if sha256(encode(event)).hexdigest() != claimed:
+            return None
+        sequence, prev = number, claimed
+    return Span(end - len(tail), len(lines), first_sequence, first_prev, sequence, prev, list(schemas.values()))
+
+
+def workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+class Voucher:
+    """Spans of one file being checked by worker processes; ``until`` says how far they vouch so far.
+
+    Workers are plain child interpreters (``python -m loopstate.core.parallel_verify``)
+    fed span offsets on stdin and answering one line per span on stdout, not a
+    multiprocessing pool: that would re-import the caller's main module, and the
+    caller may be any script, a threaded server or a test runner.
+    """
+
+    def __init__(self, fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str]) -> None:
+        self._spans = _spans(fd, start, size)
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._next = 0
+        self.vouched = start
+        self._stopped = False
+        count = min(workers(), len(self._spans))
+        try:
+            for _ in range(count):
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, "-m", __name__, path, str(identity[0]), str(identity[1]), *fields],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+                ))
+            for i, (a, b) in enumerate(self._spans):  # round robin: span i goes to worker i % count
+                self._procs[i % count].stdin.write(b"%d %d\n" % (a, b))  # type: ignore[union-attr]
+            for proc in self._procs:
+                proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            self.close()
+
+    def next_span(self) -> Span | None:
+        """The next span's result, in file order; None once one is not clean (or a worker died)."""
+        if self._stopped or self._next >= len(self._spans):
+            return None
+        answer = self._procs[self._next % len(self._procs)].stdout.readline()  # type: ignore[union-attr]
+        try:
+            span = _decode_span(answer)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            span = None
+        if span is None:
+            self.close()
+            return None
+        self._next += 1
+        return span
+
+    def until(self, needed: int) -> int:
+        """The offset up to which every line is vouched for (canonical, hash right), after
+        waiting for the spans that start before ``needed``; it stops growing at the first
+        span not clean. The caller still checks schema, sequence and links itself."""
+        while not self._stopped and self._next < len(self._spans) and self._spans[self._next][0] < needed:
+            span = self.next_span()
+            if span is None:
+                break
+            self.vouched = span.end
+        return self.vouched
+
+    def stitched(self, at: Position, classify: Callable[[Any], str], progress: Any = None, size: int = 0) -> Position:
+        """How far the spans are clean and chain on from ``at``, span after span:
+        each span's first line follows the previous span's last, and every schema
+        value in it is one the layout calls "ok". Stops before the first that is not."""
+        judged: dict[tuple[type, Any], bool] = {}
+        while True:
+            span = self.next_span()
+            if span is None or span.count == 0:
+                break
+            if span.first_sequence != at.sequence + 1 or span.first_prev != at.hash:
+                break
+            if not all(judged.setdefault((type(v), v), classify(v) == "ok") for v in span.schemas):
+                break
+            at = Position(span.end, span.last_sequence, span.last_hash)
+            if progress is not None:
+                progress(at.offset, size)
+        self.close()
+        return at
+
+    def close(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.kill()
+            for proc in self._procs:
+                proc.wait()
+                proc.stdout.close()  # type: ignore[union-attr]
+                if proc.stdin is not None and not proc.stdin.closed:
+                    proc.stdin.close()
+
+
+def _spans(fd: int, start: int, size: int) -> list[tuple[int, int]]:
+    """Cut [start, size) after a newline about every SPAN bytes."""
+    spans = []
+    at = start
+    while size - at > SPAN:
+        probe = at + SPAN
+        cut = -1
+        while cut < 0 and probe < size:
+            window = os.pread(fd, min(1 << 16, size - probe), probe)
+            if not window:
+                break
+            i = window.find(b"\n")
+            if i >= 0:
+                cut = probe + i + 1
+            probe += len(window)
+        if cut < 0 or cut >= size:
+            break
+        spans.append((at, cut))
+        at = cut
+    spans.append((at, size))
+    return spans
+
+
+def voucher_for(fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str]) -> Voucher | None:
+    """A Voucher when there is enough to re-hash to pay for workers, else None."""
+    if size - start < PARALLEL_MIN_BYTES or workers() < 2:
+        return None
+    return Voucher(fd, path, identity, start, size, fields)
+
+
+_decode_span = msgspec.json.Decoder(Span | None).decode
+_encode = msgspec.json.Encoder().encode
+
+
+def _serve(argv: list[str]) -> None:
+    """Worker: check the spans named on stdin, one answer line each, in order."""
+    path, dev, ino, *fields = argv
+    identity = (int(dev), int(ino))
+    out = sys.stdout.buffer
+    for request in sys.stdin.buffer:
+        start, end = map(int, request.split())
+        out.write(_encode(check_span(path, identity, start, end, tuple(fields))) + b"\n")  # type: ignore[arg-type]
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])

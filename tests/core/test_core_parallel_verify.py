@@ -1,0 +1,111 @@
+"""Verification shared with worker processes reports exactly what the sequential scan reports.
+
+``loopstate verify`` and a cold open without a checkpoint hand big streams to
+worker processes (``core/parallel_verify.py``). Here the size thresholds are
+lowered so that streams of a few dozen events are cut into many spans, and
+every corruption (a changed byte, a cut, a swapped, dropped or duplicated
+line, a foreign schema, a partial tail) must give the same report, field for
+field, as the sequential path: first bad offset, sequence, reason, events
+verified, head and torn tail. The workers are real child processes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from corekit import event, sealed_lines, write_stream
+from loopstate.core import canonical, parallel_verify
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ledger import Ledger
+from loopstate.core.project import Project
+from loopstate.core.recovery import verify_stream
+from loopstate.core.stream import Stream
+
+from conftest import TEST_LAYOUT
+
+N = 40
+
+
+def _lines() -> list[bytes]:
+    _, lines = sealed_lines([event(i, note="é" * (i % 3), nested={"event_hash": i}) for i in range(N)], TEST_LAYOUT)
+    return lines
+
+
+def _corrupt(lines: list[bytes], kind: str, data: st.DataObject) -> bytes:
+    lines = list(lines)
+    if kind == "byte":
+        blob = b"".join(lines)
+        at = data.draw(st.integers(0, len(blob) - 1))
+        return blob[:at] + bytes([data.draw(st.integers(0, 255))]) + blob[at + 1:]
+    if kind == "cut":
+        blob = b"".join(lines)
+        return blob[:data.draw(st.integers(1, len(blob)))]
+    i = data.draw(st.integers(0, len(lines) - 2))
+    if kind == "swap":
+        lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    elif kind == "drop":
+        del lines[i]
+    elif kind == "duplicate":
+        lines.insert(i, lines[i])
+    elif kind == "schema":
+        ev = canonical.decode(lines[i][:-1])
+        ev["schema_version"] = data.draw(st.sampled_from([2, "1", 1.0, None]))
+        lines[i] = canonical.encode(ev) + b"\n"
+    return b"".join(lines)
+
+
+def _verify(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch) -> dict:
+    with monkeypatch.context() as m:
+        m.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
+        m.setattr(parallel_verify, "SPAN", 700)  # about three events per span
+        m.setattr(parallel_verify, "workers", lambda: 2)  # even on a one-CPU machine
+        return verify_stream(Stream(project.dir, "core", TEST_LAYOUT))
+
+
+def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    with monkeypatch.context() as m:
+        m.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
+        m.setattr(parallel_verify, "SPAN", 700)
+        m.setattr(parallel_verify, "workers", lambda: 2)
+        folded: list[int] = []
+        ledger = Ledger(project, "core", TEST_LAYOUT, on_record=lambda r: folded.append(r.start))
+        try:
+            ledger.refresh(collect=False)
+            error = None
+        except LoopstateError as exc:
+            error = (exc.code, exc.message, exc.details)
+        return error, folded, ledger.stream.position, ledger.stream.torn, ledger.stream.prefix_digest()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["byte", "cut", "swap", "drop", "duplicate", "schema"]), data=st.data())
+def test_workers_and_the_sequential_scan_report_the_same_first_error(kind, data, monkeypatch):
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "ws").mkdir()
+        project = Project(str(Path(tmp) / "ws"), data_dir=Path(tmp) / "data", lock_timeout=5)
+        write_stream(project, "core", _corrupt(_lines(), kind, data))
+        assert _verify(project, True, monkeypatch) == _verify(project, False, monkeypatch)
+        assert _cold_open(project, True, monkeypatch) == _cold_open(project, False, monkeypatch)
+
+
+def test_a_clean_stream_is_verified_by_the_workers_to_its_end(core_project, monkeypatch):
+    lines = _lines()
+    write_stream(core_project, "core", b"".join(lines) + b'{"partial')
+    spans_seen: list[int] = []
+    real = parallel_verify.Voucher.next_span
+
+    def counting(self):
+        span = real(self)
+        if span is not None:
+            spans_seen.append(span.count)
+        return span
+
+    monkeypatch.setattr(parallel_verify.Voucher, "next_span", counting)
+    report = _verify(core_project, True, monkeypatch)
+    assert report["ok"] and report["events"] == N and report["torn_tail"]["length"] == len(b'{"partial')
+    assert sum(spans_seen) == N and len(spans_seen) > 5  # the workers, not the fallback, checked them all
