@@ -432,3 +432,19 @@ def test_an_evidence_environment_is_redacted():
     evidence["environment"] = {"platform": "synthetic", "OPENAI_API_KEY": "sk-" + "b" * 40}
     error = refused("evidence", evidence)
     assert (error.details["field"], error.details["rule"]) == ("$.environment.OPENAI_API_KEY", "redacted")
+
+
+def test_a_runs_selected_routes_are_keyed_by_capability_and_each_is_a_valid_route():
+    run = load("run")
+    route = load("route")
+    run["selected_routes"] = {"lifecycle.test": route}
+    records.validate("run", run)
+    run["selected_routes"] = {"lifecycle.build": route}
+    error = refused("run", run)
+    assert (error.details["field"], error.details["rule"]) == ("$.selected_routes.lifecycle.build", "route_keyed_by_capability")
+    bad = copy.deepcopy(route)
+    bad["candidates"][0]["behavior_status"] = "failed"
+    run["selected_routes"] = {"lifecycle.test": bad}
+    error = refused("run", run)
+    assert (error.details["field"], error.details["rule"]) == (
+        "$.selected_routes.lifecycle.test.candidates[0].behavior_status", "selected_not_failed")

@@ -804,6 +804,16 @@ def check_run(run: Run, record: str = "run", at: str = "$") -> None:
                      f"{duration!r} is finer than a microsecond; write at most six fractional digits")
     if parse_time(run.updated_at) < parse_time(run.created_at):
         raise refuse(record, f"{at}.updated_at", "time_order", f"must not be earlier than created_at {run.created_at}")
+    for capability, route in run.selected_routes.items():
+        if capability != route.capability:
+            raise refuse(record, f"{at}.selected_routes.{capability}", "route_keyed_by_capability",
+                         f"is keyed by {capability!r} but decides {route.capability!r}: key each route by its capability")
+        try:
+            check_route(route)
+        except LoopstateError as error:  # name the field where it sits in this record
+            field = f"{at}.selected_routes.{capability}{error.details['field'][1:]}"
+            words = error.message.split(": ", 1)[1].rsplit(" (rule: ", 1)[0]
+            raise refuse(record, field, error.details["rule"], words) from None
 
 
 def check_issue_ledger(ledger: IssueLedger) -> None:
@@ -829,8 +839,6 @@ def check_audit_event(e: AuditEvent) -> None:
     if run.run_id != e.run_id:
         raise refuse("audit_event", "$.projection.run.run_id", "projection_matches_run", "must equal the event's run_id")
     check_run(run, "audit_event", "$.projection.run")
-    for name, route in run.selected_routes.items():
-        check_route(route)
     if lease is not None:
         if lease.run_id != e.run_id:
             raise refuse("audit_event", "$.projection.lease.run_id", "projection_matches_run",
