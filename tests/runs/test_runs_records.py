@@ -448,3 +448,14 @@ def test_a_runs_selected_routes_are_keyed_by_capability_and_each_is_a_valid_rout
     error = refused("run", run)
     assert (error.details["field"], error.details["rule"]) == (
         "$.selected_routes.lifecycle.test.candidates[0].behavior_status", "selected_not_failed")
+
+
+def test_an_issue_ledger_lists_each_issue_once_and_never_updates_before_creation():
+    ledger = load("issue_ledger")
+    ledger["issues"].append(copy.deepcopy(ledger["issues"][0]))
+    assert (refused("issue_ledger", ledger).details["field"], refused("issue_ledger", ledger).details["rule"]) == (
+        "$.issues", "unique_items")
+    ledger = load("issue_ledger")
+    ledger["issues"][0]["updated_at"] = "2026-08-16T08:09:59Z"
+    error = refused("issue_ledger", ledger)
+    assert (error.details["field"], error.details["rule"]) == ("$.issues[0].updated_at", "time_order")

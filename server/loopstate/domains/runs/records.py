@@ -819,6 +819,10 @@ def check_run(run: Run, record: str = "run", at: str = "$") -> None:
 def check_issue_ledger(ledger: IssueLedger) -> None:
     for index, issue in enumerate(ledger.issues):
         _unique("issue_ledger", f"$.issues[{index}].evidence_ids", issue.evidence_ids)
+        if parse_time(issue.updated_at) < parse_time(issue.created_at):
+            raise refuse("issue_ledger", f"$.issues[{index}].updated_at", "time_order",
+                         f"must not be earlier than created_at {issue.created_at}")
+    _unique("issue_ledger", "$.issues", [issue.issue_id for issue in ledger.issues])
 
 
 def check_install_receipt(r: InstallReceipt) -> None:
