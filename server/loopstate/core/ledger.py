@@ -47,13 +47,20 @@ class Ledger:
         on_record: RecordFn | None = None,
         on_reset: Callable[[], None] | None = None,
         keep_requests: bool = True,
+        announce_history: bool = True,
     ) -> None:
+        """``announce_history=False``: the records found on the first catch-up (the
+        history before this ledger opened the stream) are folded but not returned by
+        ``refresh`` nor listed in ``Mutation.caught_up``; only what is read after
+        that is. A service's listeners want news, and collecting a whole large
+        stream on its first open would hold every event in memory at once."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
         self.on_record = on_record
         self.on_reset = on_reset
         self.requests = RequestIndex() if keep_requests else None
+        self.announce_history = announce_history
         self._swept = False
         self._temp_targets = [
             (os.fspath(path.parent), path.name)
@@ -81,6 +88,8 @@ class Ledger:
 
     def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True) -> list[Record]:
         trusted = 0
+        if not self._opened and not self.announce_history:
+            collect = False
         if not self._opened:
             saved = checkpoint.load(self.stream)
             if saved is not None:

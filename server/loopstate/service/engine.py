@@ -49,7 +49,12 @@ class Folded:
         self.domain = domain
         self.stream = stream
         self.state = domain.initial(stream)
-        self.ledger = Ledger(project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset)
+        # The history found when the service first opens the stream is state, not
+        # news: it is folded without being collected (listeners hear what is
+        # appended after that), so a large stream's first open holds no event list.
+        self.ledger = Ledger(
+            project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
+        )
 
     def _on_record(self, record: Record) -> None:
         self.state = self.domain.evolve(self.state, record.event)
