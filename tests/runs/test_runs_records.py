@@ -459,3 +459,14 @@ def test_an_issue_ledger_lists_each_issue_once_and_never_updates_before_creation
     ledger["issues"][0]["updated_at"] = "2026-08-16T08:09:59Z"
     error = refused("issue_ledger", ledger)
     assert (error.details["field"], error.details["rule"]) == ("$.issues[0].updated_at", "time_order")
+
+
+def test_an_install_receipt_removes_on_uninstall_only_what_it_created():
+    receipt = load("install_receipt")
+    receipt["operations"][0]["pre_existing_digest"] = "c" * 64
+    error = refused("install_receipt", receipt)
+    assert (error.details["field"], error.details["rule"]) == ("$.operations[0].rollback_action", "remove_only_what_it_created")
+    receipt["operations"][0]["rollback_action"] = "restore_if_unchanged"
+    records.validate("install_receipt", receipt)
+    receipt["operations"][0]["action"] = "skip"
+    assert refused("install_receipt", receipt).details["rule"] == "skip_has_no_rollback"

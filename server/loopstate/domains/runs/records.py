@@ -827,6 +827,14 @@ def check_issue_ledger(ledger: IssueLedger) -> None:
 
 def check_install_receipt(r: InstallReceipt) -> None:
     _unique("install_receipt", "$.harnesses", r.harnesses)
+    for index, op in enumerate(r.operations):
+        where = f"$.operations[{index}].rollback_action"
+        if op.rollback_action == "remove_if_unchanged" and op.pre_existing_digest is not None:
+            raise refuse("install_receipt", where, "remove_only_what_it_created",
+                         "uninstall may remove only a path this receipt created: a destination that existed before "
+                         "(pre_existing_digest set) is restored, not removed")
+        if op.action == "skip" and op.rollback_action != "none":
+            raise refuse("install_receipt", where, "skip_has_no_rollback", "a skipped operation changed nothing: use none")
 
 
 def check_audit_event(e: AuditEvent) -> None:
