@@ -222,3 +222,12 @@ def test_a_state_root_that_leads_out_of_the_project_through_a_link_is_refused(h,
     assert "outside the project" in error.message
     write_json(root / ".loopstate" / "config.json", {**config, "state_root": ".the-loop"})
     h.run(proto.Heartbeat(run_id=run_id, **lease_args(lease)))
+
+
+def test_the_seeds_default_stop_path_halts_too(h, root):
+    run_id, lease = h.leased()
+    (root / ".the-loop").mkdir()
+    (root / ".the-loop" / "STOP").touch()
+    error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.KILL_SWITCH)
+    assert error.details["path"] == ".the-loop/STOP"
+    assert h.status(run_id).run["status"] == "halted_kill_switch"

@@ -4,7 +4,9 @@ loopstate reads ``<project>/.loopstate/config.json`` when it exists (the
 effects glue loads and validates it; an invalid file refuses every run
 mutation, fail closed) and otherwise uses these defaults. The default kill
 switch is ``.loopstate/STOP``: loopstate's state lives in its data dir, and
-this folder in the project is where the user can touch the switch.
+this folder in the project is where the user can touch the switch. The seed's
+own default, ``.the-loop/STOP``, is probed too: a switch only ever halts, so
+honouring the seed's path as well costs nothing and never misses a user's STOP.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from loopstate.domains.base import Context
 from loopstate.domains.runs.records import DEFAULT_BUDGETS
 
 CONFIG_PATH = ".loopstate/config.json"
-DEFAULT_KILL_SWITCH = ".loopstate/STOP"
+DEFAULT_KILL_SWITCH = ".loopstate/STOP"  # the one `loopstate run stop` creates
+SEED_KILL_SWITCH = ".the-loop/STOP"
 
 
 def default_config() -> dict[str, Any]:
@@ -23,7 +26,7 @@ def default_config() -> dict[str, Any]:
         "schema_version": "1.0",
         "default_mode": "auto",
         "state_root": ".loopstate",
-        "kill_switches": [DEFAULT_KILL_SWITCH],
+        "kill_switches": [DEFAULT_KILL_SWITCH, SEED_KILL_SWITCH],
         "heartbeat_seconds": 120,
         "lease_seconds": 300,
         "routing": {"capability_pins": {}, "disabled_providers": []},
