@@ -227,12 +227,12 @@ def test_a_long_lived_ledger_notices_a_stream_swapped_after_it_verified_it(core_
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_stream_swapped_between_two_appends_of_one_mutation_is_not_appended_through(core_project, victim, kind):
-    """The append descriptor kept open between writes is re-checked before each one."""
+    """Every write checks the file it writes to again, not only the first of a long-lived ledger."""
     ledger = Ledger(core_project, "core", TEST_LAYOUT)
     path = core_project.dir / "streams" / "core.jsonl"
     with pytest.raises(LoopstateError) as info:
         with ledger.mutation() as tx:
-            tx.append([event(1)])  # durable: the descriptor stays open for the next append
+            tx.append([event(1)])  # durable; the ledger now holds a verified head
             data = path.read_bytes()
             if kind == "hardlink":
                 os.link(path, victim.parent / "second-name.jsonl")
@@ -247,7 +247,7 @@ def test_a_stream_swapped_between_two_appends_of_one_mutation_is_not_appended_th
 
 
 def test_a_stream_replaced_by_a_copy_between_two_appends_is_not_appended_to(core_project):
-    """Same bytes, same size, another inode: the kept descriptor is dropped and the copy refused."""
+    """Same bytes, same size, another inode: not the verified file, so nothing is appended to it."""
     ledger = Ledger(core_project, "core", TEST_LAYOUT)
     path = core_project.dir / "streams" / "core.jsonl"
     with pytest.raises(LoopstateError) as info:

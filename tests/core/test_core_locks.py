@@ -131,3 +131,34 @@ def test_a_ledger_mutated_again_from_inside_its_own_mutation_times_out_instead_o
     with ledger.mutation() as tx:
         tx.append([event(2)])
     assert ledger.head[0] == 2
+
+
+def test_a_forked_child_does_not_share_the_parents_kept_lock_descriptor(data_dir, root):
+    """A kept descriptor inherited across fork is the parent's open file description: a
+    flock through it would not exclude the parent, so the child opens its own."""
+    project = Project(str(root), data_dir=data_dir, lock_timeout=0.3)
+    ledger = Ledger(project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])  # the lock descriptor is now kept open, unlocked
+    locked_r, locked_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: hold the exclusive lock through the inherited ledger until told
+        try:
+            with ledger.mutation():
+                os.write(locked_w, b"x")
+                os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(locked_r, 1) == b"x"
+        with pytest.raises(LoopstateError) as info:
+            with ledger.mutation():
+                pass
+        assert info.value.code is ErrorCode.LOCK_TIMEOUT
+    finally:
+        os.write(done_w, b"x")
+        os.waitpid(pid, 0)
+    with ledger.mutation() as tx:
+        tx.append([event(2)])
+    assert ledger.head[0] == 2

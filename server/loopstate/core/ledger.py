@@ -67,8 +67,8 @@ class Ledger:
             for path in (self.stream.path, checkpoint.path_for(self.stream), quarantine.path_for(project.dir, name))
         ]
         self._opened = False
-        # The exclusive lock and the stream's append descriptor stay open between
-        # mutations (re-checked each time); ``_using`` keeps the threads of this
+        # The lock file's descriptor stays open between mutations (re-checked
+        # each time); ``_using`` keeps the threads of this
         # process out of each other's mutation, as the flock on separate
         # descriptors used to, and keeps an idle-ledger sweep from closing them mid-use.
         self._lock = StoreLock(
@@ -205,13 +205,12 @@ class Ledger:
             yield Mutation(self, caught_up)
 
     def close(self) -> None:
-        """Close the descriptors kept between mutations (they reopen on the next one)."""
+        """Close the lock descriptor kept between mutations (it reopens on the next one)."""
         with self._using:
             self._close_kept()
 
     def _close_kept(self) -> None:
         self._lock.close()
-        self.stream.close()
 
     def _save_checkpoint_if_due(self) -> None:
         stream = self.stream
@@ -294,7 +293,7 @@ class Ledger:
                 job.done = True
 
 
-# At most this many ledgers keep their two descriptors open between mutations:
+# At most this many ledgers keep their lock descriptor open between mutations:
 # a server that has touched hundreds of streams (one per run or goal) must not
 # run out of descriptors. The least recently mutated idle ones close first.
 KEPT_OPEN = 64
@@ -304,7 +303,7 @@ _kept: "OrderedDict[int, weakref.ref[Ledger]]" = OrderedDict()
 
 def _keep_open(ledger: Ledger) -> None:
     """Mark ``ledger`` (whose ``_using`` the caller holds) most recently used; close the
-    descriptors of the least recently used idle ledgers beyond KEPT_OPEN."""
+    lock descriptors of the least recently used idle ledgers beyond KEPT_OPEN."""
     with _kept_lock:
         key = id(ledger)
         if key in _kept and _kept[key]() is ledger:

@@ -202,23 +202,39 @@ class HeldDescriptor:
     checks per mutation (re-checked each time with ``recheck_descriptor``).
     """
 
-    __slots__ = ("fd", "_finalizer", "__weakref__")
+    __slots__ = ("_fd", "_pid", "_finalizer", "__weakref__")
 
     def __init__(self) -> None:
-        self.fd: int | None = None
+        self._fd: int | None = None
+        self._pid = 0
         self._finalizer: weakref.finalize | None = None
+
+    @property
+    def fd(self) -> int | None:
+        """The descriptor, unless this is a forked child: a child shares the parent's
+        open file description, so a flock taken through it would not exclude the
+        parent. A child drops its copy and opens its own."""
+        if self._fd is not None and self._pid != os.getpid():
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = self._finalizer = None
+        return self._fd
 
     def hold(self, fd: int) -> int:
         self.close()
-        self.fd = fd
+        self._fd, self._pid = fd, os.getpid()
         self._finalizer = weakref.finalize(self, os.close, fd)
         return fd
 
     def close(self) -> None:
         """Close the descriptor (once) and forget it."""
-        if self._finalizer is not None:
+        if self.fd is not None and self._finalizer is not None:
             self._finalizer()
-        self.fd = self._finalizer = None
+        self._fd = self._finalizer = None
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import ChainError, ChainLayout, Position, check_line, seal
-from loopstate.core.errors import LoopstateError
 
 CHUNK = 1 << 20
 
@@ -69,8 +68,6 @@ class Stream:
         self.digest: Any = None
         self._digest_at = -1
         self._adopt: tuple[int, Any] | None = None
-        # The append descriptor stays open between flushes; each flush re-checks it.
-        self._append = safefs.HeldDescriptor()
 
     # reading ---------------------------------------------------------------
 
@@ -329,8 +326,15 @@ class Stream:
             return
         data, head = b"".join(self._staged), self._staged_head
         self.discard_staged()
-        fd, info = self._append_descriptor()
+        # Opened for each flush, not kept: closing it after the fsync is what
+        # tells inotify watchers (IN_CLOSE_WRITE) that durable bytes arrived.
         try:
+            fd, _ = safefs.open_append(self.path, self.base)
+        except FileNotFoundError:  # the streams folder does not exist yet
+            safefs.ensure_dir(self.path.parent, self.base)
+            fd, _ = safefs.open_append(self.path, self.base)
+        try:
+            info = os.fstat(fd)
             if info.st_size != self.position.offset or (self.identity not in (None, (info.st_dev, info.st_ino))):
                 raise ChainError(
                     self.name, info.st_size, self.position.sequence,
@@ -342,44 +346,13 @@ class Stream:
             except OSError:
                 os.ftruncate(fd, self.position.offset)
                 raise
-        except BaseException:
-            self._append.close()  # the next flush opens and checks the path afresh
-            raise
-        self.identity = (info.st_dev, info.st_ino)
-        if self.digest is not None and self._digest_at == self.position.offset:
-            self.digest.update(data)
-            self._digest_at = head.offset
-        self.position = head
-
-    def _append_descriptor(self) -> tuple[int, os.stat_result]:
-        """The O_APPEND descriptor and its fstat, checked as if just opened.
-
-        A descriptor kept from an earlier flush is used only if it still passes
-        every check of a fresh safe open (real folders, a regular file with one
-        link, still the file at the path); otherwise it is closed and the path
-        opened again, which refuses a link or special file swapped in by name.
-        """
-        fd = self._append.fd
-        if fd is not None:
-            try:
-                return fd, safefs.recheck_descriptor(fd, self._path_str)
-            except (LoopstateError, OSError):
-                self._append.close()
-        try:
-            fd, _ = safefs.open_append(self.path, self.base)
-        except FileNotFoundError:  # the streams folder does not exist yet
-            safefs.ensure_dir(self.path.parent, self.base)
-            fd, _ = safefs.open_append(self.path, self.base)
-        self._append.hold(fd)
-        try:
-            return fd, os.fstat(fd)
-        except BaseException:
-            self._append.close()
-            raise
-
-    def close(self) -> None:
-        """Close the kept append descriptor (reopened by the next flush if needed)."""
-        self._append.close()
+            self.identity = (info.st_dev, info.st_ino)
+            if self.digest is not None and self._digest_at == self.position.offset:
+                self.digest.update(data)
+                self._digest_at = head.offset
+            self.position = head
+        finally:
+            os.close(fd)
 
     def adopt_digest(self, offset: int, digest: Any) -> None:
         """Take a checked digest of bytes [0, offset) to carry on from once a scan from 0 gets there."""
