@@ -55,15 +55,18 @@ def require_current(grant: dict[str, Any] | None, grant_id: str, now: dt.datetim
 def require_asset(grant: dict[str, Any], asset: str) -> None:
     scope = grant["scope"]
     if not in_scope(scope["assets"], scope["exclusions"], asset):
-        raise denied(f"grant {grant['grant_id']} does not cover asset {asset!r} (or excludes it)",
+        raise denied(f"grant {grant['grant_id']} does not cover asset {asset!r} (or excludes it); use a grant whose scope "
+                     "names the asset",
                      grant_id=grant["grant_id"], asset=asset)
 
 
 def require_action(grant: dict[str, Any], action: str, destination: str) -> None:
     scope = grant["scope"]
     if not in_scope(scope["actions"], scope["exclusions"], action):
-        raise denied(f"grant {grant['grant_id']} does not allow action {action!r} (or excludes it)",
+        raise denied(f"grant {grant['grant_id']} does not allow action {action!r} (or excludes it); an action outside "
+                     "the grant needs a new grant that names it (exclusions always win)",
                      grant_id=grant["grant_id"], action=action)
     if not in_scope(scope["destinations"], scope["exclusions"], destination):
-        raise denied(f"grant {grant['grant_id']} does not allow destination {destination!r} (or excludes it)",
+        raise denied(f"grant {grant['grant_id']} does not allow destination {destination!r} (or excludes it); a "
+                     "destination outside the grant needs a new grant that names it (exclusions always win)",
                      grant_id=grant["grant_id"], destination=destination)
