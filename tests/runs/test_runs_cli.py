@@ -222,3 +222,28 @@ def test_validate_accepts_an_event_loopstate_wrote_with_its_added_fields(root, d
 def test_a_verb_group_without_its_verb_lists_its_verbs(group, capsys):
     assert main(group) == 2
     assert f"usage: loopstate {' '.join(group)}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_by_subprocess_create_acquire_stop_resume_with_json(root, data_dir):
+    def run(*args: str) -> dict:
+        done = cli("run", *args, "--root", str(root), "--json", data_dir=data_dir)
+        assert done.returncode == 0, done.stderr + done.stdout
+        return json.loads(done.stdout)
+
+    created = run("create", "--objective", "o", "--done-gate", "g", "--asset", "app")
+    run_id = created["run_id"]
+    lease = run("acquire", run_id, "--harness", "codex", "--actor", "bot")["events"][0]["projection"]["lease"]
+    assert lease["generation"] == 0
+    held = ("--lease", lease["lease_id"], "--generation", "0")
+    assert run("heartbeat", run_id, *held)["events"] == []  # coalesced
+    assert [e["type"] for e in run("stop", run_id)["events"]] == ["kill_switch_detected"]
+    assert run("status", run_id)["run"]["status"] == "halted_kill_switch"
+    refused = cli("run", "resume", run_id, "--reason", "r", "--root", str(root), "--json", data_dir=data_dir)
+    assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "KILL_SWITCH"
+    (root / ".loopstate" / "STOP").unlink()
+    stranger = cli("run", "resume", run_id, "--reason", "r", "--root", str(root), data_dir=data_dir)
+    assert stranger.returncode == 1 and "its holder recovers by naming it" in stranger.stderr
+    resumed = run("resume", run_id, "--reason", "switch cleared", "--harness", "codex", "--actor", "bot", *held)
+    assert resumed["events"][-1]["type"] == "recovery_started"
+    assert resumed["events"][-1]["projection"]["lease"]["generation"] == 1

@@ -566,7 +566,9 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
         return refuse(plan, LoopstateError(
             ErrorCode.LEASE_HELD,
             f"run {state.run_id} is leased to {plan.lease['owner']['actor']} until {plan.lease['expires_at']}; a live "
-            "lease cannot be replaced", holder=plan.lease["owner"], expires_at=plan.lease["expires_at"]))
+            "lease cannot be replaced: its holder recovers by naming it (lease_id and generation, `--lease` and "
+            "`--generation`), anyone else waits for the expiry", holder=plan.lease["owner"],
+            expires_at=plan.lease["expires_at"]))
     if plan.pending is not None:
         safety.reconcile_unknown(plan, owner)
     elif plan.run["status"] == "active":  # the boundary already failed an active run whose lease expired
