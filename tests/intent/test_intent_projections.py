@@ -131,13 +131,17 @@ def test_listeners_hear_each_change(svc, root, it: Intent):
     assert heard == [("intent", ["task_started"]), ("intent", ["claim_added"])]
 
 
-def test_hook_context_counts_the_users_own_disagreements_and_unknowns(it: Intent, task):
+def test_hook_context_text_is_every_direct_user_explicit_claim_whatever_its_facet(it: Intent, task):
+    # The rule is by provenance and status: the user's own explicit words are text
+    # (a stated disagreement too); unknown and disputed records are counts.
     it.add(task, "I disagree with the caching plan", facets=("disagreement",))
-    it.add(task, "I do not know the deadline yet", facets=("unknown",))
+    it.add(task, "Caching is contested", status="disputed", facets=("disagreement",))
+    it.add(task, "Deadline unknown", status="unknown", facets=("unknown",))
     hook = it.ask(p.IntentHookContext(task_id=task))
-    assert "caching" not in hook.text and "deadline" not in hook.text
-    assert hook.omitted == {"disputed": 1, "unknown": 1} and len(hook.claim_ids) == 2
-    assert hook.open_disputes == 1
+    assert "I disagree with the caching plan" in hook.text
+    assert "contested" not in hook.text and "Deadline" not in hook.text
+    assert hook.omitted == {"disputed": 1, "unknown": 1} and len(hook.claim_ids) == 3
+    assert hook.open_disputes == 2
 
 
 def test_compact_orders_claims_by_instant_not_by_text(it: Intent):

@@ -6,9 +6,8 @@
 - compact: the manual handoff, capped by record count and characters, leaving
   stale long-term inferences out;
 - hook context: what a hook may inject. Only direct user-event, user-explicit
-  claims appear as text (never one that is a dispute or an unknown); everything
-  else is an omitted count, so stored content never becomes a later
-  instruction channel.
+  claims appear as text; everything else is an omitted count, so stored
+  content never becomes a later instruction channel.
 No view resolves a conflict to fit its budget: a dispute is never dropped while
 one side of it is shown, and open disputes are always counted.
 """
@@ -169,9 +168,8 @@ def _item(claim: Claim) -> p.CompactItem:
 def _omission_kind(claim: Claim) -> str | None:
     """Why a claim is only a count in the hook context, or None when it may appear as text.
 
-    Disputes and unknowns are counts whoever stated them (the disagreement and
-    unknown facets included), so the injected text never takes a side in an
-    open conflict.
+    Only the user's own explicit words from a direct user event are text; an
+    unknown or disputed record (by status) is a count whoever stated it.
     """
     if claim.imported:
         return "imported"
@@ -179,10 +177,6 @@ def _omission_kind(claim: Claim) -> str | None:
         return claim.epistemic_status
     if not (claim.direct_user and claim.user_explicit):
         return "explicit_not_direct"
-    if "disagreement" in claim.facets:
-        return "disputed"
-    if "unknown" in claim.facets:
-        return "unknown"
     return None
 
 
