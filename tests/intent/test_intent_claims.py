@@ -46,6 +46,11 @@ def test_statement_is_1_to_500_characters_after_redaction(it: Intent, task):
     claim_id = it.add(task, "the value " + long_secret)
     assert it.audit(task).claims[-1].claim_id == claim_id
     assert "[REDACTED:github_token]" in it.audit(task).claims[-1].statement
+    # ...and a short secret whose mark is longer can push a statement over the limit.
+    grows = "x" * 480 + " pwd=abc123"
+    assert len(grows) <= 500
+    error = refused(lambda: it.add(task, grows))
+    assert "after redaction" in error.message and error.details["length"] > 500
 
 
 def test_role_must_be_the_acting_party(it: Intent, task):
