@@ -231,3 +231,12 @@ def test_the_seeds_default_stop_path_halts_too(h, root):
     error = refused(h, proto.Heartbeat(run_id=run_id, **lease_args(lease)), ErrorCode.KILL_SWITCH)
     assert error.details["path"] == ".the-loop/STOP"
     assert h.status(run_id).run["status"] == "halted_kill_switch"
+
+
+def test_a_stop_refused_for_a_bad_actor_leaves_no_switch_behind(h, root):
+    run_id, _ = h.leased()
+    with pytest.raises(LoopstateError) as info:
+        h.run(proto.Stop(run_id=run_id, actor={"harness": "codex"}))
+    assert info.value.details["field"] == "$.actor"
+    assert not stop_file(root).exists()
+    assert h.status(run_id).run["status"] == "active"

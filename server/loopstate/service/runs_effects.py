@@ -211,6 +211,7 @@ class RunsEffects:
         config = load_config(project.root)
         extra["config"] = config
         if isinstance(command, proto.Stop) and not command.cancel and state.run is not None:
+            records.decode("actor", records.Actor, command.actor)  # a refused command leaves no switch behind
             create_kill_switch(project.root, config["kill_switches"][0],
                                f"created by `loopstate run stop` for run {command.run_id} at {format_time(ctx.now)}\n")
         extra["kill_switch"] = probe_kill_switches(project.root, config["kill_switches"])
