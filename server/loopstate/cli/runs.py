@@ -215,13 +215,14 @@ def cmd_create(args: argparse.Namespace) -> int:
 
     run_id = str(uuid.uuid4())
     mode = args.mode or load_config(project_root(args))["default_mode"]
+    budgets = parse_json(args.budgets, "--budgets") if args.budgets else None
     service = _service()
     grant_id = args.grant or _default_grant(args, service)
     command = Create(
         run_id=run_id, objective=args.objective, done_gate=args.done_gate, authority_grant_id=grant_id,
         asset={"name": args.asset, "root": args.asset_root, "track": args.track,
                "boundaries": args.boundary or ["repository-local files"]},
-        actor=_actor(args), mode=mode, budgets=parse_json(args.budgets, "--budgets") if args.budgets else None,
+        actor=_actor(args), mode=mode, budgets=budgets,
     )
     outcome = _execute(args, command, service=service)
     if args.json:
