@@ -152,6 +152,9 @@ def test_recovery_may_replace_a_revoked_grant_with_a_current_one(h):
                                 **lease_args(lease))).events
     assert events[-1]["projection"]["run"]["authority_grant_id"] == replacement
     assert events[-1]["projection"]["run"]["status"] == "active"
+    assert [e["type"] for e in events] == ["recovery_started", "authority_granted"]  # the new binding is visible
+    assert events[-1]["data"] == {"grant_id": replacement, "level": "bounded"}
+    assert events[-1]["lease_id"] == events[0]["lease_id"]
 
 
 def test_revocation_waits_for_an_intent_holding_the_shared_grant_lock(h):

@@ -608,6 +608,7 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
         "expires_at": format_time(ctx.now + _lease_seconds(ctx)),
         "generation": 0 if previous is None else previous + 1,
     }
+    rebound = grant_id != plan.run["authority_grant_id"]
     plan.run["authority_grant_id"] = grant_id
     plan.run["owner"] = owner
     plan.run["last_heartbeat_at"] = plan.at
@@ -615,6 +616,9 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
     plan.emit("recovery_started", {
         "previous_generation": previous, "new_generation": plan.lease["generation"], "reason": c.reason,
     }, actor=owner, envelope=plan.lease)
+    if rebound:  # visible authority: the new binding is named by its own event, right after the recovery
+        plan.emit("authority_granted", {"grant_id": grant["grant_id"], "level": grant["level"]}, actor=owner,
+                  envelope=plan.lease)
     return plan.events
 
 
