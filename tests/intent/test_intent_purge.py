@@ -244,3 +244,18 @@ def test_purging_a_reviewed_claim_removes_every_copy_of_its_statement(it: Intent
         assert needle.encode() not in data
     assert [c.claim_id for c in it.audit(task).claims] == [keep]
     assert purges(data_dir)[0]["removed_claims"] == 2
+
+
+def test_purging_a_reviewed_private_claim_forgets_every_copy_in_memory(it: Intent):
+    task = it.run(p.IntentTaskStart(mode="private", host_session_id="sess-R")).events[0]["task_id"]
+    original = it.add(task, DOOMED)
+    reviewed = it.run(p.IntentClaimConfirm(task_id=task, claim_id=original)).events[0]["payload"]["claim"]["claim_id"]
+    purge(it, "claim", original)
+    assert {c.claim_id for c in it.audit(task).claims} & {original, reviewed} == set()
+
+
+def test_a_purge_accepts_the_id_in_upper_case(it: Intent, data_dir):
+    task = it.start()
+    claim = it.add(task, DOOMED)
+    purge(it, "claim", claim.upper())
+    assert DOOMED.encode() not in store_bytes(data_dir)

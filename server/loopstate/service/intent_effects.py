@@ -39,7 +39,7 @@ from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
-from loopstate.domains.intent.purge import purge_events
+from loopstate.domains.intent.purge import confirmation_family, purge_events
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState, Task
 
 CONTROL_DIR = "private-sessions"
@@ -494,7 +494,7 @@ class IntentEffects:
     def _purge(self, service: Any, project: Project, command: p.IntentPurge, outcome: Any, request_id: str) -> None:
         from loopstate.domains.intent import DOMAIN
 
-        target_id = command.id
+        target_id = rules.check_uuid(command.id, "id")
         folded = service.folded(project, DOMAIN, STREAM)
         ledger = folded.ledger
         with ledger.mutation():
@@ -526,7 +526,12 @@ class IntentEffects:
                 if task.task_id in counts.removed_ids:
                     memory.tasks.pop(task.task_id)
                 else:
-                    _forget_private_claim(task, counts.removed_ids)
+                    removed = set(counts.removed_ids)
+                    if command.target == "claim":
+                        # In memory too, a claim goes with its re-issues by a user review.
+                        remembered = [e for _, events in task.requests.values() for e in events]
+                        removed |= confirmation_family(remembered, target_id)
+                    _forget_private_claim(task, removed)
             record = {
                 "schema_version": SCHEMA_VERSION, "purged_at": format_time(service.clock()), "target": command.target,
                 **counts.summary(), "old_head_sequence": old_sequence, "old_head_hash": old_hash,

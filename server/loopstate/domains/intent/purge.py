@@ -66,7 +66,7 @@ def _claims_of_task(events: list[dict[str, Any]], task_id: str) -> tuple[set[str
     return claims, candidates
 
 
-def _confirmation_family(events: list[dict[str, Any]], claim_id: str) -> set[str]:
+def confirmation_family(events: list[dict[str, Any]], claim_id: str) -> set[str]:
     """A claim and every re-issue of it by a user review (intent.claim_confirm), both ways.
 
     A review copies the statement into a new claim, so purging one version
@@ -94,7 +94,7 @@ def purge_events(events: list[dict[str, Any]], target: str, target_id: str) -> t
     if target == "task":
         claims, candidates = _claims_of_task(events, target_id)
     else:
-        claims, candidates = _confirmation_family(events, target_id), {target_id}
+        claims, candidates = confirmation_family(events, target_id), {target_id}
     gone = claims | candidates
     owners = _claim_owners(events)
     counts = PurgeCounts(removed_ids=set(gone) | ({target_id} if target == "task" else set()))
