@@ -193,6 +193,8 @@ def test_cli_create_without_a_grant_binds_the_default_local_authority(root, data
     assert grant["scope"] == {"assets": ["app"], "actions": ["local_write"], "destinations": ["repository"],
                               "exclusions": []}
     assert len(grant["permanent_invariants"]) == 8
+    shown = _out(capsys, ["run", "authority", "show", *r, created["authority_grant_id"]])
+    assert "attended" in shown and "actions: local_write" in shown and "destinations: repository" in shown
     acquired = json.loads(_out(capsys, ["run", "acquire", *r, created["run_id"], "--json"]))
     assert acquired["events"][0]["projection"]["run"]["status"] == "active"
 

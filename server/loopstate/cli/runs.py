@@ -99,6 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--risk", action="append", required=True, help="a realistic risk shown before confirmation (repeatable)")
     p.add_argument("--confirm", required=True, help="the exact typed confirmation (no secrets)")
     p.add_argument("--expires", required=True, help="RFC 3339 UTC expiry; no grant is non-expiring")
+    p = _verb(auth, "show", "show a grant as recorded (scope, expiry, revocation)", cmd_grant_show, mutation=False)
+    p.add_argument("grant_id")
     p = _verb(auth, "revoke", "revoke a grant for good (each bound run gets its marker)", cmd_revoke)
     p.add_argument("grant_id")
     p.add_argument("--by", dest="revoker", required=True)
@@ -351,6 +353,21 @@ def cmd_grant(args: argparse.Namespace) -> int:
         emit_json({"grant_id": grant_id, "events": outcome.events})
     else:
         print(grant_id)
+    return 0
+
+
+def cmd_grant_show(args: argparse.Namespace) -> int:
+    from loopstate_protocol.runs import GrantShow
+
+    grant = _service().query(project_root(args), GrantShow(grant_id=args.grant_id))
+    if args.json:
+        emit_json(grant)
+        return 0
+    scope = grant["scope"]
+    state = f"revoked at {grant['revoked_at']} by {grant['revoked_by']}" if grant["revoked_at"] else f"expires {grant['expires_at']}"
+    print(f"grant {grant['grant_id']}: {grant['level']} by {grant['actor']}, {state}")
+    for name in ("assets", "actions", "destinations", "exclusions"):
+        print(f"  {name}: {', '.join(scope[name]) or '(none)'}")
     return 0
 
 
