@@ -129,3 +129,10 @@ def test_staleness_starts_at_exactly_90_days(it: Intent, clock):
     assert claim in [i.claim_id for i in it.ask(p.IntentCompact(task_id=tasks[2])).items]
     clock.advance(1)
     assert [w.claim_id for w in it.snapshot(tasks[2]).stale] == [claim]
+
+
+def test_a_signal_key_is_matched_whatever_its_case(it: Intent):
+    tasks = [it.start() for _ in range(3)]
+    key = [signal(it, t) for t in tasks][0]
+    event = promote(it, tasks[2], key.upper()).events[0]
+    assert event["payload"]["promoted_from"]["signal_key"] == key

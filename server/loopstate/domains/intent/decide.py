@@ -306,12 +306,13 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             f"not by an {cmd.actor!r} actor citing a {ref.get('kind')!r} source",
             field="actor",
         )
+    key = cmd.signal_key.strip().lower()  # a hex digest, whatever case the caller copied it in
     group = [
         c for c in state.candidates.values()
-        if c.signal_key == cmd.signal_key and c.task_id in state.tasks and state.tasks[c.task_id].project_id == ctx.project_id
+        if c.signal_key == key and c.task_id in state.tasks and state.tasks[c.task_id].project_id == ctx.project_id
     ]
     if not group:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {cmd.signal_key}; list the signal keys with intent.candidates", signal_key=cmd.signal_key)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {key}; list the signal keys with intent.candidates", signal_key=key)
     tasks = sorted({c.task_id for c in group})
     if len(tasks) < PROMOTION_TASKS:
         raise rule(
@@ -319,7 +320,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             distinct_tasks=len(tasks),
         )
     if any(c.promoted for c in group):
-        raise LoopstateError(ErrorCode.CONFLICT, "this signal was already promoted to a long-term claim; review that claim with intent.claim_confirm instead", signal_key=cmd.signal_key)
+        raise LoopstateError(ErrorCode.CONFLICT, "this signal was already promoted to a long-term claim; review that claim with intent.claim_confirm instead", signal_key=key)
     latest = group[-1]
     claim: dict[str, Any] = {
         "claim_id": ctx.new_id(), "statement": latest.statement, "role": "system", "epistemic_status": "inferred",
@@ -329,7 +330,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
     }
     payload = {
         "claim": claim,
-        "promoted_from": {"signal_key": cmd.signal_key, "candidate_ids": sorted(c.candidate_id for c in group), "distinct_tasks": len(tasks)},
+        "promoted_from": {"signal_key": key, "candidate_ids": sorted(c.candidate_id for c in group), "distinct_tasks": len(tasks)},
     }
     return [envelope(ctx, "claim_added", task.task_id, cmd.actor, payload)]
 
