@@ -275,7 +275,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     usage, budgets = run["usage"], run["budgets"]
     print(f"  usage: {usage['duration_seconds']}s/{budgets['max_duration_seconds']}s, mutations {usage['mutations']}/"
           f"{budgets['max_mutations']}, external {usage['external_actions']}/{budgets['max_external_actions']}, "
-          f"cost {usage['cost_usd']}/{budgets['max_cost_usd']}")
+          f"cost {usage['cost_usd'] or 'unrecorded'}/{budgets['max_cost_usd'] or 'none (no spending authority)'}")
     if lease:
         state = "expired" if status.lease_expired else "live"
         print(f"  lease: {lease['lease_id']} generation {lease['generation']} ({state}, expires {lease['expires_at']}) "
