@@ -6,9 +6,11 @@
    with a raw write+fsync loop of lines of the same size (so disk noise hits
    both alike), and the seed-000 whole-file rewrite at 1k and 100k events.
 2. Cold open + verify + fold of 100k and 1M events in a fresh process: wall
-   time after imports, events/s and peak RSS (VmHWM), with a full re-hash
-   and from a checkpoint, beside a plain streaming msgspec decode loop; and
-   from a checkpoint with the request index a mutating service keeps.
+   time after imports, events/s and peak RSS (VmHWM), for `loopstate verify`
+   and for a cold open with a full re-hash (each with its worker processes
+   and, for comparison, without), and from a checkpoint, beside a plain
+   streaming msgspec decode loop; and from a checkpoint with the request
+   index a mutating service keeps.
 3. Group commit: 8 threads appending through Ledger.submit against the same
    appends one at a time.
 
@@ -182,6 +184,11 @@ def peak_rss_mb() -> float:
 def cold_child(mode: str, root: str, data_dir: str) -> None:
     """Runs in a fresh interpreter: open, verify, fold; prints one JSON line."""
     rss_imports = peak_rss_mb()
+    if mode.endswith(" sequential"):  # the same work with no worker processes, for comparison
+        from loopstate.core import parallel_verify
+
+        parallel_verify.PARALLEL_MIN_BYTES = 1 << 62
+        mode = mode[: -len(" sequential")]
     t, cpu = time.perf_counter(), time.process_time()
     if mode == "msgspec":
         import msgspec
@@ -219,7 +226,7 @@ def cold_child(mode: str, root: str, data_dir: str) -> None:
         count = ledger.head[0]
     elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # verify workers, if any ran
-    print(json.dumps({"mode": mode, "events": count, "seconds": elapsed, "cpu_seconds": cpu,
+    print(json.dumps({"events": count, "seconds": elapsed, "cpu_seconds": cpu,
                       "workers_cpu_seconds": children.ru_utime + children.ru_stime,
                       "workers_rss_mb": children.ru_maxrss / 1024,
                       "rss_mb": peak_rss_mb(), "rss_after_imports_mb": rss_imports}))
@@ -229,7 +236,8 @@ def cold_open(base: Path, n: int) -> list[dict[str, Any]]:
     project = new_project(base, f"cold-{n}")
     build(project, n)
     results = []
-    for mode in ("msgspec", "verify", "full", "checkpointed", "checkpointed+requests"):
+    for mode in ("msgspec", "verify", "verify sequential", "full", "full sequential", "checkpointed",
+                 "checkpointed+requests"):
         if mode == "checkpointed":
             ledger = Ledger(project, "core", LAYOUT, keep_requests=False)
             last_start = [0]
@@ -240,7 +248,7 @@ def cold_open(base: Path, n: int) -> list[dict[str, Any]]:
             [sys.executable, __file__, "--cold-child", mode, project.root, os.fspath(project.data_dir)],
             check=True, capture_output=True, text=True,
         ).stdout
-        result = json.loads(out)
+        result = {"mode": mode, **json.loads(out)}
         assert result["events"] == n, result
         results.append(result)
     return results
