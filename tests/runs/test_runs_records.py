@@ -470,3 +470,13 @@ def test_an_install_receipt_removes_on_uninstall_only_what_it_created():
     records.validate("install_receipt", receipt)
     receipt["operations"][0]["action"] = "skip"
     assert refused("install_receipt", receipt).details["rule"] == "skip_has_no_rollback"
+
+
+@pytest.mark.parametrize("decided_at", ["2026-08-17T08:00:01Z", "2026-08-16T07:59:59Z"])
+def test_a_verified_route_needs_behavior_proof_no_older_than_its_max_age_and_not_after_the_decision(decided_at):
+    route = load("route")
+    route["decided_at"] = "2026-08-17T08:00:00Z"  # exactly 86400 s after the observation: still fresh
+    records.validate("route", route)
+    route["decided_at"] = decided_at
+    error = refused("route", route)
+    assert (error.details["field"], error.details["rule"]) == ("$.verified_at", "behavior_proof_fresh")

@@ -776,6 +776,11 @@ def check_route(r: Route) -> None:
     if r.verified_at is None or parse_time(r.verified_at) != latest_time:
         raise refuse("route", "$.verified_at", "verified_at_matches_observation",
                      f"must equal the latest matching observation's observed_at {latest[0].observed_at}")
+    age = (parse_time(r.decided_at) - latest_time).total_seconds()
+    if age < 0 or age > r.behavior_max_age_seconds:
+        raise refuse("route", "$.verified_at", "behavior_proof_fresh",
+                     f"the behavior proof observed at {latest[0].observed_at} must be at most "
+                     f"{r.behavior_max_age_seconds} s older than decided_at {r.decided_at} and not after it: probe again")
 
 
 def check_lease(lease: Lease) -> None:
