@@ -72,6 +72,7 @@ def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch
         m.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
         m.setattr(parallel_verify, "SPAN", 700)
         m.setattr(parallel_verify, "workers", lambda: 2)
+        m.setattr(parallel_verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # as if the CPUs were idle
         folded: list[int] = []
         ledger = Ledger(project, "core", TEST_LAYOUT, on_record=lambda r: folded.append(r.start))
         try:
@@ -93,9 +94,7 @@ def test_workers_and_the_sequential_scan_report_the_same_first_error(kind, data,
         assert _cold_open(project, True, monkeypatch) == _cold_open(project, False, monkeypatch)
 
 
-def test_a_clean_stream_is_verified_by_the_workers_to_its_end(core_project, monkeypatch):
-    lines = _lines()
-    write_stream(core_project, "core", b"".join(lines) + b'{"partial')
+def _count_spans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     spans_seen: list[int] = []
     real = parallel_verify.Voucher.next_span
 
@@ -106,6 +105,20 @@ def test_a_clean_stream_is_verified_by_the_workers_to_its_end(core_project, monk
         return span
 
     monkeypatch.setattr(parallel_verify.Voucher, "next_span", counting)
+    return spans_seen
+
+
+def test_a_clean_stream_is_verified_by_the_workers_to_its_end(core_project, monkeypatch):
+    write_stream(core_project, "core", b"".join(_lines()) + b'{"partial')
+    spans_seen = _count_spans(monkeypatch)
     report = _verify(core_project, True, monkeypatch)
     assert report["ok"] and report["events"] == N and report["torn_tail"]["length"] == len(b'{"partial')
     assert sum(spans_seen) == N and len(spans_seen) > 5  # the workers, not the fallback, checked them all
+
+
+def test_a_cold_open_of_a_clean_stream_takes_every_span_from_the_workers(core_project, monkeypatch):
+    write_stream(core_project, "core", b"".join(_lines()))
+    spans_seen = _count_spans(monkeypatch)
+    error, folded, position, torn, digest = _cold_open(core_project, True, monkeypatch)
+    assert error is None and len(folded) == N and position.sequence == N and torn is None and digest
+    assert sum(spans_seen) == N and len(spans_seen) > 5

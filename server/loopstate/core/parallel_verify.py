@@ -220,9 +220,19 @@ def _spans(fd: int, start: int, size: int) -> list[tuple[int, int]]:
     return spans
 
 
-def voucher_for(fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str]) -> Voucher | None:
-    """A Voucher when there is enough to re-hash to pay for workers, else None."""
+def voucher_for(
+    fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str],
+    *, idle_cpus_only: bool = False,
+) -> Voucher | None:
+    """A Voucher when there is enough to re-hash to pay for workers, else None.
+
+    ``idle_cpus_only``: for a scan that still decodes every line itself (a cold
+    open that folds), workers add about a third to the total CPU time; that
+    only pays when other CPUs are idle, judged by the 1-minute load average.
+    """
     if size - start < PARALLEL_MIN_BYTES or workers() < 2:
+        return None
+    if idle_cpus_only and os.getloadavg()[0] > (os.cpu_count() or 1) - 1:
         return None
     return Voucher(fd, path, identity, start, size, fields)
 

@@ -115,7 +115,7 @@ class Stream:
             if parallel:
                 voucher = parallel_verify.voucher_for(
                     fd, self._path_str, identity, max(self.position.offset, verify_hash_until or 0), info.st_size,
-                    self._fields,
+                    self._fields, idle_cpus_only=True,
                 )
             try:
                 yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress, voucher)
