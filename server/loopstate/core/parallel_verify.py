@@ -1,20 +1,31 @@
-"""Hash checks of a large stream's lines in worker processes, ahead of the sequential scan.
+"""Verification of a large stream's lines in worker processes, ahead of the sequential scan.
 
 Re-hashing an event (two canonical encodes and a SHA-256) costs about twice
-decoding it, and each line's check depends on nothing but the line itself.
-So when a scan must re-hash many bytes (``loopstate verify``, or a cold open
-with no checkpoint), the file is cut at line boundaries into spans of a few
-MiB and worker processes check each span's lines: the line is the canonical
-encoding of its event, and the event's hash is the SHA-256 of that encoding
-without the hash field. A worker answers one bool per span.
+decoding it, and each line's hash and canonical form depend on nothing but
+the line itself. So when a scan must re-hash many bytes (``loopstate verify``,
+or a cold open with no checkpoint), the file is cut after a newline about
+every few MiB and worker processes check each span's lines as the sequential
+scan would: a JSON object whose line is its canonical encoding, whose hash is
+the SHA-256 of that encoding without the hash field, numbered and linked to
+the line before it inside the span. A worker answers, per span, nothing (not
+clean) or the span's end, its first and last sequence and hash, and the
+schema values it met.
 
-The scan in the calling process stays the judge. It still decodes every line
-and checks the schema, the sequence and the previous-hash link in order, and
-it skips the hash and canonical-form checks only for lines inside spans a
-worker found clean, in order from the first. From the first span a worker did
-not find clean (or could not check: another file at the path, a worker that
-died), the scan checks every line itself, exactly as without workers, so the
-first bad offset, sequence and reason it reports are the same.
+The calling process stays the judge, in one of two ways:
+
+- ``Voucher.stitched`` (verify, which needs no events): the spans are joined
+  in order, each one's first line following the previous one's last, every
+  schema value judged by the layout; the head moves to the end of the last
+  span that joins;
+- ``Voucher.until`` (a cold open, which folds every event): the opener still
+  decodes every line and checks schema, sequence and links itself, and skips
+  only the hash and canonical-form checks for lines inside spans the workers
+  found clean, in order from the first.
+
+From the first span that is not clean or does not join (or that no worker
+could check: another file at the path, a worker that died), the sequential
+scan checks every line itself, exactly as without workers, so the first bad
+offset, sequence and reason it reports are the same.
 
 Workers re-open the file by path (no following of links) and refuse to vouch
 for another file than the scan's (device, inode); both read under the shared
