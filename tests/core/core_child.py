@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from corekit import CHILD_LAYOUT as TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project

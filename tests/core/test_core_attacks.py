@@ -19,7 +19,7 @@ from loopstate.core.paths import canonical_root
 from loopstate.core.project import Project
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 KINDS = ["symlink", "hardlink", "fifo", "directory"]
 

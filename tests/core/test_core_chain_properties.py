@@ -30,7 +30,7 @@ from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40)
 json_values = st.recursive(

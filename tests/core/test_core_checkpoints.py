@@ -14,7 +14,7 @@ from loopstate.core.chain import ChainError
 from loopstate.core.ledger import Ledger
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from corekit import read_all, spawn
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 WRITERS, EACH = 8, 200
 

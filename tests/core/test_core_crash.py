@@ -14,21 +14,16 @@ import time
 
 import pytest
 
-from corekit import CHILD_LAYOUT, event, read_all, sealed_lines, sha256, spawn, write_stream
+from corekit import event, read_all, sealed_lines, sha256, spawn, write_stream
 from loopstate.core import canonical, quarantine, safefs
 from loopstate.core.chain import ChainError
 from loopstate.core.ledger import Ledger
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 QUARANTINE_KEYS = {"stream", "offset", "length", "sha256", "reason", "at"}
 KILLS = 200
-
-
-def test_the_child_uses_the_test_layout():
-    assert (CHILD_LAYOUT.sequence_field, CHILD_LAYOUT.prev_field, CHILD_LAYOUT.hash_field, CHILD_LAYOUT.schema_field) == (
-        TEST_LAYOUT.sequence_field, TEST_LAYOUT.prev_field, TEST_LAYOUT.hash_field, TEST_LAYOUT.schema_field)
 
 
 def _run_then_kill(child, rng: random.Random) -> list[tuple[int, str, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from corekit import event
 from loopstate.core.ledger import Ledger
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 
 def _seed(project, n: int) -> None:

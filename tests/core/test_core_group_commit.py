@@ -16,7 +16,7 @@ from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 
 def _durable_events(project) -> list[dict]:

@@ -21,7 +21,7 @@ from loopstate.service.engine import Service
 from loopstate_protocol.base import Command, Query
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 
 def _apply(ledger, request_id: str, fp: str, bodies: list[dict]) -> tuple[list[dict], bool]:

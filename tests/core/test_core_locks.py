@@ -15,7 +15,7 @@ from loopstate.core.lock import RECORD_WIDTH
 from loopstate.core.project import Project
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from loopstate.core.project import Project
 from loopstate.core.recovery import verify_stream
 from loopstate.core.stream import Stream
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 N = 40
 

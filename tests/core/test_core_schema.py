@@ -26,7 +26,7 @@ from loopstate.core.ledger import Ledger
 from loopstate.core.migrate import migrate_stream
 from loopstate_protocol.errors import ErrorCode
 
-from conftest import TEST_LAYOUT
+from corekit import TEST_LAYOUT
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "core" / "v1_ledger.jsonl"
 PROJECT_ID = "4f6c1f0c9a0b7e3d2c1b0a99887766554433221100ffeeddccbbaa9988776655"

@@ -115,8 +115,7 @@ class Service:
 
     def effects_of(self, domain: Domain) -> Any:
         """The service-side glue bound to ``domain`` by the registry (None for a pure domain)."""
-        effects = self._effects.get(domain.name)
-        return effects if effects is not None else getattr(domain, "effects", None)
+        return self._effects.get(domain.name)
 
     def domain_of(self, message: Command | Query) -> Domain:
         domain = self._by_type.get(type(message))
