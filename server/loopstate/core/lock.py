@@ -10,8 +10,8 @@ for.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
-import secrets
 import time
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +20,7 @@ from typing import Any, Callable
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, safefs
-from loopstate.core.clock import format_time, system_clock
+from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
@@ -30,19 +30,27 @@ _locker_cache: Any = None
 
 
 def _locker() -> Any:
-    """portalocker and the two flag sets we use, imported on the first lock taken.
+    """portalocker's flock locker, its lock error and our two flag sets, imported on
+    the first lock taken.
 
     Importing portalocker costs tens of milliseconds (its version lookup goes
     through importlib.metadata); code that opens a project and never locks
-    (no lock file yet, listing streams) should not pay it. The flags are
-    combined once: enum arithmetic on every acquire showed up in append profiles.
+    (no lock file yet, listing streams) should not pay it. ``FlockLocker`` is
+    portalocker's flock(2) locker without the module-level flag validation
+    (our two flag sets are fixed and valid, combined once here): that
+    validation's enum arithmetic was half the cost of a lock and unlock in
+    append profiles.
     """
     global _locker_cache
     if _locker_cache is None:
         import portalocker
+        from portalocker.portalocker import FlockLocker
 
         flags = portalocker.LockFlags
-        _locker_cache = (portalocker, flags.EXCLUSIVE | flags.NON_BLOCKING, flags.SHARED | flags.NON_BLOCKING)
+        _locker_cache = (
+            FlockLocker(), portalocker.exceptions.LockException,
+            flags.EXCLUSIVE | flags.NON_BLOCKING, flags.SHARED | flags.NON_BLOCKING,
+        )
     return _locker_cache
 
 
@@ -75,12 +83,13 @@ class StoreLock:
             if fd is None:  # the locks folder does not exist yet
                 safefs.ensure_dir(self.path.parent, self.base)
                 fd = safefs.open_rw(self.path, self.base, create=True)
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            size = info.st_size
             if self._kept is not None:
-                self._kept.hold(fd)
+                self._kept.hold(fd, info)
         self._acquire(fd, exclusive=True)
-        self.token = secrets.token_hex(16)
-        record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": format_time(system_clock())})
+        self.token = os.urandom(16).hex()
+        record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": _now_text()})
         # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
         # and releasing the lock is one pwrite each and no truncation.
         os.pwrite(fd, record.ljust(RECORD_WIDTH), 0)
@@ -93,13 +102,10 @@ class StoreLock:
         makes; otherwise it is closed and (None, 0) returned, and the caller opens the
         path again the safe way (which refuses a link or special file by name)."""
         kept = self._kept
-        if kept is None or kept.fd is None:
+        if kept is None:
             return None, 0
-        try:
-            return kept.fd, safefs.recheck_descriptor(kept.fd, self._path_str).st_size
-        except (LoopstateError, OSError):
-            kept.close()
-            return None, 0
+        info = kept.still_at(self._path_str)
+        return (None, 0) if info is None else (kept.fd, info.st_size)
 
     def close(self) -> None:
         """Close a kept descriptor (the lock must not be held)."""
@@ -114,16 +120,18 @@ class StoreLock:
 
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
-        portalocker, exclusive_flags, shared_flags = _locker()
+        locker, busy, exclusive_flags, shared_flags = _locker()
         flags = exclusive_flags if exclusive else shared_flags
-        deadline = time.monotonic() + self.timeout
+        deadline = 0.0
         pause = 0.0005
         try:
             while True:
                 try:
-                    portalocker.lock(fd, flags)
+                    locker.lock(fd, flags)
                     break
-                except portalocker.exceptions.LockException:
+                except busy:
+                    if not deadline:  # the clock is read only when the lock is busy
+                        deadline = time.monotonic() + self.timeout
                     if time.monotonic() >= deadline:
                         holder = _read_holder(fd)
                         raise LoopstateError(
@@ -167,6 +175,18 @@ class StoreLock:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
+
+
+_now_cache: tuple[int, str] = (-1, "")
+
+
+def _now_text() -> str:
+    """The owner record's time, to the second (RFC 3339, ``Z``), formatted once a second."""
+    global _now_cache
+    second = int(time.time())
+    if _now_cache[0] != second:
+        _now_cache = (second, format_time(_dt.datetime.fromtimestamp(second, _dt.timezone.utc)))
+    return _now_cache[1]
 
 
 def _read_holder(fd: int) -> dict:

@@ -180,33 +180,20 @@ def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
     return _checked(fd, path)
 
 
-def recheck_descriptor(fd: int, path: Path | str) -> os.stat_result:
-    """Re-check a descriptor held open since ``path`` was opened safely: still a
-    regular file with one link, and still the very file (device, inode) that
-    ``path`` names now. One fstat and one lstat, no open.
-
-    The folders need no second look: whatever was swapped in along the path,
-    the bytes go to the file that was opened and verified, and only while that
-    file is what the path names. Raises UNSAFE_PATH if a check fails; the caller
-    then drops the descriptor and opens the path again the safe way (folders
-    included), which names what is wrong.
-    """
-    return check_descriptor(fd, path)
-
-
 class HeldDescriptor:
     """A descriptor kept open between operations; closed by ``close`` or when collected.
 
     A long-lived process appends to the same stream and takes the same lock
     again and again: keeping the descriptor saves an open, a close and their
-    checks per mutation (re-checked each time with ``recheck_descriptor``).
+    checks per mutation. ``still_at`` re-checks it with one lstat.
     """
 
-    __slots__ = ("_fd", "_pid", "_finalizer", "__weakref__")
+    __slots__ = ("_fd", "_pid", "_identity", "_finalizer", "__weakref__")
 
     def __init__(self) -> None:
         self._fd: int | None = None
         self._pid = 0
+        self._identity: tuple[int, int] = (0, 0)
         self._finalizer: weakref.finalize | None = None
 
     @property
@@ -224,11 +211,42 @@ class HeldDescriptor:
             self._fd = self._finalizer = None
         return self._fd
 
-    def hold(self, fd: int) -> int:
+    @property
+    def identity(self) -> tuple[int, int]:
+        """(device, inode) of the held file, fixed for as long as it is held."""
+        return self._identity
+
+    def hold(self, fd: int, info: os.stat_result) -> int:
+        """Keep ``fd``, opened safely and checked (``info`` is its fstat)."""
         self.close()
-        self._fd, self._pid = fd, os.getpid()
+        self._fd, self._pid, self._identity = fd, os.getpid(), (info.st_dev, info.st_ino)
         self._finalizer = weakref.finalize(self, os.close, fd)
         return fd
+
+    def still_at(self, path: str) -> os.stat_result | None:
+        """The lstat of ``path`` when it still names the held file, a regular file
+        with one link; otherwise the descriptor is closed and None returned, and
+        the caller opens the path again the safe way (which names what is wrong).
+
+        One lstat, no fstat: the held descriptor's (device, inode) cannot change,
+        and the link count and size are the inode's, the same through either
+        call. The folders need no second look: whatever was swapped in along the
+        path, the bytes go to the file that was opened and verified, and only
+        while that file is what the path names.
+        """
+        if self.fd is None:
+            return None
+        try:
+            info = os.lstat(path)
+        except OSError:
+            info = None
+        if (
+            info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1
+            or (info.st_dev, info.st_ino) != self._identity
+        ):
+            self.close()
+            return None
+        return info
 
     def close(self) -> None:
         """Close the descriptor (once) and forget it."""

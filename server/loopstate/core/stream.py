@@ -61,6 +61,7 @@ class Stream:
         self.resets = 0
         self._staged: list[bytes] = []
         self._staged_head: Position | None = None
+        self._append = safefs.HeldDescriptor()
         # SHA-256 over every verified byte [0, position.offset), when this process
         # has seen them all (or was handed a checked digest of a prefix: _adopt).
         # It counts only while _digest_at is the head's offset, so a caller that
@@ -326,33 +327,52 @@ class Stream:
             return
         data, head = b"".join(self._staged), self._staged_head
         self.discard_staged()
-        # Opened for each flush, not kept: closing it after the fsync is what
-        # tells inotify watchers (IN_CLOSE_WRITE) that durable bytes arrived.
+        fd = self._append_descriptor()
         try:
-            fd, _ = safefs.open_append(self.path, self.base)
-        except FileNotFoundError:  # the streams folder does not exist yet
-            safefs.ensure_dir(self.path.parent, self.base)
-            fd, _ = safefs.open_append(self.path, self.base)
-        try:
-            info = os.fstat(fd)
-            if info.st_size != self.position.offset or (self.identity not in (None, (info.st_dev, info.st_ino))):
-                raise ChainError(
-                    self.name, info.st_size, self.position.sequence,
-                    "the file changed since it was verified; read it again under the lock before appending",
-                )
+            safefs.write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
             try:
-                safefs.write_all(fd, data)
-                os.fsync(fd)
-            except OSError:
                 os.ftruncate(fd, self.position.offset)
-                raise
-            self.identity = (info.st_dev, info.st_ino)
-            if self.digest is not None and self._digest_at == self.position.offset:
-                self.digest.update(data)
-                self._digest_at = head.offset
-            self.position = head
-        finally:
-            os.close(fd)
+            finally:
+                self._append.close()  # after a failed write or fsync, trust nothing about it
+            raise
+        if self.digest is not None and self._digest_at == self.position.offset:
+            self.digest.update(data)
+            self._digest_at = head.offset
+        self.position = head
+
+    def _append_descriptor(self) -> int:
+        """The O_APPEND descriptor for the next write, checked to be the verified file
+        at its verified size.
+
+        Kept open between appends and re-checked with one lstat right before the
+        write (see ``HeldDescriptor.still_at``); opened the safe way (no links, no special
+        files, folders inside the project) the first time, after the file was
+        replaced, or after a failed write. Watchers see appends through
+        IN_MODIFY, not a close.
+        """
+        info = self._append.still_at(self._path_str)
+        if info is None:
+            try:
+                fd, _ = safefs.open_append(self.path, self.base)
+            except FileNotFoundError:  # the streams folder does not exist yet
+                safefs.ensure_dir(self.path.parent, self.base)
+                fd, _ = safefs.open_append(self.path, self.base)
+            info = os.fstat(fd)
+            self._append.hold(fd, info)
+        identity = (info.st_dev, info.st_ino)
+        if info.st_size != self.position.offset or self.identity not in (None, identity):
+            raise ChainError(
+                self.name, info.st_size, self.position.sequence,
+                "the file changed since it was verified; read it again under the lock before appending",
+            )
+        self.identity = identity
+        return self._append.fd  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Close the kept append descriptor (it reopens on the next append)."""
+        self._append.close()
 
     def adopt_digest(self, offset: int, digest: Any) -> None:
         """Take a checked digest of bytes [0, offset) to carry on from once a scan from 0 gets there."""
@@ -362,6 +382,7 @@ class Stream:
     def forget(self) -> None:
         """Drop everything known about the file: the next read verifies it from byte 0."""
         self.discard_staged()
+        self._append.close()
         self.position = Position()
         self.identity = None
         self.digest = self._adopt = None

@@ -23,7 +23,7 @@ from typing import Callable
 
 log = logging.getLogger("loopstate.rpc")
 
-IN_CLOSE_WRITE = 0x00000008
+IN_MODIFY = 0x00000002
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
 IN_DELETE_SELF = 0x00000400
@@ -34,11 +34,12 @@ IN_ONLYDIR = 0x01000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
-# Appends open, write, fsync and close the stream file: IN_CLOSE_WRITE comes once per
-# append, after its bytes are durable (IN_MODIFY would wake us at the write, only to
-# wait on the writer's lock). A killed writer's file is closed by the kernel, so a
-# torn tail is still noticed. IN_MOVED_TO is a re-chained stream put in place.
-MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+# A writer keeps its stream descriptor open between appends, so an append shows as
+# IN_MODIFY at its write, before its fsync: the refresh it triggers takes the stream's
+# shared lock, which waits for the writer to release its exclusive lock after the
+# fsync, so only durable bytes are read. A write cut short by a crash (a torn tail)
+# and the cut of one are IN_MODIFY too. IN_MOVED_TO is a re-chained stream put in place.
+MASK = IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 _HEADER = struct.Struct("iIII")
 
 ChangeFn = Callable[[Path, str | None], None]
