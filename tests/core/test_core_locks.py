@@ -65,14 +65,17 @@ def test_a_writer_waits_for_a_reader_and_readers_share(core_project, holder, new
     with new_ledger().mutation() as tx:  # readers lock only a lock file that a mutation made
         tx.append([event(0)])
     data = (core_project.dir / "streams" / "core.jsonl").read_bytes()
-    holder("shared")
+    reader = holder("shared")
     with _quick(core_project).lock("core").shared():  # a second reader gets in
         pass
     with pytest.raises(LoopstateError) as info:
         with Ledger(_quick(core_project), "core", TEST_LAYOUT).mutation() as tx:
             tx.append([event(1)])
     assert info.value.code is ErrorCode.LOCK_TIMEOUT
-    assert "reader" in info.value.message
+    # The kernel's lock table names the reader, though the record still names the last writer (us).
+    assert info.value.details["holder"]["mode"] == "shared"
+    assert info.value.details["holder"]["pid"] == reader.pid
+    assert f"pid {reader.pid} (shared)" in info.value.message
     assert (core_project.dir / "streams" / "core.jsonl").read_bytes() == data
 
 
@@ -86,14 +89,48 @@ def test_the_os_releases_a_sigkilled_holders_lock(core_project, holder):
     assert record.event["sequence"] == 1
 
 
-def test_releasing_forgets_the_owner_record(core_project, new_ledger):
-    with new_ledger().mutation() as tx:
-        lock_path = core_project.dir / "locks" / "core.lock"
-        assert canonical.decode(lock_path.read_bytes())["pid"] == os.getpid()
+def test_the_owner_record_names_the_last_exclusive_holder_and_is_written_once_a_second(core_project, new_ledger):
+    ledger = new_ledger()
+    lock_path = core_project.dir / "locks" / "core.lock"
+    with ledger.mutation() as tx:
+        first = lock_path.read_bytes()
+        assert len(first) == RECORD_WIDTH and canonical.decode(first)["pid"] == os.getpid()
         tx.append([event(1)])
-    assert lock_path.read_bytes() == b" " * RECORD_WIDTH  # blanked in place, one pwrite
+    assert lock_path.read_bytes() == first  # kept after release: it names the last exclusive holder
+    written = lock_path.stat().st_mtime_ns
+    with ledger.mutation() as tx:
+        tx.append([event(2)])
+    record = canonical.decode(lock_path.read_bytes())
+    assert record["token"] == canonical.decode(first)["token"]  # one token per holder
+    if record["acquired_at"] == canonical.decode(first)["acquired_at"]:
+        assert lock_path.stat().st_mtime_ns == written  # the same record: read, not written again
     assert oct(lock_path.stat().st_mode & 0o777) == "0o600"
     assert oct((core_project.dir / "locks").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_record_of_another_holder_is_overwritten_on_the_next_acquisition(core_project, new_ledger):
+    ledger = new_ledger()
+    with ledger.mutation() as tx:
+        tx.append([event(1)])
+    lock_path = core_project.dir / "locks" / "core.lock"
+    other = canonical.encode({"pid": 1, "token": "0" * 32, "acquired_at": "2026-01-01T00:00:00Z"}).ljust(RECORD_WIDTH)
+    lock_path.write_bytes(other)
+    with ledger.mutation() as tx:
+        assert canonical.decode(lock_path.read_bytes())["pid"] == os.getpid()
+        tx.append([event(2)])
+
+
+def test_without_a_kernel_lock_table_the_waiter_names_the_last_recorded_holder(core_project, holder, monkeypatch):
+    """Where /proc/locks is missing (not Linux), the record is all there is, and the message says so."""
+    from loopstate.core import lock as lock_module
+
+    child = holder("exclusive")
+    monkeypatch.setattr(lock_module, "_kernel_holders", lambda info: None)
+    with pytest.raises(LoopstateError) as info:
+        with _quick(core_project).lock("core").exclusive():
+            pass
+    assert info.value.details["holder"]["pid"] == child.pid
+    assert "the last process to record itself" in info.value.message
 
 
 def test_importing_the_core_does_not_import_portalocker_until_a_lock_is_taken(core_project, data_dir):

@@ -1,11 +1,12 @@
 """Store locks: exclusive for mutations, shared for readers, bounded waits.
 
 Built on portalocker (flock on POSIX). The OS releases a dead holder's lock, so
-there is no stale-lock guesswork. An exclusive holder writes its pid, a random
-token and the time into the lock file (a fixed-width record, blanked on
-release), so a waiter that times out can name who holds it. Readers never
-create a lock file: with no lock file there has never been a mutation to wait
-for.
+there is no stale-lock guesswork. An exclusive holder records its pid, a random
+token (one per holder) and the time in the lock file (a fixed-width record that
+stays after release, rewritten only when it changes), and a waiter that times
+out names who holds it: from the kernel's lock table where there is one
+(readers included), else from that record. Readers never create a lock file:
+with no lock file there has never been a mutation to wait for.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
-_BLANK = b" " * RECORD_WIDTH
 _locker_cache: Any = None
 
 
@@ -65,7 +65,8 @@ class StoreLock:
         self.base = base
         self.timeout = timeout
         self._fd: int | None = None
-        self.token: str | None = None
+        self._record: tuple[int, int, bytes] = (0, -1, b"")  # (pid, second, padded record)
+        self._token = ""
         self._kept = safefs.HeldDescriptor() if keep_open else None
         self._path_str = os.fspath(path)
         # Called before the path is opened afresh (not when a kept descriptor still
@@ -88,14 +89,34 @@ class StoreLock:
             if self._kept is not None:
                 self._kept.hold(fd, info)
         self._acquire(fd, exclusive=True)
-        self.token = os.urandom(16).hex()
-        record = canonical.encode({"pid": os.getpid(), "token": self.token, "acquired_at": _now_text()})
-        # Fixed width, padded with JSON whitespace: the file keeps one size, so taking
-        # and releasing the lock is one pwrite each and no truncation.
-        os.pwrite(fd, record.ljust(RECORD_WIDTH), 0)
-        if size > RECORD_WIDTH:  # written by an older layout
-            os.ftruncate(fd, RECORD_WIDTH)
+        # Fixed width, padded with JSON whitespace: the file keeps one size. The record
+        # stays after release (it names the last exclusive holder) and is written only
+        # when it is not already ours for this second: a read costs the journal nothing,
+        # while each write would put the lock file's inode into the next fsync's commit.
+        record = self._owner_record()
+        if os.pread(fd, RECORD_WIDTH + 1, 0) != record:
+            os.pwrite(fd, record, 0)
+            if size > RECORD_WIDTH:  # written by an older layout
+                os.ftruncate(fd, RECORD_WIDTH)
         return self
+
+    def _owner_record(self) -> bytes:
+        """pid, a random token and the time to the second, padded to RECORD_WIDTH.
+
+        The token is drawn once per holder (this StoreLock in this process, drawn
+        again after a fork), so it tells apart two processes that had the same pid;
+        the record is encoded again only when the second or the pid changes, not
+        on every acquisition of a lock taken thousands of times a second.
+        """
+        pid, second = os.getpid(), int(time.time())
+        cached_pid, cached_second, record = self._record
+        if (pid, second) != (cached_pid, cached_second):
+            if pid != cached_pid:
+                self._token = os.urandom(16).hex()
+            moment = format_time(_dt.datetime.fromtimestamp(second, _dt.timezone.utc))
+            record = canonical.encode({"pid": pid, "token": self._token, "acquired_at": moment}).ljust(RECORD_WIDTH)
+            self._record = (pid, second, record)
+        return record
 
     def _kept_descriptor(self) -> tuple[int | None, int]:
         """The kept descriptor and its size, if it still passes every check a fresh open
@@ -156,12 +177,6 @@ class StoreLock:
         fd = self._fd
         if fd is not None:
             self._fd = None
-            if self.token is not None:
-                try:  # forget the owner record so a later waiter does not blame us
-                    os.pwrite(fd, _BLANK, 0)
-                except OSError:
-                    pass
-                self.token = None
             if self._kept is not None and self._kept.fd == fd:
                 try:
                     _locker()[0].unlock(fd)
@@ -177,25 +192,50 @@ class StoreLock:
         self.release()
 
 
-_now_cache: tuple[int, str] = (-1, "")
-
-
-def _now_text() -> str:
-    """The owner record's time, to the second (RFC 3339, ``Z``), formatted once a second."""
-    global _now_cache
-    second = int(time.time())
-    if _now_cache[0] != second:
-        _now_cache = (second, format_time(_dt.datetime.fromtimestamp(second, _dt.timezone.utc)))
-    return _now_cache[1]
-
-
 def _read_holder(fd: int) -> dict:
+    """Who holds the lock on ``fd``'s file, for a waiter that timed out.
+
+    The kernel's table (/proc/locks, Linux) is the truth: the pid and mode of
+    every current holder, readers included. The owner record in the file names
+    the last exclusive holder with its token and time; it completes the
+    kernel's answer when the pids agree, and stands alone (said to be the last
+    recorded holder) where there is no such table.
+    """
     try:
         data = os.pread(fd, 4096, 0).strip()
         record = canonical.decode(data) if data else {}
     except Exception:
         record = {}
-    if isinstance(record, dict) and "pid" in record:
-        describe = f"pid {record['pid']} (token {str(record.get('token'))[:8]}..., since {record.get('acquired_at')})"
-        return {**record, "describe": describe}
-    return {"describe": "a reader or a process that has not recorded itself yet"}
+    if not isinstance(record, dict) or "pid" not in record:
+        record = {}
+    recorded = f"token {str(record.get('token'))[:8]}..., since {record.get('acquired_at')}"
+    holders = _kernel_holders(os.fstat(fd))
+    if holders is None:
+        if record:
+            return {**record, "describe": f"pid {record['pid']}, the last process to record itself ({recorded})"}
+        return {"describe": "a reader or a process that has not recorded itself"}
+    if not holders:
+        return {"describe": "no process any more (it was released as the wait ended); try again"}
+    pid, mode = holders[0]
+    for held_pid, held_mode in holders:
+        if held_mode == "exclusive" and held_pid == record.get("pid"):
+            return {**record, "mode": "exclusive", "describe": f"pid {held_pid} ({recorded})"}
+    others = f" and {len(holders) - 1} more" if len(holders) > 1 else ""
+    return {"pid": pid, "mode": mode, "describe": f"pid {pid} ({mode}){others}"}
+
+
+def _kernel_holders(info: os.stat_result) -> list[tuple[int, str]] | None:
+    """(pid, "exclusive"|"shared") of each flock on this file from /proc/locks; None without it."""
+    target = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            lines = table.read().splitlines()
+    except OSError:
+        return None
+    holders = []
+    for line in lines:
+        fields = line.split()
+        # "<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"; "<n>: -> ..." is a waiter.
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == target and fields[4].lstrip("-").isdigit():
+            holders.append((int(fields[4]), "exclusive" if fields[3] == "WRITE" else "shared"))
+    return holders
