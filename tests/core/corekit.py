@@ -83,7 +83,11 @@ def line_starts(lines: list[bytes]) -> list[int]:
 
 
 def snapshot(folder: Path) -> dict[str, tuple]:
-    """Every entry below ``folder``: kind, mode, size and content hash of files."""
+    """Every entry below ``folder``: kind, mode, size and content hash of files.
+
+    A lock file's content is left out: its owner record names whoever took the
+    lock last, which a mutation that then refuses to write has still done.
+    """
     out: dict[str, tuple] = {}
     if not os.path.lexists(folder):
         return out
@@ -92,7 +96,9 @@ def snapshot(folder: Path) -> dict[str, tuple]:
             path = Path(dirpath) / name
             info = os.lstat(path)
             rel = os.fspath(path.relative_to(folder))
-            if stat.S_ISREG(info.st_mode):
+            if stat.S_ISREG(info.st_mode) and path.parent.name == "locks" and name.endswith(".lock"):
+                out[rel] = ("lock", stat.S_IMODE(info.st_mode), info.st_size)
+            elif stat.S_ISREG(info.st_mode):
                 out[rel] = ("file", stat.S_IMODE(info.st_mode), info.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
             else:
                 out[rel] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode))
