@@ -253,17 +253,19 @@ class Stream:
                     # doubt, check_line decides and raises the precise diagnostic.
                     try:
                         event = decode(line)
+                        # Subscripts, not .get: a missing field (or a record that is
+                        # not an object) leaves the line to check_line.
+                        schema, claimed, number, linked = event[schema_f], event[hash_f], event[seq_f], event[prev_f]
                     except Exception:
                         event = None
-                    if type(event) is dict:
-                        schema, claimed, number = event.get(schema_f), event.get(hash_f), event.get(seq_f)
+                    else:
                         if type(schema) is not ok_type or schema != ok_value:
                             if classify(schema) == "ok":
                                 ok_type, ok_value = type(schema), schema
                             else:
                                 claimed = None
                         if (
-                            type(claimed) is not str or event.get(prev_f) != prev
+                            type(claimed) is not str or linked != prev
                             or type(number) is not int or number != sequence + 1
                         ):
                             event = None
@@ -285,8 +287,6 @@ class Stream:
                                     event[hash_f] = claimed
                                 if sha256(buf).hexdigest() != claimed:
                                     event = None
-                    else:
-                        event = None
                     if event is None:
                         event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=verify_hash)
                         claimed = event[hash_f]
