@@ -13,7 +13,8 @@ first, last or alone among the keys; several hash field names):
 - a stream scan (``Stream.read_new``) and a worker's span check
   (``parallel_verify.check_span``) accept exactly the lines ``check_line``
   accepts, and the scan fails with the same error (code, offset, sequence,
-  reason) at the same place, with the same events before it;
+  reason) at the same place, with the same events before it (keys in the
+  same order: callers serialize them as they are);
 - the running prefix digest, fed from a thread on long scans, is the SHA-256
   of exactly the verified bytes, also when the scan stops at an error.
 """
@@ -208,6 +209,7 @@ def test_the_scan_and_the_workers_accept_exactly_what_check_line_accepts(field, 
         for threaded in (False, True):
             events, error, offset, digest = _scan(project, layout, threaded)
             assert (events, error, offset) == (ref_events, ref_error, ref_offset)
+            assert [list(e) for e in events] == [list(e) for e in ref_events]  # the keys in the same order too
             assert digest == hashlib.sha256(blob[:offset]).hexdigest()
         # A worker vouches for a span exactly when check_line takes every line of it
         # (the first line's link and the schema are the caller's to judge).

@@ -279,12 +279,12 @@ class Stream:
                                 event = None
                             else:
                                 cut = cut_span(line, claimed)
+                                del event[hash_f]
                                 if cut is not None:
                                     del buf[cut[0]:cut[1]]
                                 else:
-                                    del event[hash_f]
                                     encode_into(event, buf)
-                                    event[hash_f] = claimed
+                                event[hash_f] = claimed  # the hash field last, as check_line leaves it
                                 if sha256(buf).hexdigest() != claimed:
                                     event = None
                     if event is None:
