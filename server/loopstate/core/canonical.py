@@ -21,6 +21,9 @@ encode: Callable[[Any], bytes] = _encoder.encode
 
 decode: Callable[[bytes | str], Any] = _decoder.decode
 
+encode_into: Callable[[Any, bytearray], None] = _encoder.encode_into
+"""The canonical encoding written into a bytearray, which is resized to it (no new bytes object)."""
+
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

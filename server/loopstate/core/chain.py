@@ -79,6 +79,67 @@ def seal(fields: dict[str, Any], layout: ChainLayout, at: Position) -> tuple[dic
     return event, canonical.encode(event) + b"\n"
 
 
+class HashCut:
+    """Finds, in a canonical line, the bytes whose removal leaves the canonical
+    encoding of the event without its hash field, so a verifier encodes once, not twice.
+
+    The caller must already know that the line is ``canonical.encode(event)``
+    and that ``event[hash_field]`` is the str ``claimed``, and must accept the
+    line only if the SHA-256 hex digest of the remaining bytes equals
+    ``claimed``. The top-level member ``"<hash_field>":"<claimed>"`` is then in
+    the line; with the comma before it (or the one after it, when it is the
+    first member) taken out, what is left is the canonical encoding of the
+    event without it: the encoding is compact, keys are sorted at every level,
+    and each member is encoded on its own (test_core_hash_cut.py checks this
+    against the encoder).
+
+    Where the key is found by its place, the value's encoding is taken to be
+    ``"`` + claimed + ``"``, without encoding it: that holds for 64 lowercase
+    hex digits, the only value a hex digest can equal; for any other value the
+    cut may be wrong, but the comparison then fails anyway.
+
+    ``span`` answers (start, stop) only when the occurrence it found is
+    provably the top-level member, else None (the caller then encodes the
+    hash-less event itself). An occurrence of ``"<hash_field>":`` is the
+    top-level key when it starts at byte 1 (the first key), or when a comma
+    stands before it and no ``{`` at all comes before it: its opening quote,
+    after a comma, cannot be an escaped quote or a string's closing quote
+    (that would have to be followed by one of ``:,]}``, not the name's first
+    character), so it opens a string that is a key (a colon follows it), and
+    without a ``{`` before it the only object it can be a key of is the
+    top-level one, whose keys are unique. When a ``{`` comes first (a nested
+    object sorts before the hash field), the whole member must occur exactly
+    once in the line; the top-level one is there, so that one is it.
+    """
+
+    def __init__(self, hash_field: str) -> None:
+        self.key = canonical.encode(hash_field) + b":"
+        # The first-key-after-a-comma argument needs the name's first encoded
+        # byte to be none of these (no layout's is); else only the uniqueness
+        # test is used.
+        self.after_comma = self.key[1:2] not in (b":", b",", b"]", b"}")
+
+    def span(self, line: bytes, claimed: str) -> tuple[int, int] | None:
+        """Bytes [start, stop) of ``line`` to remove; see the class docstring."""
+        key = self.key
+        i = line.find(key)
+        if i < 1:
+            return None
+        if i == 1 or (line[i - 1] == 0x2C and self.after_comma and not 0 < line.find(b"{", 1) < i):
+            j = i + len(key) + len(claimed) + 2
+        else:
+            member = key + canonical.encode(claimed)
+            i = line.find(member)
+            if i < 1 or line.find(member, i + 1) >= 0 or (i > 1 and line[i - 1] != 0x2C):
+                return None
+            j = i + len(member)
+        if j >= len(line):
+            return None
+        if i > 1:
+            return i - 1, j  # ,"<hash_field>":"<claimed>"
+        return (1, j + 1) if line[j] == 0x2C else (1, j)  # the first member, with the comma after it or the only one
+
+
 def check_line(line: bytes, layout: ChainLayout, at: Position, stream: str, verify_hash: bool = True) -> dict[str, Any]:
     """Decode one complete line (without its newline) that should follow ``at``."""
     try:

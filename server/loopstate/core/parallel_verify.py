@@ -1,8 +1,8 @@
 """Verification of a large stream's lines in worker processes, ahead of the sequential scan.
 
-Re-hashing an event (two canonical encodes and a SHA-256) costs about twice
-decoding it, and each line's hash and canonical form depend on nothing but
-the line itself. So when a scan must re-hash many bytes (``loopstate verify``,
+Re-hashing an event (a canonical encode, the cut of the hash member and a
+SHA-256, see ``chain.HashCut``) costs about as much as decoding it, and each
+line's hash and canonical form depend on nothing but the line itself. So when a scan must re-hash many bytes (``loopstate verify``,
 or a cold open with no checkpoint), the file is cut after a newline about
 every few MiB and worker processes check each span's lines as the sequential
 scan would: a JSON object whose line is its canonical encoding, whose hash is
@@ -42,7 +42,8 @@ from typing import Any, Callable
 
 import msgspec
 
-from loopstate.core.chain import Position
+from loopstate.core import canonical
+from loopstate.core.chain import HashCut, Position
 
 # Below this many bytes to re-hash, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -83,8 +84,9 @@ def check_span(path: str, identity: tuple[int, int], start: int, end: int, field
         os.close(fd)
     if len(data) != end - start:
         return None
-    decode = msgspec.json.Decoder().decode
-    encode = msgspec.json.Encoder(order="sorted").encode
+    decode, encode_into = canonical.decode, canonical.encode_into
+    cut_span = HashCut(hash_f).span
+    buf = bytearray()  # the line re-encoded, then cut down to the hash-less bytes (as in Stream._scan)
     sha256 = hashlib.sha256
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: empty, or a partial line the scan reports
@@ -108,10 +110,16 @@ def check_span(path: str, identity: tuple[int, int], start: int, end: int, field
             schemas.setdefault((type(schema), schema), schema)
         except TypeError:  # an unhashable schema value: let the scan judge it
             return None
-        if encode(event) != line:
+        encode_into(event, buf)
+        if buf != line:
             return None
-        del event[hash_f]
-        if sha256(encode(event)).hexdigest() != claimed:
+        cut = cut_span(line, claimed)
+        if cut is not None:
+            del buf[cut[0]:cut[1]]
+        else:
+            del event[hash_f]
+            encode_into(event, buf)
+        if sha256(buf).hexdigest() != claimed:
             return None
         sequence, prev = number, claimed
     return Span(end - len(tail), len(lines), first_sequence, first_prev, sequence, prev, list(schemas.values()))

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import stat
+import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 from loopstate.core import canonical, parallel_verify, safefs
-from loopstate.core.chain import ChainError, ChainLayout, Position, check_line, seal
+from loopstate.core.chain import ChainError, ChainLayout, HashCut, Position, check_line, seal
 
 CHUNK = 1 << 20
+# From this many bytes to scan, the running prefix digest is fed from a thread.
+DIGEST_THREAD_MIN_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,35 @@ class Record(NamedTuple):
 
 
 ProgressFn = Callable[[int, int], None]
+
+
+class _DigestFeeder:
+    """Feeds a scan's verified bytes to the running prefix digest in a thread.
+
+    The digest is a SHA-256 over every byte, ~0.4 us of a ~730-byte event;
+    hashlib lets go of the GIL while it hashes a big buffer, so on a second CPU
+    this overlaps the decoding instead of adding to it. The updates keep
+    their order (one thread, one queue); ``finish`` waits for the last one, so
+    the digest is complete when the scan writes it back. At most a few chunks
+    wait in the queue.
+    """
+
+    def __init__(self, digest: Any) -> None:
+        self._digest = digest
+        self._queue: queue.Queue[memoryview | None] = queue.Queue(maxsize=4)
+        self._thread = threading.Thread(target=self._run, name="loopstate-prefix-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (view := self._queue.get()) is not None:
+            self._digest.update(view)
+
+    def update(self, view: memoryview) -> None:
+        self._queue.put(view)
+
+    def finish(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
 
 
 class Stream:
@@ -180,25 +213,31 @@ class Stream:
     def _scan(
         self, fd: int, size: int, verify_hash_until: int, progress: ProgressFn | None, voucher: Any = None,
     ) -> Iterator[Record]:
-        """The verify loop, kept tight: a few microseconds per event (one decode, two
-        canonical encodes and a SHA-256 when hashes are checked; one decode when not).
+        """The verify loop, kept tight: a few microseconds per event (one decode, one
+        canonical encode and a SHA-256 when hashes are checked; one decode when not).
 
         A fast path accepts a line only when it is exactly what ``check_line``
         would accept; anything else goes to ``check_line`` itself, which raises
         the precise diagnostic. The head lives in locals and is written back
         when the generator stops for any reason, so it always names the last
-        record that verified.
+        record that verified. On a long scan the running prefix digest is fed
+        from a thread (``_DigestFeeder``).
         """
         layout = self.layout
         seq_f, prev_f, hash_f, schema_f = layout.sequence_field, layout.prev_field, layout.hash_field, layout.schema_field
         classify = layout.classify_schema
-        decode, encode = canonical.decode, canonical.encode
+        decode, encode_into = canonical.decode, canonical.encode_into
+        cut_span = HashCut(hash_f).span
+        buf = bytearray()  # the line re-encoded, then cut down to the hash-less bytes
         sha256 = hashlib.sha256
-        ok_schema: tuple[Any, Any] = (None, None)  # (type, value) of the last schema judged "ok"
+        new_record = tuple.__new__  # Record(...) goes through a Python-level __new__
+        ok_type, ok_value = None, None  # the type and value of the last schema judged "ok"
         offset, sequence, prev = self.position
         # The digest takes whole verified runs of bytes, once per chunk (and once
         # more if the scan stops early), not one call per line.
         digest, hashed = (self.digest if self._digest_at == offset else None), offset
+        # With a lot to read, a thread feeds the digest (hashlib lets go of the GIL for big updates).
+        threaded, feeder = size - offset >= DIGEST_THREAD_MIN_BYTES, None
         adopt_at, adopted = self._adopt or (-1, None)
         os.lseek(fd, offset, os.SEEK_SET)
         pending = data = b""
@@ -221,47 +260,59 @@ class Stream:
                     # doubt, check_line decides and raises the precise diagnostic.
                     try:
                         event = decode(line)
+                        # Subscripts, not .get: a missing field (or a record that is
+                        # not an object) leaves the line to check_line.
+                        schema, claimed, number, linked = event[schema_f], event[hash_f], event[seq_f], event[prev_f]
                     except Exception:
                         event = None
-                    if type(event) is dict:
-                        schema = event.get(schema_f)
-                        if (type(schema) is not ok_schema[0] or schema != ok_schema[1]) and classify(schema) == "ok":
-                            ok_schema = (type(schema), schema)
-                        claimed = event.get(hash_f)
+                    else:
+                        if type(schema) is not ok_type or schema != ok_value:
+                            if classify(schema) == "ok":
+                                ok_type, ok_value = type(schema), schema
+                            else:
+                                claimed = None
                         if (
-                            type(schema) is not ok_schema[0] or schema != ok_schema[1]
-                            or type(claimed) is not str
-                            or event.get(prev_f) != prev
-                            or type(event.get(seq_f)) is not int or event[seq_f] != sequence + 1
+                            type(claimed) is not str or linked != prev
+                            or type(number) is not int or number != sequence + 1
                         ):
                             event = None
                         elif verify_hash:
                             # The line must be the canonical encoding, and the hash that
-                            # of the canonical encoding without the hash field.
-                            if encode(event) != line:
+                            # of the canonical encoding without the hash field: the line
+                            # with that member cut out (HashCut), or when HashCut cannot
+                            # prove where the member is, the hash-less event encoded.
+                            encode_into(event, buf)
+                            if buf != line:
                                 event = None
                             else:
+                                cut = cut_span(line, claimed)
                                 del event[hash_f]
-                                if sha256(encode(event)).hexdigest() != claimed:
-                                    event = None
+                                if cut is not None:
+                                    del buf[cut[0]:cut[1]]
                                 else:
-                                    event[hash_f] = claimed
-                    else:
-                        event = None
+                                    encode_into(event, buf)
+                                event[hash_f] = claimed  # the hash field last, as check_line leaves it
+                                if sha256(buf).hexdigest() != claimed:
+                                    event = None
                     if event is None:
                         event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=verify_hash)
-                    start, offset, sequence, prev = offset, end, sequence + 1, event[hash_f]
-                    if end == adopt_at and digest is None:
+                        claimed = event[hash_f]
+                    start, offset, sequence, prev = offset, end, sequence + 1, claimed
+                    if digest is None and end == adopt_at:
                         digest, hashed, self._adopt = adopted, end, None
-                    yield Record(event, start, end)
+                    yield new_record(Record, (event, start, end))
                 if digest is not None:
-                    digest.update(memoryview(data)[hashed - base:offset - base])
+                    if threaded and feeder is None:
+                        feeder = _DigestFeeder(digest)
+                    (feeder or digest).update(memoryview(data)[hashed - base:offset - base])
                     hashed = offset
                 if progress is not None:
                     progress(offset, size)
         finally:
             if digest is not None and offset > hashed:
-                digest.update(memoryview(data)[hashed - base:offset - base])
+                (feeder or digest).update(memoryview(data)[hashed - base:offset - base])
+            if feeder is not None:
+                feeder.finish()
             self.position = Position(offset, sequence, prev)
             self.digest, self._digest_at = digest, (offset if digest is not None else -1)
         if pending:
