@@ -85,7 +85,6 @@ class RequestIndex:
         self, *, offset_bits: int = OFFSET_BITS, bucket_size: int = BUCKET_SIZE, hash_fn: Callable[[str], int] = hash,
     ) -> None:
         self._offset_bits = offset_bits
-        self._tag_bits = 64 - offset_bits
         self._tag_mask = _WORD >> offset_bits << offset_bits
         self._room = 1 << offset_bits  # offsets below this fit in a word
         self._bucket_size = bucket_size
@@ -121,13 +120,16 @@ class RequestIndex:
             self._spill.setdefault(request_id, start)
 
     def _split(self, slot: int) -> None:
-        """Split the bucket at ``slot`` by the next leading bit its words do not all share."""
-        local = self._local[slot]
-        if local == self._tag_bits:
-            return  # its words share every tag bit: the bucket just grows
+        """Split the bucket at ``slot`` in two by the first bit after the ones its words share.
+
+        If every word has the same value there, one half stays empty and the next
+        append splits the other half by the bit after; ids with one tag throughout
+        stay in one bucket (lookups read each of them, and find the right one).
+        """
         words = sorted(self._dir[slot])
         if words[0] >> self._offset_bits == words[-1] >> self._offset_bits:
-            return  # one tag throughout: no bit can part them either
+            return  # one tag throughout: no bit can part them, the bucket just grows
+        local = self._local[slot]
         depth = 64 - self._shift
         if local == depth:  # the directory doubles: every slot becomes two
             directory, local_depths = self._dir * 2, self._local * 2
