@@ -169,10 +169,14 @@ def test_the_index_costs_at_most_16_bytes_a_request_however_many_events_it_has()
 
 
 def test_ids_that_share_one_tag_fill_one_bucket_instead_of_splitting_the_directory():
-    index = RequestIndex(hash_fn=lambda _: 0, bucket_size=4)
-    for i in range(500):
+    index = RequestIndex(hash_fn=lambda request_id: 1 << 63 if request_id.startswith("other") else 0, bucket_size=4)
+    for i in range(5000):
         index.note(f"req-{i}", i * 700, i * 700 + 700)
-    assert index.memory_bytes() <= 16 * 500
+    assert index.memory_bytes() <= 16 * 5000 and index._shift == 64  # no directory slot was added
+    # Another tag arriving in that bucket parts from them when the bucket next doubles (at 8192 words).
+    for i in range(5000, 8192):
+        index.note(f"other-{i}", i * 700, i * 700 + 700)
+    assert index._shift == 63
 
 
 def test_bytes_missing_below_the_last_noted_event_are_a_corrupt_ledger():

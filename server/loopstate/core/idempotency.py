@@ -122,13 +122,17 @@ class RequestIndex:
     def _split(self, slot: int) -> None:
         """Split the bucket at ``slot`` in two by the first bit after the ones its words share.
 
-        If every word has the same value there, one half stays empty and the next
-        append splits the other half by the bit after; ids with one tag throughout
-        stay in one bucket (lookups read each of them, and find the right one).
+        If every word has the same value there, one half stays empty and a later
+        append splits the other half by the bit after. Words with one tag throughout
+        cannot be parted: the bucket grows, and tries again each time its size
+        doubles (so such a bucket costs a sort per doubling, not per append).
         """
+        size = len(self._dir[slot])
+        if size > self._bucket_size + 1 and size & (size - 1):
+            return
         words = sorted(self._dir[slot])
         if words[0] >> self._offset_bits == words[-1] >> self._offset_bits:
-            return  # one tag throughout: no bit can part them, the bucket just grows
+            return
         local = self._local[slot]
         depth = 64 - self._shift
         if local == depth:  # the directory doubles: every slot becomes two
