@@ -60,7 +60,7 @@ class Applied:
 
 
 class RequestIndex:
-    """request_id -> where its first event is, in about 10 bytes per request.
+    """request_id -> where its first event is, in about 11 bytes per request.
 
     The stream file is the truth; the index only says where to look. Each
     indexed request is one 64-bit word: the top bits of ``hash(request_id)``
