@@ -125,10 +125,7 @@ class Ledger:
         event = record.event
         self._last_line_start = record.start
         if self.requests is not None and REQUEST_ID in event:
-            self.requests.note(
-                event[REQUEST_ID], event.get(REQUEST_FINGERPRINT, ""),
-                event[self.stream.layout.sequence_field], record.start, record.end,
-            )
+            self.requests.note(event[REQUEST_ID], record.start, record.end)
         if self.on_record is not None:
             self.on_record(record)
 
@@ -320,9 +317,10 @@ class Mutation:
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
-        assert self.ledger.requests is not None
-        applied = self.ledger.requests.lookup(request_id, fp)
-        return None if applied is None else self.ledger.records_of(applied)
+        ledger = self.ledger
+        assert ledger.requests is not None
+        applied = ledger.requests.lookup(request_id, fp, ledger.stream.read_line_at, ledger.stream.layout.sequence_field)
+        return None if applied is None else ledger.records_of(applied)
 
     def append(self, events: list[dict[str, Any]], *, request_id: str | None = None, fp: str | None = None) -> list[Record]:
         if request_id is not None:
