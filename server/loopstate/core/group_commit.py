@@ -137,8 +137,10 @@ class GroupCommit:
             if job is not own:
                 job.wake.set()
         if closing:
-            self._close()
-            self._pass_lead()
+            try:
+                self._close()  # its error (a checkpoint that cannot be saved) reaches this caller
+            finally:
+                self._pass_lead()
         if error is not None and not isinstance(error, Exception) and own in batch:
             raise error  # an interrupt reaches the thread it happened in, after everyone is answered
 

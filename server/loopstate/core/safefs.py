@@ -186,42 +186,39 @@ class HeldDescriptor:
     A long-lived process appends to the same stream and takes the same lock
     again and again: keeping the descriptor saves an open, a close and their
     checks per mutation. ``still_at`` re-checks it with one lstat.
+
+    A forked child never uses a descriptor it inherited: it shares the parent's
+    open file description, so a flock taken through it would not exclude the
+    parent. Every held descriptor is dropped in the child right after the fork
+    (``os.register_at_fork``), and the child opens its own.
     """
 
-    __slots__ = ("_fd", "_pid", "_identity", "_finalizer", "__weakref__")
+    __slots__ = ("fd", "identity", "_finalizer", "__weakref__")
 
     def __init__(self) -> None:
-        self._fd: int | None = None
-        self._pid = 0
-        self._identity: tuple[int, int] = (0, 0)
+        self.fd: int | None = None
+        # (device, inode) of the held file, fixed for as long as it is held.
+        self.identity: tuple[int, int] = (0, 0)
         self._finalizer: weakref.finalize | None = None
-
-    @property
-    def fd(self) -> int | None:
-        """The descriptor, unless this is a forked child: a child shares the parent's
-        open file description, so a flock taken through it would not exclude the
-        parent. A child drops its copy and opens its own."""
-        if self._fd is not None and self._pid != os.getpid():
-            if self._finalizer is not None:
-                self._finalizer.detach()
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = self._finalizer = None
-        return self._fd
-
-    @property
-    def identity(self) -> tuple[int, int]:
-        """(device, inode) of the held file, fixed for as long as it is held."""
-        return self._identity
 
     def hold(self, fd: int, info: os.stat_result) -> int:
         """Keep ``fd``, opened safely and checked (``info`` is its fstat)."""
         self.close()
-        self._fd, self._pid, self._identity = fd, os.getpid(), (info.st_dev, info.st_ino)
+        self.fd, self.identity = fd, (info.st_dev, info.st_ino)
         self._finalizer = weakref.finalize(self, os.close, fd)
+        _held.add(self)
         return fd
+
+    def _drop_inherited(self) -> None:
+        """In a forked child: close this process's copy without touching the parent's lock."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.fd = self._finalizer = None
 
     def still_at(self, path: str) -> os.stat_result | None:
         """The lstat of ``path`` when it still names the held file, a regular file
@@ -243,7 +240,7 @@ class HeldDescriptor:
             info = None
         if (
             info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1
-            or (info.st_dev, info.st_ino) != self._identity
+            or (info.st_dev, info.st_ino) != self.identity
         ):
             return None
         return info
@@ -252,14 +249,28 @@ class HeldDescriptor:
         """Close the descriptor (once) and forget it."""
         if self.fd is not None and self._finalizer is not None:
             self._finalizer()
-        self._fd = self._finalizer = None
+        self.fd = self._finalizer = None
+        _held.discard(self)
+
+
+_held: "weakref.WeakSet[HeldDescriptor]" = weakref.WeakSet()
+
+
+def _drop_inherited_descriptors() -> None:
+    for held in list(_held):
+        held._drop_inherited()
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_descriptors)
 
 
 def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = os.write(fd, data)  # a regular file takes it whole, short of a full disk or a signal
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def read_file(path: Path, base: Path) -> bytes | None:
