@@ -297,15 +297,14 @@ def group_commit(base: Path, writers: int, each: int, rounds: int = 3) -> list[d
         plain_rate = threaded(Ledger(new_project(base, f"plain-{k}"), "core", LAYOUT), grouped=False)
         ledger = Ledger(new_project(base, f"group-{k}"), "core", LAYOUT)
         writes = 0
-        write_staged = ledger.stream.write_staged
+        flush = ledger.stream.flush
 
         def counted():
             nonlocal writes
-            head = write_staged()
-            writes += head is not None
-            return head
+            writes += bool(ledger.stream._staged)
+            flush()
 
-        ledger.stream.write_staged = counted
+        ledger.stream.flush = counted
         group_rate = threaded(ledger, grouped=True)
         out.append({"solo_rate": solo_rate, "plain_rate": plain_rate, "group_rate": group_rate,
                     "ratio": group_rate / solo_rate, "appends": total, "groups": writes})

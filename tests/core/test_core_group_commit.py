@@ -78,11 +78,11 @@ def _queue_behind_a_blocked_leader(ledger: Ledger, works: list) -> tuple[list, l
 
     threads = [threading.Thread(target=run, args=(0, leader_work))]
     threads[0].start()
-    wait_until(lambda: ledger._group_commit.leading)
+    wait_until(lambda: ledger._leading)
     for index, work in enumerate(works, start=1):
         threads.append(threading.Thread(target=run, args=(index, work)))
         threads[-1].start()
-    wait_until(lambda: len(ledger._group_commit.queue) == len(works))  # every follower waits behind the leader
+    wait_until(lambda: len(ledger._queue) == len(works))  # every follower waits behind the leader
     release.set()
     for t in threads:
         t.join(30)
@@ -222,133 +222,3 @@ def test_any_mix_of_concurrent_requests_and_retries_is_applied_once_each(tmp_pat
             assert result == "ok" and [rec.event for rec in records] == by_request[request_id]
         else:
             assert result == ErrorCode.REQUEST_ID_REUSED.value
-
-
-# The pipeline: the next group writes while the previous one's fsync is under way ----------------
-
-
-class _SyncGate:
-    """Hold the first fsync of a stream (the real one runs once released), optionally failing it.
-
-    Fault injection at the one place the kernel cannot be asked to fail on cue:
-    every other fsync is the real call, unchanged.
-    """
-
-    def __init__(self, stream, fail: OSError | None = None) -> None:
-        self.stream, self.fail = stream, fail
-        self.entered, self.release = threading.Event(), threading.Event()
-        self.real = stream.sync
-        self.calls = 0
-        stream.sync = self
-
-    def __call__(self) -> None:
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            assert self.release.wait(30), "the held fsync was never released"
-            self.real()
-            if self.fail is not None:
-                raise self.fail
-            return
-        self.real()
-
-
-def _in_thread(fn) -> tuple[threading.Thread, list]:
-    out: list = []
-
-    def run() -> None:
-        try:
-            out.append(("ok", fn()))
-        except BaseException as exc:
-            out.append(("error", exc))
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
-def _wait(condition) -> None:  # a bound, not a timing assertion: fail rather than hang
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, "never happened"
-        time.sleep(0.001)
-
-
-def test_the_next_group_writes_during_the_previous_fsync_and_is_answered_after_it(core_project):
-    ledger = Ledger(core_project, "core", TEST_LAYOUT)
-    ledger.submit(lambda tx: _note(tx, "first", event(0)))
-    gate = _SyncGate(ledger.stream)
-    first, first_out = _in_thread(lambda: ledger.submit(lambda tx: _note(tx, "a", event(1))))
-    assert gate.entered.wait(30)
-    path = core_project.dir / "streams" / "core.jsonl"
-    lines_before = path.read_bytes().count(b"\n")
-    second, second_out = _in_thread(lambda: ledger.submit(lambda tx: _note(tx, "b", event(2))))
-    # "b" is written behind "a" while a's fsync is held; its caller waits for "a".
-    _wait(lambda: path.read_bytes().count(b"\n") == lines_before + 1)
-    time.sleep(0.05)
-    assert first_out == [] and second_out == []
-    gate.release.set()
-    first.join(30)
-    second.join(30)
-    assert first_out[0][0] == "ok" and second_out[0][0] == "ok"
-    assert [r.event["sequence"] for r in first_out[0][1]] == [2]
-    assert [r.event["sequence"] for r in second_out[0][1]] == [3]
-    assert [e["n"] for e in _durable_events(core_project)] == [0, 1, 2]
-    assert ledger.head[0] == 3
-
-
-def test_a_failed_fsync_fails_its_group_and_every_group_written_after_it(core_project):
-    ledger = Ledger(core_project, "core", TEST_LAYOUT)
-    ledger.submit(lambda tx: _note(tx, "first", event(0)))
-    path = core_project.dir / "streams" / "core.jsonl"
-    durable = path.read_bytes()
-    gate = _SyncGate(ledger.stream, fail=OSError(5, "Input/output error"))
-    first, first_out = _in_thread(lambda: ledger.submit(lambda tx: _note(tx, "a", event(1))))
-    assert gate.entered.wait(30)
-    second, second_out = _in_thread(lambda: ledger.submit(lambda tx: _note(tx, "b", event(2))))
-    _wait(lambda: path.read_bytes().count(b"\n") == 3)  # "b" written behind the held "a"
-    gate.release.set()  # a's fsync fails; b's own fsync succeeds, which proves nothing about "a"
-    first.join(30)
-    second.join(30)
-    assert first_out[0][0] == "error" and second_out[0][0] == "error"
-    assert all(isinstance(out[0][1], OSError) for out in (first_out, second_out))
-    # Cut back to the last acknowledged byte; the ledger rebuilt from the file and carries on.
-    assert path.read_bytes() == durable
-    (record,) = ledger.submit(lambda tx: _note(tx, "b", event(2)))  # never acknowledged: not a retry
-    assert record.event["sequence"] == 2
-    assert [e["n"] for e in _durable_events(core_project)] == [0, 2]
-
-
-def test_the_lock_is_let_go_at_least_every_hold_groups(core_project, monkeypatch):
-    """Other processes get their turn even while this one's threads keep the pipeline full."""
-    from loopstate.core import group_commit
-
-    monkeypatch.setattr(group_commit, "HOLD_GROUPS", 2)
-    ledger = Ledger(core_project, "core", TEST_LAYOUT)
-    taken = []
-    exclusive = ledger._lock.exclusive
-
-    def counting():
-        taken.append(1)
-        return exclusive()
-
-    ledger._lock.exclusive = counting
-    groups: set[int] = set()
-    seen: list = []
-
-    def writer(k: int) -> None:
-        for i in range(10):
-            def work(tx, k=k, i=i):
-                seen.append(tx)  # kept alive, so id() names one hold of the lock
-                groups.add(id(tx))
-                return _note(tx, f"w{k}-{i}", event(i, writer=k))
-            ledger.submit(work)
-
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(_durable_events(core_project)) == 40
-    # Each hold of the lock served at most HOLD_GROUPS groups of at most 4 submits each.
-    assert len(taken) == len(groups) >= 40 / (2 * 4)

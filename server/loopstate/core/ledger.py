@@ -7,9 +7,10 @@ calls them for every event exactly once, in order, whether the event came from
 this process or another.
 
 A Ledger is used by one thread at a time, except through ``submit``: that is
-the group commit (``group_commit``), where threads of one process that want to
-mutate the same stream share writes and fsyncs, and every caller returns only
-after its events are durable.
+the group commit, where threads of one process that want to mutate the same
+stream queue their work, one of them (the leader) runs the whole queue under
+one exclusive lock and makes it durable with one write and one fsync, and every
+caller returns only after that fsync.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -26,7 +27,6 @@ from loopstate.core import canonical, checkpoint, quarantine, safefs
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.core.group_commit import GroupCommit
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.lock import StoreLock
 from loopstate.core.project import Project, check_stream_name
@@ -77,7 +77,9 @@ class Ledger:
         self._using = threading.Lock()
         self._checkpoint_offset = 0
         self._last_line_start = 0
-        self._group_commit = GroupCommit(self)
+        self._group = threading.Lock()
+        self._queue: list[_Job[Any]] = []
+        self._leading = False
 
     @property
     def head(self) -> tuple[int, str | None]:
@@ -215,16 +217,71 @@ class Ledger:
     # group commit ----------------------------------------------------------------
 
     def submit(self, work: Callable[["Mutation"], T]) -> T:
-        """Run ``work(tx)`` under the exclusive lock, sharing writes and fsyncs with other threads.
+        """Run ``work(tx)`` under the exclusive lock, sharing one write+fsync with other threads.
 
         ``work`` sees the state folded from every earlier event, including those
-        of work queued before it, in its group or an earlier one still in flight.
-        Returns ``work``'s result (or raises its exception) only once its events
-        and every earlier one are durable; if a write or fsync fails, every
-        caller whose events were not yet durable gets that error and none of
-        their events is kept. ``work`` must not call ``submit`` itself.
+        of work queued before it in the same group. Returns ``work``'s result (or
+        raises its exception) only after every event of the group is durable; if
+        the shared write or fsync fails, every caller in the group gets that error
+        and none of their events is kept. ``work`` must not call ``submit`` itself.
         """
-        return self._group_commit.submit(work)
+        job: _Job[T] = _Job(work)
+        with self._group:
+            self._queue.append(job)
+            leading = not self._leading
+            self._leading = True
+        if not leading:
+            # Woken once: when a group made this job durable, or to lead the next group.
+            job.wake.wait()
+            if job.done:
+                return job.outcome()
+        batch: list[_Job[Any]] = []
+        try:
+            with self._group:
+                batch, self._queue = self._queue, []
+            self._run_group(batch)
+        finally:
+            with self._group:
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            for done in batch:
+                done.wake.set()
+            if successor is not None:
+                successor.wake.set()  # leadership passes to the oldest waiter
+        return job.outcome()
+
+    def _run_group(self, batch: list["_Job[Any]"]) -> None:
+        try:
+            with self.mutation() as tx:
+                tx.grouped = True
+                try:
+                    ran = 0
+                    while ran < len(batch):
+                        for job in batch[ran:]:
+                            try:
+                                job.result = job.work(tx)
+                            except Exception as exc:
+                                job.error = exc
+                        ran = len(batch)
+                        # Work queued while this group ran joins it: same write, same fsync.
+                        with self._group:
+                            batch += self._queue
+                            self._queue = []
+                    self.stream.flush()
+                except BaseException:
+                    # Folded but never written (the write failed, or the group was
+                    # interrupted): drop it all and rebuild from the file.
+                    self._forget_unwritten()
+                    raise
+                self._save_checkpoint_if_due()
+        except BaseException as exc:
+            for job in batch:
+                job.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in batch:
+                job.done = True
 
 
 # At most this many ledgers keep their lock and stream descriptors open between mutations:
@@ -299,6 +356,22 @@ class _Scope:
             self.ledger._lock.release()
         finally:
             self.ledger._using.release()
+
+
+class _Job(Generic[T]):
+    """One caller's work in a group commit, and what came of it."""
+
+    def __init__(self, work: Callable[["Mutation"], T]) -> None:
+        self.work = work
+        self.done = False
+        self.wake = threading.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
 
 
 class Mutation:

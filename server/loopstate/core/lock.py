@@ -126,10 +126,7 @@ class StoreLock:
         if kept is None:
             return None, 0
         info = kept.still_at(self._path_str)
-        if info is None:
-            kept.close()
-            return None, 0
-        return kept.fd, info.st_size
+        return (None, 0) if info is None else (kept.fd, info.st_size)
 
     def close(self) -> None:
         """Close a kept descriptor (the lock must not be held)."""

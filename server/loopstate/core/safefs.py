@@ -222,9 +222,8 @@ class HeldDescriptor:
 
     def still_at(self, path: str) -> os.stat_result | None:
         """The lstat of ``path`` when it still names the held file, a regular file
-        with one link; otherwise None, and the caller closes the descriptor (when
-        nothing it started through it is still under way) and opens the path again
-        the safe way (which names what is wrong).
+        with one link; otherwise the descriptor is closed and None returned, and
+        the caller opens the path again the safe way (which names what is wrong).
 
         One lstat, no fstat: the held descriptor's (device, inode) cannot change,
         and the link count and size are the inode's, the same through either
@@ -242,6 +241,7 @@ class HeldDescriptor:
             info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1
             or (info.st_dev, info.st_ino) != self.identity
         ):
+            self.close()
             return None
         return info
 

@@ -17,7 +17,6 @@ import os
 import queue
 import stat
 import threading
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
@@ -95,11 +94,6 @@ class Stream:
         self.resets = 0
         self._staged: list[bytes] = []
         self._staged_head: Position | None = None
-        # Written but not yet known durable (a group commit's write whose fsync is
-        # under way): the head after the last write, and each write's end and bytes.
-        # None when every written byte is durable: the head is then ``position``.
-        self._written: Position | None = None
-        self._unsynced: deque[tuple[int, bytes]] = deque()
         self._append = safefs.HeldDescriptor()
         # SHA-256 over every verified byte [0, position.offset), when this process
         # has seen them all (or was handed a checked digest of a prefix: _adopt).
@@ -319,8 +313,8 @@ class Stream:
             self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest())
 
     def read_line_at(self, start: int, end: int) -> bytes:
-        """The bytes of lines already verified, written or staged, from ``start`` to ``end``."""
-        durable = (self._written or self.position).offset
+        """The bytes of lines already verified or staged, from ``start`` to ``end``."""
+        durable = self.position.offset
         staged = b""
         if end > durable:
             staged = b"".join(self._staged)[max(start, durable) - durable:end - durable]
@@ -362,7 +356,7 @@ class Stream:
         """
         if self.torn is not None:
             raise ChainError(self.name, self.torn.offset, self.position.sequence, "a partial tail must be cut before appending")
-        position = self._staged_head or self._written or self.position
+        position = self._staged_head or self.position
         records, lines = [], []
         for fields in fields_list:
             event, line = seal(fields, self.layout, position)
@@ -380,85 +374,26 @@ class Stream:
         On any failure the staged lines are dropped and whatever part of them
         reached the file is cut off again: nothing unacknowledged stays.
         """
-        head = self.write_staged()
-        if head is None:
-            return
-        try:
-            self.sync()
-        except OSError:
-            self.cut_back()
-            raise
-        self.mark_durable(head)
-        self.settle()
-
-    def write_staged(self) -> Position | None:
-        """Write every staged line with one write, without fsync; returns the new
-        written head (None when nothing was staged).
-
-        The bytes are in the file but not yet durable: ``sync`` makes them so and
-        ``mark_durable`` moves the head; until then ``stage`` seals after them and
-        ``read_line_at`` reads them. On a failed write whatever part reached the
-        file is cut off again and the error raised.
-        """
         if not self._staged:
-            return None
+            return
         data, head = b"".join(self._staged), self._staged_head
         self.discard_staged()
-        at = (self._written or self.position).offset
-        fd = self._append_descriptor(at)
+        fd = self._append_descriptor()
         try:
             safefs.write_all(fd, data)
+            os.fsync(fd)
         except OSError:
-            try:
-                os.ftruncate(fd, at)
-            finally:
-                self._append.close()  # after a failed write, trust nothing about it
-            raise
-        self._written = head
-        self._unsynced.append((head.offset, data))  # type: ignore[union-attr]
-        return head
-
-    def sync(self) -> None:
-        """fsync the append descriptor: every byte written so far is durable when it returns."""
-        fd = self._append.fd
-        if fd is None:
-            raise ChainError(self.name, self.position.offset, self.position.sequence, "the stream file was closed before its fsync")
-        os.fsync(fd)
-
-    def mark_durable(self, head: Position) -> None:
-        """Move the verified head to ``head``, whose bytes a ``sync`` made durable.
-
-        Called in write order; the running prefix digest takes the bytes it passes.
-        """
-        while self._unsynced and self._unsynced[0][0] <= head.offset:
-            end, data = self._unsynced.popleft()
-            if self.digest is not None and self._digest_at == end - len(data):
-                self.digest.update(data)
-                self._digest_at = end
-        self.position = head
-
-    def settle(self) -> None:
-        """Once every written byte is durable, the head is ``position`` again (no write in flight)."""
-        if not self._unsynced:
-            self._written = None
-
-    def cut_back(self) -> None:
-        """After a failed write or fsync: cut the file back to the durable head.
-
-        Only through the descriptor the bytes were written with (the file this
-        stream verified); staged and written-but-unsynced state is dropped.
-        """
-        fd = self._append.fd
-        self.discard_staged()
-        self._written = None
-        self._unsynced.clear()
-        if fd is not None:
             try:
                 os.ftruncate(fd, self.position.offset)
             finally:
-                self._append.close()
+                self._append.close()  # after a failed write or fsync, trust nothing about it
+            raise
+        if self.digest is not None and self._digest_at == self.position.offset:
+            self.digest.update(data)
+            self._digest_at = head.offset
+        self.position = head
 
-    def _append_descriptor(self, expected_size: int) -> int:
+    def _append_descriptor(self) -> int:
         """The O_APPEND descriptor for the next write, checked to be the verified file
         at its verified size.
 
@@ -469,15 +404,7 @@ class Stream:
         IN_MODIFY, not a close.
         """
         info = self._append.still_at(self._path_str)
-        if info is None and self._unsynced:
-            # A write not yet synced went through the kept descriptor: it must not be
-            # closed under that fsync, and the file must not change in between.
-            raise ChainError(
-                self.name, expected_size, self.position.sequence,
-                "the stream file was replaced or linked while a write was being made durable",
-            )
         if info is None:
-            self._append.close()
             try:
                 fd, _ = safefs.open_append(self.path, self.base)
             except FileNotFoundError:  # the streams folder does not exist yet
@@ -486,7 +413,7 @@ class Stream:
             info = os.fstat(fd)
             self._append.hold(fd, info)
         identity = (info.st_dev, info.st_ino)
-        if info.st_size != expected_size or self.identity not in (None, identity):
+        if info.st_size != self.position.offset or self.identity not in (None, identity):
             raise ChainError(
                 self.name, info.st_size, self.position.sequence,
                 "the file changed since it was verified; read it again under the lock before appending",
@@ -506,8 +433,6 @@ class Stream:
     def forget(self) -> None:
         """Drop everything known about the file: the next read verifies it from byte 0."""
         self.discard_staged()
-        self._written = None
-        self._unsynced.clear()
         self._append.close()
         self.position = Position()
         self.identity = None
