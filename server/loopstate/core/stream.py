@@ -118,8 +118,7 @@ class Stream:
         to re-hash, worker processes check hashes ahead of the scan
         (``parallel_verify``); the outcome, errors included, is the same.
         """
-        if self._unchanged():
-            self.torn = None
+        if self.unchanged():
             return
         if self.position.offset == 0 and self._digest_at != 0 and self._adopt is None:
             self.digest, self._digest_at = hashlib.sha256(), 0  # every byte will pass through this process
@@ -187,11 +186,12 @@ class Stream:
         finally:
             os.close(fd)
 
-    def _unchanged(self) -> bool:
-        """True when the file is still the verified one and has not grown: one lstat.
+    def unchanged(self) -> bool:
+        """True when the file is still the verified one and has not grown (so there
+        is no torn tail either): one lstat, and ``read_new`` would yield nothing.
 
         Anything else (a new file, growth, a link, a second name) goes the long
-        way through the opened-descriptor checks.
+        way through ``read_new``'s opened-descriptor checks.
         """
         if self.identity is None:
             return False
@@ -199,10 +199,13 @@ class Stream:
             info = os.lstat(self._path_str)
         except FileNotFoundError:
             return False
-        return (
+        if (
             stat.S_ISREG(info.st_mode) and info.st_nlink == 1
             and (info.st_dev, info.st_ino) == self.identity and info.st_size == self.position.offset
-        )
+        ):
+            self.torn = None
+            return True
+        return False
 
     def _scan(
         self, fd: int, size: int, verify_hash_until: int, progress: ProgressFn | None, voucher: Any = None,
