@@ -188,15 +188,20 @@ class Stream:
 
     def unchanged(self) -> bool:
         """True when the file is still the verified one and has not grown (so there
-        is no torn tail either): one lstat, and ``read_new`` would yield nothing.
+        is no torn tail either), and ``read_new`` would yield nothing.
 
-        Anything else (a new file, growth, a link, a second name) goes the long
-        way through ``read_new``'s opened-descriptor checks.
+        One ``fstat`` of the kept append descriptor when there is one (its inode
+        is the verified file; a re-chaining command's rename over the path leaves
+        it unlinked, which counts as changed; the path itself is checked right
+        before any write), else one ``lstat`` of the path. Anything else (a new
+        file, growth, a link, a second name) goes the long way through
+        ``read_new``'s opened-descriptor checks.
         """
         if self.identity is None:
             return False
+        fd = self._append.fd
         try:
-            info = os.lstat(self._path_str)
+            info = os.fstat(fd) if fd is not None and self._append.identity == self.identity else os.lstat(self._path_str)
         except FileNotFoundError:
             return False
         if (
