@@ -72,7 +72,7 @@ def build(project: Project, n: int) -> tuple[int, int]:
     """Write a verified-valid stream of ``n`` events without per-event fsync; returns (bytes, line size)."""
     folder = project.dir / "streams"
     folder.mkdir(mode=0o700, exist_ok=True)
-    at, chunk, size = Position(), [], 0
+    at, chunk = Position(), []
     fd = os.open(folder / "core.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         for i in range(n):

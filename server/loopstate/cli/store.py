@@ -7,7 +7,6 @@ when a domain's projection cannot be built (that is when they are needed).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 

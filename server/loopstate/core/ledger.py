@@ -87,7 +87,7 @@ class Ledger:
 
     def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True) -> list[Record]:
         if self._opened and self.stream.unchanged():
-            return []  # the common case before an append: one lstat, nothing new
+            return []  # the common case before an append: one stat call, nothing new
         trusted = 0
         if not self._opened and not self.announce_history:
             collect = False
