@@ -131,10 +131,12 @@ class Stream:
             info = os.fstat(fd)
             identity = (info.st_dev, info.st_ino)
             if self.identity is not None and identity != self.identity:
-                # Replaced by a re-chaining command (purge, recover): start over.
+                # Replaced by a re-chaining command (purge, recover): start over, and let
+                # go of the old file's descriptor (its disk space is freed only then).
                 self.position = Position()
                 self.digest, self._digest_at, self._adopt = hashlib.sha256(), 0, None
                 self.resets += 1
+                self._append.close()
             self.identity = identity
             if info.st_size < self.position.offset:
                 raise ChainError(

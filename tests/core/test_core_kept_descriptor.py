@@ -1,0 +1,59 @@
+"""The append descriptor a long-lived ledger keeps between appends, against real files."""
+
+from __future__ import annotations
+
+import os
+
+from corekit import TEST_LAYOUT, event, read_all
+from loopstate.core.ledger import Ledger
+
+
+def _open_targets() -> list[str]:
+    """What this process's descriptors point at (Linux /proc)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+
+
+def test_appends_reuse_one_descriptor_and_a_re_chained_file_lets_the_old_one_go(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    path = core_project.dir / "streams" / "core.jsonl"
+    for n in range(3):
+        with ledger.mutation() as tx:
+            tx.append([event(n)])
+    assert _open_targets().count(str(path)) == 1  # kept, not reopened per append
+
+    # What a re-chaining command (recover, purge) does: a new file renamed over the path.
+    other = Ledger(core_project, "core", TEST_LAYOUT)
+    other.refresh()
+    copy = path.with_name("core.jsonl.new")
+    copy.write_bytes(path.read_bytes())
+    os.chmod(copy, 0o600)
+    os.replace(copy, path)
+
+    ledger.refresh()  # the kept inode is unlinked now: the ledger reads the new file from byte 0
+    assert not any(target.endswith("core.jsonl (deleted)") for target in _open_targets())
+    with ledger.mutation() as tx:
+        (record,) = tx.append([event(3)])
+    assert record.event["sequence"] == 4
+    events, _ = read_all(core_project, "core", TEST_LAYOUT)
+    assert [e["n"] for e in events] == [0, 1, 2, 3]
+    assert _open_targets().count(str(path)) == 1
+
+
+def test_closing_a_ledger_closes_its_kept_descriptors(core_project):
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(0)])
+    stream = str(core_project.dir / "streams" / "core.jsonl")
+    lock = str(core_project.dir / "locks" / "core.lock")
+    assert stream in _open_targets() and lock in _open_targets()
+    ledger.close()
+    assert stream not in _open_targets() and lock not in _open_targets()
+    with ledger.mutation() as tx:  # they reopen, checked, on the next mutation
+        (record,) = tx.append([event(1)])
+    assert record.event["sequence"] == 2
