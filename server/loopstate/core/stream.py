@@ -389,6 +389,13 @@ class Stream:
         data, head = b"".join(self._staged), self._staged_head
         self.discard_staged()
         fd = self._append_descriptor()
+        # The running prefix digest takes the bytes before the write, while the
+        # caches are warm, and counts again only once they are durable: should
+        # anything below fail, ``_digest_at`` stays unset and the digest unused.
+        grows = self.digest is not None and self._digest_at == self.position.offset
+        if grows:
+            self._digest_at = -1
+            self.digest.update(data)
         try:
             safefs.write_all(fd, data)
             os.fsync(fd)
@@ -398,8 +405,7 @@ class Stream:
             finally:
                 self._append.close()  # after a failed write or fsync, trust nothing about it
             raise
-        if self.digest is not None and self._digest_at == self.position.offset:
-            self.digest.update(data)
+        if grows:
             self._digest_at = head.offset
         self.position = head
 
