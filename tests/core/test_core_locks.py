@@ -199,3 +199,60 @@ def test_a_forked_child_does_not_share_the_parents_kept_lock_descriptor(data_dir
     with ledger.mutation() as tx:
         tx.append([event(2)])
     assert ledger.head[0] == 2
+
+
+def test_a_lock_the_kernel_refuses_fails_at_once_with_store_io_error_not_after_a_wait(core_project):
+    """flock failing for a reason other than contention is no reason to wait out the timeout."""
+    import time
+
+    core_project.ensure()
+    lock = Project(core_project.root, data_dir=core_project.data_dir, lock_timeout=5).lock("core")
+    path = core_project.dir / "locks" / "core.lock"
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.touch(mode=0o600)
+    fd = os.open(path, os.O_PATH)  # flock(2) on an O_PATH descriptor: EBADF from the kernel
+    started = time.monotonic()
+    with pytest.raises(LoopstateError) as info:
+        lock._acquire(fd, exclusive=True)
+    assert time.monotonic() - started < 2
+    assert info.value.code is ErrorCode.STORE_IO_ERROR
+    assert "core.lock" in info.value.message and "flock" in info.value.message
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the descriptor the call owned is closed
+
+
+def test_a_failed_owner_record_write_lets_go_of_the_lock(core_project, data_dir):
+    """A full disk while the record is written must not leave the lock taken (every
+    later mutation of that ledger would fail as if it were held)."""
+    import subprocess
+    import sys
+
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(1)])  # the lock file now holds this process's record
+    code = (
+        "import errno, resource, signal\n"
+        "from loopstate.core.project import Project\n"
+        f"project = Project({core_project.root!r})\n"
+        "with project.lock('core').exclusive():\n"  # portalocker imported, this process's record left
+        "    pass\n"
+        "lock = project.lock('core')\n"  # another holder: its record differs, so it must be written
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    lock.exclusive()\n"
+        "except OSError as exc:\n"
+        "    assert exc.errno == errno.EFBIG, exc\n"
+        "else:\n"
+        "    raise AssertionError('the record write did not fail')\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "with lock.exclusive():\n"  # taken again: the failed attempt let go of it
+        "    print('retaken', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "retaken"
+    with ledger.mutation() as tx:  # and this process takes it back
+        tx.append([event(2)])
+    assert ledger.head[0] == 2

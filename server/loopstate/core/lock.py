@@ -30,26 +30,47 @@ _locker_cache: Any = None
 
 
 def _locker() -> Any:
-    """portalocker's flock locker, its lock error and our two flag sets, imported on
-    the first lock taken.
+    """portalocker's flock locker (for flag sets checked once), its two errors (the
+    lock is held by someone else; locking failed for another reason) and our two
+    flag sets as plain ints, made on the first lock taken.
 
     Importing portalocker costs tens of milliseconds (its version lookup goes
     through importlib.metadata); code that opens a project and never locks
-    (no lock file yet, listing streams) should not pay it. ``FlockLocker`` is
-    portalocker's flock(2) locker without the module-level flag validation
-    (our two flag sets are fixed and valid, combined once here): that
-    validation's enum arithmetic was half the cost of a lock and unlock in
-    append profiles.
+    (no lock file yet, listing streams) should not pay it.
     """
     global _locker_cache
     if _locker_cache is None:
+        import errno
+
         import portalocker
         from portalocker.portalocker import FlockLocker
 
+        class CheckedFlagsLocker(FlockLocker):
+            """``FlockLocker`` for the two flag sets below, which are valid by construction.
+
+            ``FlockLocker.lock`` checks its flags on every call with three
+            ``LockFlags`` (enum) operations: about 3 us in a hot loop, and about
+            14 us of an append's wall time in the append benchmark, where every
+            append follows an fsync that leaves the caches cold (a quarter of
+            what an append costs beyond a raw write+fsync). This ``lock`` makes
+            the same call through portalocker's platform locker, and raises
+            the same errors, without that check.
+            """
+
+            def lock(self, file_obj: Any, flags: Any) -> None:
+                try:
+                    self.locker(file_obj, flags)
+                except OSError as exc:
+                    kind = (
+                        portalocker.exceptions.AlreadyLocked if exc.errno in (errno.EACCES, errno.EAGAIN)
+                        else portalocker.exceptions.LockException
+                    )
+                    raise kind(exc, str(exc), fh=file_obj) from exc
+
         flags = portalocker.LockFlags
         _locker_cache = (
-            FlockLocker(), portalocker.exceptions.LockException,
-            flags.EXCLUSIVE | flags.NON_BLOCKING, flags.SHARED | flags.NON_BLOCKING,
+            CheckedFlagsLocker(), portalocker.exceptions.AlreadyLocked, portalocker.exceptions.LockException,
+            int(flags.EXCLUSIVE | flags.NON_BLOCKING), int(flags.SHARED | flags.NON_BLOCKING),
         )
     return _locker_cache
 
@@ -93,11 +114,16 @@ class StoreLock:
         # stays after release (it names the last exclusive holder) and is written only
         # when it is not already ours for this second: a read costs the journal nothing,
         # while each write would put the lock file's inode into the next fsync's commit.
-        record = self._owner_record()
-        if os.pread(fd, RECORD_WIDTH + 1, 0) != record:
-            os.pwrite(fd, record, 0)
-            if size > RECORD_WIDTH:  # written by an older layout
-                os.ftruncate(fd, RECORD_WIDTH)
+        # A failed record write (a full disk) lets go of the lock it took.
+        try:
+            record = self._owner_record()
+            if os.pread(fd, RECORD_WIDTH + 1, 0) != record:
+                os.pwrite(fd, record, 0)
+                if size > RECORD_WIDTH:  # written by an older layout
+                    os.ftruncate(fd, RECORD_WIDTH)
+        except BaseException:
+            self.release()
+            raise
         return self
 
     def _owner_record(self) -> bytes:
@@ -141,7 +167,7 @@ class StoreLock:
 
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
-        locker, busy, exclusive_flags, shared_flags = _locker()
+        locker, busy, failed, exclusive_flags, shared_flags = _locker()
         flags = exclusive_flags if exclusive else shared_flags
         deadline = 0.0
         pause = 0.0005
@@ -151,19 +177,27 @@ class StoreLock:
                     locker.lock(fd, flags)
                     break
                 except busy:
-                    if not deadline:  # the clock is read only when the lock is busy
-                        deadline = time.monotonic() + self.timeout
-                    if time.monotonic() >= deadline:
-                        holder = _read_holder(fd)
-                        raise LoopstateError(
-                            ErrorCode.LOCK_TIMEOUT,
-                            f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by "
-                            f"{holder['describe']}; wait for it to finish or stop that process",
-                            lock=os.fspath(self.path),
-                            holder=holder,
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.02)
+                    pass
+                except failed as exc:  # not contention: waiting would not help
+                    raise LoopstateError(
+                        ErrorCode.STORE_IO_ERROR,
+                        f"cannot lock {self.path.name}: {exc.__cause__ or exc}; keep the store on a local "
+                        "file system that supports flock (set LOOPSTATE_DATA_DIR)",
+                        lock=os.fspath(self.path),
+                    ) from exc
+                if not deadline:  # the clock is read only when the lock is busy
+                    deadline = time.monotonic() + self.timeout
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(fd)
+                    raise LoopstateError(
+                        ErrorCode.LOCK_TIMEOUT,
+                        f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by "
+                        f"{holder['describe']}; wait for it to finish or stop that process",
+                        lock=os.fspath(self.path),
+                        holder=holder,
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
         except BaseException:
             if self._kept is not None and self._kept.fd == fd:
                 self._kept.close()
