@@ -292,15 +292,24 @@ class Ledger:
 KEPT_OPEN = 64
 _kept_lock = threading.Lock()
 _kept: "OrderedDict[int, weakref.ref[Ledger]]" = OrderedDict()
+_most_recent: "weakref.ref[Ledger] | None" = None
 
 
 def _keep_open(ledger: Ledger) -> None:
     """Mark ``ledger`` (whose ``_using`` the caller holds) most recently used; close the
-    kept descriptors of the least recently used idle ledgers beyond KEPT_OPEN."""
+    kept descriptors of the least recently used idle ledgers beyond KEPT_OPEN.
+
+    The common case, one busy stream mutated again, is one reference compare
+    without the lock: another thread can only make another ledger the most
+    recent meanwhile, and never closes one whose ``_using`` is held.
+    """
+    global _most_recent
+    recent = _most_recent
+    if recent is not None and recent() is ledger:
+        return
     key = id(ledger)
     with _kept_lock:
-        if _kept and next(reversed(_kept)) == key and _kept[key]() is ledger:
-            return  # already the most recent: the common case of one busy stream
+        _most_recent = weakref.ref(ledger)
         if key in _kept and _kept[key]() is ledger:
             _kept.move_to_end(key)
         else:

@@ -237,10 +237,9 @@ class HeldDescriptor:
             info = os.lstat(path)
         except OSError:
             info = None
-        if (
-            info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1
-            or (info.st_dev, info.st_ino) != self.identity
-        ):
+        # The held inode is a regular file (it was checked when opened), so the
+        # same (device, inode) at the path is that regular file.
+        if info is None or info.st_ino != self.identity[1] or info.st_dev != self.identity[0] or info.st_nlink != 1:
             self.close()
             return None
         return info

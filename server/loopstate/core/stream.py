@@ -199,17 +199,21 @@ class Stream:
         file, growth, a link, a second name) goes the long way through
         ``read_new``'s opened-descriptor checks.
         """
-        if self.identity is None:
+        identity = self.identity
+        if identity is None:
             return False
-        fd = self._append.fd
-        try:
-            info = os.fstat(fd) if fd is not None and self._append.identity == self.identity else os.lstat(self._path_str)
-        except FileNotFoundError:
-            return False
-        if (
-            stat.S_ISREG(info.st_mode) and info.st_nlink == 1
-            and (info.st_dev, info.st_ino) == self.identity and info.st_size == self.position.offset
-        ):
+        held = self._append
+        if held.fd is not None and held.identity == identity:
+            # The held file's inode, and so its type and identity, cannot change.
+            info = os.fstat(held.fd)
+        else:
+            try:
+                info = os.lstat(self._path_str)
+            except FileNotFoundError:
+                return False
+            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != identity:
+                return False
+        if info.st_nlink == 1 and info.st_size == self.position.offset:
             self.torn = None
             return True
         return False
@@ -419,7 +423,8 @@ class Stream:
         replaced, or after a failed write. Watchers see appends through
         IN_MODIFY, not a close.
         """
-        info = self._append.still_at(self._path_str)
+        held = self._append
+        info = held.still_at(self._path_str)
         if info is None:
             try:
                 fd, _ = safefs.open_append(self.path, self.base)
@@ -427,15 +432,14 @@ class Stream:
                 safefs.ensure_dir(self.path.parent, self.base)
                 fd, _ = safefs.open_append(self.path, self.base)
             info = os.fstat(fd)
-            self._append.hold(fd, info)
-        identity = (info.st_dev, info.st_ino)
-        if info.st_size != self.position.offset or self.identity not in (None, identity):
+            held.hold(fd, info)
+        if info.st_size != self.position.offset or (self.identity is not None and held.identity != self.identity):
             raise ChainError(
                 self.name, info.st_size, self.position.sequence,
                 "the file changed since it was verified; read it again under the lock before appending",
             )
-        self.identity = identity
-        return self._append.fd  # type: ignore[return-value]
+        self.identity = held.identity
+        return held.fd  # type: ignore[return-value]
 
     def close(self) -> None:
         """Close the kept append descriptor (it reopens on the next append)."""
