@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from corekit import TEST_LAYOUT, event, read_all
 from loopstate.core.ledger import Ledger
 
@@ -57,3 +59,30 @@ def test_closing_a_ledger_closes_its_kept_descriptors(core_project):
     with ledger.mutation() as tx:  # they reopen, checked, on the next mutation
         (record,) = tx.append([event(1)])
     assert record.event["sequence"] == 2
+
+
+def test_a_fold_that_fails_before_the_write_keeps_nothing_and_the_ledger_carries_on_from_the_file(core_project):
+    """Events are folded before they are written; a failing fold must leave neither
+    bytes in the file nor folded state behind."""
+    folded: list[int] = []
+    resets = []
+
+    def fold(record) -> None:
+        if record.event["n"] == 2:
+            raise ValueError("the projection refused event 2")
+        folded.append(record.event["n"])
+
+    ledger = Ledger(core_project, "core", TEST_LAYOUT, on_record=fold, on_reset=lambda: resets.append(len(folded)))
+    with ledger.mutation() as tx:
+        tx.append([event(0), event(1)])
+    size = ledger.stream.path.stat().st_size
+    with pytest.raises(ValueError, match="refused event 2"):
+        with ledger.mutation() as tx:
+            tx.append([event(2)])
+    assert ledger.stream.path.stat().st_size == size  # nothing written
+    assert [e["n"] for e in read_all(core_project, "core", TEST_LAYOUT)[0]] == [0, 1]
+    folded.clear()
+    with ledger.mutation() as tx:  # rebuilt from the file: 0 and 1 folded again, then 3
+        tx.append([event(3)])
+    assert resets and folded == [0, 1, 3]
+    assert ledger.head[0] == 3
