@@ -45,6 +45,8 @@ def _locker() -> Any:
         import portalocker
         from portalocker.portalocker import FlockLocker
 
+        flags = portalocker.LockFlags
+
         class CheckedFlagsLocker(FlockLocker):
             """``FlockLocker`` for the two flag sets below, which are valid by construction.
 
@@ -67,7 +69,6 @@ def _locker() -> Any:
                     )
                     raise kind(exc, str(exc), fh=file_obj) from exc
 
-        flags = portalocker.LockFlags
         _locker_cache = (
             CheckedFlagsLocker(), portalocker.exceptions.AlreadyLocked, portalocker.exceptions.LockException,
             int(flags.EXCLUSIVE | flags.NON_BLOCKING), int(flags.SHARED | flags.NON_BLOCKING),
