@@ -10,6 +10,7 @@ the canonical encoding of its event, so no byte can change unnoticed.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
@@ -75,7 +76,7 @@ def seal(fields: dict[str, Any], layout: ChainLayout, at: Position) -> tuple[dic
     event.pop(layout.hash_field, None)
     event[layout.sequence_field] = at.sequence + 1
     event[layout.prev_field] = at.hash
-    event[layout.hash_field] = canonical.sha256_hex(canonical.encode(event))
+    event[layout.hash_field] = hashlib.sha256(canonical.encode(event)).hexdigest()
     return event, canonical.encode(event) + b"\n"
 
 

@@ -168,7 +168,7 @@ class StoreLock:
 
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
-        locker, busy, failed, exclusive_flags, shared_flags = _locker()
+        locker, busy, failed, exclusive_flags, shared_flags = _locker_cache or _locker()
         flags = exclusive_flags if exclusive else shared_flags
         deadline = 0.0
         pause = 0.0005
@@ -214,7 +214,7 @@ class StoreLock:
             self._fd = None
             if self._kept is not None and self._kept.fd == fd:
                 try:
-                    _locker()[0].unlock(fd)
+                    (_locker_cache or _locker())[0].unlock(fd)
                 except Exception:  # cannot unlock: closing the descriptor releases it for sure
                     self._kept.close()
             else:

@@ -391,7 +391,7 @@ class Stream:
         if not self._staged:
             return
         data, head = b"".join(self._staged), self._staged_head
-        self.discard_staged()
+        self._staged, self._staged_head = [], None
         fd = self._append_descriptor()
         # The running prefix digest takes the bytes before the write, while the
         # caches are warm, and counts again only once they are durable: should
