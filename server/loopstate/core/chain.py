@@ -125,7 +125,7 @@ class HashCut:
         i = line.find(key)
         if i < 1:
             return None
-        if i == 1 or (line[i - 1] == 0x2C and self.after_comma and not 0 < line.find(b"{", 1) < i):
+        if i == 1 or (line[i - 1] == 0x2C and self.after_comma and line.find(b"{", 1, i) < 0):
             j = i + len(key) + len(claimed) + 2
         else:
             member = key + canonical.encode(claimed)
@@ -166,10 +166,11 @@ def check_line(line: bytes, layout: ChainLayout, at: Position, stream: str, veri
     if event.get(layout.prev_field) != at.hash:
         raise ChainError(stream, at.offset, sequence, f"{layout.prev_field} does not match the previous event's hash")
     if verify_hash:
-        claimed = event.pop(layout.hash_field, None)
-        if claimed is None or canonical.sha256_hex(canonical.encode(event)) != claimed:
+        # The event keeps its keys in the line's order: the hash-less event is a copy.
+        claimed = event.get(layout.hash_field)
+        hashless = {key: value for key, value in event.items() if key != layout.hash_field}
+        if claimed is None or canonical.sha256_hex(canonical.encode(hashless)) != claimed:
             raise ChainError(stream, at.offset, sequence, f"{layout.hash_field} does not match the event's content")
-        event[layout.hash_field] = claimed
         if canonical.encode(event) != line:
             raise ChainError(stream, at.offset, sequence, "record is not in canonical form (it was edited)")
     elif not isinstance(event.get(layout.hash_field), str):
