@@ -166,11 +166,10 @@ def check_line(line: bytes, layout: ChainLayout, at: Position, stream: str, veri
     if event.get(layout.prev_field) != at.hash:
         raise ChainError(stream, at.offset, sequence, f"{layout.prev_field} does not match the previous event's hash")
     if verify_hash:
-        # The event keeps its keys in the line's order: the hash-less event is a copy.
-        claimed = event.get(layout.hash_field)
-        hashless = {key: value for key, value in event.items() if key != layout.hash_field}
-        if claimed is None or canonical.sha256_hex(canonical.encode(hashless)) != claimed:
+        claimed = event.pop(layout.hash_field, None)
+        if claimed is None or canonical.sha256_hex(canonical.encode(event)) != claimed:
             raise ChainError(stream, at.offset, sequence, f"{layout.hash_field} does not match the event's content")
+        event[layout.hash_field] = claimed
         if canonical.encode(event) != line:
             raise ChainError(stream, at.offset, sequence, "record is not in canonical form (it was edited)")
     elif not isinstance(event.get(layout.hash_field), str):

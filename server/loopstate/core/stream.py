@@ -287,17 +287,20 @@ class Stream:
                             # The line must be the canonical encoding, and the hash that
                             # of the canonical encoding without the hash field: the line
                             # with that member cut out (HashCut), or when HashCut cannot
-                            # prove where the member is, a hash-less copy encoded. The
-                            # event itself is not touched: it keeps the line's key order.
+                            # prove where the member is, the hash-less event encoded.
                             encode_into(event, buf)
                             if buf != line:
                                 event = None
                             else:
                                 cut = cut_span(line, claimed)
+                                del event[hash_f]
                                 if cut is not None:
                                     del buf[cut[0]:cut[1]]
                                 else:
-                                    encode_into({k: v for k, v in event.items() if k != hash_f}, buf)
+                                    encode_into(event, buf)
+                                # The hash field last, as check_line leaves it (and as
+                                # services have always shown re-hashed events).
+                                event[hash_f] = claimed
                                 if sha256(buf).hexdigest() != claimed:
                                     event = None
                     if event is None:
