@@ -90,7 +90,7 @@ def _answered_first(vouched: list[int]):
 
 def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch, *, slow_scan: bool = False) -> tuple:
     with monkeypatch.context() as m:
-        m.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
+        m.setattr(parallel_verify, "FOLD_PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
         m.setattr(parallel_verify, "SPAN", 700)
         m.setattr(parallel_verify, "workers", lambda: 2)
         m.setattr(stream_module, "CHUNK", 256)  # the scan asks the workers every few lines

@@ -53,6 +53,10 @@ from loopstate.core.chain import HashCut, Position
 
 # Below this many bytes to re-hash, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 << 20
+# The same for a cold open, where the opener keeps decoding every line itself and the
+# workers compete with it (and its prefix-digest thread) for the CPUs: at 73 MB (100k
+# events) one worker made the open slower on this 2-CPU VM; at 730 MB it paid.
+FOLD_PARALLEL_MIN_BYTES = 128 << 20
 SPAN = 4 << 20
 
 
@@ -302,7 +306,7 @@ def voucher_for(
     *, from_end: bool = False,
 ) -> Voucher | None:
     """A Voucher when there is enough to re-hash to pay for workers, else None."""
-    if size - start < PARALLEL_MIN_BYTES or workers() < 2:
+    if size - start < (FOLD_PARALLEL_MIN_BYTES if from_end else PARALLEL_MIN_BYTES) or workers() < 2:
         return None
     return Voucher(fd, path, identity, start, size, fields, from_end=from_end)
 
