@@ -26,10 +26,9 @@ MAX_REQUEST_ID = 200
 # a stream; with the other 24 bits as tag, a lookup meets another id's tag (and
 # reads one event more) with odds of about n / 2**24: 6% at a million requests.
 OFFSET_BITS = 40
-# Words per bucket before it splits. A lookup scans one bucket (64-128 words,
-# about 5 us); smaller buckets cost more directory and array headers, and
-# more splits: with 64, a fold of a million requests spent twice as long noting them.
-BUCKET_SIZE = 128
+# Words per bucket before it splits. A lookup scans one bucket (32-64 words,
+# a few microseconds); smaller buckets cost more directory and array headers.
+BUCKET_SIZE = 64
 _WORD = (1 << 64) - 1
 # First read of a lookup; doubled while a request's run goes on.
 _WINDOW = 4096
