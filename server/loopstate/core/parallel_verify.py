@@ -24,8 +24,8 @@ The calling process stays the judge, in one of two ways:
   workers already found clean, it skips only the hash and canonical-form
   checks of its lines; a span they have not answered yet it checks itself,
   and workers left with only spans behind the opener are stopped. The work
-  so shares itself out by how much CPU each side gets, and no more than one
-  span is ever checked twice.
+  so shares itself out by how much CPU each side gets, and at most one span
+  per worker (where they meet) is checked twice.
 
 Any span that is not clean or does not join (or that no worker could check:
 another file at the path, a worker that died) the sequential scan checks
