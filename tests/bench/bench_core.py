@@ -1,6 +1,6 @@
 """Event core benchmark: every figure beside a reference measured in the same run, on the same disk.
 
-    .venv/bin/python tests/bench/bench_core.py [--dir DIR] [--quick]
+    .venv/bin/python tests/bench/bench_core.py [--dir DIR] [--quick] [--only PART ...]
 
 1. Durable append latency at 1k, 10k, 100k and 1M events, interleaved in rounds
    with a raw write+fsync loop of lines of the same size (so disk noise hits
@@ -190,7 +190,7 @@ def cold_child(mode: str, root: str, data_dir: str) -> None:
     if mode.endswith(" sequential"):  # the same work with no worker processes, for comparison
         from loopstate.core import parallel_verify
 
-        parallel_verify.PARALLEL_MIN_BYTES = 1 << 62
+        parallel_verify.PARALLEL_MIN_BYTES = parallel_verify.FOLD_PARALLEL_MIN_BYTES = 1 << 62
         mode = mode[: -len(" sequential")]
     t, cpu = time.perf_counter(), time.process_time()
     if mode == "msgspec":
@@ -315,11 +315,16 @@ def group_commit(base: Path, writers: int, each: int, rounds: int = 3) -> list[d
 
 # main ---------------------------------------------------------------------------------------
 
+PARTS = ["append", "rewrite", "cold", "group"]
+
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", help="where to build the stores (default: a temp dir); use the disk you care about")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=PARTS, metavar="PART",
+                        help=f"run only these parts ({', '.join(PARTS)}); default: all")
     parser.add_argument("--cold-child", nargs=3, metavar=("MODE", "ROOT", "DATA_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold_child:
@@ -333,49 +338,69 @@ def main() -> None:
         print(f"# loopstate core benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs, dir {base})")
         print(f"load average at start: {os.getloadavg()[0]:.2f}")
         print()
-        print("## Durable append (300 of ours alternating with 300 raw; CPU = user+sys time of this process)")
-        print("| events in stream | file | line | ours p50 | ours p99 | raw write+fsync p50 | raw p99 | ours / raw p50 "
-              "| CPU ours | CPU raw | first open |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for n in sizes:
-            r = append_vs_raw(base, n, appends=300)
-            print(f"| {n:,} | {r['file_mb']:.1f} MB | {r['line_bytes']} B | {fmt_us(r['ours_p50'])} | {fmt_us(r['ours_p99'])} "
-                  f"| {fmt_us(r['raw_p50'])} | {fmt_us(r['raw_p99'])} | {r['ratio']:.2f}x | {fmt_us(r['cpu'])} "
-                  f"| {fmt_us(r['raw_cpu'])} "
-                  f"| {r['open_s']:.2f} s |", flush=True)
-        print()
-        print("## Seed 000's whole-file rewrite per mutation (temp + fsync + replace + folder fsync)")
-        print("| events in stream | rewrite p50 | written per mutation |")
-        print("|---:|---:|---:|")
-        for n, times in ((1_000, 50), (10_000, 20)) if args.quick else ((1_000, 50), (100_000, 15)):
-            r = seed_rewrite(base, n, times)
-            print(f"| {n:,} | {fmt_us(r['p50'])} | {r['mb_written']:.1f} MB |", flush=True)
-        print()
-        print("## Cold open + verify + fold in a fresh process (page cache warm)")
-        print("(CPU = this process; workers = the verify worker processes it started, CPU summed, peak RSS of the largest)")
-        print("| events | mode | seconds | events/s | CPU seconds | workers' CPU s | events per CPU second (all) "
-              "| peak RSS | workers' peak RSS | RSS after imports |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for n in cold_sizes:
-            for r in cold_open(base, n):
-                total_cpu = r["cpu_seconds"] + r["workers_cpu_seconds"]
-                workers_rss = f"{r['workers_rss_mb']:.1f} MB" if r["workers_cpu_seconds"] > 0 else "-"
-                print(f"| {n:,} | {r['mode']} | {r['seconds']:.2f} | {r['events'] / r['seconds']:,.0f} "
-                      f"| {r['cpu_seconds']:.2f} | {r['workers_cpu_seconds']:.2f} | {r['events'] / total_cpu:,.0f} "
-                      f"| {r['rss_mb']:.1f} MB | {workers_rss} | {r['rss_after_imports_mb']:.1f} MB |", flush=True)
-        print()
-        each = 25 if args.quick else 100
-        print(f"## Group commit: 8 threads x {each} appends through Ledger.submit vs the same appends one at a time")
-        print("| round | one thread, one at a time | 8 threads, one at a time | 8 threads, group commit "
-              "| group / one thread | groups (writes) for all appends |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        rounds = group_commit(base, 8, each)
-        for k, r in enumerate(rounds, start=1):
-            print(f"| {k} | {r['solo_rate']:,.0f} events/s | {r['plain_rate']:,.0f} events/s | {r['group_rate']:,.0f} events/s "
-                  f"| {r['ratio']:.1f}x | {r['groups']} for {r['appends']} |", flush=True)
-        print(f"median ratio: {statistics.median(r['ratio'] for r in rounds):.1f}x")
-        print()
+        if "append" in args.only:
+            durable_append(base, sizes)
+        if "rewrite" in args.only:
+            rewrite(base, args.quick)
+        if "cold" in args.only:
+            cold(base, cold_sizes)
+        if "group" in args.only:
+            group(base, args.quick)
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+def durable_append(base: Path, sizes: list[int]) -> None:
+    print("## Durable append (300 of ours alternating with 300 raw; CPU = user+sys time of this process)")
+    print("| events in stream | file | line | ours p50 | ours p99 | raw write+fsync p50 | raw p99 | ours / raw p50 "
+          "| CPU ours | CPU raw | first open |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        r = append_vs_raw(base, n, appends=300)
+        print(f"| {n:,} | {r['file_mb']:.1f} MB | {r['line_bytes']} B | {fmt_us(r['ours_p50'])} | {fmt_us(r['ours_p99'])} "
+              f"| {fmt_us(r['raw_p50'])} | {fmt_us(r['raw_p99'])} | {r['ratio']:.2f}x | {fmt_us(r['cpu'])} "
+              f"| {fmt_us(r['raw_cpu'])} "
+              f"| {r['open_s']:.2f} s |", flush=True)
+    print()
+
+
+def rewrite(base: Path, quick: bool) -> None:
+    print("## Seed 000's whole-file rewrite per mutation (temp + fsync + replace + folder fsync)")
+    print("| events in stream | rewrite p50 | written per mutation |")
+    print("|---:|---:|---:|")
+    for n, times in ((1_000, 50), (10_000, 20)) if quick else ((1_000, 50), (100_000, 15)):
+        r = seed_rewrite(base, n, times)
+        print(f"| {n:,} | {fmt_us(r['p50'])} | {r['mb_written']:.1f} MB |", flush=True)
+    print()
+
+
+def cold(base: Path, cold_sizes: list[int]) -> None:
+    print("## Cold open + verify + fold in a fresh process (page cache warm)")
+    print("(CPU = this process; workers = the verify worker processes it started, CPU summed, peak RSS of the largest)")
+    print("| events | mode | seconds | events/s | CPU seconds | workers' CPU s | events per CPU second (all) "
+          "| peak RSS | workers' peak RSS | RSS after imports |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in cold_sizes:
+        for r in cold_open(base, n):
+            total_cpu = r["cpu_seconds"] + r["workers_cpu_seconds"]
+            workers_rss = f"{r['workers_rss_mb']:.1f} MB" if r["workers_cpu_seconds"] > 0 else "-"
+            print(f"| {n:,} | {r['mode']} | {r['seconds']:.2f} | {r['events'] / r['seconds']:,.0f} "
+                  f"| {r['cpu_seconds']:.2f} | {r['workers_cpu_seconds']:.2f} | {r['events'] / total_cpu:,.0f} "
+                  f"| {r['rss_mb']:.1f} MB | {workers_rss} | {r['rss_after_imports_mb']:.1f} MB |", flush=True)
+    print()
+
+
+def group(base: Path, quick: bool) -> None:
+    each = 25 if quick else 100
+    print(f"## Group commit: 8 threads x {each} appends through Ledger.submit vs the same appends one at a time")
+    print("| round | one thread, one at a time | 8 threads, one at a time | 8 threads, group commit "
+          "| group / one thread | groups (writes) for all appends |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    rounds = group_commit(base, 8, each)
+    for k, r in enumerate(rounds, start=1):
+        print(f"| {k} | {r['solo_rate']:,.0f} events/s | {r['plain_rate']:,.0f} events/s | {r['group_rate']:,.0f} events/s "
+              f"| {r['ratio']:.1f}x | {r['groups']} for {r['appends']} |", flush=True)
+    print(f"median ratio: {statistics.median(r['ratio'] for r in rounds):.1f}x")
+    print()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ verified, head and torn tail. The workers are real child processes.
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 
 from corekit import event, sealed_lines, write_stream
 from loopstate.core import canonical, parallel_verify
+from loopstate.core import stream as stream_module
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
@@ -67,12 +70,32 @@ def _verify(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch) -
         return verify_stream(Stream(project.dir, "core", TEST_LAYOUT))
 
 
-def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch) -> tuple:
+def _answered_first(vouched: list[int]):
+    """A Voucher.vouched_at that first lets the workers answer every span (as if the
+    scan were slow), and notes each offset it vouches to."""
+    real = parallel_verify.Voucher.vouched_at
+
+    def waiting(self, offset: int) -> int:
+        deadline = time.monotonic() + 60  # a bound, not a timing assertion: fail rather than hang
+        while any(n < len(asked) for n, asked in zip(self._answered, self._asked)) and time.monotonic() < deadline:
+            self._collect()
+            time.sleep(0.001)
+        end = real(self, offset)
+        if end:
+            vouched.append(end)
+        return end
+
+    return waiting
+
+
+def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch, *, slow_scan: bool = False) -> tuple:
     with monkeypatch.context() as m:
-        m.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
+        m.setattr(parallel_verify, "FOLD_PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
         m.setattr(parallel_verify, "SPAN", 700)
         m.setattr(parallel_verify, "workers", lambda: 2)
-        m.setattr(parallel_verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # as if the CPUs were idle
+        m.setattr(stream_module, "CHUNK", 256)  # the scan asks the workers every few lines
+        if slow_scan:
+            m.setattr(parallel_verify.Voucher, "vouched_at", _answered_first([]))
         folded: list[int] = []
         ledger = Ledger(project, "core", TEST_LAYOUT, on_record=lambda r: folded.append(r.start))
         try:
@@ -91,7 +114,9 @@ def test_workers_and_the_sequential_scan_report_the_same_first_error(kind, data,
         project = Project(str(Path(tmp) / "ws"), data_dir=Path(tmp) / "data", lock_timeout=5)
         write_stream(project, "core", _corrupt(_lines(), kind, data))
         assert _verify(project, True, monkeypatch) == _verify(project, False, monkeypatch)
-        assert _cold_open(project, True, monkeypatch) == _cold_open(project, False, monkeypatch)
+        sequential = _cold_open(project, False, monkeypatch)
+        assert _cold_open(project, True, monkeypatch) == sequential
+        assert _cold_open(project, True, monkeypatch, slow_scan=True) == sequential
 
 
 def _count_spans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -116,9 +141,40 @@ def test_a_clean_stream_is_verified_by_the_workers_to_its_end(core_project, monk
     assert sum(spans_seen) == N and len(spans_seen) > 5  # the workers, not the fallback, checked them all
 
 
-def test_a_cold_open_of_a_clean_stream_takes_every_span_from_the_workers(core_project, monkeypatch):
+def test_a_slow_cold_open_takes_every_span_the_scan_reaches_from_the_workers(core_project, monkeypatch):
     write_stream(core_project, "core", b"".join(_lines()))
-    spans_seen = _count_spans(monkeypatch)
-    error, folded, position, torn, digest = _cold_open(core_project, True, monkeypatch)
+    vouched: list[int] = []
+    with monkeypatch.context() as m:
+        m.setattr(parallel_verify.Voucher, "vouched_at", _answered_first(vouched))
+        error, folded, position, torn, digest = _cold_open(core_project, True, monkeypatch)
     assert error is None and len(folded) == N and position.sequence == N and torn is None and digest
-    assert sum(spans_seen) == N and len(spans_seen) > 5
+    assert len(set(vouched)) > 5  # span after span, the scan skipped the re-hash the workers had done
+
+
+def test_a_worker_left_with_only_spans_the_scan_reached_is_stopped(core_project, monkeypatch, tmp_path):
+    write_stream(core_project, "core", b"".join(_lines()))
+    silent = tmp_path / "silent-worker"  # a worker that never answers
+    silent.write_text("#!/bin/sh\nexec sleep 600\n")
+    silent.chmod(0o700)
+    alive_at: list[tuple[int, bool]] = []
+    real = parallel_verify.Voucher.vouched_at
+
+    def noting(self, offset: int) -> int:
+        end = real(self, offset)
+        span = parallel_verify.bisect_right(self._starts, offset) - 1
+        if span == len(self._starts) - 1:  # the first span the worker was asked: nothing left for it
+            try:
+                self._procs[0].wait(timeout=60)  # a bound: killed means it ends at once
+            except subprocess.TimeoutExpired:
+                pass
+        alive_at.append((span, self._procs[0].poll() is None))
+        return end
+
+    with monkeypatch.context() as m:
+        m.setattr(parallel_verify.sys, "executable", str(silent))
+        m.setattr(parallel_verify.Voucher, "vouched_at", noting)
+        error, folded, position, torn, digest = _cold_open(core_project, True, monkeypatch)
+    assert error is None and len(folded) == N and position.sequence == N and digest
+    last = max(span for span, _ in alive_at)
+    assert last > 5 and all(alive for span, alive in alive_at if span < last)  # still useful before that
+    assert not any(alive for span, alive in alive_at if span == last)

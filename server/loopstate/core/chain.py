@@ -126,7 +126,7 @@ class HashCut:
         i = line.find(key)
         if i < 1:
             return None
-        if i == 1 or (line[i - 1] == 0x2C and self.after_comma and not 0 < line.find(b"{", 1) < i):
+        if i == 1 or (line[i - 1] == 0x2C and self.after_comma and line.find(b"{", 1, i) < 0):
             j = i + len(key) + len(claimed) + 2
         else:
             member = key + canonical.encode(claimed)

@@ -103,18 +103,32 @@ class Ledger:
                     raise
                 self._checkpoint_offset = trusted
             self._opened = True
-        resets = self.stream.resets
+        stream = self.stream
+        resets = stream.resets
         fresh: list[Record] = []
-        # Re-hashing a lot (a first open with no usable checkpoint) is shared with
-        # worker processes; catching up on a few appends never is.
-        for record in self.stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True):
-            if self.stream.resets != resets:
-                resets = self.stream.resets
-                self._restart()
-            self._fold(record)
-            if collect:
-                fresh.append(record)
-        if self.stream.resets != resets:
+        # What _fold does, with its lookups hoisted out of the loop: a cold open
+        # runs this once per event of the stream.
+        note = self.requests.note if self.requests is not None else None
+        on_record = self.on_record
+        start = self._last_line_start
+        try:
+            # Re-hashing a lot (a first open with no usable checkpoint) is shared with
+            # worker processes; catching up on a few appends never is.
+            for record in stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True):
+                if stream.resets != resets:
+                    resets = stream.resets
+                    self._restart()
+                    on_record = self.on_record
+                event, start, end = record
+                if note is not None and REQUEST_ID in event:
+                    note(event[REQUEST_ID], start, end)
+                if on_record is not None:
+                    on_record(record)
+                if collect:
+                    fresh.append(record)
+        finally:
+            self._last_line_start = start
+        if stream.resets != resets:
             self._restart()
         return fresh
 

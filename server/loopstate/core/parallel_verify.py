@@ -17,15 +17,20 @@ The calling process stays the judge, in one of two ways:
   in order, each one's first line following the previous one's last, every
   schema value judged by the layout; the head moves to the end of the last
   span that joins;
-- ``Voucher.until`` (a cold open, which folds every event): the opener still
-  decodes every line and checks schema, sequence and links itself, and skips
-  only the hash and canonical-form checks for lines inside spans the workers
-  found clean, in order from the first.
+- ``Voucher.vouched_at`` (a cold open, which folds every event): the
+  opener still decodes every line and checks schema, sequence and links
+  itself, from the start; the workers take the spans from the end backwards,
+  so the two meet somewhere in between. Where the opener finds a span the
+  workers already found clean, it skips only the hash and canonical-form
+  checks of its lines; a span they have not answered yet it checks itself,
+  and workers left with only spans behind the opener are stopped. The work
+  so shares itself out by how much CPU each side gets, and at most one span
+  per worker (where they meet) is checked twice.
 
-From the first span that is not clean or does not join (or that no worker
-could check: another file at the path, a worker that died), the sequential
-scan checks every line itself, exactly as without workers, so the first bad
-offset, sequence and reason it reports are the same.
+Any span that is not clean or does not join (or that no worker could check:
+another file at the path, a worker that died) the sequential scan checks
+line by line itself, exactly as without workers, so the first bad offset,
+sequence and reason it reports are the same.
 
 Workers re-open the file by path (no following of links) and refuse to vouch
 for another file than the scan's (device, inode); both read under the shared
@@ -38,6 +43,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from bisect import bisect_right
 from typing import Any, Callable
 
 import msgspec
@@ -47,6 +53,10 @@ from loopstate.core.chain import HashCut, Position
 
 # Below this many bytes to re-hash, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 << 20
+# The same for a cold open, where the opener keeps decoding every line itself and the
+# workers compete with it (and its prefix-digest thread) for the CPUs: at 73 MB (100k
+# events) one worker made the open slower on this 2-CPU VM; at 730 MB it paid.
+FOLD_PARALLEL_MIN_BYTES = 128 << 20
 SPAN = 4 << 20
 
 
@@ -130,31 +140,49 @@ def workers() -> int:
 
 
 class Voucher:
-    """Spans of one file being checked by worker processes; ``until`` says how far they vouch so far.
+    """Spans of one file being checked by worker processes.
 
     Workers are plain child interpreters (``python -m loopstate.core.parallel_verify``)
-    fed span offsets on stdin and answering one line per span on stdout, not a
-    multiprocessing pool: that would re-import the caller's main module, and the
-    caller may be any script, a threaded server or a test runner.
+    fed span offsets on stdin and answering one line per span, in the order asked,
+    on stdout, not a multiprocessing pool: that would re-import the caller's main
+    module, and the caller may be any script, a threaded server or a test runner.
+
+    ``from_end=False`` (``stitched``): span i goes to worker i % count, and the
+    answers are read in file order. ``from_end=True`` (``vouched_at``): the spans
+    are handed out from the last one backwards, to one worker fewer than the CPUs
+    (the opener scanning from the front keeps one busy), and answers are read as
+    they come, without waiting.
     """
 
-    def __init__(self, fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str]) -> None:
+    def __init__(
+        self, fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str],
+        *, from_end: bool = False,
+    ) -> None:
         self._spans = _spans(fd, start, size)
+        self._starts = [a for a, _ in self._spans]
         self._procs: list[subprocess.Popen[bytes]] = []
         self._next = 0
-        self.vouched = start
         self._stopped = False
-        count = min(workers(), len(self._spans))
+        order = list(range(len(self._spans)))
+        if from_end:
+            order.reverse()
+        count = min(max(1, workers() - 1) if from_end else workers(), len(self._spans))
+        # Per worker: the span indices asked of it, in order, and how many it answered.
+        self._asked: list[list[int]] = [order[k::count] for k in range(count)]
+        self._answered = [0] * count
+        self._partial = [b""] * count
+        self._clean: dict[int, int] = {}  # span index -> end, for spans a worker found clean
         try:
-            for _ in range(count):
-                self._procs.append(subprocess.Popen(
+            for asked in self._asked:
+                proc = subprocess.Popen(
                     [sys.executable, "-m", __name__, path, str(identity[0]), str(identity[1]), *fields],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
-                ))
-            for i, (a, b) in enumerate(self._spans):  # round robin: span i goes to worker i % count
-                self._procs[i % count].stdin.write(b"%d %d\n" % (a, b))  # type: ignore[union-attr]
-            for proc in self._procs:
+                )
+                self._procs.append(proc)
+                proc.stdin.write(b"".join(b"%d %d\n" % self._spans[i] for i in asked))  # type: ignore[union-attr]
                 proc.stdin.close()  # type: ignore[union-attr]
+                if from_end:
+                    os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
         except OSError:
             self.close()
 
@@ -173,16 +201,50 @@ class Voucher:
         self._next += 1
         return span
 
-    def until(self, needed: int) -> int:
-        """The offset up to which every line is vouched for (canonical, hash right), after
-        waiting for the spans that start before ``needed``; it stops growing at the first
-        span not clean. The caller still checks schema, sequence and links itself."""
-        while not self._stopped and self._next < len(self._spans) and self._spans[self._next][0] < needed:
-            span = self.next_span()
-            if span is None:
-                break
-            self.vouched = span.end
-        return self.vouched
+    def vouched_at(self, offset: int) -> int:
+        """The end of the span holding ``offset`` when a worker found it clean, else 0:
+        every line of it from ``offset`` on is then canonical and hashes right (the
+        caller still checks schema, sequence and links itself). Never waits. Asked
+        about a span no worker has answered, the caller checks that span itself:
+        workers left with only spans before it are stopped."""
+        if self._stopped:
+            return 0
+        j = bisect_right(self._starts, offset) - 1
+        if j < 0:
+            return 0
+        self._collect()
+        end = self._clean.get(j)
+        if end is None:
+            for k, proc in enumerate(self._procs):
+                asked, answered = self._asked[k], self._answered[k]
+                if answered < len(asked) and asked[answered] <= j and proc.poll() is None:
+                    proc.kill()
+        return end or 0
+
+    def _collect(self) -> None:
+        """Take in every answer the workers have written so far."""
+        for k, proc in enumerate(self._procs):
+            asked = self._asked[k]
+            if self._answered[k] >= len(asked):
+                continue
+            try:
+                data = os.read(proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
+            except (BlockingIOError, InterruptedError):
+                continue
+            if not data:  # the worker ended (or was stopped): nothing more from it
+                self._answered[k] = len(asked)
+                continue
+            lines = (self._partial[k] + data).split(b"\n")
+            self._partial[k] = lines.pop()
+            for answer in lines:
+                try:
+                    span = _decode_span(answer)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    span = None
+                i = asked[self._answered[k]]
+                self._answered[k] += 1
+                if span is not None:
+                    self._clean[i] = span.end
 
     def stitched(self, at: Position, classify: Callable[[Any], str], progress: Any = None, size: int = 0) -> Position:
         """How far the spans are clean and chain on from ``at``, span after span:
@@ -241,19 +303,12 @@ def _spans(fd: int, start: int, size: int) -> list[tuple[int, int]]:
 
 def voucher_for(
     fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: tuple[str, str, str, str],
-    *, idle_cpus_only: bool = False,
+    *, from_end: bool = False,
 ) -> Voucher | None:
-    """A Voucher when there is enough to re-hash to pay for workers, else None.
-
-    ``idle_cpus_only``: for a scan that still decodes every line itself (a cold
-    open that folds), workers add about a third to the total CPU time; that
-    only pays when other CPUs are idle, judged by the 1-minute load average.
-    """
-    if size - start < PARALLEL_MIN_BYTES or workers() < 2:
+    """A Voucher when there is enough to re-hash to pay for workers, else None."""
+    if size - start < (FOLD_PARALLEL_MIN_BYTES if from_end else PARALLEL_MIN_BYTES) or workers() < 2:
         return None
-    if idle_cpus_only and os.getloadavg()[0] > (os.cpu_count() or 1) - 1:
-        return None
-    return Voucher(fd, path, identity, start, size, fields)
+    return Voucher(fd, path, identity, start, size, fields, from_end=from_end)
 
 
 _decode_span = msgspec.json.Decoder(Span | None).decode

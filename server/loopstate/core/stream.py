@@ -25,6 +25,8 @@ from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import ChainError, ChainLayout, HashCut, Position, check_line, seal
 
 CHUNK = 1 << 20
+# No decoded value is this object: the scan's schema memo starts out matching nothing.
+_UNJUDGED = object()
 # From this many bytes to scan, the running prefix digest is fed from a thread.
 DIGEST_THREAD_MIN_BYTES = 8 << 20
 
@@ -115,8 +117,9 @@ class Stream:
         ``verify_hash_until`` (a checkpointed prefix whose links are still
         checked). A trailing partial line is remembered in ``torn``, not
         returned and not repaired. With ``parallel``, when there are many bytes
-        to re-hash, worker processes check hashes ahead of the scan
-        (``parallel_verify``); the outcome, errors included, is the same.
+        to re-hash, worker processes check hashes from the file's end backwards
+        while the scan comes from the front (``parallel_verify``); the outcome,
+        errors included, is the same.
         """
         if self.unchanged():
             return
@@ -150,7 +153,7 @@ class Stream:
             if parallel:
                 voucher = parallel_verify.voucher_for(
                     fd, self._path_str, identity, max(self.position.offset, verify_hash_until or 0), info.st_size,
-                    self._fields, idle_cpus_only=True,
+                    self._fields, from_end=True,
                 )
             try:
                 yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress, voucher)
@@ -239,7 +242,7 @@ class Stream:
         buf = bytearray()  # the line re-encoded, then cut down to the hash-less bytes
         sha256 = hashlib.sha256
         new_record = tuple.__new__  # Record(...) goes through a Python-level __new__
-        ok_type, ok_value = None, None  # the type and value of the last schema judged "ok"
+        ok_type, ok_value = None, _UNJUDGED  # the type and value of the last schema judged "ok"
         offset, sequence, prev = self.position
         # The digest takes whole verified runs of bytes, once per chunk (and once
         # more if the scan stops early), not one call per line.
@@ -258,12 +261,11 @@ class Stream:
                     break
                 data, base = (pending + chunk if pending else chunk), offset
                 if voucher is not None:  # lines the workers found canonical and hashing right
-                    verify_hash_until = max(verify_hash_until, voucher.until(offset + len(data)))
+                    verify_hash_until = max(verify_hash_until, voucher.vouched_at(offset))
                 lines = data.split(b"\n")
                 pending = lines.pop()
                 for line in lines:
                     end = offset + len(line) + 1
-                    verify_hash = end > verify_hash_until
                     # Fast path: accept only what check_line would accept; on any
                     # doubt, check_line decides and raises the precise diagnostic.
                     try:
@@ -274,7 +276,8 @@ class Stream:
                     except Exception:
                         event = None
                     else:
-                        if type(schema) is not ok_type or schema != ok_value:
+                        # ``is`` first: the usual schema value is a small int, the very object judged before.
+                        if schema is not ok_value and (type(schema) is not ok_type or schema != ok_value):
                             if classify(schema) == "ok":
                                 ok_type, ok_value = type(schema), schema
                             else:
@@ -284,7 +287,7 @@ class Stream:
                             or type(number) is not int or number != sequence + 1
                         ):
                             event = None
-                        elif verify_hash:
+                        elif end > verify_hash_until:
                             # The line must be the canonical encoding, and the hash that
                             # of the canonical encoding without the hash field: the line
                             # with that member cut out (HashCut), or when HashCut cannot
@@ -299,15 +302,22 @@ class Stream:
                                     del buf[cut[0]:cut[1]]
                                 else:
                                     encode_into(event, buf)
-                                event[hash_f] = claimed  # the hash field last, as check_line leaves it
+                                # The hash field last, as check_line leaves it (and as
+                                # services have always shown re-hashed events).
+                                event[hash_f] = claimed
                                 if sha256(buf).hexdigest() != claimed:
                                     event = None
                     if event is None:
-                        event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=verify_hash)
+                        event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=end > verify_hash_until)
                         claimed = event[hash_f]
-                    start, offset, sequence, prev = offset, end, sequence + 1, claimed
-                    if digest is None and end == adopt_at:
-                        digest, hashed, self._adopt = adopted, end, None
+                    start = offset
+                    offset = end
+                    sequence += 1
+                    prev = claimed
+                    if end == adopt_at:  # a checked digest of the bytes so far, to carry on from
+                        adopt_at = -1
+                        if digest is None:
+                            digest, hashed, self._adopt = adopted, end, None
                     yield new_record(Record, (event, start, end))
                 if digest is not None:
                     if threaded and feeder is None:
