@@ -381,14 +381,16 @@ class Stream:
         if self.torn is not None:
             raise ChainError(self.name, self.torn.offset, self.position.sequence, "a partial tail must be cut before appending")
         position = self._staged_head or self.position
-        records, lines = [], []
+        layout = self.layout
+        records = []
         for fields in fields_list:
-            event, line = seal(fields, self.layout, position)
-            end = position.offset + len(line)
-            records.append(Record(event, position.offset, end))
-            lines.append(line)
-            position = Position(end, event[self.layout.sequence_field], event[self.layout.hash_field])
-        self._staged.extend(lines)
+            event, line = seal(fields, layout, position)
+            start = position.offset
+            end = start + len(line)
+            # tuple.__new__: a NamedTuple's own __new__ is a Python-level call.
+            records.append(tuple.__new__(Record, (event, start, end)))
+            self._staged.append(line)
+            position = tuple.__new__(Position, (end, event[layout.sequence_field], event[layout.hash_field]))
         self._staged_head = position
         return records
 
