@@ -79,6 +79,32 @@ def test_a_payload_byte_changed_before_the_checkpoint_is_caught_at_its_record(ch
     assert (info.value.offset, info.value.sequence) == (starts[3], 4)
 
 
+def test_an_edited_prefix_digest_is_corrupt_ledger_and_nothing_folded_from_the_prefix_is_kept(checkpointed, core_project):
+    """The prefix digest is checked while the scan folds the prefix (in a thread): when it
+    fails, the projection built from the unproven bytes is dropped, and every later open
+    fails the same way (the file itself verifies; the checkpoint's digest does not)."""
+    ledger, saved = checkpointed
+    target = checkpoint.path_for(ledger.stream)
+    record = json.loads(target.read_bytes())
+    record["prefix_sha256"] = "0" * 64
+    target.write_text(json.dumps(record))
+    folded: list[int] = []
+    resets: list[int] = []
+    reader = Ledger(core_project, "core", TEST_LAYOUT, on_record=lambda r: folded.append(r.event["n"]),
+                    on_reset=lambda: (resets.append(len(folded)), folded.clear()))
+    for _ in range(2):
+        with pytest.raises(checkpoint.PrefixChanged) as info:
+            reader.refresh()
+        assert info.value.code is ErrorCode.CORRUPT_LEDGER
+        assert f"before the checkpoint at byte {saved.offset} changed" in info.value.reason
+        # The events before the checkpointed one were folded while the digest was computed, then dropped.
+        assert resets[-1] == saved.sequence - 1 and folded == []
+        assert reader.head == (0, None)
+    target.unlink()  # the checkpoint is only a cache: without it, the full verify passes
+    reader.refresh()
+    assert folded == list(range(20))
+
+
 def test_a_checkpoint_without_a_prefix_digest_is_still_honoured(checkpointed, core_project):
     ledger, saved = checkpointed
     target = checkpoint.path_for(ledger.stream)

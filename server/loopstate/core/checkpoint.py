@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -63,15 +65,22 @@ def load(stream: Stream) -> Checkpoint | None:
         return None
 
 
-def validate(stream: Stream, checkpoint: Checkpoint) -> int:
+def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False) -> int:
     """Check ``checkpoint`` against the file; returns the offset hashes are trusted to.
 
     Returns 0 when the checkpoint belongs to another file (replaced by a
     re-chaining command): then everything is verified again.
+
+    With ``concurrent`` the prefix digest (one pass over the bytes before the
+    checkpoint) is computed in a thread while the caller scans those bytes,
+    instead of before: the scan asks for it when it reaches the checkpoint,
+    and only then is the prefix vouched for; a mismatch raises PrefixChanged
+    there, and the caller must drop what it folded from the prefix.
     """
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
         raise ChainError(stream.name, 0, None, "the stream file is missing but a checkpoint of it exists")
+    prefix: _PrefixDigest | None = None
     try:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino):
@@ -82,7 +91,8 @@ def validate(stream: Stream, checkpoint: Checkpoint) -> int:
                 f"the file is {info.st_size} bytes but was verified up to byte {checkpoint.offset}: acknowledged events are gone",
             )
         line = os.pread(fd, checkpoint.offset - checkpoint.line_start, checkpoint.line_start)
-        prefix = _digest_of_prefix(fd, checkpoint.offset) if checkpoint.prefix_sha256 else None
+        if checkpoint.prefix_sha256:
+            prefix = _PrefixDigest(stream.name, fd, checkpoint, in_thread=concurrent)
     finally:
         os.close(fd)
     if not line.endswith(b"\n"):
@@ -96,14 +106,56 @@ def validate(stream: Stream, checkpoint: Checkpoint) -> int:
     if checked[layout.hash_field] != checkpoint.hash:
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record's hash changed")
     if prefix is not None:
-        if prefix.hexdigest() != checkpoint.prefix_sha256:
-            raise PrefixChanged(
-                stream.name, 0, None,
-                f"the bytes before the checkpoint at byte {checkpoint.offset} changed although every hash still links "
-                "(the file or its checkpoint was edited)",
-            )
-        stream.adopt_digest(checkpoint.offset, prefix)
+        if not concurrent:
+            prefix.checked()
+        stream.adopt_digest(checkpoint.offset, prefix.checked)
     return checkpoint.offset
+
+
+class _PrefixDigest:
+    """SHA-256 of the bytes before a checkpoint, computed now or in a thread, and
+    compared with the checkpoint's when ``checked()`` is called."""
+
+    def __init__(self, stream_name: str, fd: int, checkpoint: Checkpoint, *, in_thread: bool) -> None:
+        self._stream_name = stream_name
+        self._checkpoint = checkpoint
+        self._digest: Any = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._verified = False
+        if in_thread:
+            own = os.dup(fd)  # the caller closes its descriptor; the thread reads through its own
+            self._thread = threading.Thread(target=self._compute, args=(own, True), name="loopstate-prefix-digest", daemon=True)
+            self._thread.start()
+        else:
+            self._compute(fd, False)
+
+    def _compute(self, fd: int, owned: bool) -> None:
+        try:
+            self._digest = _digest_of_prefix(fd, self._checkpoint.offset)
+        except BaseException as exc:  # handed to checked(), in the caller's thread
+            self._error = exc
+        finally:
+            if owned:
+                os.close(fd)
+
+    def checked(self) -> Any:
+        """The digest, once it is known to match the checkpoint's; else PrefixChanged."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        if self._verified:
+            return self._digest  # it may have taken further bytes since (a scan carries on from it)
+        if self._digest.hexdigest() != self._checkpoint.prefix_sha256:
+            raise PrefixChanged(
+                self._stream_name, 0, None,
+                f"the bytes before the checkpoint at byte {self._checkpoint.offset} changed although every hash still "
+                "links (the file or its checkpoint was edited)",
+            )
+        self._verified = True
+        return self._digest
 
 
 def _digest_of_prefix(fd: int, end: int):

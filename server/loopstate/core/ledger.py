@@ -94,13 +94,10 @@ class Ledger:
         if not self._opened:
             saved = checkpoint.load(self.stream)
             if saved is not None:
-                try:
-                    trusted = checkpoint.validate(self.stream, saved)
-                except checkpoint.PrefixChanged:
-                    # Some byte before the checkpoint changed: a full verify names the record.
-                    for _ in Stream(self.project.dir, self.name, self.stream.layout).read_new():
-                        pass
-                    raise
+                # The digest of the bytes before the checkpoint is computed in a
+                # thread while the scan below reads them, and checked when the scan
+                # gets to the checkpoint (PrefixChanged, handled below).
+                trusted = checkpoint.validate(self.stream, saved, concurrent=True)
                 self._checkpoint_offset = trusted
             self._opened = True
         stream = self.stream
@@ -126,6 +123,15 @@ class Ledger:
                     on_record(record)
                 if collect:
                     fresh.append(record)
+        except checkpoint.PrefixChanged:
+            # Some byte before the checkpoint changed: nothing folded from there is
+            # kept, the next open starts over, and a full verify names the record.
+            stream.forget()
+            self._restart()
+            self._opened = False
+            for _ in Stream(self.project.dir, self.name, stream.layout).read_new():
+                pass
+            raise
         finally:
             self._last_line_start = start
         if stream.resets != resets:

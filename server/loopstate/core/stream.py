@@ -103,7 +103,7 @@ class Stream:
         # moves the head by hand (a snapshot) simply has no digest.
         self.digest: Any = None
         self._digest_at = -1
-        self._adopt: tuple[int, Any] | None = None
+        self._adopt: tuple[int, Callable[[], Any]] | None = None
 
     # reading ---------------------------------------------------------------
 
@@ -314,10 +314,12 @@ class Stream:
                     offset = end
                     sequence += 1
                     prev = claimed
-                    if end == adopt_at:  # a checked digest of the bytes so far, to carry on from
+                    if end == adopt_at:  # the bytes so far are vouched for by a checked digest, or PrefixChanged
                         adopt_at = -1
+                        vouched = adopted()
+                        self._adopt = None
                         if digest is None:
-                            digest, hashed, self._adopt = adopted, end, None
+                            digest, hashed = vouched, end
                     yield new_record(Record, (event, start, end))
                 if digest is not None:
                     if threaded and feeder is None:
@@ -457,10 +459,12 @@ class Stream:
         """Close the kept append descriptor (it reopens on the next append)."""
         self._append.close()
 
-    def adopt_digest(self, offset: int, digest: Any) -> None:
-        """Take a checked digest of bytes [0, offset) to carry on from once a scan from 0 gets there."""
+    def adopt_digest(self, offset: int, vouch: Callable[[], Any]) -> None:
+        """Once a scan from 0 gets to ``offset``, call ``vouch`` for the checked digest
+        of bytes [0, offset) and carry on from it; it raises if those bytes changed
+        (it may still be computing them in a thread while the scan reads them)."""
         if self.digest is None and self.position.offset == 0:
-            self._adopt = (offset, digest)
+            self._adopt = (offset, vouch)
 
     def forget(self) -> None:
         """Drop everything known about the file: the next read verifies it from byte 0."""
