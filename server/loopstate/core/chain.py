@@ -67,12 +67,14 @@ class ChainError(LoopstateError):
         self.reason = reason
 
 
-def seal(fields: dict[str, Any], layout: ChainLayout, at: Position) -> tuple[dict[str, Any], bytes]:
-    """Give ``fields`` the next sequence, the previous hash and its own hash.
+def seal(
+    fields: dict[str, Any], layout: ChainLayout, at: Position, extra: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], bytes]:
+    """Give ``fields`` (and ``extra``, which wins) the next sequence, the previous hash and its own hash.
 
     Returns the complete event and its line (canonical JSON plus newline).
     """
-    event = dict(fields)
+    event = {**fields, **extra} if extra else dict(fields)
     event.pop(layout.hash_field, None)
     event[layout.sequence_field] = at.sequence + 1
     event[layout.prev_field] = at.hash

@@ -436,11 +436,9 @@ class Mutation:
         the write or the fsync fail, nothing folded is kept: the projection is
         rebuilt from the file (``_forget_unwritten``), as in a group commit.
         """
-        if request_id is not None:
-            events = [{**e, REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp} for e in events]
         ledger = self.ledger
         stream = ledger.stream
-        records = stream.stage(events)
+        records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
         if self.grouped:
             for record in records:
                 ledger._fold(record)

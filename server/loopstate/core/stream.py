@@ -373,8 +373,9 @@ class Stream:
         self.torn = None
         return torn
 
-    def stage(self, fields_list: list[dict[str, Any]]) -> list[Record]:
-        """Seal events after the verified (and already staged) head, in memory only.
+    def stage(self, fields_list: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> list[Record]:
+        """Seal events (each with the fields of ``extra`` added) after the verified
+        (and already staged) head, in memory only.
 
         Nothing is durable until ``flush``; callers acknowledge nothing before it.
         The caller must have read to the end (``read_new``) and cut any torn
@@ -386,7 +387,7 @@ class Stream:
         layout = self.layout
         records = []
         for fields in fields_list:
-            event, line = seal(fields, layout, position)
+            event, line = seal(fields, layout, position, extra)
             start = position.offset
             end = start + len(line)
             # tuple.__new__: a NamedTuple's own __new__ is a Python-level call.
