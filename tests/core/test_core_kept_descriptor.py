@@ -86,3 +86,26 @@ def test_a_fold_that_fails_before_the_write_keeps_nothing_and_the_ledger_carries
         tx.append([event(3)])
     assert resets and folded == [0, 1, 3]
     assert ledger.head[0] == 3
+
+
+def test_after_a_failed_append_the_rebuild_is_not_news(core_project):
+    """Rebuilding the projection after an append that failed re-reads the stream as a
+    first open does: the events already there are not handed out again as caught up."""
+    fail = [False]
+
+    def fold(record) -> None:
+        if fail[0]:
+            raise OSError(28, "No space left on device")
+
+    ledger = Ledger(core_project, "core", TEST_LAYOUT, on_record=fold, announce_history=False)
+    with ledger.mutation() as tx:
+        tx.append([event(0), event(1)])
+    fail[0] = True
+    with pytest.raises(OSError):
+        with ledger.mutation() as tx:
+            tx.append([event(2)])
+    fail[0] = False
+    with ledger.mutation() as tx:
+        assert tx.caught_up == []
+        (record,) = tx.append([event(3)])
+    assert record.event["sequence"] == 3

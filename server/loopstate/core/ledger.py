@@ -232,9 +232,12 @@ class Ledger:
             self._checkpoint_offset = stream.position.offset
 
     def _forget_unwritten(self) -> None:
-        """Staged events were folded but never became durable: rebuild from the file."""
+        """Staged events were folded but never became durable: rebuild from the file
+        as a first open does, from the checkpoint when there is one, and without
+        handing the events already there out again as news."""
         self.stream.forget()
         self._restart()
+        self._opened = False
 
     # group commit ----------------------------------------------------------------
 
