@@ -109,3 +109,25 @@ def test_after_a_failed_append_the_rebuild_is_not_news(core_project):
         assert tx.caught_up == []
         (record,) = tx.append([event(3)])
     assert record.event["sequence"] == 3
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_batch_with_an_event_that_cannot_be_encoded_appends_none_of_it(core_project, grouped):
+    """Sealing stops at the bad event; the ones sealed before it must not be left staged
+    for the next write (they would go out with a sequence the next event also takes)."""
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([event(0)])
+    batch = [event(1), {**event(2), "payload": object()}]
+    if grouped:
+        with pytest.raises(TypeError):
+            ledger.submit(lambda tx: tx.append(batch))
+        ledger.submit(lambda tx: tx.append([event(3)]))
+    else:
+        with pytest.raises(TypeError):
+            with ledger.mutation() as tx:
+                tx.append(batch)
+        with ledger.mutation() as tx:
+            tx.append([event(3)])
+    events, _ = read_all(core_project, "core", TEST_LAYOUT)
+    assert [(e["n"], e["sequence"]) for e in events] == [(0, 1), (3, 2)]

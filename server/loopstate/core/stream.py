@@ -385,15 +385,17 @@ class Stream:
             raise ChainError(self.name, self.torn.offset, self.position.sequence, "a partial tail must be cut before appending")
         position = self._staged_head or self.position
         layout = self.layout
-        records = []
+        records, lines = [], []
         for fields in fields_list:
             event, line = seal(fields, layout, position, extra)
             start = position.offset
             end = start + len(line)
             # tuple.__new__: a NamedTuple's own __new__ is a Python-level call.
             records.append(tuple.__new__(Record, (event, start, end)))
-            self._staged.append(line)
+            lines.append(line)
             position = tuple.__new__(Position, (end, event[layout.sequence_field], event[layout.hash_field]))
+        # Staged only once every event sealed: an event that cannot be encoded stages none.
+        self._staged.extend(lines)
         self._staged_head = position
         return records
 
