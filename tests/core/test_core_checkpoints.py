@@ -12,6 +12,7 @@ from corekit import event, line_starts, read_all, sealed_lines, snapshot, write_
 from loopstate.core import checkpoint
 from loopstate.core.chain import ChainError
 from loopstate.core.ledger import Ledger
+from loopstate.core.stream import Stream
 from loopstate_protocol.errors import ErrorCode
 
 from corekit import TEST_LAYOUT
@@ -191,3 +192,32 @@ def test_a_head_moved_by_hand_writes_no_prefix_digest_rather_than_a_wrong_one(co
     saved = checkpoint.load(ledger.stream)
     assert saved is not None and saved.prefix_sha256 is None
     assert len(Ledger(core_project, "core", TEST_LAYOUT).refresh()) == 4
+
+
+def test_a_file_cut_below_its_checkpoint_after_the_check_is_still_caught_by_the_scan(checkpointed, core_project):
+    """The checkpoint is checked first and its prefix vouched for when the scan reaches it;
+    a file that no longer reaches it by then has lost acknowledged events."""
+    ledger, saved = checkpointed
+    stream = Stream(core_project.dir, "core", TEST_LAYOUT)
+    trusted = checkpoint.validate(stream, saved, concurrent=True)
+    assert trusted == saved.offset
+    with open(stream.path, "r+b") as fh:
+        fh.truncate(saved.line_start)
+    with pytest.raises(ChainError) as info:
+        for _ in stream.read_new(verify_hash_until=trusted):
+            pass
+    assert "acknowledged events are gone" in info.value.reason
+
+
+def test_a_prefix_changed_after_its_digest_was_checked_is_caught_where_no_line_ends_at_the_checkpoint(checkpointed, core_project):
+    """Belt and braces: the digest matched the bytes it read, but the scan finds the line
+    boundaries moved (a byte went in before the checkpoint after the digest was taken)."""
+    ledger, saved = checkpointed
+    stream = Stream(core_project.dir, "core", TEST_LAYOUT)
+    trusted = checkpoint.validate(stream, saved)  # the digest is checked here, before the scan
+    data = stream.path.read_bytes()
+    stream.path.write_bytes(data.replace(b'"n":3', b'"n":33', 1))
+    with pytest.raises(ChainError) as info:
+        for _ in stream.read_new(verify_hash_until=trusted):
+            pass
+    assert "no line ends where the checkpoint says one does" in info.value.reason

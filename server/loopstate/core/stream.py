@@ -25,6 +25,8 @@ from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import ChainError, ChainLayout, HashCut, Position, check_line, seal
 
 CHUNK = 1 << 20
+# Beyond any file offset: "no checkpoint to reach" in the scan.
+_NO_OFFSET = 1 << 63
 # No decoded value is this object: the scan's schema memo starts out matching nothing.
 _UNJUDGED = object()
 # From this many bytes to scan, the running prefix digest is fed from a thread.
@@ -249,7 +251,8 @@ class Stream:
         digest, hashed = (self.digest if self._digest_at == offset else None), offset
         # With a lot to read, a thread feeds the digest (hashlib lets go of the GIL for big updates).
         threaded, feeder = size - offset >= DIGEST_THREAD_MIN_BYTES, None
-        adopt_at, adopted = self._adopt or (-1, None)
+        # Where a checked digest of the bytes before it vouches for them (a checkpoint).
+        adopt_at, adopted = self._adopt or (_NO_OFFSET, None)
         os.lseek(fd, offset, os.SEEK_SET)
         pending = data = b""
         base = offset  # the file offset of data[0]
@@ -314,10 +317,11 @@ class Stream:
                     offset = end
                     sequence += 1
                     prev = claimed
-                    if end == adopt_at:  # the bytes so far are vouched for by a checked digest, or PrefixChanged
-                        adopt_at = -1
-                        vouched = adopted()
-                        self._adopt = None
+                    if end >= adopt_at:  # the bytes so far are vouched for by a checked digest, or PrefixChanged
+                        vouched = adopted()  # type: ignore[misc]
+                        if end != adopt_at:  # past it without a line ending there: those bytes changed
+                            raise ChainError(self.name, start, sequence, "no line ends where the checkpoint says one does")
+                        adopt_at, self._adopt = _NO_OFFSET, None
                         if digest is None:
                             digest, hashed = vouched, end
                     yield new_record(Record, (event, start, end))
@@ -335,6 +339,12 @@ class Stream:
                 feeder.finish()
             self.position = Position(offset, sequence, prev)
             self.digest, self._digest_at = digest, (offset if digest is not None else -1)
+        if adopt_at != _NO_OFFSET:  # shorter now than when its checkpoint was checked
+            raise ChainError(
+                self.name, offset, sequence,
+                f"the file ends before byte {adopt_at}, where its checkpoint says verified events end: "
+                "acknowledged events are gone",
+            )
         if pending:
             self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest())
 
