@@ -203,6 +203,19 @@ def test_stream_names_that_could_escape_the_store_are_refused(core_project):
         _refused(ErrorCode.INVALID_PARAMS, lambda: Ledger(core_project, name, TEST_LAYOUT))
 
 
+def _swap_stream(path, kind: str, victim):
+    """Give the stream a second name (``hardlink``), or move it aside and put ``kind``
+    at its path; returns where the stream's own bytes now are."""
+    if kind == "hardlink":
+        kept = victim.parent / "second-name.jsonl"
+        os.link(path, kept)
+    else:
+        kept = victim.parent / "moved.jsonl"
+        os.rename(path, kept)
+        _replace(path, kind, victim)
+    return kept
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_long_lived_ledger_notices_a_stream_swapped_after_it_verified_it(core_project, victim, kind):
     """The one-lstat 'nothing changed' shortcut never lets a swapped file through."""
@@ -211,17 +224,12 @@ def test_a_long_lived_ledger_notices_a_stream_swapped_after_it_verified_it(core_
         tx.append([event(1)])
     path = core_project.dir / "streams" / "core.jsonl"
     data = path.read_bytes()
-    if kind == "hardlink":
-        os.link(path, victim.parent / "second-name.jsonl")
-    else:
-        os.rename(path, victim.parent / "moved.jsonl")
-        _replace(path, kind, victim)
+    kept = _swap_stream(path, kind, victim)
     with pytest.raises(LoopstateError) as info:
         with ledger.mutation() as tx:
             tx.append([event(2)])
     assert info.value.code is ErrorCode.UNSAFE_PATH
     assert victim.read_bytes() == b"precious\n"
-    kept = victim.parent / ("second-name.jsonl" if kind == "hardlink" else "moved.jsonl")
     assert kept.read_bytes() == data
 
 
@@ -234,15 +242,10 @@ def test_a_stream_swapped_between_two_appends_of_one_mutation_is_not_appended_th
         with ledger.mutation() as tx:
             tx.append([event(1)])  # durable; the ledger now holds a verified head
             data = path.read_bytes()
-            if kind == "hardlink":
-                os.link(path, victim.parent / "second-name.jsonl")
-            else:
-                os.rename(path, victim.parent / "moved.jsonl")
-                _replace(path, kind, victim)
+            kept = _swap_stream(path, kind, victim)
             tx.append([event(2)])
     assert info.value.code is ErrorCode.UNSAFE_PATH
     assert victim.read_bytes() == b"precious\n"
-    kept = victim.parent / ("second-name.jsonl" if kind == "hardlink" else "moved.jsonl")
     assert kept.read_bytes() == data
 
 
