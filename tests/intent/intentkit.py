@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ import jsonschema
 from loopstate.service import Service
 from loopstate_protocol import intent as p
 
-CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance"
-SCHEMA = json.loads((CONFORMANCE / "intent-loop" / "ledger-event.schema.json").read_text())
+from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE
+
+SCHEMA_PATH = CONFORMANCE / "intent-loop" / "ledger-event.schema.json"
 LOOPSTATE_ADDED = ("sequence", "request_fingerprint")
 START = "2026-01-01T00:00:00Z"
 
@@ -28,7 +30,9 @@ def _date_time(value: object) -> bool:
     return True
 
 
-VALIDATOR = jsonschema.Draft202012Validator(SCHEMA, format_checker=_formats)
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()), format_checker=_formats)
 
 
 def conformant(event: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +41,8 @@ def conformant(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_errors(event: dict[str, Any]) -> list[str]:
-    return [e.message for e in VALIDATOR.iter_errors(conformant(event))]
+    """The upstream schema's complaints (callers check HAVE_CONFORMANCE first: the file is in ../shared)."""
+    return [e.message for e in _validator().iter_errors(conformant(event))]
 
 
 def ledger_events(data_dir: Path) -> list[dict[str, Any]]:

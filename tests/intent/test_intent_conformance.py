@@ -14,6 +14,7 @@ from loopstate.domains.intent import LAYOUT
 from loopstate.domains.intent.records import EVENT_TYPES
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
+from tests.conftest import needs_conformance
 
 
 def every_event_type(it: Intent) -> str:
@@ -31,6 +32,7 @@ def every_event_type(it: Intent) -> str:
     return task
 
 
+@needs_conformance
 def test_every_event_type_is_written_and_conforms(it: Intent, data_dir):
     every_event_type(it)
     events = ledger_events(data_dir)
@@ -41,6 +43,7 @@ def test_every_event_type_is_written_and_conforms(it: Intent, data_dir):
         assert event["request_id"] and len(event["request_fingerprint"]) == 64
 
 
+@needs_conformance
 def test_the_schema_check_catches_a_bad_event(it: Intent, data_dir):
     every_event_type(it)
     event = ledger_events(data_dir)[0]

@@ -1,4 +1,10 @@
-"""The-loop's JSON Schemas (by path from the shared conformance folder), with their $refs resolved."""
+"""The JSON Schemas the runs tests check records against.
+
+The seed's own (the-loop's, by path from the shared conformance folder, $refs
+resolved) when ../shared is beside the clone; otherwise loopstate's own, generated
+from the domain's msgspec Structs, so that every written record is still checked
+against a schema in a clone that has no ../shared.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,12 @@ import functools
 import json
 from typing import Any
 
+import msgspec
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from tests.conftest import CONFORMANCE
+from loopstate.domains.runs import records
+from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE
 
 THE_LOOP = CONFORMANCE / "the-loop"
 SCHEMAS = THE_LOOP / "schemas"
@@ -34,8 +42,17 @@ def _registry() -> Registry:
 
 @functools.cache
 def validator(kind: str) -> Draft202012Validator:
+    if not HAVE_CONFORMANCE:
+        return own_validator(kind)
     schema = json.loads((SCHEMAS / KIND_SCHEMA[kind]).read_text())
     return Draft202012Validator(schema, registry=_registry(), format_checker=FormatChecker())
+
+
+@functools.cache
+def own_validator(kind: str) -> Draft202012Validator:
+    """loopstate's own schema of a record kind, generated from the Struct `loopstate validate KIND` decodes."""
+    struct, _ = records.KINDS[kind]
+    return Draft202012Validator(msgspec.json.schema(struct), format_checker=FormatChecker())
 
 
 def schema_errors(kind: str, record: Any) -> list[str]:

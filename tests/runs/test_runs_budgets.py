@@ -14,6 +14,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs import budgets
 from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
+from tests.conftest import needs_conformance
 
 LOCAL = {"action": "local_write", "destination": "repository"}
 
@@ -210,6 +211,7 @@ def test_internal_records_do_not_consume_the_mutation_budget(h):
     assert h.status(run_id).run["usage"]["mutations"] == 0
 
 
+@needs_conformance
 def test_budgets_a_command_leaves_out_come_from_the_project_config(h, root):
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     config["budgets"]["max_mutations"] = 9

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopstate.cli.main import main
-from tests.conftest import REPO, env_for_child
+from tests.conftest import REPO, env_for_child, needs_conformance
 from tests.runs.schemas import THE_LOOP
 
 VALID = sorted((THE_LOOP / "fixtures" / "valid").glob("*.json"))
@@ -22,6 +22,7 @@ def cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
                           env=env_for_child(data_dir), cwd=REPO, timeout=60)
 
 
+@needs_conformance
 @pytest.mark.slow
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
 def test_validate_exits_zero_for_each_valid_fixture(path, data_dir):
@@ -30,6 +31,7 @@ def test_validate_exits_zero_for_each_valid_fixture(path, data_dir):
     assert f"a valid {path.stem} record" in result.stdout
 
 
+@needs_conformance
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
 def test_validate_exits_one_naming_field_and_rule_for_each_invalid_fixture(path, capsys):
     assert main(["validate", "config", str(path)]) == 1
@@ -37,6 +39,7 @@ def test_validate_exits_one_naming_field_and_rule_for_each_invalid_fixture(path,
     assert "VALIDATION_FAILED" in err and "$." in err and "(rule: " in err
 
 
+@needs_conformance
 def test_validate_json_output_carries_field_and_rule(capsys):
     assert main(["validate", "config", str(THE_LOOP / "fixtures/invalid/enum-config.json"), "--json"]) == 1
     error = json.loads(capsys.readouterr().out)["error"]
@@ -69,6 +72,7 @@ def test_validate_a_missing_file_or_a_folder_says_to_give_a_json_file(tmp_path, 
     assert "is a folder; give the path of a JSON file" in capsys.readouterr().err
 
 
+@needs_conformance
 def test_validate_an_unknown_kind_exits_one_listing_the_kinds(tmp_path, capsys):
     path = THE_LOOP / "fixtures/valid/config.json"
     assert main(["validate", "configuration", str(path)]) == 1
@@ -77,6 +81,7 @@ def test_validate_an_unknown_kind_exits_one_listing_the_kinds(tmp_path, capsys):
     assert "config, run, lease, grant, route, evidence, issue_ledger, install_receipt, audit_event" in err
 
 
+@needs_conformance
 def test_validate_a_record_of_the_wrong_kind_names_the_first_wrong_field(capsys):
     assert main(["validate", "run", str(THE_LOOP / "fixtures/valid/config.json")]) == 1
     err = capsys.readouterr().err
@@ -90,6 +95,7 @@ def test_cli_budgets_that_are_not_json_are_a_clear_refusal(root, data_dir, capsy
     assert "--budgets is not valid JSON" in capsys.readouterr().err
 
 
+@needs_conformance
 @pytest.mark.slow
 def test_cli_validate_by_subprocess_exit_codes(tmp_path, data_dir):
     good = cli("validate", "grant", str(THE_LOOP / "fixtures/valid/grant.json"), data_dir=data_dir)
@@ -164,6 +170,7 @@ def test_cli_revoke_and_cancel(root, data_dir, capsys):
     assert json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]["status"] == "cancelled"
 
 
+@needs_conformance
 def test_cli_create_takes_mode_and_budgets_from_the_project_config(root, data_dir, capsys):
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     config["default_mode"] = "loop"

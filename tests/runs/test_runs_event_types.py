@@ -14,6 +14,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs import LAYOUT
 from tests.runs.conftest import AGENT, USER, Harness, lease_args
 from tests.runs.schemas import THE_LOOP, schema_errors
+from tests.conftest import needs_conformance
 
 SEED_EVENT_TYPES = {
     "run_created", "authority_granted", "authority_revoked", "lease_acquired", "lease_renewed", "route_selected",
@@ -25,6 +26,7 @@ EVIDENCE = {"stage": "test", "requirement_ids": ["R1"], "type": "manual", "descr
             "outcome": "passed", "artifact_refs": [], "manual_observation": "fine", "digest": None, "environment": {}}
 
 
+@needs_conformance
 def test_every_seed_event_type_is_written_and_valid(h, root):
     grant_id = h.grant()
     run_id, lease = h.leased(grant_id=grant_id, budgets={"max_duration_seconds": 7200, "max_stage_attempts": 3,

@@ -15,6 +15,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.errors import LoopstateError
 from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
+from tests.conftest import needs_conformance
 
 INTEND = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"},
           "action": "local_write", "destination": "repository"}
@@ -100,6 +101,7 @@ def test_kill_switch_as_a_symlink_or_folder_still_halts(h, root):
     refused(h, proto.StageStart(run_id=run_id, stage="build", **lease_args(lease)), ErrorCode.KILL_SWITCH)
 
 
+@needs_conformance
 def test_configured_external_kill_switch_is_checked(h, root, tmp_path):
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     external = tmp_path / "elsewhere" / "HALT"
@@ -111,6 +113,7 @@ def test_configured_external_kill_switch_is_checked(h, root, tmp_path):
     assert h.events(run_id)[-1]["data"] == {"path": str(external)}
 
 
+@needs_conformance
 def test_invalid_config_refuses_run_mutation(h, root):
     run_id, lease = h.leased()
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
@@ -210,6 +213,7 @@ def test_a_halted_run_refuses_acquire_saying_to_remove_the_switch_then_resume(h,
     assert event["data"] == {"previous_generation": None, "new_generation": 0, "reason": "switch cleared"}
 
 
+@needs_conformance
 def test_a_state_root_that_leads_out_of_the_project_through_a_link_is_refused(h, root, tmp_path):
     run_id, lease = h.leased()
     outside = tmp_path / "elsewhere"

@@ -13,6 +13,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.machine import KILLABLE, RECOVERABLE, TERMINAL, TRANSITIONS, allowed
 from tests.runs.conftest import AGENT, OTHER, USER, as_json, lease_args, spawn, write_json
 from tests.runs.schemas import THE_LOOP
+from tests.conftest import needs_conformance
 
 
 def refused(h, command, code: ErrorCode) -> LoopstateError:
@@ -292,6 +293,7 @@ def test_heartbeats_are_coalesced_until_a_renewal_is_due(h):
     assert status.lease_expired is False and status.run["usage"]["duration_seconds"] == 3600
 
 
+@needs_conformance
 def test_renewal_threshold_is_half_the_lease_when_the_heartbeat_is_long(h, root):
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     write_json(root / ".loopstate" / "config.json", {**config, "heartbeat_seconds": 600, "lease_seconds": 601})
@@ -353,6 +355,7 @@ def test_evidence_that_is_not_an_object_is_a_clear_refusal(h):
     assert "must be a JSON object of evidence fields" in error.message
 
 
+@needs_conformance
 def test_a_run_takes_the_configs_default_mode_unless_the_command_names_one(h, root):
     config = json.loads((THE_LOOP / "fixtures/valid/config.json").read_text())
     write_json(root / ".loopstate" / "config.json", {**config, "default_mode": "loop"})

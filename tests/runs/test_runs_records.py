@@ -17,12 +17,14 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs import records
 from loopstate.domains.runs.money import add_money, format_money, parse_money
 from tests.runs.schemas import THE_LOOP, schema_errors
+from tests.conftest import needs_conformance, require_conformance
 
 VALID = sorted((THE_LOOP / "fixtures" / "valid").glob("*.json"))
 INVALID = sorted((THE_LOOP / "fixtures" / "invalid").glob("*.json"))
 
 
 def load(name: str) -> dict:
+    require_conformance()
     return json.loads((THE_LOOP / "fixtures" / "valid" / f"{name}.json").read_text())
 
 
@@ -33,12 +35,14 @@ def refused(kind: str, record) -> LoopstateError:
     return info.value
 
 
+@needs_conformance
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
 def test_every_valid_conformance_fixture_is_accepted(path: Path):
     record = records.validate(path.stem, json.loads(path.read_text()))
     assert records.to_dict(record) == json.loads(path.read_text())
 
 
+@needs_conformance
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
 def test_every_invalid_conformance_fixture_is_refused_naming_field_and_rule(path: Path):
     kind = path.stem.split("-", 1)[1].replace("-", "_")
@@ -48,11 +52,13 @@ def test_every_invalid_conformance_fixture_is_refused_naming_field_and_rule(path
     assert error.details["field"] in error.message and error.details["rule"] in error.message
 
 
+@needs_conformance
 def test_invalid_enum_config_names_default_mode_and_enum():
     error = refused("config", json.loads((THE_LOOP / "fixtures/invalid/enum-config.json").read_text()))
     assert (error.details["field"], error.details["rule"]) == ("$.default_mode", "enum")
 
 
+@needs_conformance
 def test_state_root_escaping_the_project_is_refused():
     error = refused("config", json.loads((THE_LOOP / "fixtures/invalid/path-config.json").read_text()))
     assert (error.details["field"], error.details["rule"]) == ("$.state_root", "path_inside_project")
@@ -230,6 +236,7 @@ def test_budget_defaults_are_the_seeds():
     }
 
 
+@needs_conformance
 @pytest.mark.parametrize("field", list(records.DEFAULT_BUDGETS))
 def test_a_budget_object_missing_a_field_is_refused_not_defaulted(field):
     for kind in ("config", "run"):
@@ -337,6 +344,7 @@ def _event_with_lease() -> dict:
     return event
 
 
+@needs_conformance
 def test_an_audit_events_lease_envelope_names_its_projected_lease():
     event = _event_with_lease()
     records.validate("audit_event", event)
@@ -381,6 +389,7 @@ def test_refusals_say_what_to_write_instead(kind, mutate, words):
     assert words in refused(kind, record).message
 
 
+@needs_conformance
 def test_our_validator_agrees_with_the_seed_schema_on_mutated_fixtures():
     """Sanity: each refusal above is also a schema refusal (we are not stricter on structure)."""
     lease = copy.deepcopy(load("lease"))
@@ -480,3 +489,20 @@ def test_a_verified_route_needs_behavior_proof_no_older_than_its_max_age_and_not
     route["decided_at"] = decided_at
     error = refused("route", route)
     assert (error.details["field"], error.details["rule"]) == ("$.verified_at", "behavior_proof_fresh")
+
+
+@pytest.mark.parametrize("kind", sorted(records.KINDS))
+def test_loopstates_own_schema_of_each_record_kind_accepts_what_the_validator_accepts(h, kind):
+    """The schemas generated from the Structs (what a clone without ../shared checks against) are real checks."""
+    from tests.runs.schemas import own_validator
+
+    run_id, lease = h.leased()
+    project = h.service.project(h.root)
+    written = {
+        "run": json.loads((project.dir / "runs" / run_id / "run.json").read_text()),
+        "lease": json.loads((project.dir / "runs" / run_id / "lease.json").read_text()),
+    }
+    validator = own_validator(kind)
+    if kind in written:
+        assert list(validator.iter_errors(written[kind])) == []
+    assert list(validator.iter_errors({"surely_not_a_field": 1})), f"the {kind} schema accepts anything"

@@ -12,6 +12,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.errors import LoopstateError
 from tests.runs.conftest import AGENT, lease_args
 from tests.runs.schemas import THE_LOOP
+from tests.conftest import needs_conformance
 
 EVIDENCE = {"stage": "test", "requirement_ids": ["R1"], "type": "command", "description": "ran the suite",
             "procedure": ["pytest -q"], "outcome": "passed",
@@ -116,6 +117,7 @@ def test_issue_ledger_projection_is_the_seeds_record(h):
     assert ledger["run_id"] == run_id and len(ledger["issues"]) == 1 and ledger["issues"][0]["status"] == "open"
 
 
+@needs_conformance
 def test_route_selection_is_stored_in_the_run_and_written_as_an_event(h):
     run_id, lease = h.leased()
     route = json.loads((THE_LOOP / "fixtures/valid/route.json").read_text())
@@ -124,6 +126,7 @@ def test_route_selection_is_stored_in_the_run_and_written_as_an_event(h):
     assert h.status(run_id).run["selected_routes"]["lifecycle.test"] == route
 
 
+@needs_conformance
 def test_route_with_a_selected_failed_candidate_is_refused(h):
     run_id, lease = h.leased()
     route = json.loads((THE_LOOP / "fixtures/valid/route.json").read_text())
