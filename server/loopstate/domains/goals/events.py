@@ -70,7 +70,10 @@ def classify_schema(value: Any) -> str:
 
 
 class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
-    """Base of every payload: unknown fields are refused, defaults are not stored."""
+    """Base of every payload: unknown fields are refused, defaults are not stored
+    (``normalize_payload`` drops them; msgspec's ``omit_defaults`` alone compares a
+    scalar with its default by identity, so a ``role`` of ``"agent"`` read from argv
+    or JSON would be kept)."""
 
 
 class TodoAdded(_Payload):
@@ -185,6 +188,11 @@ class SnapshotCompacted(_Payload):
     state_checksum: Sha
 
 
+def _scalar_defaults(cls: type[_Payload]) -> dict[str, Any]:
+    return {f.name: f.default for f in msgspec.structs.fields(cls)
+            if f.default is not msgspec.NODEFAULT and f.default is not None}
+
+
 PAYLOADS: dict[str, type[_Payload]] = {
     "todo_added": TodoAdded,
     "todo_claimed": TodoClaimed,
@@ -202,6 +210,8 @@ PAYLOADS: dict[str, type[_Payload]] = {
     "snapshot_compacted": SnapshotCompacted,
 }
 EVENT_TYPES = tuple(PAYLOADS)
+# Per event type, the scalar defaults other than None (None and empty collections msgspec omits itself).
+_DEFAULTS = {event_type: _scalar_defaults(cls) for event_type, cls in PAYLOADS.items()}
 # Events about projections rather than sources of them.
 BOOKKEEPING = frozenset({"projection_rendered", "snapshot_compacted"})
 # Payload fields that may hold private material; pointers are exempt from the
@@ -210,8 +220,18 @@ PRIVATE_BODY_FIELDS = ("details",)
 POINTER_FIELD = "pointer"
 
 
+def _without_defaults(event_type: str, stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored form names a field only when it differs from the field's default, so
+    an event given with an explicit default (``role: agent``) has the same normalized
+    body as one that leaves it out, and the event-id idempotency rule sees one event."""
+    defaults = _DEFAULTS[event_type]
+    return {k: v for k, v in stored.items()
+            if k not in defaults or type(v) is not type(defaults[k]) or v != defaults[k]}
+
+
 def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
-    """Validate ``payload`` against its type and return its stored (normalized) form."""
+    """Validate ``payload`` against its type and return its stored (normalized) form:
+    the fields that differ from their defaults."""
     cls = PAYLOADS.get(event_type)
     if cls is None:
         raise LoopstateError(
@@ -228,7 +248,7 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {message}", event_type=event_type,
         ) from None
-    return msgspec.to_builtins(typed)
+    return _without_defaults(event_type, msgspec.to_builtins(typed))
 
 
 _PATTERN_ERROR = re.compile(r"^Expected `str` matching regex '(.*)' - at (?:`key` in )?`\$(.*)`$")
