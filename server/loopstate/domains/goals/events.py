@@ -376,7 +376,7 @@ def make_event(
             raise LoopstateError(
                 ErrorCode.PRIVACY_VIOLATION,
                 f"{event_type}: the {name} looks like a credential; envelope ids are shown in public projections "
-                f"whatever the record's privacy: choose a {name} that is not a secret",
+                f"whatever the record's privacy: choose another {name}, one that is not a secret",
                 field=f"envelope.{name}", event_type=event_type,
             )
     check_privacy(event_type, privacy_class, normalized, clean_refs)
