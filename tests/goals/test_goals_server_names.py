@@ -16,12 +16,11 @@ SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
 
 @pytest.fixture
 def server(data_dir: Path, tmp_path: Path):
-    log = open(tmp_path / "serve.log", "wb")
-    client = LoopstateClient(SERVE, env=dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir)), stderr=log).start()
-    log.close()
-    client.initialize()
-    yield client
-    client.close()
+    """A real sidecar (the client's context manager shuts it down); its stderr goes to a file."""
+    with (tmp_path / "serve.log").open("wb") as log, LoopstateClient(
+            SERVE, env={**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}, stderr=log) as client:
+        client.initialize()
+        yield client
 
 
 def test_reads_and_first_events_of_mistyped_goals_over_the_wire(server: LoopstateClient, root: Path) -> None:
