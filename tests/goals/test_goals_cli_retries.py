@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from loopstate.core.stream import Stream
+from loopstate.domains.goals import events as ev
+from loopstate.domains.goals.domain import LAYOUT
+
 
 def _events(cli, goal: str) -> int:
     return json.loads(cli("board", goal, "--json").stdout)["meta"]["store_sequence"]
@@ -80,3 +84,20 @@ def test_backfilling_the_same_file_twice_appends_nothing_even_for_items_without_
     titles = sorted(t["title"] for group in board["active"] for t in group["todos"])
     assert titles == ["Document the format", "Keep the replay deterministic", "Write the parser"]
     assert [g["title"] for g in board["user_inbox"]] == ["Approve the format"]
+
+
+def test_an_event_stored_with_its_defaults_spelled_out_is_repeated_not_conflicting(cli, h) -> None:
+    """A store written before defaults were normalized away holds ``role: agent`` in the body."""
+    cli("add", "g1", "first")
+    stream = Stream(h.project.dir, "goals.g1", LAYOUT)
+    list(stream.read_new())
+    legacy = ev.make_event(event_type="todo_added", event_id="e1", goal_id="g1", recorded_at="2026-03-02T12:00:00Z",
+                           producer=ev.DEFAULT_PRODUCER, privacy_class="public_safe", refs={"todo_id": "T002"},
+                           payload={"todo_id": "T002", "title": "once"})
+    stream.append([{**legacy, "payload": {**legacy["payload"], "role": "agent", "priority": "P2"}}])
+    for extra in ((), ("--role", "agent"), ("--priority", "P2")):
+        again = json.loads(cli("add", "g1", "once", "--event-id", "e1", "--id", "T002", *extra, "--json").stdout)
+        assert again["no_op"] is True, extra
+    changed = cli("add", "g1", "once", "--event-id", "e1", "--id", "T002", "--role", "reviewer", "--json", expect=1)
+    assert json.loads(changed.stdout)["error"]["code"] == "EVENT_ID_CONFLICT"
+    assert _events(cli, "g1") == 2

@@ -12,6 +12,7 @@ normalized form that the event-id idempotency rule compares.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 import typing
@@ -408,6 +409,20 @@ def body_digest(event: dict[str, Any]) -> str:
     except KeyError:
         values = tuple(event.get(name) for name in BODY_FIELDS)
     return canonical.sha256_hex(canonical.encode(values))[:32]
+
+
+def spelled_out_digests(event: dict[str, Any]) -> list[str]:
+    """Digests of ``event`` with some of its omitted scalar defaults written out: the bodies
+    under which a writer that kept explicit defaults (loopstate before defaults were
+    normalized away) may have stored this same event. At most three per event type."""
+    defaults = _DEFAULTS[event["event_type"]]
+    omitted = [name for name in defaults if name not in event["payload"]]
+    digests = []
+    for size in range(1, len(omitted) + 1):
+        for names in itertools.combinations(omitted, size):
+            payload = {**event["payload"], **{name: defaults[name] for name in names}}
+            digests.append(body_digest({**event, "payload": payload}))
+    return digests
 
 
 def typed(event: dict[str, Any]) -> _Payload:
