@@ -243,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(bridge)
     bridge.set_defaults(func=cmd_bridge)
 
-    listing = verbs.add_parser("list", help="the goals this project has streams for")
+    listing = verbs.add_parser("list", help="the goals of this project (those with at least one event)")
     add_common(listing)
     listing.set_defaults(func=cmd_list)
 
@@ -328,9 +328,9 @@ def cmd_bridge(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from loopstate.core.project import Project
+    from loopstate.service.goals_effects import goal_ids
 
-    project = Project(project_root(args))
-    goals = [name.split(".", 1)[1] for name in project.stream_names() if name.startswith("goals.")]
+    goals = goal_ids(Project(project_root(args)))
     if args.json:
         emit_json({"goals": goals})
     else:
