@@ -49,7 +49,11 @@ class GoalCommand(Command, kw_only=True):
     ``event_id`` makes an append idempotent across request ids (the seed's rule:
     the same id with the same body is a no-op, a different body is refused);
     when absent it is derived from the request id. ``recorded_at`` is the
-    producer's timestamp (defaults to the server's clock).
+    producer's timestamp (defaults to the server's clock). A goal starts with
+    its first event; ``new_goal`` confirms that a goal id one edit away from an
+    existing goal's (a likely typo) really names a new goal: without it such a
+    first command is refused with CONFLICT. It is a confirmation, not content:
+    it is not part of the request fingerprint.
     """
 
     goal_id: GoalId
@@ -58,6 +62,7 @@ class GoalCommand(Command, kw_only=True):
     producer: Label | None = None
     privacy: Privacy = "public_safe"
     refs: dict[str, str] = {}
+    new_goal: bool = False
 
 
 # Commands (one per event type, plus render, backfill and compact) -------------------------

@@ -13,15 +13,29 @@ a refusal always says which rule was broken.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 from loopstate_protocol.base import Command, Query
 
+# The vocabulary of the claim table: the domain and every front door take it from here.
 Actor = Literal["user", "agent", "evidence", "system"]
 Mode = Literal["on", "off", "private"]
 SourceKind = Literal["user_event", "agent_turn", "tool_result", "external_evidence", "explicit_import"]
+EpistemicStatus = Literal["explicit", "inferred", "evidence", "unknown", "disputed"]
+Scope = Literal["task", "project", "long_term"]
+ACTORS: tuple[str, ...] = get_args(Actor)
+MODES: tuple[str, ...] = get_args(Mode)
+SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
+STATUSES: tuple[str, ...] = get_args(EpistemicStatus)
+SCOPES: tuple[str, ...] = get_args(Scope)
+# Facets travel as plain strings (``facets: list[str]``), so that the server's
+# refusal of an unknown one can name the nearest facet rather than msgspec's enum error.
+FACETS: tuple[str, ...] = (
+    "outcome", "success_signal", "failure_signal", "hard_constraint", "soft_constraint",
+    "tradeoff", "unknown", "result_feedback", "disagreement",
+)
 
 
 class SourceInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
@@ -47,9 +61,9 @@ class ClaimInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_
 
     statement: str
     role: Actor
-    epistemic_status: Literal["explicit", "inferred", "evidence", "unknown", "disputed"]
+    epistemic_status: EpistemicStatus
     facets: list[str]
-    scope: Literal["task", "project", "long_term"] = "task"
+    scope: Scope = "task"
     confidence: float | None = None
     valid_from: str | None = None
     last_confirmed: str | None = None

@@ -3,26 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from goalkit import FIXTURE
-
-
-@pytest.fixture
-def cli(data_dir: Path, root: Path):
-    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
-
-    def run(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "goals", *args, "--root", str(root)],
-                              capture_output=True, text=True, env=env, timeout=60)
-        assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
-        return done
-
-    return run
 
 
 def test_cli_records_todos_and_gates_and_shows_the_board(cli, root: Path) -> None:

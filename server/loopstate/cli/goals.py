@@ -2,10 +2,12 @@
 
 A thin front door: each verb builds one protocol command or query and hands it
 to the service; every rule lives in the goals domain. Mutating verbs accept
-``--request-id`` (retry safely: the same id returns the first result) and
-``--event-id`` (the seed's idempotency: re-appending an identical event is a
-no-op, a different body is refused). Read verbs fold the stream from its
-snapshot checkpoint when there is a valid one.
+--request-id (retry safely: the same id returns the first result) and
+--event-id (re-appending an identical event is a no-op, a different body is
+refused). A goal starts with its first event; a first command for a goal whose
+name is one edit away from an existing goal's is refused until --new-goal
+confirms it. Read verbs of a goal without events say so and list the goals;
+they fold the stream from its snapshot checkpoint when there is a valid one.
 """
 
 from __future__ import annotations
@@ -54,12 +56,15 @@ def _envelope(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--producer", help="compact producer label (default: loopstate.goals)")
     group.add_argument("--privacy", choices=["public_safe", "local_private", "private_pointer"], default="public_safe")
     group.add_argument("--ref", action="append", metavar="KEY=ID", help="extra ref, e.g. parent_event_id=<id> or pr=123")
+    group.add_argument("--new-goal", action="store_true",
+                       help="confirm a new goal whose name is one edit away from an existing goal's")
 
 
 def _common(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "goal_id": args.goal, "event_id": args.event_id, "recorded_at": args.recorded_at,
         "producer": args.producer, "privacy": args.privacy, "refs": _pairs(args.ref, "--ref"),
+        "new_goal": args.new_goal,
     }
 
 
@@ -202,7 +207,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"),
         arg("evidence_ref", metavar="REF", help="compact evidence ref (PR, CI run, report id)"), arg("--id"),
         arg("--summary"), arg("--pointer"))
-    _verb(verbs, "append", "append one lifecycle event in the seed's shape: event type and JSON payload (dual-write)",
+    _verb(verbs, "append", "append one lifecycle event as another LoopX producer writes it: event type and JSON "
+          "payload (dual-write)",
           lambda a: proto.AppendEvent(**_common(a), event_type=a.event_type, payload=_payload(a.payload)),
           arg("event_type", choices=list(typing.get_args(proto.LifecycleEventType)), metavar="EVENT_TYPE",
               help="todo_added, todo_claimed, ..., evidence_attached"),
@@ -237,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(bridge)
     bridge.set_defaults(func=cmd_bridge)
 
-    listing = verbs.add_parser("list", help="the goals this project has streams for")
+    listing = verbs.add_parser("list", help="the goals of this project (those with at least one event)")
     add_common(listing)
     listing.set_defaults(func=cmd_list)
 
@@ -291,9 +297,9 @@ def cmd_board(args: argparse.Namespace) -> int:
     from loopstate.core.clock import format_time, system_clock
     from loopstate.core.project import Project
     from loopstate.domains.goals.projection import build_board
-    from loopstate.service.goals_effects import load_state
+    from loopstate.service.goals_effects import load_existing
 
-    loaded = load_state(Project(project_root(args)), args.goal, use_snapshot=not args.no_snapshot)
+    loaded = load_existing(Project(project_root(args)), args.goal, use_snapshot=not args.no_snapshot)
     board = build_board(loaded.state, generated_at=format_time(system_clock()), public=args.public)
     if args.json:
         emit_json(msgspec.to_builtins(board))
@@ -322,9 +328,9 @@ def cmd_bridge(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from loopstate.core.project import Project
+    from loopstate.service.goals_effects import goal_ids
 
-    project = Project(project_root(args))
-    goals = [name.split(".", 1)[1] for name in project.stream_names() if name.startswith("goals.")]
+    goals = goal_ids(Project(project_root(args)))
     if args.json:
         emit_json({"goals": goals})
     else:

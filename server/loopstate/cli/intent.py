@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any, Union
 
 import msgspec
+from loopstate_protocol.intent import ACTORS, FACETS, SCOPES, STATUSES
+from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
 from loopstate.cli.output import add_common, emit_json, project_root
 
-FACETS = (
-    "outcome", "success_signal", "failure_signal", "hard_constraint", "soft_constraint",
-    "tradeoff", "unknown", "result_feedback", "disagreement",
+# explicit_import is set by the server on import; a caller never names it.
+SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
+# --claim FACET:STATEMENT: the text before the first colon names a facet when it is one
+# identifier-like word (letters, digits, '_' or '-', no spaces). "Fix bug: the parser" has
+# no such prefix and is an outcome; "hard_contraint:Keep API" is a facet attempt, refused.
+FACET_PREFIX = re.compile(r"(?P<facet>[A-Za-z_][A-Za-z0-9_-]*):(?P<statement>.*)", re.DOTALL)
+CLAIM_SYNTAX = (
+    "a user-explicit initial claim; repeatable. A single word (letters, digits, '_' or '-') before the first "
+    "colon names its facet and must be one: hard_constraint:Keep the API. Without such a word the whole text is "
+    "an outcome ('Fix bug: the parser' is one); to keep a leading word and colon in an outcome, write outcome:Note: ..."
 )
-STATUSES = ("explicit", "inferred", "evidence", "unknown", "disputed")
-ACTORS = ("user", "agent", "evidence", "system")
-SOURCE_KINDS = ("user_event", "agent_turn", "tool_result", "external_evidence")
 
 
 def _service():
@@ -81,11 +88,55 @@ def _query(args: argparse.Namespace, query: Any) -> Any:
 
 
 def _source(args: argparse.Namespace):
+    """The source the user named, or None for the server's default (the actor's own kind, a fresh id).
+
+    --source-kind and --source-id name a source together (--excerpt adds to them):
+    one without the other is refused, never dropped, because only the user knows
+    the provenance they describe.
+    """
     from loopstate_protocol.intent import SourceInput
 
-    if not getattr(args, "source_kind", None):
+    flags = (("--source-kind", args.source_kind), ("--source-id", args.source_id), ("--excerpt", args.excerpt))
+    given = [flag for flag, value in flags if value is not None]
+    if not given:
         return None
+    missing = [flag for flag, value in flags[:2] if value is None]
+    if missing:
+        from loopstate_protocol.errors import ErrorCode
+
+        from loopstate.core.errors import LoopstateError
+        from loopstate.domains.intent.records import ACTOR_SOURCES
+
+        raise LoopstateError(
+            ErrorCode.INVALID_PARAMS,
+            f"{' and '.join(given)} {'describe' if len(given) > 1 else 'describes'} the claim's source, which also "
+            f"needs {' and '.join(missing)}: --source-kind is one of {', '.join(SOURCE_KINDS)} (--actor {args.actor} "
+            f"may cite {', '.join(ACTOR_SOURCES[args.actor])}), --source-id the host event id; without any of them "
+            "the server records the actor's own kind with a fresh id",
+            field="source", missing=[flag.lstrip("-").replace("-", "_") for flag in missing],
+        )
     return SourceInput(kind=args.source_kind, event_id=args.source_id, excerpt=args.excerpt)
+
+
+def _initial_claim(text: str) -> tuple[str, str]:
+    """--claim's [FACET:]STATEMENT as (facet, statement); a prefix that is no facet is refused with
+    the nearest one (the domain's vocabulary and its refusal), before anything is written."""
+    match = FACET_PREFIX.fullmatch(text)
+    if match is None:
+        return "outcome", text
+    from loopstate.core.errors import LoopstateError
+    from loopstate.domains.intent import rules
+
+    try:
+        rules.facets([match["facet"]])
+    except LoopstateError as exc:
+        raise LoopstateError(
+            exc.code,
+            f"--claim {text!r}: {exc.message}. The word before the first colon names the claim's facet; to keep "
+            f"it in an outcome's statement, write --claim 'outcome:{text}'",
+            **exc.details,
+        ) from None
+    return match["facet"], match["statement"]
 
 
 def _claim_input(args: argparse.Namespace):
@@ -152,9 +203,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     _refuse_private(args.mode)
     claims = []
     for text in args.claim or ():
-        facet, sep, statement = text.partition(":")
-        if not sep or facet not in FACETS:
-            facet, statement = "outcome", text
+        facet, statement = _initial_claim(text)
         claims.append(ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet]))
     if args.claims_json:
         raw = _read_input(args.claims_json, "claims-json")
@@ -458,7 +507,7 @@ def _claim_options(parser: argparse.ArgumentParser, *, with_source: bool = True)
     parser.add_argument("--facet", action="append", choices=FACETS, help="repeatable; default outcome")
     parser.add_argument("--actor", choices=ACTORS, default="user", help="who makes the claim (its role); default user")
     parser.add_argument("--status", choices=STATUSES, help="epistemic status (default: explicit for user, evidence for evidence, else inferred)")
-    parser.add_argument("--scope", choices=("task", "project", "long_term"), default="task")
+    parser.add_argument("--scope", choices=SCOPES, default="task")
     parser.add_argument("--confidence", type=float, help="0-1, required exactly for inferred claims")
     parser.add_argument("--valid-from", help="RFC 3339 UTC (default now)")
     if with_source:
@@ -466,13 +515,17 @@ def _claim_options(parser: argparse.ArgumentParser, *, with_source: bool = True)
 
 
 def _source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source-kind", choices=SOURCE_KINDS, help="default: the actor's own kind with a fresh id")
-    parser.add_argument("--source-id", help="opaque host event id")
-    parser.add_argument("--excerpt", help="redacted excerpt, at most 160 characters")
+    parser.add_argument("--source-kind", choices=SOURCE_KINDS,
+                        help="the kind of the source the claim cites, given with --source-id (without either: "
+                        "the actor's own kind with a fresh id)")
+    parser.add_argument("--source-id", help="opaque host event id of the source (with --source-kind)")
+    parser.add_argument("--excerpt", help="redacted excerpt of the source, at most 160 characters (with --source-kind "
+                        "and --source-id)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    intent = sub.add_parser("intent", help="the user's intent as atomic claims (seed 000)")
+    intent = sub.add_parser("intent", help="the user's intent as atomic claims: outcomes, constraints, signals, "
+                            "unknowns, disputes")
     verbs = intent.add_subparsers(dest="intent_command", metavar="VERB")
 
     start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims")
@@ -480,7 +533,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--task-id", help="a UUID (default: derived from the project and the request id)")
     start.add_argument("--label")
     start.add_argument("--mode", choices=("on", "off", "private"), default="on")
-    start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help="a user-explicit initial claim; repeatable")
+    start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help=CLAIM_SYNTAX)
     start.add_argument("--claims-json", metavar="FILE", help="a JSON list of claim objects ('-' for stdin)")
     start.set_defaults(func=cmd_start)
 

@@ -201,7 +201,12 @@ class Service:
             project = self.project(root)
             domain = self.domain_of(query)
             folded = self.refresh(project, domain, domain.stream_for(query))
-            return domain.query(folded.state, query, self.context(project))
+            ctx = self.context(project)
+            # Optional: what the pure read needs from outside the stream (goals: the project's goal ids).
+            before_query = getattr(self.effects_of(domain), "before_query", None)
+            if before_query is not None:
+                ctx = before_query(self, project, folded.state, query, ctx)
+            return domain.query(folded.state, query, ctx)
 
     def view(self, root: str, domain_name: str, view: str, key: str | None) -> tuple[Folded, Any]:
         """The current projection behind a subscription topic, after catching up."""

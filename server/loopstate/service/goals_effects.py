@@ -6,6 +6,9 @@
   ``projection_rendered`` event is durable, write the very text it
   checksummed. The file is always written after the event, never instead.
 - Staleness: read a rendered file and ask the domain whether it is current.
+- Goal names: before a goal's first event and before a read of a goal with
+  none, hand the domain the project's goal ids, so it can refuse a near-miss
+  name and say which goals there are.
 - Snapshots: after a ``snapshot_compacted`` event, write the folded state and
   the chain position it covers next to the store, as a derived cache;
   ``load_state`` starts from it (after checking it against the stream) and
@@ -31,12 +34,12 @@ from loopstate.core.chain import ChainError, Position, check_line
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
-from loopstate.domains.goals import bridge, markdown
+from loopstate.domains.goals import bridge, markdown, names
 from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
 from loopstate.domains.goals.decide import (
     RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY, check_render_target,
 )
-from loopstate.domains.goals.domain import LAYOUT, rendered_text, stream_name, validated
+from loopstate.domains.goals.domain import LAYOUT, PREFIX, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
 from loopstate.domains.runs import run_stream
 
@@ -169,8 +172,32 @@ def _evidence_run_target(command: Any) -> str | None:
     return None
 
 
+def goal_ids(project: Project) -> list[str]:
+    """The goals of this project: those whose stream holds at least one byte."""
+    ids = []
+    for name in project.stream_names():
+        if name.startswith(PREFIX):
+            try:
+                if (project.dir / "streams" / f"{name}.jsonl").stat().st_size > 0:
+                    ids.append(name[len(PREFIX):])
+            except OSError:
+                continue
+    return ids
+
+
+def _with_known_goals(project: Project, state: GoalState, ctx: Any) -> Any:
+    """The context, with the project's goal ids when this goal has no event yet."""
+    if state.store.event_count:
+        return ctx
+    return dataclasses.replace(ctx, extra={**ctx.extra, names.KNOWN_GOALS: goal_ids(project)})
+
+
 class GoalsEffects:
+    def before_query(self, service: Any, project: Project, state: GoalState, query: Any, ctx: Any) -> Any:
+        return _with_known_goals(project, state, ctx)
+
     def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
+        ctx = _with_known_goals(project, state, ctx)
         run_target = _evidence_run_target(command)
         if run_target is not None:
             known = runs_domain_has(project, run_target)
@@ -292,6 +319,14 @@ def _usable_snapshot(project: Project, stream: Stream) -> tuple[tuple[SnapshotHe
     except msgspec.MsgspecError as exc:
         return None, f"snapshot state undecodable ({exc})"
     return (snap, state), None
+
+
+def load_existing(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
+    """``load_state`` for a read that names a goal: one without events is NOT_FOUND, naming the goals there are."""
+    loaded = load_state(project, goal_id, use_snapshot=use_snapshot)
+    if loaded.state.store.event_count == 0:
+        raise names.missing_goal(goal_id, goal_ids(project))
+    return loaded
 
 
 def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:

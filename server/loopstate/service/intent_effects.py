@@ -41,6 +41,7 @@ from loopstate.domains.intent import rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
 from loopstate.domains.intent.purge import confirmation_family, purge_events
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState, Task
+from loopstate.domains.intent.wording import op
 
 CONTROL_DIR = "private-sessions"
 PURGE_LOG = Path("purges") / f"{STREAM}.jsonl"
@@ -301,7 +302,7 @@ class IntentEffects:
                 raise LoopstateError(
                     ErrorCode.PRIVACY_VIOLATION,
                     f"task {task_id} is private and its memory is not in this process; "
-                    "use intent.private_recover with its host session (resume, durable_on, durable_off or delete)",
+                    f"use {op('intent.private_recover')} with its host session (resume, durable_on, durable_off or delete)",
                     task_id=task_id,
                 )
 
@@ -317,7 +318,7 @@ class IntentEffects:
                 )
             raise LoopstateError(
                 ErrorCode.CONFLICT,
-                f"task {task_id} already has a private control for this session; use intent.private_recover",
+                f"task {task_id} already has a private control for this session; use {op('intent.private_recover')}",
                 task_id=task_id,
             )
         for control in list_controls(project):
@@ -394,7 +395,7 @@ class IntentEffects:
             if task.mode == "private":
                 raise LoopstateError(
                     ErrorCode.PRIVACY_VIOLATION,
-                    f"task {task_id} is private but has no control; recover it with intent.private_recover",
+                    f"task {task_id} is private but has no control; recover it with {op('intent.private_recover')}",
                     task_id=task_id,
                 )
             if command.host_session_id is None:

@@ -9,9 +9,10 @@ the item and table sections are imported; prose sections are not. Each event's
 privacy class follows its content: text with a local path or credential, or a
 private detail body, makes it ``local_private``; a pointer alone makes it
 ``private_pointer``; the rest is ``public_safe``. Event ids derive from the
-file's checksum and line, so importing the same file twice appends nothing.
-Items whose id the goal already has are skipped (the bridge shows how they
-differ); lines in the todo and gate sections that cannot be read refuse the
+goal, the file's checksum and the line (a UUIDv5 of those values), and an item
+without an id keeps the id the first import of its line gave it, so importing
+the same file twice appends nothing. Items whose id the goal already has are
+skipped (the bridge shows how they differ); lines in the todo and gate sections that cannot be read refuse the
 whole import, so nothing is silently dropped.
 """
 
@@ -68,10 +69,21 @@ class _Importer:
         self.sha = text_checksum(command.markdown)
         self.events: list[dict[str, Any]] = []
 
+    def event_id(self, line: int, event_type: str) -> str:
+        """The id of the ``event_type`` event for ``line`` of this file: the same on every import of it."""
+        return derived_uuid(f"goals-backfill:{self.state.goal_id}", f"{self.sha}:{line}:{event_type}")
+
+    def earlier_id(self, line: int, event_type: str, records: dict[str, Any]) -> str | None:
+        """The id an earlier import of this very file gave the item on ``line`` (for items without one)."""
+        event_id = self.event_id(line, event_type)
+        if event_id not in self.state.seen:
+            return None
+        return next((key for key, record in records.items() if record.added_event_id == event_id), None)
+
     def emit(self, line: int, event_type: str, payload: dict[str, Any], at: str | None = None) -> None:
         """Append one event for ``line``; ``at`` is the time the file gives the record (runs, refreshes)."""
         state, command = self.state, self.command
-        event_id = derived_uuid(f"goals-backfill:{state.goal_id}", f"{self.sha}:{line}:{event_type}")
+        event_id = self.event_id(line, event_type)
         known = state.seen.get(event_id)
         if at is not None:
             at = _time(at, self, line)
@@ -128,8 +140,10 @@ def backfill_events(state: GoalState, command: proto.Backfill, ctx: Context) -> 
             f"{label}: no items found; backfill reads '## Todos' (with '### <role>' headings), '## Completed', "
             "'## Gates', '## Runs', '## Refresh timeline', '## Quota' and '## Evidence' sections",
         )
-    todos = _with_ids(label, parsed.todos, set(state.todos), "T", lambda t: t.todo_id)
-    gates = _with_ids(label, parsed.gates, set(state.gates), "G", lambda g: g.gate_id)
+    todos = _with_ids(label, parsed.todos, set(state.todos), "T",
+                      lambda t: t.todo_id or importer.earlier_id(t.line, "todo_added", state.todos))
+    gates = _with_ids(label, parsed.gates, set(state.gates), "G",
+                      lambda g: g.gate_id or importer.earlier_id(g.line, "gate_added", state.gates))
     new_todos = [(i, t) for i, t in todos if i not in state.todos]
     new_gates = [(i, g) for i, g in gates if i not in state.gates]
     known_todos = {**{i: t.status for i, t in state.todos.items()}, **{i: t.status for i, t in todos}}
@@ -204,12 +218,13 @@ def _records(importer: _Importer, parsed: Any, known_todos: dict, gate_status: d
 
 
 def _with_ids(label: str, items: list, taken: set[str], prefix: str, id_of) -> list[tuple[str, Any]]:
-    """Give id-less items fresh ids; refuse an id used twice in the file."""
+    """Give id-less items fresh ids (``id_of`` names an item's id, or the one an earlier
+    import gave it); refuse an id used twice in the file."""
     seen: set[str] = set()
     out = []
-    claimed = taken | {id_of(i) for i in items if id_of(i)}
-    for item in items:
-        item_id = id_of(item)
+    given = [(id_of(item), item) for item in items]
+    claimed = taken | {item_id for item_id, _ in given if item_id}
+    for item_id, item in given:
         if item_id is None:
             item_id = free_id(claimed, prefix)
             claimed.add(item_id)

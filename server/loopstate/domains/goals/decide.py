@@ -339,11 +339,13 @@ def recorded_at_for(state: GoalState, command: proto.GoalCommand, event_id: str,
 
 
 def repeat_or_conflict(state: GoalState, event: Event) -> bool:
-    """True when ``event`` repeats a stored event exactly (a no-op); raises on a conflicting repeat."""
+    """True when ``event`` repeats a stored event exactly (a no-op), whether the stored body spelled its
+    defaults out or not; raises on a conflicting repeat."""
     known = state.seen.get(event["event_id"])
     if known is None:
         return False
-    if known[1] == ev.body_digest(event) and known[2] == event["recorded_at"]:
+    if known[2] == event["recorded_at"] and (
+            known[1] == ev.body_digest(event) or known[1] in ev.spelled_out_digests(event)):
         return True
     raise LoopstateError(
         ErrorCode.EVENT_ID_CONFLICT,

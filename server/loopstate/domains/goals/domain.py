@@ -23,7 +23,7 @@ from loopstate.core.chain import ChainLayout
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
-from loopstate.domains.goals import bridge, events, markdown
+from loopstate.domains.goals import bridge, events, markdown, names
 from loopstate.domains.goals.backfill import backfill_events
 from loopstate.domains.goals.decide import decide as decide_command
 from loopstate.domains.goals.decide import markdown_for
@@ -79,8 +79,11 @@ class GoalsDomain:
 
     def fingerprint_params(self, command: Any) -> Any:
         """What a request fingerprint covers: the validated command (so bad input is refused
-        before the service hashes it)."""
-        return msgspec.to_builtins(validated(command))
+        before the service hashes it), without the ``new_goal`` confirmation (a retry that
+        adds or drops it is the same request)."""
+        params = msgspec.to_builtins(validated(command))
+        params.pop("new_goal", None)
+        return params
 
     def stream_for(self, message: Any) -> str:
         return stream_name(message.goal_id)
@@ -98,12 +101,20 @@ class GoalsDomain:
 
     def decide(self, state: GoalState, command: Any, ctx: Context) -> list[dict[str, Any]]:
         command = validated(command)
+        if state.store.event_count == 0:
+            if isinstance(command, proto.RenderMarkdown):
+                raise names.missing_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS))
+            names.check_new_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS, ()), command.new_goal)
         if isinstance(command, proto.Backfill):
             return backfill_events(state, command, ctx)
         return decide_command(state, command, ctx)
 
     def query(self, state: GoalState, query: Any, ctx: Context) -> Any:
+        """A read of one goal; a goal without events is NOT_FOUND (a typo'd id is not an empty board).
+        Subscriptions (``view``) do show an empty board: a panel may open before the first event."""
         query = validated(query)
+        if state.store.event_count == 0:
+            raise names.missing_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS))
         now = format_time(ctx.now)
         if isinstance(query, proto.GetBoard):
             return build_board(state, generated_at=now, public=query.public)

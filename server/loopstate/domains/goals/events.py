@@ -12,6 +12,7 @@ normalized form that the event-id idempotency rule compares.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 import typing
@@ -70,7 +71,10 @@ def classify_schema(value: Any) -> str:
 
 
 class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
-    """Base of every payload: unknown fields are refused, defaults are not stored."""
+    """Base of every payload: unknown fields are refused, defaults are not stored
+    (``normalize_payload`` drops them; msgspec's ``omit_defaults`` alone compares a
+    scalar with its default by identity, so a ``role`` of ``"agent"`` read from argv
+    or JSON would be kept)."""
 
 
 class TodoAdded(_Payload):
@@ -185,6 +189,11 @@ class SnapshotCompacted(_Payload):
     state_checksum: Sha
 
 
+def _scalar_defaults(cls: type[_Payload]) -> dict[str, Any]:
+    return {f.name: f.default for f in msgspec.structs.fields(cls)
+            if f.default is not msgspec.NODEFAULT and f.default is not None}
+
+
 PAYLOADS: dict[str, type[_Payload]] = {
     "todo_added": TodoAdded,
     "todo_claimed": TodoClaimed,
@@ -202,6 +211,8 @@ PAYLOADS: dict[str, type[_Payload]] = {
     "snapshot_compacted": SnapshotCompacted,
 }
 EVENT_TYPES = tuple(PAYLOADS)
+# Per event type, the scalar defaults other than None (None and empty collections msgspec omits itself).
+_DEFAULTS = {event_type: _scalar_defaults(cls) for event_type, cls in PAYLOADS.items()}
 # Events about projections rather than sources of them.
 BOOKKEEPING = frozenset({"projection_rendered", "snapshot_compacted"})
 # Payload fields that may hold private material; pointers are exempt from the
@@ -210,8 +221,18 @@ PRIVATE_BODY_FIELDS = ("details",)
 POINTER_FIELD = "pointer"
 
 
+def _without_defaults(event_type: str, stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored form names a field only when it differs from the field's default, so
+    an event given with an explicit default (``role: agent``) has the same normalized
+    body as one that leaves it out, and the event-id idempotency rule sees one event."""
+    defaults = _DEFAULTS[event_type]
+    return {k: v for k, v in stored.items()
+            if k not in defaults or type(v) is not type(defaults[k]) or v != defaults[k]}
+
+
 def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
-    """Validate ``payload`` against its type and return its stored (normalized) form."""
+    """Validate ``payload`` against its type and return its stored (normalized) form:
+    the fields that differ from their defaults."""
     cls = PAYLOADS.get(event_type)
     if cls is None:
         raise LoopstateError(
@@ -228,7 +249,7 @@ def normalize_payload(event_type: str, payload: Any) -> dict[str, Any]:
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED, f"{event_type} payload is invalid: {message}", event_type=event_type,
         ) from None
-    return msgspec.to_builtins(typed)
+    return _without_defaults(event_type, msgspec.to_builtins(typed))
 
 
 _PATTERN_ERROR = re.compile(r"^Expected `str` matching regex '(.*)' - at (?:`key` in )?`\$(.*)`$")
@@ -356,7 +377,7 @@ def make_event(
             raise LoopstateError(
                 ErrorCode.PRIVACY_VIOLATION,
                 f"{event_type}: the {name} looks like a credential; envelope ids are shown in public projections "
-                f"whatever the record's privacy: choose a {name} that is not a secret",
+                f"whatever the record's privacy: choose another {name}, one that is not a secret",
                 field=f"envelope.{name}", event_type=event_type,
             )
     check_privacy(event_type, privacy_class, normalized, clean_refs)
@@ -388,6 +409,20 @@ def body_digest(event: dict[str, Any]) -> str:
     except KeyError:
         values = tuple(event.get(name) for name in BODY_FIELDS)
     return canonical.sha256_hex(canonical.encode(values))[:32]
+
+
+def spelled_out_digests(event: dict[str, Any]) -> list[str]:
+    """Digests of ``event`` with some of its omitted scalar defaults written out: the bodies
+    under which a writer that kept explicit defaults (loopstate before defaults were
+    normalized away) may have stored this same event. At most three per event type."""
+    defaults = _DEFAULTS[event["event_type"]]
+    omitted = [name for name in defaults if name not in event["payload"]]
+    digests = []
+    for size in range(1, len(omitted) + 1):
+        for names in itertools.combinations(omitted, size):
+            payload = {**event["payload"], **{name: defaults[name] for name in names}}
+            digests.append(body_digest({**event, "payload": payload}))
+    return digests
 
 
 def typed(event: dict[str, Any]) -> _Payload:

@@ -35,7 +35,7 @@ def instant(text: str) -> dt.datetime:
     if moment.tzinfo is None:
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED,
-            f"recorded_at {text!r} has no UTC offset; the seed requires UTC or an offset-aware time",
+            f"recorded_at {text!r} has no UTC offset; give it in UTC (…Z) or with an explicit offset, e.g. 2026-03-02T13:00:00+01:00",
             field="recorded_at",
         )
     return utc

@@ -29,6 +29,7 @@ from loopstate.domains.intent.records import (
     Task,
 )
 from loopstate.domains.intent.rules import rule
+from loopstate.domains.intent.wording import article, op
 
 # Set by the service's intent effects when a command is applied to a private
 # task in memory (the domain then returns no durable events), and when a
@@ -57,7 +58,7 @@ def find_task(state: IntentState, task_id: str, ctx: Context) -> Task:
     task = state.tasks.get(task_id)
     if task is None:
         raise LoopstateError(
-            ErrorCode.NOT_FOUND, f"task {task_id} is not recorded in this project; start it with intent.task_start",
+            ErrorCode.NOT_FOUND, f"task {task_id} is not recorded in this project; start it with {op('intent.task_start')}",
             task_id=task_id,
         )
     if task.project_id != ctx.project_id:
@@ -75,7 +76,7 @@ def _writable(state: IntentState, task_id: str, ctx: Context, *, semantic: bool 
         raise LoopstateError(
             ErrorCode.PRIVACY_VIOLATION,
             f"task {task.task_id} is private; its events live only in the serving process that owns its session "
-            "(after a restart use intent.private_recover)",
+            f"(after a restart use {op('intent.private_recover')})",
             task_id=task.task_id,
         )
     if semantic and task.mode == "off":
@@ -87,7 +88,7 @@ def find_claim(state: IntentState, claim_id: str, ctx: Context) -> Claim:
     claim_id = rules.check_uuid(claim_id, "claim_id")
     claim = state.claims.get(claim_id)
     if claim is None:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"claim {claim_id} does not exist in this project; pass a claim id from intent.snapshot or intent.audit", claim_id=claim_id)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"claim {claim_id} does not exist in this project; pass a claim id from {op('intent.snapshot')} or {op('intent.audit')}", claim_id=claim_id)
     find_task(state, claim.task_id, ctx)
     return claim
 
@@ -110,7 +111,7 @@ def task_start(state: IntentState, cmd: p.IntentTaskStart, ctx: Context) -> list
         raise rules.refuse("host_session_id is only used for private mode; drop it, or start the task with mode private", field="host_session_id")
     if len(cmd.initial_claims) > MAX_INITIAL_CLAIMS:
         raise rules.refuse(
-            f"initial_claims: {len(cmd.initial_claims)} given, at most {MAX_INITIAL_CLAIMS}; add the rest with intent.claim_add",
+            f"initial_claims: {len(cmd.initial_claims)} given, at most {MAX_INITIAL_CLAIMS}; add the rest with {op('intent.claim_add')}",
             field="initial_claims",
         )
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
@@ -303,7 +304,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
     if not rules.direct_user(cmd.actor, ref):
         raise rule(
             f"a candidate is promoted only from a direct user event (actor user citing a user_event source), "
-            f"not by an {cmd.actor!r} actor citing a {ref.get('kind')!r} source",
+            f"not by {article(cmd.actor)} actor citing {article(str(ref.get('kind')))} source",
             field="actor",
         )
     key = cmd.signal_key.strip().lower()  # a hex digest, whatever case the caller copied it in
@@ -312,7 +313,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
         if c.signal_key == key and c.task_id in state.tasks and state.tasks[c.task_id].project_id == ctx.project_id
     ]
     if not group:
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {key}; list the signal keys with intent.candidates", signal_key=key)
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no candidate has signal key {key}; list the signal keys with {op('intent.candidates')}", signal_key=key)
     tasks = sorted({c.task_id for c in group})
     if len(tasks) < PROMOTION_TASKS:
         raise rule(
@@ -320,7 +321,7 @@ def candidate_promote(state: IntentState, cmd: p.IntentCandidatePromote, ctx: Co
             distinct_tasks=len(tasks),
         )
     if any(c.promoted for c in group):
-        raise LoopstateError(ErrorCode.CONFLICT, "this signal was already promoted to a long-term claim; review that claim with intent.claim_confirm instead", signal_key=key)
+        raise LoopstateError(ErrorCode.CONFLICT, f"this signal was already promoted to a long-term claim; review that claim with {op('intent.claim_confirm')} instead", signal_key=key)
     latest = group[-1]
     claim: dict[str, Any] = {
         "claim_id": ctx.new_id(), "statement": latest.statement, "role": "system", "epistemic_status": "inferred",

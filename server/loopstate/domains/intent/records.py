@@ -1,7 +1,8 @@
 """The intent domain's vocabulary and its folded state.
 
 The vocabulary is seed 000's claim table (roles, epistemic statuses, scopes,
-facets, source kinds). The state is what ``evolve`` folds from the verified
+facets, source kinds), defined once in the protocol package and re-exported here
+beside the rules that use it. The state is what ``evolve`` folds from the verified
 ledger: tasks, claims with their lifecycle, candidates and supersession edges.
 It is never written anywhere: the ledger is the only authority.
 """
@@ -11,18 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopstate_protocol.intent import ACTORS as ROLES
+from loopstate_protocol.intent import FACETS, SCOPES, SOURCE_KINDS, STATUSES
+
 SCHEMA_VERSION = 1
 STREAM = "intent"
-
-ROLES = ("user", "agent", "evidence", "system")
-STATUSES = ("explicit", "inferred", "evidence", "unknown", "disputed")
-SCOPES = ("task", "project", "long_term")
-MODES = ("on", "off", "private")
-FACETS = (
-    "outcome", "success_signal", "failure_signal", "hard_constraint", "soft_constraint",
-    "tradeoff", "unknown", "result_feedback", "disagreement",
-)
-SOURCE_KINDS = ("user_event", "agent_turn", "tool_result", "external_evidence", "explicit_import")
 
 EVENT_TYPES = (
     "task_started", "mode_set", "source_observed", "candidate_added", "claim_added", "claim_replaced",

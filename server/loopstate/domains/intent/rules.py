@@ -31,6 +31,7 @@ from loopstate.domains.intent.records import (
     SCOPES,
     STATUSES,
 )
+from loopstate.domains.intent.wording import article, nearest, op
 
 MAX_SOURCE_TEXT = 1 << 20
 MAX_OPAQUE_ID = 200
@@ -183,7 +184,7 @@ def source_ref(source: SourceInput | None, actor: str, ctx: Context, *, allow_im
         raise rule("source.kind explicit_import is set by the server on import; it cannot be claimed directly", field="source.kind")
     if not allow_import and source.kind not in ACTOR_SOURCES[actor]:
         raise rule(
-            f"an {actor!r} actor cannot cite a {source.kind!r} source (allowed: {', '.join(ACTOR_SOURCES[actor])}); "
+            f"{article(actor)} actor cannot cite {article(source.kind)} source (allowed: {', '.join(ACTOR_SOURCES[actor])}); "
             "a tool result is only ever evidence, a user event only comes from the user",
             field="source.kind", actor=actor, kind=source.kind,
         )
@@ -255,7 +256,8 @@ def facets(values: Any) -> list[str]:
         raise refuse(f"facets: give one or more of {', '.join(FACETS)}", field="facets")
     for value in values:
         if value not in FACETS:
-            raise refuse(f"facets: {value!r} is not a facet; use {', '.join(FACETS)}", field="facets")
+            raise refuse(f"facets: {value!r} is not a facet{nearest(str(value), FACETS)}; use {', '.join(FACETS)}",
+                         field="facets", value=value)
     if len(set(values)) != len(values):
         raise refuse("facets: each facet may appear once", field="facets")
     return list(values)
@@ -279,13 +281,13 @@ def status_for_role(role: str, status: str, ref_kind: str | None) -> None:
         raise refuse(f"epistemic_status: {status!r} is not one of {', '.join(STATUSES)}", field="epistemic_status")
     if status not in LEGAL_STATUSES[role]:
         raise rule(
-            f"a {role!r} claim cannot be {status!r} (allowed: {', '.join(LEGAL_STATUSES[role])}); "
+            f"{article(role)} claim cannot be {status!r} (allowed: {', '.join(LEGAL_STATUSES[role])}); "
             "explicit records only what the user said",
             field="epistemic_status", role=role, status=status,
         )
     if ref_kind in ("tool_result", "external_evidence") and status != "evidence":
         raise rule(
-            f"a claim from a {ref_kind} is only ever evidence (or a candidate), never {status!r}",
+            f"a claim from {article(ref_kind)} source is only ever evidence (or a candidate), never {status!r}",
             field="epistemic_status", kind=ref_kind,
         )
 
@@ -305,7 +307,7 @@ def claim(
     if given.scope == "long_term" and not (direct_user(actor, ref) and given.epistemic_status == "explicit"):
         raise rule(
             "scope long_term needs a direct user declaration (explicit, from the user's own event); "
-            "repeated signals become candidates first (intent.candidate_add) and only the user's confirmation promotes them",
+            f"repeated signals become candidates first ({op('intent.candidate_add')}) and only the user's confirmation promotes them",
             field="scope",
         )
     payload: dict[str, Any] = {
