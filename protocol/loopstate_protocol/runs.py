@@ -40,8 +40,10 @@ class Create(RunCommand, tag="runs.create", kw_only=True):
     asset: dict[str, Any]
     objective: str
     done_gate: list[str]
-    authority_grant_id: str
     actor: dict[str, Any]
+    # None: the seed's default local authority, recorded by the server with the run
+    # (level attended, local_write to repository on this asset only, 24 hours).
+    authority_grant_id: str | None = None
     mode: Literal["loop", "auto"] | None = None  # None: the project config's default_mode
     budgets: dict[str, Any] | None = None  # None: the project config's budgets
 
@@ -175,6 +177,18 @@ class GrantShow(Query, tag="runs.grant_show", kw_only=True):
     grant_id: str
 
 
+class KillSwitchState(msgspec.Struct, kw_only=True):
+    """Whether a kill switch of the project stands, probed when the status is read.
+
+    The switch is project-wide: while ``set``, every run of the project halts at
+    its next command (status ``halted_kill_switch``) and no run is created.
+    """
+
+    set: bool
+    paths: list[str]  # the configured switches found present or unreadable
+    config_error: str | None = None  # the project config is invalid: the default switches were probed
+
+
 class RunStatus(msgspec.Struct, kw_only=True):
     """The result of ``runs.status`` and the ``runs/status/<run_id>`` view."""
 
@@ -187,6 +201,7 @@ class RunStatus(msgspec.Struct, kw_only=True):
     evidence_ids: list[str]
     lease_expired: bool | None
     missing_markers: int
+    kill_switch: KillSwitchState | None = None
 
 
 COMMANDS = (
