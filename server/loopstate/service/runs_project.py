@@ -71,20 +71,17 @@ def kill_switch(root: str) -> proto.KillSwitchState:
     return runs_effects.kill_switch_state(root)
 
 
-def halt_project(service, root: str, actor: dict[str, Any], first: str | None = None) -> dict[str, Any]:
+def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
     """The kill switch: create the project's STOP file, then halt every run of the project.
 
     The switch is project-wide (seed 002): once it stands every run halts at its
     next command whatever this call reaches; the halts written here record it on
-    each run now. ``first`` (a run id) is halted before the others. A run that
-    cannot record its halt (a broken log, say) is listed with the reason.
+    each run now. A run that cannot record its halt (a broken log, say) is
+    listed with the reason.
     """
     path = runs_effects.create_project_kill_switch(root, "created by `loopstate run stop`\n")
-    order = _ids(service, root, RUN_PREFIX)
-    if first is not None:
-        order = [first] + [run_id for run_id in order if run_id != first]
     halted, failed = [], []
-    for run_id in order:
+    for run_id in _ids(service, root, RUN_PREFIX):
         try:
             outcome = service.execute(root, proto.Stop(run_id=run_id, actor=actor), random_uuid())
         except LoopstateError as error:
