@@ -11,6 +11,7 @@ once. Nothing is written through a link.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ def init_project(root: str, *, force: bool = False) -> dict[str, Any]:
     if existed and not force:
         raise LoopstateError(ErrorCode.CONFLICT, f"{config_path} already exists; keep it, or pass --force to replace it "
                              "with the defaults", path=str(config_path))
+    gitignore = project / ".gitignore"
+    _refuse_unsafe(gitignore)  # before anything is written: a refusal leaves the project as it was
     defaults = default_config()
     # The seed's project_id is a UUIDv4; loopstate's own project id (a digest of the root) gives a stable one.
     config = {"schema_version": defaults.pop("schema_version"),
@@ -45,12 +48,21 @@ def init_project(root: str, *, force: bool = False) -> dict[str, Any]:
     records.validate("config", config)  # never write a config the reader would refuse
     safefs.ensure_dir(config_path.parent, project)
     safefs.atomic_write(config_path, project, msgspec.json.format(msgspec.json.encode(config), indent=2) + b"\n")
-    gitignore = project / ".gitignore"
     return {
         "root": str(project),
         "config": str(config_path), "config_replaced": existed,
         "gitignore": str(gitignore), "gitignore_added": _ignore_state_folder(gitignore),
     }
+
+
+def _refuse_unsafe(path: Path) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        raise LoopstateError(ErrorCode.UNSAFE_PATH, f"{path} is a link or not a regular file, and loopstate writes "
+                             f"through no link; add the line {IGNORE_LINE!r} to it yourself", path=str(path))
 
 
 def _ignore_state_folder(path: Path) -> bool:
