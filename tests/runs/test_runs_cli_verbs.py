@@ -88,6 +88,11 @@ def test_intend_data_can_come_from_a_file_and_bad_json_is_named(cli, tmp_path):
 
 def test_transition_to_a_stage_is_refused_and_says_which_verb_starts_stages(cli):
     assert "run stage start" in cli.ok("run", "transition", "--help", root=False)
+    run_id = cli.create()
+    held = cli.acquire(run_id)
+    error = cli.refused("run", "transition", run_id, "build", "--reason", "next", *held)
+    assert error["code"] == "INVALID_TRANSITION"
+    assert "build is a stage, not a status" in error["message"] and "loopstate run stage start RUN build" in error["message"]
 
 
 @pytest.mark.skipif(not (CONFORMANCE / "the-loop").is_dir(), reason="needs ../shared/conformance (its route fixture)")
