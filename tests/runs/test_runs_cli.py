@@ -220,7 +220,8 @@ def test_validate_accepts_an_event_loopstate_wrote_with_its_added_fields(root, d
     assert "$.note" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("group", [["run"], ["run", "issue"], ["run", "evidence"], ["run", "authority"]])
+@pytest.mark.parametrize("group", [["run"], ["run", "issue"], ["run", "evidence"], ["run", "authority"], ["run", "stage"],
+                                   ["run", "route"]])
 def test_a_verb_group_without_its_verb_lists_its_verbs(group, capsys):
     assert main(group) == 2
     assert f"usage: loopstate {' '.join(group)}" in capsys.readouterr().err

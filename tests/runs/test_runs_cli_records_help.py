@@ -94,3 +94,18 @@ def test_loopstate_schema_documents_each_nested_record(command, field, record):
     assert set(documented["properties"]) == _fields(record)
     if record is records.Actor:
         assert documented["properties"]["harness"]["enum"] == list(get_args(records.ActorHarness))
+
+
+def test_the_intend_and_complete_example_in_help_runs_as_written(cli):
+    text = cli.ok("run", "intend", "--help", root=False).replace("\\\n", " ")
+    intend = re.search(r"OP=\$\((loopstate run intend .*?)\)$", text, re.M)
+    complete = re.search(r"^\s+(loopstate run complete .*)$", text, re.M)
+    assert intend and complete, text
+    run_id = cli.create()
+    held = cli.acquire(run_id)
+    words = {"RUN": run_id, "LEASE": held[1], "1": held[3]}
+    operation = cli.ok(*[words.get(w, w) for w in shlex.split(intend.group(1))[1:]]).strip()
+    words["$OP"] = operation
+    argv = [words.get(w, w) for w in shlex.split(complete.group(1).replace('"$OP"', "$OP"))[1:]]
+    assert cli.json(*argv)["events"][0]["type"] == "stage_started"
+    assert cli.status(run_id)["run"]["stage"] == "build"

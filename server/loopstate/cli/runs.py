@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+import textwrap
 import uuid
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,21 @@ fields (`loopstate schema`, EvidenceAdd.evidence, lists each with its values):
   environment      redacted facts (strings, numbers, booleans); credentials are refused
   stage            optional: default the run's current stage
 loopstate fills evidence_id, run_id, actor, observed_at and schema_version itself."""
+
+COMPLETION_DATA = """\
+--data per --type (the exact completion; `run complete` repeats it):
+  stage_started       {"stage": STAGE}
+  stage_completed     {"stage": STAGE, "outcome": "passed"|"failed"|"blocked"}
+  evidence_recorded   {"evidence_id": UUID, "outcome": OUTCOME}   (complete with --record FILE)
+  issue_opened        {"issue_id": UUID, "severity": SEVERITY}     (complete with --record FILE)
+  issue_transitioned  {"issue_id": UUID, "from_status": STATUS, "to_status": STATUS}
+  route_selected      {"capability": C, "selected_provider": P, "selected_source": "installed"|"bundled"}
+
+example:
+  OP=$(loopstate run intend RUN --lease LEASE --generation 1 --type stage_started \\
+         --data '{"stage": "build"}' --action local_write --destination repository)
+  loopstate run complete RUN "$OP" --lease LEASE --generation 1 --type stage_started \\
+         --data '{"stage": "build"}'"""
 
 ISSUE_EXAMPLE = """\
 example: open a blocking issue under your lease, then move it along:
@@ -132,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="JSON file holding the seed's route record (check it with `loopstate validate route`)")
 
     p = _verb(verbs, "intend", "announce an operation before doing it: reserves its budget, checks its authority "
-              "(runs.intend); prints the operation id", cmd_intend, lease=True)
+              "(runs.intend); prints the operation id", cmd_intend, lease=True, epilog=COMPLETION_DATA)
     _run_arg(p)
     _completion_args(p)
     p.add_argument("--action", required=True, help="what the operation does, e.g. local_write")
@@ -140,7 +156,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost", default="0", help="its cost in USD as a decimal string (default 0)")
     p.add_argument("--operation", help="operation id (UUIDv4; default: made by loopstate)")
 
-    p = _verb(verbs, "complete", "report the completion an intent declared (runs.complete)", cmd_complete, lease=True)
+    p = _verb(verbs, "complete", "report the completion an intent declared (runs.complete)", cmd_complete, lease=True,
+              epilog=COMPLETION_DATA)
     _run_arg(p)
     p.add_argument("operation_id", metavar="OPERATION", help="the pending operation's id or a unique prefix")
     _completion_args(p)
@@ -237,8 +254,11 @@ def _usage(parser: argparse.ArgumentParser):
 
 def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool = False, mutation: bool = True,
           epilog: str | None = None):
-    p = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    if epilog is None:
+        p = sub.add_parser(name, help=help_, description=help_)
+    else:  # a worked example keeps its lines as written
+        p = sub.add_parser(name, help=help_, description=textwrap.fill(help_, 79), epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(p)
     if actor:
         p.add_argument("--harness", choices=HARNESSES, default="manual")
