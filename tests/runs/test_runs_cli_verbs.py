@@ -224,3 +224,15 @@ def test_stop_with_a_mistyped_run_still_sets_the_switch(cli, root):
     assert done.returncode == 0 and "kill switch is set all the same" in done.stderr
     assert (root / ".loopstate" / "STOP").is_file()
     assert cli.status(run_id)["run"]["status"] == "halted_kill_switch"
+
+
+def test_stop_sets_the_switch_even_when_the_config_is_invalid(cli, root):
+    run_id = cli.create()
+    (root / ".loopstate").mkdir(exist_ok=True)
+    (root / ".loopstate" / "config.json").write_text('{"default_mode": "sometimes"}')
+    stopped = cli.json("run", "stop")
+    assert stopped["kill_switch"] == str(root / ".loopstate" / "STOP") and (root / ".loopstate" / "STOP").is_file()
+    assert stopped["halted"] == [] and stopped["failed"][0]["run_id"] == run_id
+    assert stopped["failed"][0]["code"] == "VALIDATION_FAILED"
+    status = cli.status(run_id)
+    assert status["kill_switch"]["set"] is True and "config.json" in status["kill_switch"]["config_error"]

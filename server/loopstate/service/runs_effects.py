@@ -123,8 +123,16 @@ def kill_switch_state(root: str) -> proto.KillSwitchState:
 
 
 def create_project_kill_switch(root: str, note: str) -> Path:
-    """The project-wide switch `run stop` sets: the config's first kill switch path."""
-    return create_kill_switch(root, load_config(root)["kill_switches"][0], note)
+    """The project-wide switch `run stop` sets: the config's first kill switch path.
+
+    An invalid config never keeps the switch from being set: the default path is
+    used (every run mutation is refused under an invalid config anyway).
+    """
+    try:
+        switches = load_config(root)["kill_switches"]
+    except LoopstateError:
+        switches = default_config()["kill_switches"]
+    return create_kill_switch(root, switches[0], note)
 
 
 def create_kill_switch(root: str, configured: str, note: str) -> Path:
