@@ -1,13 +1,18 @@
-"""Over a real sidecar on stdio: the server's default grant for a create that names none, and the
-kill switch in a run's status (the same service the CLI drives)."""
+"""Over a real sidecar on stdio: the server's default grant for a create that names none, the
+kill switch in a run's status, and runs.stop setting the switch whatever the config (the same
+service the CLI drives)."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
-from tests.rpc.rpckit import Servers, servers  # noqa: F401 (fixture)
+import pytest
+
+from loopstate_protocol.client import RpcError
+
 from loopstate.domains.runs.grants import default_grant_id
+from tests.rpc.rpckit import Servers, servers  # noqa: F401 (fixture)
 
 USER = {"harness": "manual", "actor": "synthetic-user", "session_id": "terminal"}
 ASSET = {"name": "synthetic-asset", "root": ".", "track": "code", "boundaries": ["repository-local files"]}
@@ -34,3 +39,16 @@ def test_a_create_without_a_grant_gets_the_default_local_authority_and_status_sh
     (root / ".loopstate" / "STOP").write_text("")
     status = client.query(str(root), {"kind": "runs.status", "run_id": run_id})
     assert status["kill_switch"] == {"set": True, "paths": [".loopstate/STOP"], "config_error": None}
+
+
+def test_runs_stop_sets_the_switch_even_when_the_config_is_invalid(servers: Servers, root: Path) -> None:
+    client = servers.start()
+    run_id = str(uuid.uuid4())
+    client.execute(str(root), {"kind": "runs.create", "run_id": run_id, "asset": ASSET, "objective": "One artifact.",
+                               "done_gate": ["The check passes."], "actor": USER}, request_id="create-2")
+    (root / ".loopstate").mkdir()
+    (root / ".loopstate" / "config.json").write_text('{"default_mode": "sometimes"}')
+    with pytest.raises(RpcError) as refused:
+        client.execute(str(root), {"kind": "runs.stop", "run_id": run_id, "actor": USER}, request_id="stop-1")
+    assert refused.value.code == "VALIDATION_FAILED"
+    assert (root / ".loopstate" / "STOP").is_file()

@@ -240,12 +240,13 @@ class RunsEffects:
 
     def _gather(self, service, project: Project, state: RunState, command: Any, ctx: Context) -> None:
         extra = ctx.extra
-        config = load_config(project.root)
-        extra["config"] = config
         if isinstance(command, proto.Stop) and not command.cancel and state.run is not None:
             records.decode("actor", records.Actor, command.actor)  # a refused command leaves no switch behind
-            create_kill_switch(project.root, config["kill_switches"][0],
-                               f"created by `loopstate run stop` for run {command.run_id} at {format_time(ctx.now)}\n")
+            # Before the config is read: an invalid config refuses the halt's record, never the switch.
+            create_project_kill_switch(project.root, f"created by `loopstate run stop` for run {command.run_id} at "
+                                                     f"{format_time(ctx.now)}\n")
+        config = load_config(project.root)
+        extra["config"] = config
         extra["kill_switch"] = probe_kill_switches(project.root, config["kill_switches"])
         grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
         if isinstance(command, proto.Create) and command.authority_grant_id is None and state.run is None:
