@@ -85,6 +85,12 @@ Route = Annotated[dict[str, Any], msgspec.Meta(
 CompletionData = Annotated[dict[str, Any], msgspec.Meta(
     description="The exact data of the completion event: its fields per completion_event_type, as docs/runs.md lists them.")]
 
+CompletionRecord = Annotated[dict[str, Any], msgspec.Meta(
+    description="The full record of an evidence_recorded completion (the fields of EvidenceAdd.evidence), of an "
+                "issue_opened one (title, severity, blocking, requirement_ids, reproduction, regression_procedure, "
+                "evidence_ids, owner, as runs.issue_open takes them), of a route_selected one (the route record), or "
+                "for issue_transitioned optionally {resolution, evidence_ids}.")]
+
 
 class RunCommand(Command, kw_only=True):
     run_id: str
@@ -179,8 +185,7 @@ class Complete(LeasedCommand, tag="runs.complete", kw_only=True):
     operation_id: str
     completion_event_type: CompletionType
     completion_data: CompletionData
-    # The full record of an evidence_recorded or issue_opened completion (the evidence fields, or the issue's).
-    record: dict[str, Any] | None = None
+    record: CompletionRecord | None = None
 
 
 class Reconcile(RunCommand, tag="runs.reconcile", kw_only=True):
