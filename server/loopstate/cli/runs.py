@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
     run.set_defaults(func=_usage(run))
 
-    p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True)
+    p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True, derives="run")
     p.add_argument("--grant", help="authority grant id or a unique prefix (see `loopstate run authority grant`); "
                                    "without it, the seed's default local authority: a new attended grant for "
                                    "local_write to repository on this asset only, expiring after 24 hours")
@@ -192,7 +192,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     auth_parser = verbs.add_parser("authority", help="authority grants")
     auth_parser.set_defaults(func=_usage(auth_parser))
     auth = auth_parser.add_subparsers(dest="authority_verb", metavar="VERB")
-    p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant)
+    p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant, derives="grant")
     p.add_argument("--level", choices=("attended", "bounded", "scoped", "operational", "full"), required=True)
     p.add_argument("--by", dest="grantor", required=True, help="user-confirmed identity label")
     p.add_argument("--asset", action="append", default=[], help="asset in scope ('*' for any; repeatable)")
@@ -253,7 +253,8 @@ def _usage(parser: argparse.ArgumentParser):
 
 
 def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool = False, mutation: bool = True,
-          epilog: str | None = None):
+          epilog: str | None = None, derives: str | None = None):
+    """One verb's parser; ``derives`` names the id a --request-id derives (so a retry lands on it)."""
     if epilog is None:
         p = sub.add_parser(name, help=help_, description=help_)
     else:  # a worked example keeps its lines as written
@@ -268,7 +269,8 @@ def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool 
         p.add_argument("--lease", required=True, help="your lease id (or a unique prefix)")
         p.add_argument("--generation", type=int, required=True, help="your lease generation")
     if mutation:
-        p.add_argument("--request-id", default=None, help="idempotency key (reuse it to retry exactly)")
+        derived = f"; the new {derives} id is derived from it" if derives else ""
+        p.add_argument("--request-id", default=None, help=f"idempotency key (reuse it to retry exactly{derived})")
     p.set_defaults(func=func)
     return p
 
@@ -280,8 +282,7 @@ def _run_arg(p: argparse.ArgumentParser) -> None:
 def _completion_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--type", dest="completion_type", choices=COMPLETIONS, required=True,
                    help="the completion event the operation ends with")
-    p.add_argument("--data", required=True, help="its exact data as JSON, or @FILE (docs/runs.md lists the fields "
-                                                 "per type)")
+    p.add_argument("--data", required=True, help="its exact data as JSON, or @FILE (the fields per type are below)")
 
 
 # plumbing ------------------------------------------------------------------------------------
