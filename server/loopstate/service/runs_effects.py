@@ -15,6 +15,10 @@ command boundary and writes what the seed keeps beside the log:
   holds it shared from its final grant read through its durable append, so a
   revocation and an intent are linearized at that lock and land on exactly
   one side. Lock order is always run stream, then grant: no cycle.
+* the default local authority: a create that names no grant gets the
+  seed's narrow default grant (``grants.default_grant``), recorded under the
+  run stream's lock only once the create, decided against it, passes.
+* readers: a run's status carries the kill switch state (``before_query``).
 * projections: ``runs/<run_id>/run.json``, ``lease.json``, ``issues.json`` and
   ``evidence/<evidence_id>.json``, and ``grants/<grant_id>.json``, under the
   project's store folder, written atomically from the folded log after every

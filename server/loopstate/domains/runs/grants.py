@@ -37,10 +37,9 @@ def default_grant(c: proto.Create, run_id: str, now: dt.datetime) -> proto.Autho
     repository), so every outward action stays fail-closed; it expires (no grant is
     non-expiring) and can be revoked like any other.
     """
-    asset = c.asset.get("name") if isinstance(c.asset, dict) else None
+    asset = c.asset["name"]  # the create's actor and asset are records by now (check_create)
     return proto.AuthorityGrant(
-        grant_id=default_grant_id(run_id), level="attended",
-        actor=c.actor.get("actor") if isinstance(c.actor, dict) else None,
+        grant_id=default_grant_id(run_id), level="attended", actor=c.actor["actor"],
         scope={"assets": [asset], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []},
         risks_shown=[f"Files of asset {asset} inside the repository may be changed by the agent."],
         confirmation_text="default local authority (a run created without a grant)",
