@@ -166,7 +166,7 @@ def test_cli_revoke_and_cancel(root, data_dir, capsys):
     assert "revoked" in _out(capsys, ["run", "authority", "revoke", *r, grant, "--by", "me"])
     assert main(["run", "acquire", *r, run_id]) == 1
     assert "AUTHORITY_DENIED" in capsys.readouterr().err
-    _out(capsys, ["run", "stop", *r, run_id, "--cancel", "--reason", "no longer needed"])
+    _out(capsys, ["run", "stop", *r, "--cancel", run_id, "--reason", "no longer needed"])
     assert json.loads(_out(capsys, ["run", "status", *r, run_id, "--json"]))["run"]["status"] == "cancelled"
 
 
@@ -227,7 +227,8 @@ def test_validate_accepts_an_event_loopstate_wrote_with_its_added_fields(root, d
     assert "$.note" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("group", [["run"], ["run", "issue"], ["run", "evidence"], ["run", "authority"]])
+@pytest.mark.parametrize("group", [["run"], ["run", "issue"], ["run", "evidence"], ["run", "authority"], ["run", "stage"],
+                                   ["run", "route"]])
 def test_a_verb_group_without_its_verb_lists_its_verbs(group, capsys):
     assert main(group) == 2
     assert f"usage: loopstate {' '.join(group)}" in capsys.readouterr().err
@@ -246,7 +247,8 @@ def test_cli_by_subprocess_create_acquire_stop_resume_with_json(root, data_dir):
     assert lease["generation"] == 0
     held = ("--lease", lease["lease_id"], "--generation", "0")
     assert run("heartbeat", run_id, *held)["events"] == []  # coalesced
-    assert [e["type"] for e in run("stop", run_id)["events"]] == ["kill_switch_detected"]
+    stopped = run("stop", run_id)
+    assert stopped["halted"] == [run_id] and stopped["named"] == {"run_id": run_id, "halted": True}
     assert run("status", run_id)["run"]["status"] == "halted_kill_switch"
     refused = cli("run", "resume", run_id, "--reason", "r", "--root", str(root), "--json", data_dir=data_dir)
     assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "KILL_SWITCH"

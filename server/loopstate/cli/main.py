@@ -11,6 +11,7 @@ from loopstate import __version__
 # Each module defines register(subparsers) and sets a `func(args) -> int` default.
 SUBCOMMANDS = (
     "loopstate.cli.store",
+    "loopstate.cli.init",
     "loopstate.cli.serve",
     "loopstate.cli.intent",
     "loopstate.cli.runs",

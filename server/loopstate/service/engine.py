@@ -77,6 +77,14 @@ def fingerprint_params(domain: Domain, command: Command) -> Any:
     return normalize(command) if normalize is not None else msgspec.to_builtins(command)
 
 
+def check_fields(domain: Domain, command: Command) -> None:
+    """The domain's stateless checks (optional ``check``), run before the store is opened:
+    a command refused by its own fields creates no project folder, record or lock file."""
+    check = getattr(domain, "check", None)
+    if check is not None:
+        check(command)
+
+
 class Service:
     def __init__(
         self,
@@ -136,6 +144,13 @@ class Service:
             project_root=project.root, request_id=request_id,
         )
 
+    def read_context(self, project: Project, domain: Domain, state: Any) -> Context:
+        """A read's context; the domain's effects may add what readers see beside the log
+        (optional ``before_query``: runs, whether a kill switch stands; goals, the project's goal ids)."""
+        ctx = self.context(project)
+        before_query = getattr(self.effects_of(domain), "before_query", None)
+        return ctx if before_query is None else before_query(self, project, state, ctx)
+
     def _notify(self, project: Project, stream: str, records: list[Record]) -> None:
         if records:
             for listener in list(self._listeners):
@@ -146,9 +161,10 @@ class Service:
     def execute(self, root: str, command: Command, request_id: str) -> Outcome:
         """Apply one command durably, or return the first result of its exact retry."""
         check_request_id(request_id)
+        domain = self.domain_of(command)
+        check_fields(domain, command)
         with self._lock:
             project = self.project(root)
-            domain = self.domain_of(command)
             stream = domain.stream_for(command)
             fp = fingerprint(type(command).__struct_config__.tag, fingerprint_params(domain, command))
             folded = self.folded(project, domain, stream)
@@ -201,12 +217,7 @@ class Service:
             project = self.project(root)
             domain = self.domain_of(query)
             folded = self.refresh(project, domain, domain.stream_for(query))
-            ctx = self.context(project)
-            # Optional: what the pure read needs from outside the stream (goals: the project's goal ids).
-            before_query = getattr(self.effects_of(domain), "before_query", None)
-            if before_query is not None:
-                ctx = before_query(self, project, folded.state, query, ctx)
-            return domain.query(folded.state, query, ctx)
+            return domain.query(folded.state, query, self.read_context(project, domain, folded.state))
 
     def view(self, root: str, domain_name: str, view: str, key: str | None) -> tuple[Folded, Any]:
         """The current projection behind a subscription topic, after catching up."""
@@ -220,7 +231,7 @@ class Service:
                     + ", ".join(f"{d.name}/{v}" for d in self.domains.values() for v in d.views),
                 )
             folded = self.refresh(project, domain, domain.stream_for_view(view, key))
-            return folded, domain.view(folded.state, view, key, self.context(project))
+            return folded, domain.view(folded.state, view, key, self.read_context(project, domain, folded.state))
 
     def refresh(self, project: Project, domain: Domain, stream: str) -> Folded:
         """Catch one stream up with other processes' appends; listeners hear of them."""

@@ -193,7 +193,7 @@ def _with_known_goals(project: Project, state: GoalState, ctx: Any) -> Any:
 
 
 class GoalsEffects:
-    def before_query(self, service: Any, project: Project, state: GoalState, query: Any, ctx: Any) -> Any:
+    def before_query(self, service: Any, project: Project, state: GoalState, ctx: Any) -> Any:
         return _with_known_goals(project, state, ctx)
 
     def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:

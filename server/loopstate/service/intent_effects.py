@@ -227,8 +227,7 @@ class IntentEffects:
             state.private_controls, state.controls_unreadable = frozenset(), True
 
     def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
-        self._local.pending = None
-        rules.check_command(command)
+        self._local.pending = None  # the command's own fields were checked by DOMAIN.check, before the store was opened
         memory = self.memory(service, project)
         state.private = memory
         for folder in (CONTROL_DIR, "quarantine"):

@@ -15,6 +15,10 @@ command boundary and writes what the seed keeps beside the log:
   holds it shared from its final grant read through its durable append, so a
   revocation and an intent are linearized at that lock and land on exactly
   one side. Lock order is always run stream, then grant: no cycle.
+* the default local authority: a create that names no grant gets the
+  seed's narrow default grant (``grants.default_grant``), recorded under the
+  run stream's lock only once the create, decided against it, passes.
+* readers: a run's status carries the kill switch state (``before_query``).
 * projections: ``runs/<run_id>/run.json``, ``lease.json``, ``issues.json`` and
   ``evidence/<evidence_id>.json``, and ``grants/<grant_id>.json``, under the
   project's store folder, written atomically from the folded log after every
@@ -40,12 +44,13 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core import canonical, safefs
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
-from loopstate.core.ids import derived_uuid
+from loopstate.core.ids import derived_uuid, random_uuid
 from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
-from loopstate.domains.runs.decide import REFUSAL, refusal_from_events
+from loopstate.domains.runs.decide import REFUSAL, create, refusal_from_events
+from loopstate.domains.runs.grants import decide_grant, default_grant
 from loopstate.domains.runs.projections import issue_ledger
 from loopstate.domains.runs.state import GrantState, RunState
 
@@ -101,6 +106,37 @@ def probe_kill_switches(root: str, switches: list[str]) -> dict[str, str] | None
             return {"path": configured, "state": "unreadable", "error": exc.strerror or str(exc)}
         return {"path": configured, "state": "present"}
     return None
+
+
+def kill_switch_state(root: str) -> proto.KillSwitchState:
+    """Every configured switch that stands (present or unreadable), for readers.
+
+    An invalid config refuses mutations; a reader is still told about the
+    default switches and about the config's fault.
+    """
+    try:
+        switches, fault = load_config(root)["kill_switches"], None
+    except LoopstateError as error:
+        switches, fault = default_config()["kill_switches"], error.message
+    standing = []
+    for configured in switches:
+        found = probe_kill_switches(root, [configured])
+        if found is not None:
+            standing.append(found["path"])
+    return proto.KillSwitchState(set=bool(standing), paths=standing, config_error=fault)
+
+
+def create_project_kill_switch(root: str, note: str) -> Path:
+    """The project-wide switch `run stop` sets: the config's first kill switch path.
+
+    An invalid config never keeps the switch from being set: the default path is
+    used (every run mutation is refused under an invalid config anyway).
+    """
+    try:
+        switches = load_config(root)["kill_switches"]
+    except LoopstateError:
+        switches = default_config()["kill_switches"]
+    return create_kill_switch(root, switches[0], note)
 
 
 def create_kill_switch(root: str, configured: str, note: str) -> Path:
@@ -208,19 +244,41 @@ class RunsEffects:
 
     def _gather(self, service, project: Project, state: RunState, command: Any, ctx: Context) -> None:
         extra = ctx.extra
-        config = load_config(project.root)
-        extra["config"] = config
         if isinstance(command, proto.Stop) and not command.cancel and state.run is not None:
             records.decode("actor", records.Actor, command.actor)  # a refused command leaves no switch behind
-            create_kill_switch(project.root, config["kill_switches"][0],
-                               f"created by `loopstate run stop` for run {command.run_id} at {format_time(ctx.now)}\n")
+            # Before the config is read: an invalid config refuses the halt's record, never the switch.
+            create_project_kill_switch(project.root, f"created by `loopstate run stop` for run {command.run_id} at "
+                                                     f"{format_time(ctx.now)}\n")
+        config = load_config(project.root)
+        extra["config"] = config
         extra["kill_switch"] = probe_kill_switches(project.root, config["kill_switches"])
         grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
+        if isinstance(command, proto.Create) and command.authority_grant_id is None and state.run is None:
+            grant_id = self._record_default_grant(service, project, state, command, ctx)
         if grant_id is not None:
             extra["grant"] = self._read_grant_locked(service, project, grant_id, extra["locks"])
         if isinstance(command, proto.Resume) and command.authority_grant_id is not None:
             extra["new_grant"] = self._read_grant_locked(service, project, command.authority_grant_id, extra["locks"])
         write_projections(project, state)
+
+    def _record_default_grant(self, service, project: Project, state: RunState, command: proto.Create, ctx: Context) -> str:
+        """Record the default local authority of a create that names no grant, once the create is sure to pass.
+
+        The create is decided first against the grant it would get (pure, under the
+        run stream's lock), so a refused create (a standing kill switch, a config
+        that refuses it) leaves no grant behind. The grant's id and request id come
+        from the run id: a retry after a crash between the two appends finds it.
+        """
+        from loopstate.domains.runs import DOMAIN, grant_stream
+
+        offered = default_grant(command, state.run_id, ctx.now)
+        stream = grant_stream(offered.grant_id)
+        if service.refresh(project, DOMAIN, stream).state.grant is None:
+            trial = dataclasses.replace(ctx, new_id=random_uuid)  # its events are dropped: spend none of the real ids
+            would_be = decide_grant(GrantState(grant_id=offered.grant_id), offered, trial)[0]["grant"]
+            create(state, command, dataclasses.replace(trial, extra={**ctx.extra, "grant": would_be}))
+            service.execute(project.root, offered, derived_uuid("runs.default-grant", offered.grant_id))
+        return offered.grant_id
 
     def _read_grant_locked(self, service, project: Project, grant_id: str, locks: list) -> dict[str, Any] | None:
         from loopstate.domains.runs import DOMAIN, grant_stream
@@ -236,6 +294,10 @@ class RunsEffects:
         for lock in ctx.extra.get("locks", ()):
             lock.release()
         self._local.refusal = ctx.extra.get(REFUSAL)
+
+    def before_query(self, service, project: Project, state: Any, ctx: Context) -> Context:
+        """A run's status carries whether a kill switch stands (a file, not an event)."""
+        return dataclasses.replace(ctx, extra={**ctx.extra, "kill_switch_state": kill_switch_state(project.root)})
 
     # after ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import projections, rules
-from loopstate.domains.intent.decide import decide, find_task
+from loopstate.domains.intent.decide import check_task_start, decide, find_task
 from loopstate.domains.intent.evolve import evolve
 from loopstate.domains.intent.importing import export_graph
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState
@@ -85,6 +85,12 @@ class IntentDomain:
 
     def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
         return evolve(state, event)
+
+    def check(self, command: Any) -> None:
+        """The refusals a command earns by its own fields (checked before the store is touched)."""
+        rules.check_command(command)
+        if isinstance(command, p.IntentTaskStart):
+            check_task_start(command)
 
     def decide(self, state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any]]:
         return decide(state, command, ctx)

@@ -96,6 +96,17 @@ def find_claim(state: IntentState, claim_id: str, ctx: Context) -> Claim:
 # --- tasks ----------------------------------------------------------------------
 
 
+def check_task_start(cmd: p.IntentTaskStart) -> None:
+    """What a task start is refused for by its own fields, whatever the ledger holds."""
+    if cmd.mode == "off" and (cmd.label is not None or cmd.initial_claims):
+        raise rule("a task started in off mode takes no label and no initial claims", field="mode")
+    if len(cmd.initial_claims) > MAX_INITIAL_CLAIMS:
+        raise rules.refuse(
+            f"initial_claims: {len(cmd.initial_claims)} given, at most {MAX_INITIAL_CLAIMS}; add the rest with {op('intent.claim_add')}",
+            field="initial_claims",
+        )
+
+
 def task_start(state: IntentState, cmd: p.IntentTaskStart, ctx: Context) -> list[dict[str, Any]]:
     if cmd.task_id is not None:
         task_id = rules.check_uuid(cmd.task_id, "task_id")
@@ -103,17 +114,11 @@ def task_start(state: IntentState, cmd: p.IntentTaskStart, ctx: Context) -> list
         task_id = derived_uuid("intent-task:" + ctx.project_id, ctx.request_id)
     if task_id in state.tasks:
         raise LoopstateError(ErrorCode.CONFLICT, f"task {task_id} was already started; use a new task id", task_id=task_id)
-    if cmd.mode == "off" and (cmd.label is not None or cmd.initial_claims):
-        raise rule("a task started in off mode takes no label and no initial claims", field="mode")
+    check_task_start(cmd)
     if cmd.mode == "private" and not ctx.extra.get(PRIVATE_DECISION):
         raise rule("a private task needs host_session_id and a serving process to own it", field="host_session_id")
     if cmd.mode != "private" and cmd.host_session_id is not None and not ctx.extra.get(REENABLE):
         raise rules.refuse("host_session_id is only used for private mode; drop it, or start the task with mode private", field="host_session_id")
-    if len(cmd.initial_claims) > MAX_INITIAL_CLAIMS:
-        raise rules.refuse(
-            f"initial_claims: {len(cmd.initial_claims)} given, at most {MAX_INITIAL_CLAIMS}; add the rest with {op('intent.claim_add')}",
-            field="initial_claims",
-        )
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     claims = [
         rules.claim(given, actor=cmd.actor, ref=ref, ctx=ctx, claim_id=ctx.new_id()) for given in cmd.initial_claims

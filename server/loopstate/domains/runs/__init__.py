@@ -18,9 +18,11 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import derived_uuid4
 from loopstate.domains.base import Context
 from loopstate.domains.runs import projections, records
-from loopstate.domains.runs.decide import decide_run
+from loopstate.domains.runs.config import default_config
+from loopstate.domains.runs.decide import check_create, decide_run
 from loopstate.domains.runs.grants import decide_grant
 from loopstate.domains.runs.state import GrantState, RunState, evolve_grant, evolve_run
 
@@ -62,6 +64,16 @@ def grant_stream(grant_id: str) -> str:
     return GRANT_PREFIX + _uuid(grant_id, "grant_id")
 
 
+def run_id_for_request(request_id: str) -> str:
+    """The run a create sent with this request id makes: its exact retry lands on the same stream."""
+    return derived_uuid4("runs.run", request_id)
+
+
+def grant_id_for_request(request_id: str) -> str:
+    """The grant an authority grant sent with this request id records (so its retry replays)."""
+    return derived_uuid4("runs.grant", request_id)
+
+
 class RunsDomain:
     name = "runs"
     layout = LAYOUT
@@ -89,6 +101,11 @@ class RunsDomain:
         if isinstance(state, GrantState):
             return evolve_grant(state, event)
         return evolve_run(state, event)
+
+    def check(self, command: Command) -> None:
+        """What a command is refused for by its own fields (before the store is touched)."""
+        if isinstance(command, proto.Create):
+            check_create(command, default_config()["budgets"])
 
     def decide(self, state: RunState | GrantState, command: Command, ctx: Context) -> list[dict[str, Any]]:
         if isinstance(state, GrantState):

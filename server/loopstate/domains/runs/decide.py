@@ -28,6 +28,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.runs import authority, budgets, records, safety, work
 from loopstate.domains.runs.config import effective_config
+from loopstate.domains.runs.grants import default_grant_id
 from loopstate.domains.runs.machine import RECOVERABLE, TERMINAL, require_transition
 from loopstate.domains.runs.plan import SYSTEM_ACTOR, Plan
 from loopstate.domains.runs.state import RunState
@@ -199,6 +200,23 @@ def safety_refusal(last: dict[str, Any]) -> LoopstateError:
 
 # commands ------------------------------------------------------------------------------------
 
+def check_create(c: proto.Create, config_budgets: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """A create's own fields: its actor, its asset, and its budgets over the config's (those it leaves out).
+
+    Returns them as the run records them. The service runs this before it touches
+    the store (with the default config's budgets; the decision repeats it with
+    the project's), so an invalid budget leaves no file and no grant behind.
+    """
+    if c.authority_grant_id is not None:
+        check_uuid(c.authority_grant_id, "authority_grant_id")
+    actor = actor_of(c.actor)
+    asset = records.to_dict(records.decode("asset", records.Asset, c.asset))
+    offered = c.budgets if c.budgets is not None else {}
+    frozen = records.to_dict(records.decode(
+        "budgets", records.Budgets, {**config_budgets, **offered} if isinstance(offered, dict) else offered))
+    return actor, asset, frozen
+
+
 def create(state: RunState, c: proto.Create, ctx: Context) -> list[dict[str, Any]]:
     if state.sequence or state.exists:
         raise LoopstateError(ErrorCode.CONFLICT, f"run {state.run_id} already exists; run_created is written exactly once",
@@ -207,20 +225,16 @@ def create(state: RunState, c: proto.Create, ctx: Context) -> list[dict[str, Any
     if kill_switch is not None:
         raise LoopstateError(ErrorCode.KILL_SWITCH, f"kill switch {kill_switch['path']} is {kill_switch['state']}; "
                              "no run is created while it stands", path=kill_switch["path"])
-    actor = actor_of(c.actor)
-    asset = records.to_dict(records.decode("asset", records.Asset, c.asset))
     config = effective_config(ctx)
-    # Budgets the command leaves out come from the project config (whose own budgets object is complete).
-    offered = c.budgets if c.budgets is not None else {}
-    frozen = records.to_dict(records.decode(
-        "budgets", records.Budgets, {**config["budgets"], **offered} if isinstance(offered, dict) else offered))
-    grant = authority.require_current(ctx.extra.get("grant"), c.authority_grant_id, ctx.now)
+    actor, asset, frozen = check_create(c, config["budgets"])
+    grant_id = c.authority_grant_id if c.authority_grant_id is not None else default_grant_id(state.run_id)
+    grant = authority.require_current(ctx.extra.get("grant"), grant_id, ctx.now)
     authority.require_asset(grant, asset["name"])
     now = format_time(ctx.now)
     run = {
         "schema_version": records.SCHEMA_VERSION, "run_id": state.run_id, "asset": asset, "mode": c.mode or config["default_mode"],
         "status": "ready", "stage": "strategize", "objective": c.objective, "done_gate": list(c.done_gate),
-        "authority_grant_id": c.authority_grant_id, "budgets": frozen, "usage": budgets.empty_usage(),
+        "authority_grant_id": grant_id, "budgets": frozen, "usage": budgets.empty_usage(),
         "owner": None, "selected_routes": {}, "open_blocking_issues": 0, "last_heartbeat_at": None,
         "created_at": now, "updated_at": now, "terminal_reason": None,
     }

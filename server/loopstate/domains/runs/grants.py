@@ -8,6 +8,7 @@ mutation holds it shared through its final grant check and its append.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from loopstate_protocol import runs as proto
@@ -15,9 +16,35 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, parse_time
 from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import derived_uuid4
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.state import GrantState
+
+
+DEFAULT_GRANT_HOURS = 24
+
+
+def default_grant_id(run_id: str) -> str:
+    """The grant a run created without one is bound to: one per run, so a retried create finds it."""
+    return derived_uuid4("runs.default-grant", run_id.lower())
+
+
+def default_grant(c: proto.Create, run_id: str, now: dt.datetime) -> proto.AuthorityGrant:
+    """The seed's "default local authority" for a create that names no grant: the narrowest grant that lets the run work.
+
+    Level attended, scope this asset with only the exact local pair (local_write to
+    repository), so every outward action stays fail-closed; it expires (no grant is
+    non-expiring) and can be revoked like any other.
+    """
+    asset = c.asset["name"]  # the create's actor and asset are records by now (check_create)
+    return proto.AuthorityGrant(
+        grant_id=default_grant_id(run_id), level="attended", actor=c.actor["actor"],
+        scope={"assets": [asset], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []},
+        risks_shown=[f"Files of asset {asset} inside the repository may be changed by the agent."],
+        confirmation_text="default local authority (a run created without a grant)",
+        expires_at=format_time(now + dt.timedelta(hours=DEFAULT_GRANT_HOURS)),
+    )
 
 
 def _event(type_: str, grant: dict[str, Any], ctx: Context) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
+from loopstate.domains.runs.records import STAGES
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "draft": frozenset({"ready", "cancelled"}),
@@ -48,8 +49,10 @@ def require_transition(current: str, target: str) -> None:
     """Refuse a move the table does not have, saying which moves it does have."""
     if not allowed(current, target):
         options = ", ".join(sorted(TRANSITIONS[current])) or "none (terminal)"
+        stage = (f"; {target} is a stage, not a status: start it with runs.stage_start "
+                 f"(`loopstate run stage start RUN {target}`)") if target in STAGES else ""
         raise LoopstateError(
             ErrorCode.INVALID_TRANSITION,
-            f"{_article(current)} {current} run cannot become {target}; allowed next states: {options}",
+            f"{_article(current)} {current} run cannot become {target}; allowed next states: {options}{stage}",
             current=current, target=target,
         )

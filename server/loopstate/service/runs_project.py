@@ -1,0 +1,92 @@
+"""The runs of one project as a whole: listed, found by an id prefix, halted together.
+
+Every front door (the CLI, hooks, an MCP adapter) takes ids as people copy
+them from a listing, by a unique prefix as git does, and needs the list of
+runs and the project-wide kill switch; this module gives them that over the
+same Service, so no front door holds these rules. Listing and resolving only
+read (shared locks): they create no file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from loopstate_protocol import runs as proto
+
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import random_uuid
+from loopstate.core.prefix import resolve_prefix
+from loopstate.domains.runs import DOMAIN, GRANT_PREFIX, RUN_PREFIX
+from loopstate.domains.runs.projections import summary
+from loopstate.domains.runs.state import RunState
+from loopstate.service import runs_effects
+
+InRun = Literal["issue", "evidence", "operation", "lease"]
+
+
+def _ids(service, root: str, prefix: str) -> list[str]:
+    return [name[len(prefix):] for name in service.project(root).stream_names() if name.startswith(prefix)]
+
+
+def run_state(service, root: str, run_id: str) -> RunState:
+    from loopstate.domains.runs import run_stream
+
+    return service.refresh(service.project(root), DOMAIN, run_stream(run_id)).state
+
+
+def resolve_run(service, root: str, given: str) -> str:
+    """The run id ``given`` abbreviates (any unique prefix of a run of this project)."""
+    return resolve_prefix("run", given, _ids(service, root, RUN_PREFIX), hint="`loopstate run list` shows the runs")
+
+
+def resolve_grant(service, root: str, given: str) -> str:
+    """The grant id ``given`` abbreviates (any unique prefix of a grant recorded in this project)."""
+    return resolve_prefix("grant", given, _ids(service, root, GRANT_PREFIX),
+                          hint="`loopstate run status RUN` shows a run's grant")
+
+
+def resolve_in_run(service, root: str, run_id: str, kind: InRun, given: str) -> str:
+    """An issue, evidence, operation or lease id of one run, by a unique prefix."""
+    state = run_state(service, root, run_id)
+    if kind == "issue":
+        known: Any = state.issues
+    elif kind == "evidence":
+        known = state.evidence
+    elif kind == "operation":
+        known = [state.pending["operation_id"]] if state.pending else []
+    else:
+        known = [state.lease["lease_id"]] if state.lease else []
+    return resolve_prefix(kind, given, known, hint=f"`loopstate run status {run_id[:8]}` shows the run's {kind} ids")
+
+
+def list_runs(service, root: str) -> list[dict[str, Any]]:
+    """One summary per run of the project (status, stage, owner, lease, budget use), oldest first."""
+    ctx = service.context(service.project(root))
+    rows = [summary(run_state(service, root, run_id), ctx) for run_id in _ids(service, root, RUN_PREFIX)]
+    return sorted((row for row in rows if row is not None), key=lambda row: (row["created_at"], row["run_id"]))
+
+
+def kill_switch(root: str) -> proto.KillSwitchState:
+    """Whether a kill switch of the project stands now (every configured path probed)."""
+    return runs_effects.kill_switch_state(root)
+
+
+def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
+    """The kill switch: create the project's STOP file, then halt every run of the project.
+
+    The switch is project-wide (seed 002): once it stands every run halts at its
+    next command whatever this call reaches; the halts written here record it on
+    each run now. A run that cannot record its halt (a broken log, say) is
+    listed with the reason.
+    """
+    path = runs_effects.create_project_kill_switch(root, "created by `loopstate run stop`\n")
+    halted, failed = [], []
+    for run_id in _ids(service, root, RUN_PREFIX):
+        try:
+            outcome = service.execute(root, proto.Stop(run_id=run_id, actor=actor), random_uuid())
+        except LoopstateError as error:
+            failed.append({"run_id": run_id, "code": error.code.value, "message": error.message})
+            continue
+        if outcome.events:
+            halted.append(run_id)
+    return {"kill_switch": str(path), "halted": halted, "failed": failed}
