@@ -1,0 +1,61 @@
+"""A goals snapshot (`goals compact`) never vouches for stream bytes that changed after it was written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from goalkit import Harness
+
+from loopstate_protocol import goals as g
+
+from loopstate.core.project import Project
+from loopstate.service.goals_effects import load_state, snapshot_path
+
+
+def goals_cli(data_dir: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", "goals", *args, "--root", str(root)],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_board_read_from_a_snapshot_refuses_a_record_changed_before_it(data_dir: Path, root: Path) -> None:
+    for number in range(5):
+        assert goals_cli(data_dir, root, "add", "g1", f"task {number}").returncode == 0
+    assert goals_cli(data_dir, root, "compact", "g1").returncode == 0
+    assert goals_cli(data_dir, root, "add", "g1", "after the snapshot").returncode == 0
+    assert snapshot_path(Project(str(root), data_dir=data_dir), "goals.g1").exists()
+    board = json.loads(goals_cli(data_dir, root, "board", "g1", "--json").stdout)
+    assert board["meta"]["last_append_sequence"] == 7
+
+    # A record well before the snapshot, changed in place (same size, same inode).
+    stream = Project(str(root), data_dir=data_dir).dir / "streams" / "goals.g1.jsonl"
+    data = stream.read_bytes()
+    at = data.index(b'"title":"task 1"')
+    with open(stream, "r+b") as out:
+        out.seek(at)
+        out.write(b'"title":"task 7"')
+
+    refused = goals_cli(data_dir, root, "board", "g1", "--json")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    error = json.loads(refused.stdout)["error"]  # --json: the error is the output
+    assert error["code"] == "CORRUPT_LEDGER" and error["details"]["sequence"] == 2
+
+
+def test_a_snapshot_whose_prefix_digest_does_not_match_is_ignored_and_the_goal_replayed(h: Harness) -> None:
+    for number in range(5):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 6
+    path = snapshot_path(h.project, "goals.g")
+    header, state = path.read_bytes().split(b"\n", 1)
+    fields = json.loads(header)
+    fields["prefix_sha256"] = "0" * 64
+    path.write_bytes(json.dumps(fields).encode() + b"\n" + state)
+    loaded = load_state(h.project, "g")
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 6
+    assert "before the snapshot changed" in loaded.snapshot_note
+    assert [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
