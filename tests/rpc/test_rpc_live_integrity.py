@@ -84,7 +84,7 @@ def corruption(client: LoopstateClient, timeout: float = 30.0) -> StreamErrorNot
             return note
 
 
-def assert_refused(client: LoopstateClient, root: Path, request_id: str) -> None:
+def assert_refused(client: LoopstateClient, root: Path, request_id: str) -> RpcError:
     with pytest.raises(RpcError) as refused:
         client.execute(str(root), task_start("after"), request_id)
     assert refused.value.code == "CORRUPT_LEDGER", refused.value.message
@@ -92,6 +92,8 @@ def assert_refused(client: LoopstateClient, root: Path, request_id: str) -> None
     with pytest.raises(RpcError) as read:
         client.query(str(root), {"kind": "intent.tasks"})
     assert read.value.code == "CORRUPT_LEDGER", read.value.message
+    assert read.value.details == refused.value.details
+    return refused.value
 
 
 LABELS = ("one", "two", "three")
@@ -122,7 +124,8 @@ def test_verified_bytes_changed_under_running_servers_stop_mutations_queries_and
     changed = path.read_bytes()
 
     # The writer has no subscription, so no watcher: its next mutation is what notices.
-    assert_refused(writer, root, "r-after-writer")
+    refused = assert_refused(writer, root, "r-after-writer")
+    assert (refused.details["stream"], refused.details["sequence"]) == ("intent", 2)  # the changed record
     note = corruption(watching)
     assert note.subscription_id == sub.subscription_id and note.error.code == "CORRUPT_LEDGER"
     assert note.error.details["stream"] == "intent"

@@ -15,8 +15,7 @@ hand, an ``fstat`` of the file:
   every write and truncate, and nothing in userspace can set it back);
 - the same size (no growth) with another mtime or ctime: the file was written
   without growing. Every verified byte is checked again: the SHA-256 of
-  ``[0, head)`` against the running prefix digest the stream keeps, or, without
-  one, a fresh verifying read from byte 0 that must land on the very head;
+  ``[0, head)`` against the running prefix digest the stream keeps;
 - growth: the line that ends at the verified head must still be the verified
   head event (re-read, canonical, re-hashed, the head's hash), then the new
   bytes are verified as usual.
@@ -97,46 +96,50 @@ class LiveIntegrity:
         else:
             reason = _head_line_changed(stream, fd)
         if reason is not None:
-            error = ChainError(stream.name, 0 if now.size <= seen.size else stream.position.offset,
-                               stream.position.sequence, reason)
+            error = _first_changed_record(stream) or ChainError(stream.name, 0, stream.position.sequence, reason)
             self.broken = (now, error)
             raise error
         self.seen = now
 
 
-def _prefix_changed(stream: "Stream", fd: int) -> str | None:
-    """Why the bytes before the head are not the verified ones (None: they are).
+def _first_changed_record(stream: "Stream") -> ChainError | None:
+    """The diagnostic a full verify gives for the first bad record before the head (None:
+    every record up to it verifies, so what changed is not one record; the caller says what).
 
-    With the stream's running prefix digest: one SHA-256 pass over them. Without
-    one (a head opened from a checkpoint that had none), a fresh verifying read
-    from byte 0, which must end a line exactly at the head with the head's
-    hash; its digest is adopted, so the next check is the cheap one.
+    Paid once, when a change is found: a fresh verifying read from byte 0.
     """
-    head = stream.position
-    known = stream.prefix_digest()
-    if known is not None:
-        if prefix_sha256(fd, head.offset) == known:
-            return None
-        return (f"the file was written without growing, and its bytes before the verified head at byte {head.offset} "
-                "are not the ones that were verified (an edit in place)")
-    from loopstate.core.stream import Stream
+    from loopstate.core.stream import Stream  # stream imports this module
 
     fresh = Stream(stream.base, stream.name, stream.layout)
     reads = fresh.read_new()
     try:
         for record in reads:
-            if record.end >= head.offset:
+            if record.end >= stream.position.offset:
                 break
     except ChainError as exc:
-        return f"the file was written without growing, and a verifying read from byte 0 fails: {exc.reason}"
+        return exc
     finally:
         reads.close()
-    if fresh.position != head:
-        return (f"the file was written without growing, and a verifying read from byte 0 no longer reaches the "
-                f"verified head (sequence {head.sequence} ending at byte {head.offset})")
-    if fresh.prefix_digest() is not None:
-        stream.digest, stream._digest_at = fresh.digest, head.offset
     return None
+
+
+def _prefix_changed(stream: "Stream", fd: int) -> str | None:
+    """Why the bytes before the head are not the verified ones (None: they are): one
+    SHA-256 pass over them, against the running prefix digest the stream keeps.
+
+    Every ledger keeps that digest (it sees every byte from 0, or adopts a
+    checkpoint's checked one). A stream whose head was moved without one (by
+    hand) cannot tell, and fails closed.
+    """
+    head = stream.position
+    known = stream.prefix_digest()
+    if known is None:
+        return ("the file was written without growing, and this process keeps no digest of the bytes it verified "
+                "to check them against")
+    if prefix_sha256(fd, head.offset) == known:
+        return None
+    return (f"the file was written without growing, and its bytes before the verified head at byte {head.offset} "
+            "are not the ones that were verified (an edit in place)")
 
 
 def prefix_sha256(fd: int, end: int) -> str:
