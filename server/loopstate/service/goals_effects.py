@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,30 +278,40 @@ def _usable_snapshot(project: Project, stream: Stream) -> tuple[tuple[SnapshotHe
         return None, f"snapshot header undecodable ({exc})"
     if snap.format != SNAPSHOT_FORMAT or snap.stream != stream.name:
         return None, "snapshot of another format or stream"
-    if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
-        return None, "snapshot state does not match its checksum"
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
         return None, "stream file missing"
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
-            return None, "stream file replaced or shorter than the snapshot"
-        line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
-        if not line.endswith(b"\n"):
-            return None, "snapshot position is not a record boundary"
-        if not verified_line(line[:-1], snap.line_start, LAYOUT, stream.name, snap.sequence, snap.hash):
-            return None, "the record at the snapshot position changed"
-        # The state stands for every event before it: those bytes must be the ones folded into it.
-        if prefix_sha256(fd, snap.offset) != snap.prefix_sha256:
+    with ThreadPoolExecutor(1, thread_name_prefix="loopstate-snapshot-prefix") as pool:
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
+                return None, "stream file replaced or shorter than the snapshot"
+            line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
+            if not line.endswith(b"\n"):
+                return None, "snapshot position is not a record boundary"
+            if not verified_line(line[:-1], snap.line_start, LAYOUT, stream.name, snap.sequence, snap.hash):
+                return None, "the record at the snapshot position changed"
+            # The state stands for every event before it: those bytes must be the ones folded
+            # into it. Hashed in a thread (hashlib lets go of the GIL) while the state decodes.
+            prefix = pool.submit(_prefix_sha256_closing, os.dup(fd), snap.offset)
+        finally:
+            os.close(fd)
+        if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
+            return None, "snapshot state does not match its checksum"
+        try:
+            state = msgspec.json.decode(body, type=GoalState)
+        except msgspec.MsgspecError as exc:
+            return None, f"snapshot state undecodable ({exc})"
+        if prefix.result() != snap.prefix_sha256:
             return None, "the stream bytes before the snapshot changed since it was written"
+    return (snap, state), None
+
+
+def _prefix_sha256_closing(fd: int, end: int) -> str:
+    try:
+        return prefix_sha256(fd, end)
     finally:
         os.close(fd)
-    try:
-        state = msgspec.json.decode(body, type=GoalState)
-    except msgspec.MsgspecError as exc:
-        return None, f"snapshot state undecodable ({exc})"
-    return (snap, state), None
 
 
 def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
