@@ -8,12 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from goalkit import Harness
-
-from loopstate_protocol import goals as g
-
 from loopstate.core.project import Project
-from loopstate.service.goals_effects import load_state, snapshot_path
+from loopstate.service.goals_effects import snapshot_path
 
 
 def goals_cli(data_dir: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,18 +40,3 @@ def test_a_board_read_from_a_snapshot_refuses_a_record_changed_before_it(data_di
     error = json.loads(refused.stdout)["error"]  # --json: the error is the output
     assert error["code"] == "CORRUPT_LEDGER" and error["details"]["sequence"] == 2
 
-
-def test_a_snapshot_whose_prefix_digest_does_not_match_is_ignored_and_the_goal_replayed(h: Harness) -> None:
-    for number in range(5):
-        h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
-    h.run(g.Compact(goal_id="g"))
-    assert load_state(h.project, "g").snapshot_sequence == 6
-    path = snapshot_path(h.project, "goals.g")
-    header, state = path.read_bytes().split(b"\n", 1)
-    fields = json.loads(header)
-    fields["prefix_sha256"] = "0" * 64
-    path.write_bytes(json.dumps(fields).encode() + b"\n" + state)
-    loaded = load_state(h.project, "g")
-    assert loaded.snapshot_sequence is None and loaded.events_folded == 6
-    assert "before the snapshot changed" in loaded.snapshot_note
-    assert [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
