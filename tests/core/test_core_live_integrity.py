@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from corekit import event
+from corekit import TEST_LAYOUT, event, sealed_lines
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainError
+from loopstate.core.stream import Stream
 
 
 def stream_file(ledger) -> Path:
@@ -104,3 +105,31 @@ def test_growth_by_another_ledger_is_read_as_news(new_ledger) -> None:
     append(other, 2, 3)
     assert [r.event["n"] for r in watching.refresh()] == [2, 3]
     assert watching.stream.unchanged()
+
+
+def test_a_consistent_same_size_rechain_written_in_place_is_still_a_change(new_ledger) -> None:
+    """Every record verifies after the rewrite, so no single record is to blame: the
+    prefix digest still tells, and the error says what changed."""
+    ledger = new_ledger()
+    append(ledger, 1, 2, 3)
+    path = stream_file(ledger)
+    _, lines = sealed_lines([event(1), event(7), event(3)], TEST_LAYOUT)  # a valid chain, same length
+    forged = b"".join(lines)
+    assert len(forged) == path.stat().st_size and forged != path.read_bytes()
+    with open(path, "r+b") as out:
+        out.write(forged)
+    with pytest.raises(ChainError) as refused:
+        ledger.refresh()
+    assert "not the ones that were verified" in refused.value.reason
+
+
+def test_a_head_moved_by_hand_without_a_digest_fails_closed(new_ledger, core_project) -> None:
+    ledger = new_ledger()
+    append(ledger, 1, 2)
+    by_hand = Stream(core_project.dir, ledger.name, TEST_LAYOUT)  # as a reader starting from a snapshot does
+    by_hand.position, by_hand.identity = ledger.stream.position, ledger.stream.identity
+    assert list(by_hand.read_new()) == [] and by_hand.prefix_digest() is None
+    os.chmod(stream_file(ledger), 0o600)
+    with pytest.raises(ChainError) as refused:
+        list(by_hand.read_new())
+    assert "keeps no digest" in refused.value.reason

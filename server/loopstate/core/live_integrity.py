@@ -92,11 +92,11 @@ class LiveIntegrity:
         if seen is None or now == seen or not stream.position.offset:
             return
         if now.size <= seen.size:
-            reason = _prefix_changed(stream, fd)
+            reason, where = _prefix_changed(stream, fd), 0  # somewhere before the head
         else:
-            reason = _head_line_changed(stream, fd)
+            reason, where = _head_line_changed(stream, fd), stream.position.offset
         if reason is not None:
-            error = _first_changed_record(stream) or ChainError(stream.name, 0, stream.position.sequence, reason)
+            error = _first_changed_record(stream) or ChainError(stream.name, where, stream.position.sequence, reason)
             self.broken = (now, error)
             raise error
         self.seen = now

@@ -2,7 +2,8 @@
 
 A Stream object remembers the verified head (byte offset, sequence, hash) and
 the file's identity, so a long-lived process only reads and verifies what was
-appended since. Appends open with O_APPEND|O_NOFOLLOW, write every line of a
+appended since; and the file's stat as last seen, so it notices when bytes it
+already verified change under it (``live_integrity``). Appends open with O_APPEND|O_NOFOLLOW, write every line of a
 command in one write, and fsync before returning: cost does not grow with the
 stream's length. A group commit stages the lines of several commands and
 flushes them with one write and one fsync. Callers hold the stream's lock
@@ -202,8 +203,9 @@ class Stream:
             os.close(fd)
 
     def unchanged(self) -> bool:
-        """True when the file is still the verified one and has not grown (so there
-        is no torn tail either), and ``read_new`` would yield nothing.
+        """True when the file is still the verified one, has not grown (so there
+        is no torn tail either) and was not written since it was last seen (its
+        size, mtime and ctime: ``LiveIntegrity``), and ``read_new`` would yield nothing.
 
         One ``fstat`` of the kept append descriptor when there is one (its inode
         is the verified file; a re-chaining command's rename over the path leaves
