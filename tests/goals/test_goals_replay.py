@@ -89,16 +89,22 @@ def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) 
     assert loaded.state.todos["T001"].title == "task 0"
 
 
-def test_a_snapshot_pointing_at_a_changed_record_is_ignored(h: Harness) -> None:
+@pytest.mark.parametrize("field, note", [
+    ("hash", "the record at the snapshot position changed"),
+    ("prefix_sha256", "the stream bytes before the snapshot changed"),
+])
+def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness, field: str, note: str) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 6
     path = snapshot_path(h.project, "goals.g")
     header, state = path.read_bytes().split(b"\n", 1)
     fields = json.loads(header)
-    fields["hash"] = "0" * 64
+    fields[field] = "0" * 64
     path.write_bytes(json.dumps(fields).encode() + b"\n" + state)
     loaded = load_state(h.project, "g")
-    assert loaded.snapshot_sequence is None and "changed" in loaded.snapshot_note
+    assert loaded.snapshot_sequence is None and note in loaded.snapshot_note
+    assert loaded.events_folded == 6 and [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
 
 
 def test_without_its_snapshot_file_a_goal_replays_from_the_first_event(h: Harness) -> None:

@@ -2,7 +2,8 @@
 
 A Stream object remembers the verified head (byte offset, sequence, hash) and
 the file's identity, so a long-lived process only reads and verifies what was
-appended since. Appends open with O_APPEND|O_NOFOLLOW, write every line of a
+appended since; and the file's stat as last seen, so it notices when bytes it
+already verified change under it (``live_integrity``). Appends open with O_APPEND|O_NOFOLLOW, write every line of a
 command in one write, and fsync before returning: cost does not grow with the
 stream's length. A group commit stages the lines of several commands and
 flushes them with one write and one fsync. Callers hold the stream's lock
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import ChainError, ChainLayout, HashCut, Position, check_line, seal
+from loopstate.core.live_integrity import LiveIntegrity
 
 CHUNK = 1 << 20
 # Beyond any file offset: "no checkpoint to reach" in the scan.
@@ -106,6 +108,8 @@ class Stream:
         self.digest: Any = None
         self._digest_at = -1
         self._adopt: tuple[int, Callable[[], Any]] | None = None
+        # The file's stat as last seen holding only verified bytes: an edit of them is noticed.
+        self.live = LiveIntegrity()
 
     # reading ---------------------------------------------------------------
 
@@ -142,14 +146,17 @@ class Stream:
                 self.digest, self._digest_at, self._adopt = hashlib.sha256(), 0, None
                 self.resets += 1
                 self._append.close()
+                self.live.forget()
             self.identity = identity
             if info.st_size < self.position.offset:
                 raise ChainError(
                     self.name, info.st_size, self.position.sequence,
                     f"the file is {info.st_size} bytes, shorter than its verified head at byte {self.position.offset}",
                 )
+            self.live.check(self, fd, info)  # the bytes verified before are still those
             if info.st_size == self.position.offset:
                 self.torn = None  # nothing new since the verified head
+                self.live.saw(info)
                 return
             voucher = None
             if parallel:
@@ -159,6 +166,7 @@ class Stream:
                 )
             try:
                 yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress, voucher)
+                self.live.saw(info)
             finally:
                 if voucher is not None:
                     voucher.close()
@@ -190,12 +198,14 @@ class Stream:
             if at != self.position:
                 self.identity, self.position = identity, at
                 self.digest, self._digest_at, self._adopt = None, -1, None
+                self.live.forget()
         finally:
             os.close(fd)
 
     def unchanged(self) -> bool:
-        """True when the file is still the verified one and has not grown (so there
-        is no torn tail either), and ``read_new`` would yield nothing.
+        """True when the file is still the verified one, has not grown (so there
+        is no torn tail either) and was not written since it was last seen (its
+        size, mtime and ctime: ``LiveIntegrity``), and ``read_new`` would yield nothing.
 
         One ``fstat`` of the kept append descriptor when there is one (its inode
         is the verified file; a re-chaining command's rename over the path leaves
@@ -218,7 +228,7 @@ class Stream:
                 return False
             if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != identity:
                 return False
-        if info.st_nlink == 1 and info.st_size == self.position.offset:
+        if info.st_nlink == 1 and info.st_size == self.position.offset and self.live.unchanged(info):
             self.torn = None
             return True
         return False
@@ -378,6 +388,7 @@ class Stream:
                 raise ChainError(self.name, torn.offset, self.position.sequence, "the partial tail changed while being repaired")
             os.ftruncate(fd, torn.offset)
             os.fsync(fd)
+            self.live.saw(os.fstat(fd))
         finally:
             os.close(fd)
         self.torn = None
@@ -439,6 +450,7 @@ class Stream:
         if grows:
             self._digest_at = head.offset
         self.position = head
+        self.live.saw(os.fstat(fd))  # under the lock: what this write left is what was verified
 
     def _append_descriptor(self) -> int:
         """The O_APPEND descriptor for the next write, checked to be the verified file
@@ -487,6 +499,7 @@ class Stream:
         self.identity = None
         self.digest = self._adopt = None
         self._digest_at = -1
+        self.live.forget()
 
     def prefix_digest(self) -> str | None:
         """SHA-256 hex of bytes [0, head), when this process knows it."""

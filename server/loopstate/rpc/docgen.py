@@ -327,7 +327,11 @@ an idle server uses no CPU), is pushed as `loopstate/changed`, in order, with
 ended, so a client can always tell whether it missed something. A stream that is
 re-chained (an intent purge, `loopstate recover`) is announced with `rewritten: true`,
 `previous_sequence: 0` and the new projection; one that cannot be read (another process
-broke its chain) is announced with `loopstate/streamError`. Without inotify (not Linux),
+broke its chain, or changed bytes the server had already verified: an edit in place, a
+truncate and rewrite, a replaced file; see storage.md, *Bytes that change under a
+long-lived process*) is announced with `loopstate/streamError`, and from then on the
+server refuses to execute commands on it or answer queries from it (CORRUPT_LEDGER),
+never serving the state it had folded before. Without inotify (not Linux),
 other processes' changes reach subscribers at the next request that reads the stream.
 
 When the client reads slowly, the server stops writing at 256 KiB of unread output and

@@ -11,7 +11,8 @@
   name and say which goals there are.
 - Snapshots: after a ``snapshot_compacted`` event, write the folded state and
   the chain position it covers next to the store, as a derived cache;
-  ``load_state`` starts from it (after checking it against the stream) and
+  ``load_state`` starts from it (after checking it against the stream,
+  including the SHA-256 of every byte before it, as core checkpoints do) and
   replays only what follows. The stream itself is never rewritten.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,9 @@ from loopstate_protocol import goals as proto
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, safefs
-from loopstate.core.chain import ChainError, Position, check_line
+from loopstate.core.chain import Position
 from loopstate.core.errors import LoopstateError
+from loopstate.core.live_integrity import prefix_sha256, verified_line
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown, names
@@ -43,7 +46,7 @@ from loopstate.domains.goals.domain import LAYOUT, PREFIX, rendered_text, stream
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
 from loopstate.domains.runs import run_stream
 
-SNAPSHOT_FORMAT = "goals_snapshot_v1"  # v1: the state records every run id
+SNAPSHOT_FORMAT = "goals_snapshot_v2"  # v2: bound to the SHA-256 of the stream bytes before it
 GIT_TIMEOUT = 10.0
 
 
@@ -59,6 +62,7 @@ class SnapshotHeader(msgspec.Struct, kw_only=True):
     sequence: int
     hash: str
     state_checksum: str
+    prefix_sha256: str
 
 
 @dataclass(frozen=True)
@@ -262,14 +266,23 @@ def snapshot_path(project: Project, stream: str) -> Path:
 
 
 def write_snapshot(project: Project, folded: Any, record: Any) -> None:
+    """Write the state folded through ``record``, bound to the digest of every byte up to it.
+
+    The digest is the one the ledger kept while it verified and wrote those
+    bytes; a ledger that does not know it (opened from a checkpoint that had
+    none) writes no snapshot: one that vouched for bytes nobody hashed would
+    let a reader skip a changed record.
+    """
     stream = folded.ledger.stream
-    if stream.identity is None:
+    prefix = stream.prefix_digest()
+    if stream.identity is None or prefix is None or stream.position.offset != record.end:
         return
     body = state_bytes(folded.state)
     header = SnapshotHeader(
         format=SNAPSHOT_FORMAT, stream=stream.name, dev=stream.identity[0], ino=stream.identity[1],
         line_start=record.start, offset=record.end, sequence=record.event["append_sequence"],
         hash=record.event["event_hash"], state_checksum="sha256:" + canonical.sha256_hex(body),
+        prefix_sha256=prefix,
     )
     path = snapshot_path(project, stream.name)
     safefs.ensure_dir(path.parent, project.dir)
@@ -292,33 +305,40 @@ def _usable_snapshot(project: Project, stream: Stream) -> tuple[tuple[SnapshotHe
         return None, f"snapshot header undecodable ({exc})"
     if snap.format != SNAPSHOT_FORMAT or snap.stream != stream.name:
         return None, "snapshot of another format or stream"
-    if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
-        return None, "snapshot state does not match its checksum"
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
         return None, "stream file missing"
+    with ThreadPoolExecutor(1, thread_name_prefix="loopstate-snapshot-prefix") as pool:
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
+                return None, "stream file replaced or shorter than the snapshot"
+            line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
+            if not line.endswith(b"\n"):
+                return None, "snapshot position is not a record boundary"
+            if not verified_line(line[:-1], snap.line_start, LAYOUT, stream.name, snap.sequence, snap.hash):
+                return None, "the record at the snapshot position changed"
+            # The state stands for every event before it: those bytes must be the ones folded
+            # into it. Hashed in a thread (hashlib lets go of the GIL) while the state decodes.
+            prefix = pool.submit(_prefix_sha256_closing, os.dup(fd), snap.offset)
+        finally:
+            os.close(fd)
+        if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
+            return None, "snapshot state does not match its checksum"
+        try:
+            state = msgspec.json.decode(body, type=GoalState)
+        except msgspec.MsgspecError as exc:
+            return None, f"snapshot state undecodable ({exc})"
+        if prefix.result() != snap.prefix_sha256:
+            return None, "the stream bytes before the snapshot changed since it was written"
+    return (snap, state), None
+
+
+def _prefix_sha256_closing(fd: int, end: int) -> str:
     try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
-            return None, "stream file replaced or shorter than the snapshot"
-        line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
+        return prefix_sha256(fd, end)
     finally:
         os.close(fd)
-    try:
-        event = canonical.decode(line[:-1]) if line.endswith(b"\n") else None
-        if not isinstance(event, dict):
-            return None, "snapshot position is not a record boundary"
-        before = Position(snap.line_start, snap.sequence - 1, event.get("prev_hash"))
-        checked = check_line(line[:-1], LAYOUT, before, stream.name)
-    except (ChainError, msgspec.MsgspecError):
-        return None, "the record at the snapshot position does not verify"
-    if checked["event_hash"] != snap.hash:
-        return None, "the record at the snapshot position changed"
-    try:
-        state = msgspec.json.decode(body, type=GoalState)
-    except msgspec.MsgspecError as exc:
-        return None, f"snapshot state undecodable ({exc})"
-    return (snap, state), None
 
 
 def load_existing(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
