@@ -213,10 +213,10 @@ def _read_json(path: str) -> Any:
 def cmd_create(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Create
 
-    from loopstate.service.runs_effects import load_config
+    from loopstate.service.front import project_config
 
     run_id = str(uuid.uuid4())
-    mode = args.mode or load_config(project_root(args))["default_mode"]
+    mode = args.mode or project_config(project_root(args))["default_mode"]
     budgets = parse_json(args.budgets, "--budgets") if args.budgets else None
     service = _service()
     grant_id = args.grant or _default_grant(args, service)
@@ -394,10 +394,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.cancel:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, "--cancel needs the run id to cancel")
     from loopstate.domains.runs import RUN_PREFIX
-    from loopstate.service.runs_effects import create_kill_switch, load_config
+    from loopstate.service.front import create_kill_switch
 
-    config = load_config(root)
-    path = create_kill_switch(root, config["kill_switches"][0], "created by `loopstate run stop`\n")
+    path = create_kill_switch(root, "created by `loopstate run stop`\n")
     halted = []
     for stream in service.project(root).stream_names():
         if stream.startswith(RUN_PREFIX):
