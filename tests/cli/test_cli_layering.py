@@ -1,4 +1,4 @@
-"""Front doors reach the service through its public face only: never its *_effects modules or its registry.
+"""Front doors reach the service through its public face: never through its *_effects modules.
 
 The CLI, the sidecar (rpc/) and every later front door get the project root,
 config, kill switches and Markdown status from loopstate.service (front.py);
@@ -14,7 +14,6 @@ import loopstate
 
 PACKAGE = Path(loopstate.__file__).parent
 FRONT_DOORS = ("cli", "rpc")
-PUBLIC = ("loopstate.service", "loopstate.service.engine", "loopstate.service.front")
 
 
 def imported_modules(path: Path) -> list[str]:
@@ -29,12 +28,12 @@ def imported_modules(path: Path) -> list[str]:
     return names
 
 
-def test_front_doors_import_only_the_public_face_of_the_service() -> None:
+def test_front_doors_never_import_the_service_effects_modules() -> None:
     offenders = []
     for door in FRONT_DOORS:
         for path in sorted((PACKAGE / door).rglob("*.py")):
             offenders += [f"{door}/{path.name}: {name}" for name in imported_modules(path)
-                          if name.startswith("loopstate.service") and name not in PUBLIC]
+                          if name.startswith("loopstate.service.") and name.endswith("_effects")]
     assert offenders == []
 
 
