@@ -106,54 +106,67 @@ def modules_of(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
              "try:\n    main()\n"
              "except SystemExit:\n    pass\n"
              "print(' '.join(sorted(m for m in set(sys.modules) - base if '.' not in m or m.split('.')[0] in "
-             "('loopstate', 'loopstate_protocol', 'msgspec', 'portalocker'))), file=sys.stderr)")
+             "('loopstate', 'loopstate_protocol', 'msgspec'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe, *argv[1:]], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, check=True)
     return done.stderr.split()
 
 
+def reads(ls: list[str], ids: dict[str, str], label: str) -> dict[str, list[str]]:
+    return {
+        f"intent show{label}": [*ls, "intent", "show"],
+        f"intent hook-context{label}": [*ls, "intent", "hook-context", ids["task_id"]],
+        f"goals board bench{label}": [*ls, "goals", "board", "bench"],
+        f"run status RUN{label}": [*ls, "run", "status", ids["run_id"]],
+    }
+
+
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    options.add_argument("--events", type=int, default=10_000)
+    options.add_argument("--events", default="100,10000",
+                         help="comma-separated store sizes, one project each (default 100,10000)")
     options.add_argument("--rounds", type=int, default=30)
     args = options.parse_args()
+    sizes = [int(n) for n in args.events.split(",")]
+    ls = loopstate_command()
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
-        data_dir, root = Path(tmp) / "data", Path(tmp) / "project"
-        root.mkdir()
-        started = time.perf_counter()
-        ids = build(Service(data_dir=data_dir), str(root), args.events)
-        print(f"store: {args.events} events each in intent, goals.bench and the run's stream "
-              f"(built in {time.perf_counter() - started:.1f} s)")
+        data_dir = Path(tmp) / "data"
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
         env.pop("PYTHONPROFILEIMPORTTIME", None)
-        ls = loopstate_command()
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            'python -c "import msgspec"': [sys.executable, "-c", "import msgspec"],
-            "loopstate --version": [*ls, "--version"],
-            "loopstate intent show": [*ls, "intent", "show"],
-            "loopstate intent hook-context": [*ls, "intent", "hook-context", ids["task_id"]],
-            "loopstate goals board bench": [*ls, "goals", "board", "bench"],
-            "loopstate run status RUN": [*ls, "run", "status", ids["run_id"]],
+        commands: dict[str, tuple[list[str], str]] = {  # name -> (argv, cwd)
+            "python -c pass": ([sys.executable, "-c", "pass"], tmp),
+            'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], tmp),
+            "loopstate --version": ([*ls, "--version"], tmp),
         }
-        # Beside each read, a process that only imports what that read imports: the rest is its work.
-        for name in [n for n in commands if n.startswith("loopstate ") and n != "loopstate --version"]:
-            imports = "import " + ", ".join(modules_of(commands[name], env, str(root)))
-            commands[f"  {name[len('loopstate '):]}: imports only"] = [sys.executable, "-c", imports]
-        for argv in commands.values():  # warm the page cache and .pyc files: every figure is a warm start
-            wall(argv, env, str(root))
+        for size in sizes:
+            root = Path(tmp) / f"project-{size}"
+            root.mkdir()
+            started = time.perf_counter()
+            ids = build(Service(data_dir=data_dir), str(root), size)
+            print(f"store: {size} events each in intent, goals.bench and one run's stream "
+                  f"(built in {time.perf_counter() - started:.1f} s)")
+            for name, argv in reads(ls, ids, f" @{size}").items():
+                commands[f"loopstate {name}"] = (argv, str(root))
+        # Beside each read of the smallest store, a process that only imports what that read
+        # imports: the rest of its wall is work (most of which grows with history).
+        smallest = Path(tmp) / f"project-{sizes[0]}"
+        for name, argv in reads(ls, ids, "").items():
+            imports = "import " + ", ".join(modules_of(commands[f"loopstate {name} @{sizes[0]}"][0], env, str(smallest)))
+            commands[f"  {name}: its imports only"] = ([sys.executable, "-c", imports], tmp)
+        for argv, cwd in commands.values():  # warm the page cache and .pyc files: every figure is a warm start
+            wall(argv, env, cwd)
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
-            for name, argv in commands.items():
-                times[name].append(wall(argv, env, str(root)))
+            for name, (argv, cwd) in commands.items():
+                times[name].append(wall(argv, env, cwd))
         reference = statistics.median(times['python -c "import msgspec"'])
-        print(f"{args.rounds} rounds, interleaved; wall per fresh process (cwd = the project root)\n")
-        print(f"{'command':<34} {'p50 ms':>8} {'p90 ms':>8} {'x msgspec':>10}")
-        for name, argv in commands.items():
+        print(f"\n{args.rounds} rounds, interleaved; wall per fresh process, run from the project root\n")
+        print(f"{'command':<42} {'p50 ms':>8} {'p90 ms':>8} {'x msgspec':>10}")
+        for name in commands:
             samples = sorted(times[name])
             p50 = statistics.median(samples)
             p90 = samples[min(len(samples) - 1, round(0.9 * (len(samples) - 1)))]
-            print(f"{name:<34} {p50 * 1000:>8.1f} {p90 * 1000:>8.1f} {p50 / reference:>10.2f}")
+            print(f"{name:<42} {p50 * 1000:>8.1f} {p90 * 1000:>8.1f} {p50 / reference:>10.2f}")
 
 
 if __name__ == "__main__":
