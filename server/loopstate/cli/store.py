@@ -91,17 +91,26 @@ def cmd_recover(args: argparse.Namespace) -> int:
         emit_json({"project_id": project.project_id, "streams": results})
         return 0
     for r in results:
-        if r["action"] == "none":
-            print(f"ok        {r['stream']}: chain holds ({r['events']} events)")
-        elif r["action"] == "cut_torn_tail":
-            print(f"repaired  {r['stream']}: cut a partial final line of {r['suffix_bytes']} bytes (length and SHA-256 kept in quarantine)")
-        else:
-            print(
-                f"recovered {r['stream']}: kept {r['events']} verified events; moved {r['suffix_bytes']} bytes "
-                f"from byte {r['offset']} to {r['quarantined_to']}"
-                + (f"; exported prefix to {r['exported_to']}" if r.get("exported_to") else "")
-            )
+        print(_recovery_line(r, planned=False))
     return 0
+
+
+def _recovery_line(r: dict[str, Any], *, planned: bool) -> str:
+    """One stream's recovery, done or (with ``planned``) what a dry run found would be done."""
+    name, events = r["stream"], r["events"]
+    width = 13 if planned else 9  # the labels' longest: "would recover", "recovered"
+    if r["action"] == "none":
+        return f"{'ok':<{width}} {name}: chain holds ({events} events)" + ("; nothing to do" if planned else "")
+    if r["action"] == "cut_torn_tail":
+        return (f"{'would repair' if planned else 'repaired':<{width}} {name}: cut a partial final line of "
+                f"{r['suffix_bytes']} bytes at byte {r['offset']} (length and SHA-256 kept in quarantine)")
+    if planned:
+        ask = "; recover asks first, since nothing would be left" if events == 0 else ""
+        return (f"{'would recover':<{width}} {name}: keep {events} verified events; quarantine {r['suffix_bytes']} "
+                f"bytes from byte {r['offset']} ({r['reason']}){ask}")
+    return (f"{'recovered':<{width}} {name}: kept {events} verified events; moved {r['suffix_bytes']} bytes from byte "
+            f"{r['offset']} to {r['quarantined_to']}"
+            + (f"; exported prefix to {r['exported_to']}" if r.get("exported_to") else ""))
 
 
 def _recover(project: Project, name: str, export: str | None, *, allow_empty: bool) -> dict[str, Any]:
@@ -136,15 +145,8 @@ def _recover_dry_run(args: argparse.Namespace, project: Project) -> int:
         return 0
     if not plans:
         print(f"no streams yet for {project.root}")
-    for p in plans:
-        if p["action"] == "none":
-            print(f"ok            {p['stream']}: chain holds ({p['events']} events); nothing to do")
-        elif p["action"] == "cut_torn_tail":
-            print(f"would repair  {p['stream']}: cut a partial final line of {p['suffix_bytes']} bytes at byte {p['offset']}")
-        else:
-            ask = " (asks first: nothing would be left)" if p["events"] == 0 else ""
-            print(f"would recover {p['stream']}: keep {p['events']} verified events; quarantine {p['suffix_bytes']} "
-                  f"bytes from byte {p['offset']} ({p['reason']}){ask}")
+    for plan in plans:
+        print(_recovery_line(plan, planned=True))
     print("dry run: nothing was written")
     return 0
 
