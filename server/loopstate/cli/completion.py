@@ -13,7 +13,7 @@ import sys
 SHELLS = ("bash", "zsh", "fish")
 # Arguments that name directories or files, by dest: completed as paths.
 DIRECTORIES = ("root", "export")
-FILES = ("file", "claims_json", "output")
+FILES = ("file", "claims_json", "output", "out")
 
 INSTALL = """\
 install it once, then start a new shell:
