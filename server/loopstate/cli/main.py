@@ -13,7 +13,7 @@ import sys
 from loopstate import __version__
 
 # module -> the top-level verbs it registers (register(subparsers) sets a `func(args) -> int`
-# default on each). Adding a command is one line here; tests/cli/test_cli_parser.py checks the verbs.
+# default on each). Adding a command is one line here; tests/cli/test_cli_startup.py checks the verbs.
 SUBCOMMANDS = {
     "loopstate.cli.store": ("verify", "recover", "log"),
     "loopstate.cli.serve": ("serve", "schema"),

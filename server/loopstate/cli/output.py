@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from loopstate.cli.parser import ROOT_HELP
 from loopstate.core.errors import LoopstateError
 
 EXIT_ERROR = 1
@@ -26,8 +27,6 @@ def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
     """--root and --json, the options every store command takes."""
     if root:
         # SUPPRESS: absent here, the top-level --root (before the verb) is kept instead of overwritten.
-        from loopstate.cli.parser import ROOT_HELP
-
         parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
