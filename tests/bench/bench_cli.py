@@ -8,7 +8,7 @@ references: `python -c pass` (the interpreter alone) and
 wall per command, its ratio to the msgspec reference, and, from one extra run
 under `-X importtime`, how much of it is spent importing.
 
-Usage: python tests/bench/bench_cli.py [--events N] [--rounds R]
+Usage: python tests/bench/bench_cli.py [--events 100,10000] [--rounds R] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -126,6 +126,9 @@ def main() -> None:
     options.add_argument("--events", default="100,10000",
                          help="comma-separated store sizes, one project each (default 100,10000)")
     options.add_argument("--rounds", type=int, default=30)
+    options.add_argument("--baseline", metavar="TREE",
+                         help="also time the same commands with an older source tree's server/ and protocol/ "
+                              "first on PYTHONPATH (e.g. a `git archive` of an earlier commit), in the same rounds")
     args = options.parse_args()
     sizes = [int(n) for n in args.events.split(",")]
     ls = loopstate_command()
@@ -133,40 +136,48 @@ def main() -> None:
         data_dir = Path(tmp) / "data"
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
         env.pop("PYTHONPROFILEIMPORTTIME", None)
-        commands: dict[str, tuple[list[str], str]] = {  # name -> (argv, cwd)
-            "python -c pass": ([sys.executable, "-c", "pass"], tmp),
-            'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], tmp),
-            "loopstate --version": ([*ls, "--version"], tmp),
+        trees = {"": env}
+        if args.baseline:
+            base = Path(args.baseline).resolve()
+            trees[" (baseline)"] = {**env, "PYTHONPATH": f"{base / 'server'}{os.pathsep}{base / 'protocol'}"}
+        commands: dict[str, tuple[list[str], str, dict[str, str]]] = {  # name -> (argv, cwd, env)
+            "python -c pass": ([sys.executable, "-c", "pass"], tmp, env),
+            'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], tmp, env),
         }
+        for tag, tree_env in trees.items():
+            commands[f"loopstate --version{tag}"] = ([*ls, "--version"], tmp, tree_env)
+        built = {}
         for size in sizes:
             root = Path(tmp) / f"project-{size}"
             root.mkdir()
             started = time.perf_counter()
-            ids = build(Service(data_dir=data_dir), str(root), size)
+            built[size] = (root, build(Service(data_dir=data_dir), str(root), size))
             print(f"store: {size} events each in intent, goals.bench and one run's stream "
                   f"(built in {time.perf_counter() - started:.1f} s)")
-            for name, argv in reads(ls, ids, f" @{size}").items():
-                commands[f"loopstate {name}"] = (argv, str(root))
+        for size, (root, ids) in built.items():
+            for tag, tree_env in trees.items():
+                for name, argv in reads(ls, ids, f" @{size}{tag}").items():
+                    commands[f"loopstate {name}"] = (argv, str(root), tree_env)
         # Beside each read of the smallest store, a process that only imports what that read
         # imports: the rest of its wall is work (most of which grows with history).
-        smallest = Path(tmp) / f"project-{sizes[0]}"
+        smallest, ids = built[sizes[0]]
         for name, argv in reads(ls, ids, "").items():
-            imports = "import " + ", ".join(modules_of(commands[f"loopstate {name} @{sizes[0]}"][0], env, str(smallest)))
-            commands[f"  {name}: its imports only"] = ([sys.executable, "-c", imports], tmp)
-        for argv, cwd in commands.values():  # warm the page cache and .pyc files: every figure is a warm start
-            wall(argv, env, cwd)
+            imports = "import " + ", ".join(modules_of(argv, env, str(smallest)))
+            commands[f"  {name}: its imports only"] = ([sys.executable, "-c", imports], tmp, env)
+        for argv, cwd, run_env in commands.values():  # warm the page cache and .pyc files: all figures are warm starts
+            wall(argv, run_env, cwd)
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
-            for name, (argv, cwd) in commands.items():
-                times[name].append(wall(argv, env, cwd))
+            for name, (argv, cwd, run_env) in commands.items():
+                times[name].append(wall(argv, run_env, cwd))
         reference = statistics.median(times['python -c "import msgspec"'])
         print(f"\n{args.rounds} rounds, interleaved; wall per fresh process, run from the project root\n")
-        print(f"{'command':<42} {'p50 ms':>8} {'p90 ms':>8} {'x msgspec':>10}")
+        print(f"{'command':<48} {'p50 ms':>8} {'p90 ms':>8} {'x msgspec':>10}")
         for name in commands:
             samples = sorted(times[name])
             p50 = statistics.median(samples)
             p90 = samples[min(len(samples) - 1, round(0.9 * (len(samples) - 1)))]
-            print(f"{name:<42} {p50 * 1000:>8.1f} {p90 * 1000:>8.1f} {p50 / reference:>10.2f}")
+            print(f"{name:<48} {p50 * 1000:>8.1f} {p90 * 1000:>8.1f} {p50 / reference:>10.2f}")
 
 
 if __name__ == "__main__":
