@@ -80,8 +80,12 @@ def closed_pipe_exit() -> int:
     """
     import os
 
+    try:
+        target = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a file (a caller's in-memory stdout): nothing to flush later
+        return EXIT_CLOSED_PIPE
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, target)
     os.close(devnull)
     return EXIT_CLOSED_PIPE
 
