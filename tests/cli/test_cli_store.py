@@ -129,3 +129,82 @@ def test_every_command_has_version_and_help(data_dir: Path) -> None:
     for verb in ("verify", "recover", "log", "serve", "run", "goals"):
         result = cli(verb, "--help", data_dir=data_dir)
         assert result.returncode == 0 and "usage: loopstate" in result.stdout, verb
+
+
+def tree(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_recover_dry_run_says_what_it_would_do_and_writes_nothing(filled: Path, data_dir: Path, root: Path) -> None:
+    lines = filled.read_bytes().splitlines(keepends=True)
+    filled.write_bytes(lines[0] + lines[1] + b'{"not": "a chained event"}\n' + lines[3])
+    before = tree(data_dir)
+    human = cli("recover", "--dry-run", "--root", str(root), data_dir=data_dir)
+    assert human.returncode == 0, human.stderr
+    offset = len(lines[0]) + len(lines[1])
+    suffix = len(b'{"not": "a chained event"}\n' + lines[3])
+    assert f"would recover intent: keep 2 verified events; quarantine {suffix} bytes from byte {offset}" in human.stdout
+    assert "dry run: nothing was written" in human.stdout
+    plan = json.loads(cli("recover", "--dry-run", "--json", "--root", str(root), data_dir=data_dir).stdout)
+    assert tree(data_dir) == before
+    [stream] = plan["streams"]
+    assert plan["dry_run"] is True
+    assert (stream["action"], stream["events"], stream["offset"], stream["suffix_bytes"]) == ("recovered", 2, offset, suffix)
+    # The plan is what recover then does.
+    [done] = json.loads(cli("recover", "--json", "--root", str(root), data_dir=data_dir).stdout)["streams"]
+    assert (done["action"], done["events"], done["offset"], done["suffix_bytes"]) == ("recovered", 2, offset, suffix)
+
+
+def test_recover_dry_run_on_a_torn_tail_and_on_a_sound_stream(filled: Path, data_dir: Path, root: Path) -> None:
+    sound = cli("recover", "--dry-run", "--root", str(root), data_dir=data_dir)
+    assert "ok            intent: chain holds (4 events); nothing to do" in sound.stdout
+    size = filled.stat().st_size
+    with open(filled, "ab") as fh:
+        fh.write(b'{"partial')
+    torn = cli("recover", "--dry-run", "--root", str(root), data_dir=data_dir)
+    assert f"would repair  intent: cut a partial final line of 9 bytes at byte {size}" in torn.stdout
+    assert filled.stat().st_size == size + 9
+
+
+def damage_first_record(filled: Path) -> bytes:
+    lines = filled.read_bytes().splitlines(keepends=True)
+    damaged = lines[0].replace(b'"task_started"', b'"task_startet"') + b"".join(lines[1:])
+    filled.write_bytes(damaged)
+    return damaged
+
+
+def test_recover_that_would_keep_nothing_refuses_without_a_terminal(filled: Path, data_dir: Path, root: Path) -> None:
+    damaged = damage_first_record(filled)
+    plan = json.loads(cli("recover", "--dry-run", "--json", "--root", str(root), data_dir=data_dir).stdout)
+    assert plan["streams"][0]["events"] == 0
+    refused = cli("recover", "--root", str(root), data_dir=data_dir)
+    assert refused.returncode == 1
+    assert "recover would keep 0 events of intent" in refused.stderr and "--yes" in refused.stderr
+    assert filled.read_bytes() == damaged
+    assert not (Project(root, data_dir=data_dir).dir / "quarantine").exists()
+    cut = cli("recover", "--yes", "--root", str(root), "--json", data_dir=data_dir)
+    assert cut.returncode == 0, cut.stderr
+    assert json.loads(cut.stdout)["streams"][0]["events"] == 0
+    assert filled.read_bytes() == b""
+
+
+@pytest.mark.parametrize(("answer", "cut"), [(b"y\n", True), (b"n\n", False)])
+def test_recover_that_would_keep_nothing_asks_on_a_terminal(filled: Path, data_dir: Path, root: Path,
+                                                            answer: bytes, cut: bool) -> None:
+    import pty
+
+    damaged = damage_first_record(filled)
+    leader, follower = pty.openpty()
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+    child = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "recover", "--root", str(root)],
+                             stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    os.write(leader, answer)
+    out, err = child.communicate(timeout=60)
+    os.close(leader)
+    assert b"Cut intent to 0 events? [y/N]" in err
+    if cut:
+        assert child.returncode == 0 and filled.read_bytes() == b"" and b"kept 0 verified events" in out
+    else:
+        assert child.returncode == 1 and filled.read_bytes() == damaged and b"not confirmed" in err

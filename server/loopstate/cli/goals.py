@@ -273,7 +273,7 @@ def _read(path: str) -> str:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from loopstate.service.goals_effects import markdown_status
+    from loopstate.service.front import markdown_status
 
     root = project_root(args)
     if args.check:
@@ -295,11 +295,10 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_board(args: argparse.Namespace) -> int:
     from loopstate.core.clock import format_time, system_clock
-    from loopstate.core.project import Project
     from loopstate.domains.goals.projection import build_board
-    from loopstate.service.goals_effects import load_existing
+    from loopstate.service.front import goal_state
 
-    loaded = load_existing(Project(project_root(args)), args.goal, use_snapshot=not args.no_snapshot)
+    loaded = goal_state(project_root(args), args.goal, use_snapshot=not args.no_snapshot)
     board = build_board(loaded.state, generated_at=format_time(system_clock()), public=args.public)
     if args.json:
         emit_json(msgspec.to_builtins(board))
@@ -327,10 +326,9 @@ def cmd_bridge(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from loopstate.core.project import Project
-    from loopstate.service.goals_effects import goal_ids
+    from loopstate.service.front import goal_ids
 
-    goals = goal_ids(Project(project_root(args)))
+    goals = goal_ids(project_root(args))
     if args.json:
         emit_json({"goals": goals})
     else:

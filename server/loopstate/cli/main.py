@@ -1,46 +1,90 @@
-"""`loopstate`: the entry point. Each module in SUBCOMMANDS registers its own verbs."""
+"""`loopstate`: the entry point. Each module in SUBCOMMANDS registers its own verbs.
+
+A hook starts a fresh process on every prompt, so startup is paid each time.
+`main` therefore looks at argv for the verb and imports only the module that
+registers it; the whole parser (every module) is built only when nothing
+narrower will do: top-level help, shell completion, an unknown verb.
+"""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
 from loopstate import __version__
 
-# Each module defines register(subparsers) and sets a `func(args) -> int` default.
-SUBCOMMANDS = (
-    "loopstate.cli.store",
-    "loopstate.cli.init",
-    "loopstate.cli.serve",
-    "loopstate.cli.intent",
-    "loopstate.cli.runs",
-    "loopstate.cli.goals",
-    "loopstate.cli.demo",
-)
+# module -> the top-level verbs it registers (register(subparsers) sets a `func(args) -> int`
+# default on each). Adding a command is one line here; tests/cli/test_cli_startup.py checks the verbs.
+SUBCOMMANDS = {
+    "loopstate.cli.store": ("verify", "recover", "log"),
+    "loopstate.cli.init": ("init",),
+    "loopstate.cli.serve": ("serve", "schema"),
+    "loopstate.cli.intent": ("intent",),
+    "loopstate.cli.runs": ("run", "validate"),
+    "loopstate.cli.goals": ("goals",),
+    "loopstate.cli.demo": ("demo",),
+    "loopstate.cli.completion": ("completion",),
+}
+MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(modules=None):
+    """The parser with the verbs of ``modules`` (default: every module) registered."""
+    import importlib
+
+    from loopstate.cli.parser import ROOT_HELP, VerbParser
+
+    parser = VerbParser(
         prog="loopstate",
         description="A local, append-only, hash-chained state store for AI coding-agent loops.",
     )
     parser.add_argument("--version", action="version", version=f"loopstate {__version__}")
+    # Also accepted after the verb (cli/output.add_common); whichever is given wins.
+    parser.add_argument("--root", default=None, help=ROOT_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if modules is None else modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    from loopstate.cli.output import run_guarded
+def peek_verb(argv: list[str]) -> str | None:
+    """The verb in argv, past the top-level options; None when a top-level option needs the whole parser."""
+    items = iter(argv)
+    for item in items:
+        if item == "--root":
+            next(items, None)
+        elif item.startswith("--root="):
+            continue
+        elif item.startswith("-"):
+            return None  # --help, --version, an abbreviation or a typo: argparse says
+        else:
+            return item
+    return None
 
-    return run_guarded(args)
+
+def parser_for(argv: list[str]):
+    """The narrowest parser that parses argv exactly as the whole one would."""
+    module = MODULE_OF.get(peek_verb(argv) or "")
+    if module is not None:
+        return build_parser([module])
+    if "--version" in argv and peek_verb(argv[: argv.index("--version")]) is None:
+        return build_parser([])  # --version prints before any verb is looked at
+    return build_parser()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parser_for(argv).parse_args(argv)
+        if not getattr(args, "func", None):
+            build_parser().print_help()
+            return 2
+        from loopstate.cli.output import run_guarded
+
+        return run_guarded(args)
+    except BrokenPipeError:  # help or usage text into a closed pipe (a command's own output is handled in run_guarded)
+        from loopstate.cli.output import closed_pipe_exit
+
+        return closed_pipe_exit()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 A LoopstateError becomes one line on stderr (or a JSON error object on stdout
 with --json) and exit code 1; an unexpected fault becomes exit code 70 with the
-exception named, never a bare traceback.
+exception named, never a bare traceback. A reader that closes the pipe early
+(``loopstate log | head -2``) ends the command quietly with exit code 141, the
+status a shell reports for a Unix tool that SIGPIPE ended (128 + 13).
 """
 
 from __future__ import annotations
@@ -13,26 +15,39 @@ from typing import Any
 
 import msgspec
 
+from loopstate.cli.parser import ROOT_HELP
 from loopstate.core.errors import LoopstateError
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70
+EXIT_CLOSED_PIPE = 141
 
 
 def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
     """--root and --json, the options every store command takes."""
     if root:
-        parser.add_argument("--root", default=None, help="project root (default: the current directory)")
+        # SUPPRESS: absent here, the top-level --root (before the verb) is kept instead of overwritten.
+        parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
 def project_root(args: argparse.Namespace) -> str:
-    import os
+    """The project root of this command, resolved once (loopstate.service.resolve_root).
 
-    # Joined, not normalized: a '..' in the user's path must reach root validation.
-    if not args.root:
-        return os.getcwd()
-    return args.root if os.path.isabs(args.root) else os.path.join(os.getcwd(), args.root)
+    When it is not the current directory (found above it), one line on stderr
+    says which root was used and why, unless the output is --json.
+    """
+    resolved = getattr(args, "_resolved_root", None)
+    if resolved is None:
+        import os
+
+        from loopstate.service.front import resolve_root
+
+        choice = resolve_root(getattr(args, "root", None))
+        resolved = args._resolved_root = choice.root
+        if choice.how != "explicit" and choice.root != os.path.realpath(os.getcwd()) and not getattr(args, "json", False):
+            sys.stderr.write(f"loopstate: project root {choice.root} ({choice.reason})\n")
+    return resolved
 
 
 def emit_json(value: Any) -> None:
@@ -57,9 +72,31 @@ def progress_printer(label: str):
     return show
 
 
+def closed_pipe_exit() -> int:
+    """End quietly after stdout's reader went away: nothing more can reach it.
+
+    stdout is pointed at /dev/null first, so the interpreter's final flush of
+    what is still buffered cannot fail again on the way out.
+    """
+    import os
+
+    try:
+        target = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a file (a caller's in-memory stdout): nothing to flush later
+        return EXIT_CLOSED_PIPE
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, target)
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
 def run_guarded(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so a closed pipe is seen while it can still be handled
+        return code
+    except BrokenPipeError:
+        return closed_pipe_exit()
     except LoopstateError as exc:
         if getattr(args, "json", False):
             emit_json({"error": exc.to_dict()})

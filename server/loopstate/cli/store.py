@@ -15,8 +15,9 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.cli.output import add_common, emit_json, progress_printer, project_root
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.core.recovery import recover_stream, verify_stream
+from loopstate.core.recovery import plan_recovery, recover_stream, verify_stream
 from loopstate.core.stream import Stream
+from loopstate.service.front import stream_layout
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,31 +26,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=cmd_verify)
 
     recover = sub.add_parser(
-        "recover", help="keep each damaged stream's verified prefix and move the damaged suffix to quarantine"
+        "recover", help="keep each damaged stream's verified prefix and move the damaged suffix to quarantine",
+        description="Keep each damaged stream's verified prefix and move the damaged suffix, byte for byte, to "
+        "the quarantine folder (a partial final line is cut, its length and SHA-256 kept). A stream whose first "
+        "record is damaged would keep 0 events: recover asks before cutting it (on a terminal), or refuses "
+        "without --yes. --dry-run shows what would be kept and quarantined and writes nothing.",
     )
     add_common(recover)
     recover.add_argument("--export", metavar="DIR", help="also copy each verified prefix into DIR")
+    recover.add_argument("--dry-run", action="store_true", help="say what would be kept and quarantined; write nothing")
+    recover.add_argument("--yes", action="store_true", help="cut a stream to 0 events without asking")
     recover.set_defaults(func=cmd_recover)
 
     log = sub.add_parser("log", help="print the events of every stream in order")
     add_common(log)
     log.add_argument("--stream", help="only this stream (e.g. intent, runs.<id>, goals.<id>)")
     log.set_defaults(func=cmd_log)
-
-
-def layout_for(stream_name: str):
-    """The chain layout of a stream, from the domain that owns its name prefix."""
-    from loopstate.service.registry import all_domains
-
-    prefix = stream_name.split(".", 1)[0]
-    for domain in all_domains():
-        if prefix in getattr(domain, "stream_prefixes", (domain.name,)):
-            return domain.layout
-    raise LoopstateError(
-        ErrorCode.NOT_FOUND,
-        f"no domain owns stream {stream_name!r}; was it written by a newer loopstate?",
-        stream=stream_name,
-    )
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -60,7 +52,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     project = _project(args)
     reports = []
     for name in project.stream_names():
-        stream = Stream(project.dir, name, layout_for(name))
+        stream = Stream(project.dir, name, stream_layout(name))
         with project.lock(name).shared():
             reports.append(verify_stream(stream, progress=progress_printer(f"verify {name}")))
     ok = all(r["ok"] for r in reports)
@@ -87,25 +79,75 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     project = _project(args)
-    results = []
-    for name in project.stream_names():
-        stream = Stream(project.dir, name, layout_for(name))
-        with project.lock(name).exclusive():
-            results.append(recover_stream(project, stream, export_dir=args.export))
+    if args.dry_run:
+        return _recover_dry_run(args, project)
+    results = [_recover(project, name, args.export, allow_empty=args.yes) for name in project.stream_names()]
+    pending = [r for r in results if r["action"] == "needs_confirmation"]
+    if pending:
+        _confirm_empty(pending)
+        confirmed = {r["stream"]: _recover(project, r["stream"], args.export, allow_empty=True) for r in pending}
+        results = [confirmed.get(r["stream"], r) for r in results]
     if args.json:
         emit_json({"project_id": project.project_id, "streams": results})
-    else:
-        for r in results:
-            if r["action"] == "none":
-                print(f"ok        {r['stream']}: chain holds ({r['events']} events)")
-            elif r["action"] == "cut_torn_tail":
-                print(f"repaired  {r['stream']}: cut a partial final line of {r['suffix_bytes']} bytes (length and SHA-256 kept in quarantine)")
-            else:
-                print(
-                    f"recovered {r['stream']}: kept {r['events']} verified events; moved {r['suffix_bytes']} bytes "
-                    f"from byte {r['offset']} to {r['quarantined_to']}"
-                    + (f"; exported prefix to {r['exported_to']}" if r.get("exported_to") else "")
-                )
+        return 0
+    for r in results:
+        print(_recovery_line(r, planned=False))
+    return 0
+
+
+def _recovery_line(r: dict[str, Any], *, planned: bool) -> str:
+    """One stream's recovery, done or (with ``planned``) what a dry run found would be done."""
+    name, events = r["stream"], r["events"]
+    width = 13 if planned else 9  # the labels' longest: "would recover", "recovered"
+    if r["action"] == "none":
+        return f"{'ok':<{width}} {name}: chain holds ({events} events)" + ("; nothing to do" if planned else "")
+    if r["action"] == "cut_torn_tail":
+        return (f"{'would repair' if planned else 'repaired':<{width}} {name}: cut a partial final line of "
+                f"{r['suffix_bytes']} bytes at byte {r['offset']} (length and SHA-256 kept in quarantine)")
+    if planned:
+        ask = "; recover asks first, since nothing would be left" if events == 0 else ""
+        return (f"{'would recover':<{width}} {name}: keep {events} verified events; quarantine {r['suffix_bytes']} "
+                f"bytes from byte {r['offset']} ({r['reason']}){ask}")
+    return (f"{'recovered':<{width}} {name}: kept {events} verified events; moved {r['suffix_bytes']} bytes from byte "
+            f"{r['offset']} to {r['quarantined_to']}"
+            + (f"; exported prefix to {r['exported_to']}" if r.get("exported_to") else ""))
+
+
+def _recover(project: Project, name: str, export: str | None, *, allow_empty: bool) -> dict[str, Any]:
+    stream = Stream(project.dir, name, stream_layout(name))
+    with project.lock(name).exclusive():
+        return recover_stream(project, stream, export_dir=export, allow_empty=allow_empty)
+
+
+def _confirm_empty(pending: list[dict[str, Any]]) -> None:
+    """Ask before a stream is cut to nothing; without a terminal to ask on, refuse (--yes skips this)."""
+    names = ", ".join(r["stream"] for r in pending)
+    for r in pending:
+        sys.stderr.write(f"loopstate: recover would keep 0 events of {r['stream']}: its first record is damaged "
+                         f"({r['reason']}); all {r['suffix_bytes']} bytes would move to quarantine\n")
+    if not sys.stdin.isatty():
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"not cutting {names} to 0 events without confirmation; "
+                             "see `loopstate recover --dry-run`, then run again with --yes")
+    sys.stderr.write(f"Cut {names} to 0 events? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"not confirmed: {names} left as they are")
+
+
+def _recover_dry_run(args: argparse.Namespace, project: Project) -> int:
+    plans = []
+    for name in project.stream_names():
+        stream = Stream(project.dir, name, stream_layout(name))
+        with project.lock(name).shared():
+            plans.append(plan_recovery(stream))
+    if args.json:
+        emit_json({"project_id": project.project_id, "dry_run": True, "streams": plans})
+        return 0
+    if not plans:
+        print(f"no streams yet for {project.root}")
+    for plan in plans:
+        print(_recovery_line(plan, planned=True))
+    print("dry run: nothing was written")
     return 0
 
 
@@ -122,7 +164,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {args.stream!r} in this project; `loopstate log` lists them")
     out = []
     for name in names:
-        stream = Stream(project.dir, name, layout_for(name))
+        stream = Stream(project.dir, name, stream_layout(name))
         seq_field = stream.layout.sequence_field
         hash_field = stream.layout.hash_field
         with project.lock(name).shared():

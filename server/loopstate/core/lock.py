@@ -1,6 +1,6 @@
 """Store locks: exclusive for mutations, shared for readers, bounded waits.
 
-Built on portalocker (flock on POSIX). The OS releases a dead holder's lock, so
+Built on flock(2). The OS releases a dead holder's lock, so
 there is no stale-lock guesswork. An exclusive holder records its pid, a random
 token (one per holder) and the time in the lock file (a fixed-width record that
 stays after release, rewritten only when it changes), and a waiter that times
@@ -12,11 +12,12 @@ with no lock file there has never been a mutation to wait for.
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import os
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable
+from typing import Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -26,54 +27,17 @@ from loopstate.core.errors import LoopstateError
 
 DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
-_locker_cache: Any = None
 
 
-def _locker() -> Any:
-    """portalocker's flock locker (for flag sets checked once), its two errors (the
-    lock is held by someone else; locking failed for another reason) and our two
-    flag sets as plain ints, made on the first lock taken.
-
-    Importing portalocker costs tens of milliseconds (its version lookup goes
-    through importlib.metadata); code that opens a project and never locks
-    (no lock file yet, listing streams) should not pay it.
-    """
-    global _locker_cache
-    if _locker_cache is None:
-        import errno
-
-        import portalocker
-        from portalocker.portalocker import FlockLocker
-
-        flags = portalocker.LockFlags
-
-        class CheckedFlagsLocker(FlockLocker):
-            """``FlockLocker`` for the two flag sets below, which are valid by construction.
-
-            ``FlockLocker.lock`` checks its flags on every call with three
-            ``LockFlags`` (enum) operations: about 3 us in a hot loop, and about
-            14 us of an append's wall time in the append benchmark, where every
-            append follows an fsync that leaves the caches cold (a quarter of
-            what an append costs beyond a raw write+fsync). This ``lock`` makes
-            the same call through portalocker's platform locker, and raises
-            the same errors, without that check.
-            """
-
-            def lock(self, file_obj: Any, flags: Any) -> None:
-                try:
-                    self.locker(file_obj, flags)
-                except OSError as exc:
-                    kind = (
-                        portalocker.exceptions.AlreadyLocked if exc.errno in (errno.EACCES, errno.EAGAIN)
-                        else portalocker.exceptions.LockException
-                    )
-                    raise kind(exc, str(exc), fh=file_obj) from exc
-
-        _locker_cache = (
-            CheckedFlagsLocker(), portalocker.exceptions.AlreadyLocked, portalocker.exceptions.LockException,
-            int(flags.EXCLUSIVE | flags.NON_BLOCKING), int(flags.SHARED | flags.NON_BLOCKING),
-        )
-    return _locker_cache
+# flock(2) is called through ``fcntl`` directly: it is what portalocker's ``FlockLocker``
+# calls on POSIX, the only platform loopstate runs on (its files are opened with
+# ``O_NOFOLLOW``). portalocker itself is not imported: importing it resolves its
+# version through ``importlib.metadata``, about 45 ms of wall for a fresh process (a
+# hook runs one on every prompt), more than importing msgspec, and every read takes
+# a shared lock. With ``LOCK_NB`` a busy lock is ``BlockingIOError`` (EWOULDBLOCK);
+# any other OSError is a failure that waiting would not cure.
+_EXCLUSIVE = fcntl.LOCK_EX | fcntl.LOCK_NB
+_SHARED = fcntl.LOCK_SH | fcntl.LOCK_NB
 
 
 class StoreLock:
@@ -168,21 +132,20 @@ class StoreLock:
 
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
-        locker, busy, failed, exclusive_flags, shared_flags = _locker_cache or _locker()
-        flags = exclusive_flags if exclusive else shared_flags
+        flags = _EXCLUSIVE if exclusive else _SHARED
         deadline = 0.0
         pause = 0.0005
         try:
             while True:
                 try:
-                    locker.lock(fd, flags)
+                    fcntl.flock(fd, flags)
                     break
-                except busy:
+                except BlockingIOError:
                     pass
-                except failed as exc:  # not contention: waiting would not help
+                except OSError as exc:  # not contention: waiting would not help
                     raise LoopstateError(
                         ErrorCode.STORE_IO_ERROR,
-                        f"cannot lock {self.path.name}: {exc.__cause__ or exc}; keep the store on a local "
+                        f"cannot lock {self.path.name}: {exc}; keep the store on a local "
                         "file system that supports flock (set LOOPSTATE_DATA_DIR)",
                         lock=os.fspath(self.path),
                     ) from exc
@@ -214,7 +177,7 @@ class StoreLock:
             self._fd = None
             if self._kept is not None and self._kept.fd == fd:
                 try:
-                    (_locker_cache or _locker())[0].unlock(fd)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
                 except Exception:  # cannot unlock: closing the descriptor releases it for sure
                     self._kept.close()
             else:

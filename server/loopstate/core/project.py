@@ -54,9 +54,14 @@ class Project:
         self._lock_paths: dict[str, Path] = {}
         explicit = data_dir is not None or bool(os.environ.get("LOOPSTATE_DATA_DIR"))
         if not explicit and (self.data_dir == Path(self.root) or Path(self.root) in self.data_dir.parents):
+            home = os.path.realpath(os.path.expanduser("~"))
+            where = f"your home folder ({self.root})" if self.root == home else self.root
             raise LoopstateError(
                 ErrorCode.INVALID_ROOT,
-                "the resolved data dir is inside the project workspace; set LOOPSTATE_DATA_DIR to a folder outside it",
+                f"the project root is {where}, which holds loopstate's own data dir ({self.data_dir}); "
+                "use a project folder instead (from the CLI: cd into it, or pass --root DIR), "
+                "or set LOOPSTATE_DATA_DIR to a folder outside it",
+                root=self.root,
             )
 
     def exists(self) -> bool:

@@ -48,22 +48,23 @@ def verify_stream(stream: Stream, progress: ProgressFn | None = None) -> dict[st
     return report
 
 
-def recover_stream(project: Project, stream: Stream, export_dir: str | None = None) -> dict[str, Any]:
-    """Cut a damaged stream back to its verified prefix (exclusive lock held by the caller)."""
+def plan_recovery(stream: Stream) -> dict[str, Any]:
+    """What ``recover_stream`` would do to this stream, from a full verification; writes nothing.
+
+    ``action`` is "none" (the chain holds), "cut_torn_tail" (a partial final
+    line, ``suffix_bytes`` long at ``offset``) or "recovered" (keep the
+    ``events`` verified before ``offset``, quarantine the ``suffix_bytes`` after
+    it, for ``reason``). A stream of a newer schema is refused, not planned.
+    """
     report = verify_stream(stream)
-    result: dict[str, Any] = {"stream": stream.name, "events": report["events"]}
+    plan: dict[str, Any] = {"stream": stream.name, "events": report["events"]}
     if report["ok"]:
         torn = stream.torn
         if torn is None:
-            result["action"] = "none"
-            return result
-        quarantine.record(project.dir, stream.name, {
-            "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
-            "reason": "partial final line", "at": format_time(system_clock()),
-        })
-        stream.cut_torn_tail()
-        result.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length, quarantined_to=None)
-        return result
+            plan["action"] = "none"
+        else:
+            plan.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length)
+        return plan
     if report["error"]["code"] == ErrorCode.FUTURE_SCHEMA.value:
         raise LoopstateError(
             ErrorCode.FUTURE_SCHEMA,
@@ -71,6 +72,36 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
             stream=stream.name,
         )
     offset = stream.position.offset
+    size = os.stat(stream.path).st_size
+    plan.update(action="recovered", offset=offset, suffix_bytes=size - offset, reason=report["error"]["reason"])
+    return plan
+
+
+def recover_stream(project: Project, stream: Stream, export_dir: str | None = None, *,
+                   allow_empty: bool = True) -> dict[str, Any]:
+    """Cut a damaged stream back to its verified prefix (exclusive lock held by the caller).
+
+    With ``allow_empty`` false, a stream whose very first record is damaged
+    (recovery would keep 0 events) is left untouched and reported with action
+    "needs_confirmation", so that a person can be asked first.
+    """
+    plan = plan_recovery(stream)
+    result: dict[str, Any] = {"stream": stream.name, "events": plan["events"]}
+    if plan["action"] == "none":
+        result["action"] = "none"
+        return result
+    if plan["action"] == "cut_torn_tail":
+        torn = stream.torn
+        quarantine.record(project.dir, stream.name, {
+            "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
+            "reason": "partial final line", "at": format_time(system_clock()),
+        })
+        stream.cut_torn_tail()
+        result.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length, quarantined_to=None)
+        return result
+    if plan["events"] == 0 and not allow_empty:
+        return {**plan, "action": "needs_confirmation"}
+    offset = plan["offset"]
     data = safefs.read_file(stream.path, project.dir) or b""
     prefix, suffix = data[:offset], data[offset:]
     stamp = format_time(system_clock()).replace(":", "")
@@ -79,7 +110,7 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
     safefs.atomic_write(suffix_path, project.dir, suffix)
     quarantine.record(project.dir, stream.name, {
         "offset": offset, "length": len(suffix), "sha256": canonical.sha256_hex(suffix),
-        "reason": report["error"]["reason"], "at": format_time(system_clock()), "moved_to": suffix_path.name,
+        "reason": plan["reason"], "at": format_time(system_clock()), "moved_to": suffix_path.name,
     })
     if export_dir:
         target = Path(os.path.abspath(export_dir)) / f"{stream.name}.verified.jsonl"
@@ -96,4 +127,4 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
     return result
 
 
-__all__ = ["recover_stream", "verify_stream"]
+__all__ = ["plan_recovery", "recover_stream", "verify_stream"]

@@ -28,14 +28,13 @@ def switch_paths(domain_name: str, view: str, root: str) -> tuple[Path, ...]:
     """The kill switch files that concern a subscription (none unless it follows a run)."""
     if domain_name != RUNS or view != "status":
         return ()
-    from loopstate.service.runs_effects import load_config, switch_path
+    from loopstate.service.front import kill_switch_paths
 
     try:
-        switches = load_config(root)["kill_switches"]
+        return kill_switch_paths(root)
     except LoopstateError as exc:  # an invalid config refuses run mutations anyway
         log.warning("cannot read the kill switches of %s: %s", root, exc.message)
         return ()
-    return tuple(switch_path(root, configured) for configured in switches)
 
 
 def halt_if_switched(service: Service, root: str, run_id: str, switches: tuple[Path, ...]) -> None:

@@ -1,8 +1,25 @@
 """The service: applies commands under the lock, keeps projections current, tells listeners.
 
-Every front door (JSON-RPC, CLI, hooks) calls this and nothing else.
+Every front door (JSON-RPC, CLI, hooks) calls this and nothing else: the
+Service for commands and queries, and the functions of ``front`` for what
+surrounds them (the project root, its config, kill switches, Markdown status).
+The ``*_effects`` modules are the service's own.
 """
 
 from loopstate.service.engine import Outcome, Service
+from loopstate.service.front import (
+    ProjectRoot,
+    create_kill_switch,
+    goal_state,
+    kill_switch_paths,
+    markdown_status,
+    probe_kill_switch,
+    project_config,
+    resolve_root,
+    stream_layout,
+)
 
-__all__ = ["Outcome", "Service"]
+__all__ = [
+    "Outcome", "ProjectRoot", "Service", "create_kill_switch", "goal_state", "kill_switch_paths", "markdown_status",
+    "probe_kill_switch", "project_config", "resolve_root", "stream_layout",
+]

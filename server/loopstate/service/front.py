@@ -1,0 +1,101 @@
+"""What every front door needs beside commands and queries, in one place.
+
+The CLI, the sidecar, the hooks and any later adapter each need the same few
+things around the service: which project a directory belongs to, the
+project's config, its kill switches (probe, create) and whether a rendered
+Markdown workbench is current. They call these functions and never the
+``*_effects`` modules behind them, which stay private to the service (a test
+in tests/cli/test_cli_layering.py keeps it so).
+
+Each function imports its domain's glue on first use, so a front door that
+only resolves a root pays for nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopstate.core.discovery import ProjectRoot, resolve_root
+
+__all__ = [
+    "ProjectRoot", "create_kill_switch", "goal_ids", "goal_state", "kill_switch_paths", "markdown_status", "probe_kill_switch",
+    "project_config", "resolve_root", "stream_layout",
+]
+
+
+def project_config(root: str) -> dict[str, Any]:
+    """The project's ``.loopstate/config.json`` (seed 002's runs config), validated, or its defaults.
+
+    An invalid file raises VALIDATION_FAILED naming the file: run mutations are
+    refused until it is fixed (fail closed).
+    """
+    from loopstate.service.runs_effects import load_config
+
+    return load_config(root)
+
+
+def kill_switch_paths(root: str) -> tuple[Path, ...]:
+    """Every kill switch of the project, as absolute paths, the default ``.loopstate/STOP`` first."""
+    from loopstate.service.runs_effects import switch_path
+
+    return tuple(switch_path(root, configured) for configured in project_config(root)["kill_switches"])
+
+
+def probe_kill_switch(root: str) -> dict[str, str] | None:
+    """The first kill switch that stands (present, or unreadable, which also means stop), else None."""
+    from loopstate.service.runs_effects import probe_kill_switches
+
+    return probe_kill_switches(root, project_config(root)["kill_switches"])
+
+
+def create_kill_switch(root: str, note: str) -> Path:
+    """Create the project's first kill switch (owner-only, durable); one already there is left as it is.
+
+    This only sets the switch: the runs halt when the runs domain sees it (at
+    their next command, or when the caller executes ``runs.stop`` for them).
+    """
+    from loopstate.service.runs_effects import create_kill_switch as create
+
+    return create(root, project_config(root)["kill_switches"][0], note)
+
+
+def markdown_status(service: Any, root: str, goal_id: str, target: str) -> Any:
+    """Is the Markdown workbench at ``target`` (relative to the root) the goal's current projection?"""
+    from loopstate.service.goals_effects import markdown_status as status
+
+    return status(service, root, goal_id, target)
+
+
+def goal_state(root: str, goal_id: str, *, use_snapshot: bool = True, data_dir: Path | None = None) -> Any:
+    """A goal's folded state for a short-lived reader, from its snapshot checkpoint when one is valid."""
+    from loopstate.core.project import Project
+    from loopstate.service.goals_effects import load_existing
+
+    return load_existing(Project(root, data_dir=data_dir), goal_id, use_snapshot=use_snapshot)
+
+
+def goal_ids(root: str, *, data_dir: Path | None = None) -> list[str]:
+    """The project's goals (those with at least one event), as the goals reads know them."""
+    from loopstate.core.project import Project
+    from loopstate.service.goals_effects import goal_ids as ids
+
+    return ids(Project(root, data_dir=data_dir))
+
+
+def stream_layout(stream_name: str) -> Any:
+    """The chain layout of a stream, from the domain that owns its name prefix (for store-level tools)."""
+    from loopstate_protocol.errors import ErrorCode
+
+    from loopstate.core.errors import LoopstateError
+    from loopstate.service.registry import all_domains
+
+    prefix = stream_name.split(".", 1)[0]
+    for domain in all_domains():
+        if prefix in getattr(domain, "stream_prefixes", (domain.name,)):
+            return domain.layout
+    raise LoopstateError(
+        ErrorCode.NOT_FOUND,
+        f"no domain owns stream {stream_name!r}; was it written by a newer loopstate?",
+        stream=stream_name,
+    )

@@ -1,0 +1,73 @@
+"""What a fresh `loopstate` process imports: only the verb it runs (a hook pays startup on every prompt)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopstate.cli.main import SUBCOMMANDS, build_parser
+
+
+def loaded_by(*argv: str, cwd: Path) -> set[str]:
+    """The modules a real `loopstate ARGV` process has loaded when it exits."""
+    probe = ("import json, sys\n"
+             "from loopstate.cli.main import main  # as the console script does\n"
+             "try:\n    main()\n"
+             "except SystemExit:\n    pass\n"
+             "sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", probe, *argv], cwd=cwd, capture_output=True, text=True, timeout=60)
+    return set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
+
+
+def test_version_imports_neither_the_service_nor_any_verb_nor_msgspec(root: Path, data_dir: Path) -> None:
+    modules = loaded_by("--version", cwd=root)
+    assert "loopstate.cli.main" in modules
+    assert not {m for m in modules if m.startswith(("loopstate.service", "loopstate.core", "loopstate.domains"))}
+    assert not {m for m in modules if m.startswith("loopstate.cli.") and m not in ("loopstate.cli.main", "loopstate.cli.parser")}
+    assert "msgspec" not in modules and "shtab" not in modules
+
+
+@pytest.mark.parametrize(("argv", "module", "absent"), [
+    (["intent", "show"], "loopstate.cli.intent", ("loopstate.cli.goals", "loopstate.cli.runs", "loopstate.domains.runs", "loopstate.domains.goals")),
+    (["goals", "list"], "loopstate.cli.goals", ("loopstate.cli.intent", "loopstate.cli.runs", "loopstate.domains.intent")),
+    (["verify"], "loopstate.cli.store", ("loopstate.cli.intent", "loopstate.cli.goals", "loopstate.cli.runs")),
+])
+def test_a_read_imports_only_its_own_verb_module(root: Path, data_dir: Path, argv: list[str], module: str,
+                                                absent: tuple[str, ...]) -> None:
+    modules = loaded_by(*argv, cwd=root)
+    assert module in modules
+    assert not modules & set(absent)
+    assert "shtab" not in modules
+
+
+def test_the_verb_table_names_exactly_the_verbs_each_module_registers() -> None:
+    import importlib
+
+    for module, verbs in SUBCOMMANDS.items():
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert tuple(sub.choices) == verbs, module
+
+
+def test_the_narrow_parser_reads_argv_as_the_whole_one_does(root: Path) -> None:
+    from loopstate.cli.main import parser_for
+
+    for argv in (["intent", "show", "--json"], ["--root", str(root), "goals", "board", "g"],
+                 ["run", "status", "R", f"--root={root}"], ["verify", "--root", str(root)]):
+        narrow, whole = parser_for(argv).parse_args(argv), build_parser().parse_args(argv)
+        assert {k: v for k, v in vars(narrow).items() if k not in ("func", "build")} == {
+            k: v for k, v in vars(whole).items() if k not in ("func", "build")}
+
+
+def test_top_level_help_lists_every_verb(root: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "--help"], cwd=root, capture_output=True,
+                          text=True, timeout=60)
+    for verbs in SUBCOMMANDS.values():
+        for verb in verbs:
+            assert verb in done.stdout, verb
