@@ -60,19 +60,7 @@ def test_malformed_json_gets_a_parse_error_with_id_null(shared, body: bytes, fra
     still_serving(client, root)
 
 
-@pytest.mark.parametrize("header, fragment", [
-    (b"Content-Type: application/json\r\n\r\n", "no Content-Length"),
-    (b"Content-Length: ten\r\n\r\n", "not a number"),
-    (b"this is not a header\r\n\r\n", "not 'Name: value'"),
-    (b"X-Long: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\n{}", "longer than"),
-])
-def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(shared, header: bytes, fragment: str) -> None:
-    client, root = shared
-    client.send_frame(b"", header=header)
-    error = null_id_error(client)
-    assert error["data"]["code"] == "PARSE_ERROR"
-    assert fragment in error["message"] and "Content-Length" in error["message"]
-    still_serving(client, root)
+# Bad header blocks, each followed by the frames after it: test_rpc_framing_headers.py.
 
 
 def test_header_names_are_case_insensitive(shared) -> None:

@@ -1,0 +1,71 @@
+"""How deep client data may nest, measured without recursion.
+
+Commands carry free-form JSON (an intent graph, run evidence and scopes, a goals
+payload), and the code that handles them recurses: msgspec's encoder and
+converter, the intent fingerprint's credential redaction, the goals privacy
+check, the runs timestamp check. Past a few hundred levels Python's recursion
+limit turns such a value into a RecursionError, an internal error instead of a
+refusal. ``check_command`` measures a command before any of that runs and
+refuses data deeper than MAX_DEPTH levels with VALIDATION_FAILED, naming the
+field and the limit; below it every recursive walk has room to spare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+
+MAX_DEPTH = 64  # levels of lists and objects in one field of a command
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` levels of lists, tuples, dicts and Structs.
+
+    A scalar is 0 levels, ``[]`` and ``[1]`` are 1, ``[[1]]`` is 2. Iterative, and
+    it stops at the first path past the limit.
+    """
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        elif isinstance(item, msgspec.Struct):
+            children = [getattr(item, name) for name in item.__struct_fields__]
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return True
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list, tuple, msgspec.Struct)))
+    return False
+
+
+def _few_brackets(command: Any) -> bool:
+    """A cheap sufficient test: JSON with at most MAX_DEPTH brackets cannot nest deeper."""
+    try:
+        encoded = msgspec.json.encode(command)
+    except (RecursionError, TypeError, msgspec.EncodeError):
+        return False
+    return encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH
+
+
+def check_command(command: msgspec.Struct) -> None:
+    """Refuse a command one of whose fields nests deeper than MAX_DEPTH levels."""
+    if _few_brackets(command):
+        return
+    for name in command.__struct_fields__:
+        if deeper_than(getattr(command, name), MAX_DEPTH):
+            tag = command.__struct_config__.tag or type(command).__name__
+            raise LoopstateError(
+                ErrorCode.VALIDATION_FAILED,
+                f"{tag}: {name} nests deeper than {MAX_DEPTH} levels of arrays and objects, "
+                f"the most a command's data may; flatten it",
+                field=name, limit=MAX_DEPTH,
+            )
