@@ -203,3 +203,39 @@ def test_a_handler_fault_is_an_internal_error_and_the_server_keeps_serving(serve
     assert client.query("/", {"kind": "intent.tasks"}) == []
     log = (servers.logs / "serve-1.log").read_text()
     assert "Traceback" in log and "KeyError" in log  # the fault is logged where the user can report it
+
+
+HUGE = 10_000_000
+
+
+@pytest.mark.parametrize("case", ["absolute root", "relative root", "method", "enum value", "literal kind",
+                                  "jsonrpc", "topic"])
+def test_an_error_quotes_at_most_a_few_hundred_characters_of_what_was_sent(shared, case: str) -> None:
+    """A 10 MB value in a request makes an error of a few hundred characters that says how long it was
+    (before, a 10 MB root came back twice: a 20 MB error)."""
+    client, root = shared
+    big = "a" * HUGE
+    message: dict = {"jsonrpc": "2.0", "id": f"big-{case}", "method": methods.QUERY,
+                     "params": {"root": str(root), "query": {"kind": "intent.tasks"}}}
+    if case == "absolute root":
+        message["params"]["root"] = "/" + big
+    elif case == "relative root":
+        message["params"]["root"] = big
+    elif case == "method":
+        message["method"] = big
+    elif case == "enum value":
+        message.update(method=methods.SUBSCRIBE, params={"root": str(root), "topic": "intent/snapshot", "deliver": big})
+    elif case == "literal kind":
+        message["params"]["query"]["kind"] = big
+    elif case == "jsonrpc":
+        message["jsonrpc"] = big
+    elif case == "topic":
+        message.update(method=methods.SUBSCRIBE, params={"root": str(root), "topic": big})
+    client.send_frame(frame(message), expect_id=message["id"])
+    error = client.response(message["id"])["error"]
+    encoded = len(frame(error))
+    assert encoded < 3000, (encoded, error["message"][:300])
+    assert "characters" in error["message"], error["message"]
+    for value in (error.get("data", {}).get("details") or {}).values():
+        assert len(str(value)) <= 1100
+    still_serving(client, root)
