@@ -26,25 +26,29 @@ MAX_DEPTH = 64  # levels of lists and objects in one field of a command
 def deeper_than(value: Any, limit: int) -> bool:
     """Whether ``value`` nests more than ``limit`` levels of lists, tuples, dicts and Structs.
 
-    A scalar is 0 levels, ``[]`` and ``[1]`` are 1, ``[[1]]`` is 2. Iterative, and
-    it stops at the first path past the limit.
+    A scalar is 0 levels, ``[]`` and ``[1]`` are 1, ``[[1]]`` is 2. Iterative, one
+    level at a time (a level's children are gathered with C loops), and it stops
+    at the first level past the limit.
     """
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        elif isinstance(item, msgspec.Struct):
-            children = [getattr(item, name) for name in item.__struct_fields__]
-        else:
-            continue
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:
         depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth) for child in children if isinstance(child, (dict, list, tuple, msgspec.Struct)))
+        children: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                children.extend(item.values())
+            elif isinstance(item, msgspec.Struct):
+                children.extend([getattr(item, name) for name in item.__struct_fields__])
+            else:
+                children.extend(item)
+        level = [child for child in children if isinstance(child, _CONTAINERS)]
     return False
+
+
+_CONTAINERS = (dict, list, tuple, msgspec.Struct)
 
 
 def _few_brackets(command: Any) -> bool:
