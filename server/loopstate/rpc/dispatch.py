@@ -7,7 +7,9 @@ This loop checks the envelope first and answers each of those itself with a
 stable ``data.code``; what is well formed goes to pygls's protocol
 (``initialize``, ``shutdown``, the LSP notifications, and loopstate's
 methods as pygls features). Notifications are never answered, as JSON-RPC
-says; a request always is.
+says; a request always is. Whatever the decoder or these checks raise for one
+frame (a message nested too deep, any decoder error, a fault here) is
+answered too, and the session goes on: no frame can end the server.
 """
 
 from __future__ import annotations

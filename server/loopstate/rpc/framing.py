@@ -15,7 +15,7 @@ starts inside the offending line, so a frame whose blank line is missing, or
 whose body ran into the next frame's header, costs that frame and no other. A
 header block is never guessed at: a second Content-Length is refused (not
 last-one-wins), and so is one that is signed, not a number, or too large to
-have been meant.
+have been meant. Input that ends inside a frame is reported once, then the end.
 """
 
 from __future__ import annotations

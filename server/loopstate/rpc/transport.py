@@ -21,7 +21,7 @@ from loopstate.core.safefs import write_all
 
 HIGH_WATER = 256 << 10
 LOW_WATER = 64 << 10
-READ_LIMIT = 1 << 16
+READ_LIMIT = 1 << 16  # the StreamReader's buffer: past twice this it pauses the pipe until read
 
 
 class _Flow(asyncio.Protocol):
