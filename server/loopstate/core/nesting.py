@@ -55,8 +55,8 @@ def _few_brackets(command: Any) -> bool:
     """A cheap sufficient test: JSON with at most MAX_DEPTH brackets cannot nest deeper."""
     try:
         encoded = msgspec.json.encode(command)
-    except (RecursionError, TypeError, msgspec.EncodeError):
-        return False
+    except (RecursionError, ValueError, TypeError, msgspec.EncodeError):
+        return False  # not encodable as it is (a lone surrogate...): walk it; the domain refuses the rest
     return encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH
 
 
