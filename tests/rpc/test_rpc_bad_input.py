@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -15,20 +14,15 @@ from loopstate.core.chain import Position, seal
 from loopstate.core.project import Project
 from loopstate.domains.intent import LAYOUT as INTENT_LAYOUT
 
-from rpckit import SERVE, claim_add, client, frame, servers, task_start  # noqa: F401 (fixtures)
+from rpckit import claim_add, client, frame, module_server, servers, task_start  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopstateClient, Path]]:
     """One server for the stateless refusals: each must leave it serving the next."""
-    base = tmp_path_factory.mktemp("bad-input")
-    (base / "workspace").mkdir()
-    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(base / "data"))
-    with open(base / "serve.log", "wb") as log:
-        client = LoopstateClient(SERVE, env=env, stderr=log).start()
-    client.initialize()
-    yield client, base / "workspace"
-    assert client.close() == 0
+    with module_server(tmp_path_factory, "bad-input") as (client, base):
+        yield client, base / "workspace"
+        assert client.close() == 0
 
 
 def still_serving(client: LoopstateClient, root: Path) -> None:

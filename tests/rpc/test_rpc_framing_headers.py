@@ -8,7 +8,6 @@ stray body and the next header as one header line, and every later frame with it
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -18,7 +17,7 @@ import pytest
 from loopstate_protocol import methods
 from loopstate_protocol.client import LoopstateClient
 
-from rpckit import SERVE
+from rpckit import module_server
 
 # The body sent after each bad header block; it must never be run.
 STRAY = msgspec.json.encode({"jsonrpc": "2.0", "id": "stray", "method": methods.QUERY,
@@ -28,15 +27,10 @@ STRAY = msgspec.json.encode({"jsonrpc": "2.0", "id": "stray", "method": methods.
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopstateClient, Path, Path]]:
     """One server for every case: each must leave it reading frames in step."""
-    base = tmp_path_factory.mktemp("framing")
-    (base / "workspace").mkdir()
-    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(base / "data"))
-    with open(base / "serve.log", "wb") as log:
-        client = LoopstateClient(SERVE, env=env, stderr=log).start()
-    client.initialize()
-    yield client, base / "workspace", base / "serve.log"
-    assert client.close() == 0
-    assert "Traceback" not in (base / "serve.log").read_text()
+    with module_server(tmp_path_factory, "framing") as (client, base):
+        yield client, base / "workspace", base / "serve.log"
+        assert client.close() == 0
+        assert "Traceback" not in (base / "serve.log").read_text()
 
 
 def request(msg_id: str, root: Path) -> bytes:
