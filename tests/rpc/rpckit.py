@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import msgspec
 import pytest
@@ -44,6 +45,22 @@ class Servers:
     def close(self) -> None:
         for client in self.started:
             client.close()
+
+
+@contextmanager
+def module_server(factory: pytest.TempPathFactory, name: str, **options: Any) -> Iterator[tuple[LoopstateClient, Path]]:
+    """One initialized server on its own data dir, for a module's worth of tests.
+
+    Yields the client and the folder holding ``workspace/`` (a project root),
+    ``data/`` and ``serve.log`` (the server's stderr); ``options`` go to LoopstateClient.
+    """
+    base = factory.mktemp(name)
+    (base / "workspace").mkdir()
+    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(base / "data"))
+    with open(base / "serve.log", "wb") as log:
+        client = LoopstateClient(SERVE, env=env, stderr=log, **options).start()
+    client.initialize()
+    yield client, base
 
 
 def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -15,20 +14,15 @@ from loopstate.core.chain import Position, seal
 from loopstate.core.project import Project
 from loopstate.domains.intent import LAYOUT as INTENT_LAYOUT
 
-from rpckit import SERVE, claim_add, client, frame, servers, task_start  # noqa: F401 (fixtures)
+from rpckit import claim_add, client, frame, module_server, servers, task_start  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopstateClient, Path]]:
     """One server for the stateless refusals: each must leave it serving the next."""
-    base = tmp_path_factory.mktemp("bad-input")
-    (base / "workspace").mkdir()
-    env = dict(os.environ, LOOPSTATE_DATA_DIR=str(base / "data"))
-    with open(base / "serve.log", "wb") as log:
-        client = LoopstateClient(SERVE, env=env, stderr=log).start()
-    client.initialize()
-    yield client, base / "workspace"
-    assert client.close() == 0
+    with module_server(tmp_path_factory, "bad-input") as (client, base):
+        yield client, base / "workspace"
+        assert client.close() == 0
 
 
 def still_serving(client: LoopstateClient, root: Path) -> None:
@@ -60,19 +54,7 @@ def test_malformed_json_gets_a_parse_error_with_id_null(shared, body: bytes, fra
     still_serving(client, root)
 
 
-@pytest.mark.parametrize("header, fragment", [
-    (b"Content-Type: application/json\r\n\r\n", "no Content-Length"),
-    (b"Content-Length: ten\r\n\r\n", "not a number"),
-    (b"this is not a header\r\n\r\n", "not 'Name: value'"),
-    (b"X-Long: " + b"a" * 100_000 + b"\r\nContent-Length: 2\r\n\r\n{}", "longer than"),
-])
-def test_unreadable_frames_get_a_parse_error_and_the_next_frame_is_read(shared, header: bytes, fragment: str) -> None:
-    client, root = shared
-    client.send_frame(b"", header=header)
-    error = null_id_error(client)
-    assert error["data"]["code"] == "PARSE_ERROR"
-    assert fragment in error["message"] and "Content-Length" in error["message"]
-    still_serving(client, root)
+# Bad header blocks, each followed by the frames after it: test_rpc_framing_headers.py.
 
 
 def test_header_names_are_case_insensitive(shared) -> None:
@@ -215,3 +197,39 @@ def test_a_handler_fault_is_an_internal_error_and_the_server_keeps_serving(serve
     assert client.query("/", {"kind": "intent.tasks"}) == []
     log = (servers.logs / "serve-1.log").read_text()
     assert "Traceback" in log and "KeyError" in log  # the fault is logged where the user can report it
+
+
+HUGE = 10_000_000
+
+
+@pytest.mark.parametrize("case", ["absolute root", "relative root", "method", "enum value", "literal kind",
+                                  "jsonrpc", "topic"])
+def test_an_error_quotes_at_most_a_few_hundred_characters_of_what_was_sent(shared, case: str) -> None:
+    """A 10 MB value in a request makes an error of a few hundred characters that says how long it was
+    (before, a 10 MB root came back twice: a 20 MB error)."""
+    client, root = shared
+    big = "a" * HUGE
+    message: dict = {"jsonrpc": "2.0", "id": f"big-{case}", "method": methods.QUERY,
+                     "params": {"root": str(root), "query": {"kind": "intent.tasks"}}}
+    if case == "absolute root":
+        message["params"]["root"] = "/" + big
+    elif case == "relative root":
+        message["params"]["root"] = big
+    elif case == "method":
+        message["method"] = big
+    elif case == "enum value":
+        message.update(method=methods.SUBSCRIBE, params={"root": str(root), "topic": "intent/snapshot", "deliver": big})
+    elif case == "literal kind":
+        message["params"]["query"]["kind"] = big
+    elif case == "jsonrpc":
+        message["jsonrpc"] = big
+    elif case == "topic":
+        message.update(method=methods.SUBSCRIBE, params={"root": str(root), "topic": big})
+    client.send_frame(frame(message), expect_id=message["id"])
+    error = client.response(message["id"])["error"]
+    encoded = len(frame(error))
+    assert encoded < 3000, (encoded, error["message"][:300])
+    assert "characters" in error["message"], error["message"]
+    for value in (error.get("data", {}).get("details") or {}).values():
+        assert len(str(value)) <= 1100
+    still_serving(client, root)

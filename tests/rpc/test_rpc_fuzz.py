@@ -148,3 +148,110 @@ def test_every_request_id_is_answered_exactly_once_whatever_is_sent(fuzzed, data
         if "error" in answer:
             assert isinstance(answer["error"]["data"]["code"], str) and answer["error"]["message"]
     assert next(a for a in answers if a["id"] == sentinel).get("result") is not None
+
+
+# Frames no decoder should be trusted with, and header blocks no reader should guess at. ----------
+
+DEPTHS = st.sampled_from([513, 1_000, 10_000])
+
+
+def query_body(msg_id: str, root: str) -> bytes:
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": msg_id, "method": methods.QUERY,
+                                "params": {"root": root, "query": {"kind": "intent.tasks"}}})
+
+
+def framed(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def deep_frame(where: str, levels: int, msg_id: str) -> tuple[bytes, Any]:
+    """A frame nesting ``levels`` deep; the id its answer carries (None: id null; ... : no answer)."""
+    deep = b"[" * levels + b"]" * levels
+    if where == "params":
+        return b'{"jsonrpc":"2.0","id":"%s","method":"%s","params":%s}' % (msg_id.encode(), methods.QUERY.encode(), deep), msg_id
+    if where == "id":
+        return b'{"jsonrpc":"2.0","id":%s,"method":"%s"}' % (deep, methods.QUERY.encode()), None
+    if where == "notification":
+        return b'{"jsonrpc":"2.0","method":"$/progress","params":%s}' % deep, ...
+    return b'{"a":' * levels + b"1" + b"}" * levels, None  # the whole message
+
+
+def bad_block(kind: str, body: bytes) -> bytes:
+    """A header block the reader must refuse, with the body a client would send after it."""
+    n = len(body)
+    return {
+        "missing": b"Content-Type: application/json\r\n\r\n" + body,
+        "non-numeric": b"Content-Length: twelve\r\n\r\n" + body,
+        "negative": b"Content-Length: -%d\r\n\r\n" % n + body,
+        "huge": b"Content-Length: 123456789012345678901234567890\r\n\r\n" + body,
+        "over the limit": b"Content-Length: %d\r\n\r\n" % (100 << 20) + body,
+        "garbage line": b"garbage\r\n\r\n" + body,
+        "garbage after the length": b"Content-Length: %d\r\n\x01\x02\r\n\r\n" % n + body,
+        "missing blank line": b"Content-Length: %d\r\n" % n + body,
+        "body on the header line": b"Content-Length: %d" % n + body,
+        "duplicate, same": b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (n, n) + body,
+        "duplicate, different": b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (n + 3, n) + body,
+        "overlong line": b"X-Pad: " + b"p" * 70_000 + b"\r\n\r\n" + body,
+        # The search for the next frame starts inside the bad line: a Content-Length after
+        # it starts a frame, so this body is read and answered.
+        "garbage before the length": b"garbage\r\nContent-Length: %d\r\n\r\n" % n + body,
+        "overlong line before the length": b"X-Pad: " + b"p" * 70_000 + b"\r\nContent-Length: %d\r\n\r\n" % n + body,
+    }[kind]
+
+
+RUNS_THE_BODY = {"garbage before the length", "overlong line before the length"}
+
+
+BAD_KINDS = ["missing", "non-numeric", "negative", "huge", "over the limit", "garbage line", "garbage after the length",
+             "missing blank line", "body on the header line", "duplicate, same", "duplicate, different", "overlong line",
+             *sorted(RUNS_THE_BODY)]
+SEGMENTS = st.one_of(
+    st.tuples(st.just("good")),
+    st.tuples(st.just("deep"), st.sampled_from(["params", "id", "notification", "whole"]), DEPTHS),
+    st.tuples(st.just("bad"), st.sampled_from(BAD_KINDS)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(segments=st.lists(SEGMENTS, min_size=1, max_size=6))
+def test_deep_frames_and_bad_headers_leave_every_id_answered_exactly_once(fuzzed, segments) -> None:
+    """Deep nesting (513 to 10,000 levels) in the id, the params or the whole message, and each
+    kind of bad header block (a refused frame's body is never run), each followed by good frames:
+    the server stays up and answers every id exactly once."""
+    client, recorder, root = fuzzed
+    batch = next(counter)
+    expected: Counter = Counter()
+    data = b""
+    for n, segment in enumerate(segments):
+        msg_id = f"h{batch}-{n}"
+        if segment[0] == "good":
+            data += framed(query_body(msg_id, root))
+            expected[msg_id] += 1
+        elif segment[0] == "deep":
+            body, answered = deep_frame(segment[1], segment[2], msg_id)
+            data += framed(body)
+            if answered is not ...:
+                expected[answered] += 1
+        else:
+            # A refused block's body is not run (unless a Content-Length follows the bad line);
+            # a good frame follows each bad block.
+            data += bad_block(segment[1], query_body(f"stray-{msg_id}", root)) + framed(query_body(msg_id, root))
+            expected[None] += 1
+            expected[msg_id] += 1
+            if segment[1] in RUNS_THE_BODY:
+                expected[f"stray-{msg_id}"] += 1
+    sentinel = f"sentinel-h{batch}"
+    data += framed(query_body(sentinel, root))
+    expected[sentinel] += 1
+    client.send_frame(b"", header=data)
+    with recorder.cond:
+        assert recorder.cond.wait_for(lambda: any(m.get("id") == sentinel for m in recorder.received), 60), segments
+        answers = list(recorder.received)
+        recorder.received.clear()
+    assert Counter(m.get("id") for m in answers) == expected, (segments, answers)
+    for answer in answers:
+        if answer["id"] is None:
+            assert answer["error"]["data"]["code"] in {"PARSE_ERROR", "INVALID_REQUEST"}
+        elif answer["id"].startswith("h") and "error" in answer:
+            assert "deeper than 512 levels" in answer["error"]["message"]
+    assert client.process.poll() is None

@@ -31,6 +31,11 @@ from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.errors import ErrorCode, jsonrpc_code
 from loopstate_protocol.schema import METHODS, NOTIFICATIONS
 
+from loopstate.core.errors import MESSAGE_LIMIT
+from loopstate.core.nesting import MAX_DEPTH as DATA_DEPTH
+from loopstate.rpc.envelope import MAX_DEPTH as MESSAGE_DEPTH
+from loopstate.rpc.framing import LINE_LIMIT, MAX_BODY
+
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 SCRATCH = Path("/tmp/loopstate-protocol-demo")
 ROOT = SCRATCH / "project"
@@ -38,8 +43,9 @@ T0 = "2026-01-15T09:30:00Z"
 
 MEANINGS: dict[ErrorCode, str] = {
     ErrorCode.INVALID_PARAMS: "params (or a value in them) are not what the method takes; the message is msgspec's, with the path",
-    ErrorCode.INVALID_REQUEST: "not a JSON-RPC 2.0 request object: no or wrong `jsonrpc`, bad `id`, no `method`, a batch",
-    ErrorCode.PARSE_ERROR: "the frame or its JSON could not be read (answered with `id: null`)",
+    ErrorCode.INVALID_REQUEST: "not a JSON-RPC 2.0 request object: no or wrong `jsonrpc`, bad `id`, no `method`, a batch, "
+                               f"nested past {MESSAGE_DEPTH} levels",
+    ErrorCode.PARSE_ERROR: "the frame's header block or its JSON could not be read (answered with `id: null`)",
     ErrorCode.METHOD_NOT_FOUND: "the method is not served; the message lists those that are",
     ErrorCode.SERVER_SHUTTING_DOWN: "a request after `shutdown`; send `exit` and start a new server",
     ErrorCode.SERVER_NOT_INITIALIZED: "a request before `initialize`",
@@ -55,7 +61,7 @@ MEANINGS: dict[ErrorCode, str] = {
     ErrorCode.REQUEST_ID_REUSED: "the request id was used before for a different command",
     ErrorCode.EVENT_ID_CONFLICT: "the event id was used before with a different body",
     ErrorCode.RULE_VIOLATION: "the command breaks a rule of its domain",
-    ErrorCode.VALIDATION_FAILED: "a field's value is not acceptable; the message names the field",
+    ErrorCode.VALIDATION_FAILED: f"a field's value is not acceptable (nested past {DATA_DEPTH} levels, for one); the message names the field",
     ErrorCode.CONFLICT: "the command conflicts with the current state",
     ErrorCode.LEASE_HELD: "another worker holds the run's lease",
     ErrorCode.LEASE_EXPIRED: "the lease expired; acquire or resume",
@@ -316,6 +322,35 @@ are ignored; a loopstate method (or `initialize`, `shutdown`) sent as a notifica
 ignored too, so a command is never applied without anyone learning its outcome.
 Commands apply one at a time, in arrival order; a refused command writes nothing.
 Requests already read when `exit` arrives or stdin ends are still answered.
+
+## Framing
+
+Each message is a header block (`Name: value` lines ending in CRLF, a bare LF accepted,
+names case-insensitive), a blank line, then exactly `Content-Length` bytes of UTF-8
+JSON. A block is usable when it carries exactly one `Content-Length`, a decimal count of
+bytes of at most {MAX_BODY >> 20} MiB; other headers (`Content-Type`) are ignored, and blank lines
+between frames are skipped. An unusable block (no `Content-Length`, a second one, one
+that is signed, not a number or too large, a line that is not a header, a header line
+over {LINE_LIMIT >> 10} KiB, input that ends inside a frame) is answered with `PARSE_ERROR` and
+`id: null`, and the server resynchronises as LSP servers do: it skips input up to the
+next `Content-Length:` header, searching from inside the offending line, so a frame
+whose blank line is missing, or whose body ran into the next frame's header, costs that
+frame and no other. The body of a refused block is not run, unless a `Content-Length`
+header follows the bad line in the same block (that header starts a frame).
+
+## Limits
+
+- A message may nest at most {MESSAGE_DEPTH} levels of arrays and objects. A deeper one is not
+  processed: it is answered with `INVALID_REQUEST`, naming the limit and the member
+  (`id`, `params`) that nests too deep, by its `id` when the id can still be read
+  (else with `id: null`; a deep notification is not answered). The server and its
+  subscriptions carry on.
+- The data in one field of a command (an intent graph, a run's evidence or scope, a
+  goals payload) may nest at most {DATA_DEPTH} levels: deeper is `VALIDATION_FAILED`, with
+  `details` `{{field, limit}}`. The CLI applies the same rule.
+- An error quotes at most a few hundred characters of what was sent, and says how long
+  it was: a message, and each string in `details`, is cut to {MESSAGE_LIMIT} characters, keeping
+  its start and its end.
 
 ## Subscriptions and slow clients
 

@@ -25,7 +25,7 @@ from loopstate_protocol.errors import (
     jsonrpc_code,
 )
 
-from loopstate.core.errors import LoopstateError
+from loopstate.core.errors import LoopstateError, clip
 
 log = logging.getLogger("loopstate.rpc")
 
@@ -41,11 +41,15 @@ _BY_NUMBER = {
 
 
 def wire_error(code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``error`` member of a JSON-RPC response."""
+    """The ``error`` member of a JSON-RPC response.
+
+    The message is clipped (``core.errors.clip``): one built from a decoder's or
+    a library's text may quote the client's input at any length.
+    """
     data: dict[str, Any] = {"code": code.value}
     if details:
         data["details"] = details
-    return {"code": jsonrpc_code(code), "message": message, "data": data}
+    return {"code": jsonrpc_code(code), "message": clip(message), "data": data}
 
 
 class RpcError(JsonRpcException):
@@ -53,7 +57,7 @@ class RpcError(JsonRpcException):
 
     def __init__(self, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> None:
         error = wire_error(code, message, details)
-        super().__init__(message=message, code=error["code"], data=error["data"])
+        super().__init__(message=error["message"], code=error["code"], data=error["data"])
         self.error_code = code
 
 

@@ -27,6 +27,7 @@ from pygls.protocol.language_server import lsp_method
 
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core.errors import quote
 from loopstate.rpc.errors import normalize, wire_error
 from loopstate.rpc.framing import encode_frame
 
@@ -59,7 +60,7 @@ class LoopstateProtocol(LanguageServerProtocol):
         return None
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        log.info("request %r: cancellation noted; loopstate requests run to completion", msg_id)
+        log.info("request %s: cancellation noted; loopstate requests run to completion", quote(msg_id))
 
     # outgoing ------------------------------------------------------------------
 

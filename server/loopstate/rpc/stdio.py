@@ -9,7 +9,7 @@ from loopstate.rpc.dispatch import Dispatcher
 from loopstate.rpc.framing import FrameReader
 from loopstate.rpc.server import LoopstateServer
 from loopstate.rpc.subscriptions import Hub
-from loopstate.rpc.transport import READ_LIMIT, StdioWriter, open_reader
+from loopstate.rpc.transport import StdinReader, StdioWriter
 from loopstate.rpc.watch import Watcher
 from loopstate.service.engine import Service
 
@@ -24,14 +24,15 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     server = LoopstateServer(service)
     writer = StdioWriter(loop, stdout_fd)
     await writer.open()
-    stream = await open_reader(loop, stdin_fd)
-    writer.on_lost(stream.feed_eof)  # nobody is reading: stop as if stdin had closed
+    stdin = StdinReader(loop, stdin_fd)
+    stream = await stdin.open()
+    writer.on_lost(stdin.stop)  # nobody is reading: stop as if stdin had closed
     server.protocol.set_writer(writer)
     hub = server.hub = Hub(service, server.worker, loop, server.protocol.notify, lambda: writer.paused)
     hub.watcher = Watcher(loop, hub.on_folder_change)
     writer.on_drain(hub.flush_all)
     try:
-        return await Dispatcher(server, writer).run(FrameReader(stream, READ_LIMIT))
+        return await Dispatcher(server, writer).run(FrameReader(stream))
     finally:
         # Requests already taken are answered before the process goes (a command
         # may be durable already); then nothing more is pushed.

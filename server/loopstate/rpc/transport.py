@@ -21,7 +21,7 @@ from loopstate.core.safefs import write_all
 
 HIGH_WATER = 256 << 10
 LOW_WATER = 64 << 10
-READ_LIMIT = 1 << 16
+READ_LIMIT = 1 << 16  # the StreamReader's buffer: past twice this it pauses the pipe until read
 
 
 class _Flow(asyncio.Protocol):
@@ -111,17 +111,51 @@ class StdioWriter:
             self._transport.abort()
 
 
-async def open_reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
-    """An asyncio StreamReader over stdin (a pipe, socket or tty; a file through a thread)."""
-    reader = asyncio.StreamReader(limit=READ_LIMIT, loop=loop)
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        def pump() -> None:
-            while chunk := os.read(fd, 1 << 16):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-            loop.call_soon_threadsafe(reader.feed_eof)
+class StdinReader:
+    """An asyncio StreamReader over stdin (a pipe, socket or tty; a regular file through a thread).
 
-        threading.Thread(target=pump, name="loopstate-stdin", daemon=True).start()
-        return reader
-    file = os.fdopen(fd, "rb", buffering=0, closefd=False)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), file)
-    return reader
+    ``stop`` ends the input early (the client closed our stdout, so nobody
+    reads the answers): reading stops at the source, then the StreamReader
+    sees its end. Feeding it the end while the pipe transport still read would
+    make the transport's next read fail inside asyncio (``feed_data after
+    feed_eof``) with a traceback on stderr.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.stream = asyncio.StreamReader(limit=READ_LIMIT, loop=loop)
+        self._transport: asyncio.ReadTransport | None = None
+        self._stopped = False
+
+    async def open(self) -> asyncio.StreamReader:
+        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+            threading.Thread(target=self._pump, name="loopstate-stdin", daemon=True).start()
+            return self.stream
+        file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+        self._transport, _ = await self.loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self.stream, loop=self.loop), file)
+        return self.stream
+
+    def _pump(self) -> None:
+        while chunk := os.read(self.fd, 1 << 16):
+            self.loop.call_soon_threadsafe(self._feed, chunk)
+        self.loop.call_soon_threadsafe(self._end)
+
+    def _feed(self, chunk: bytes) -> None:
+        if not self._stopped:
+            self.stream.feed_data(chunk)
+
+    def _end(self) -> None:
+        if not self.stream.at_eof():
+            self.stream.feed_eof()
+
+    def stop(self) -> None:
+        """Read nothing more; the stream ends after what it holds already."""
+        self._stopped = True
+        if self._transport is not None:
+            # Closing removes the reader from the loop first; the protocol's
+            # connection_lost then feeds the end to the stream.
+            self._transport.close()
+        else:
+            self._end()

@@ -26,6 +26,7 @@ from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
 from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
+from loopstate.core.nesting import check_command
 from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
@@ -161,6 +162,7 @@ class Service:
     def execute(self, root: str, command: Command, request_id: str) -> Outcome:
         """Apply one command durably, or return the first result of its exact retry."""
         check_request_id(request_id)
+        check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
         check_fields(domain, command)
         with self._lock:
