@@ -44,7 +44,9 @@ def verify_stream(stream: Stream, progress: ProgressFn | None = None) -> dict[st
         })
     report.update(events=stream.position.sequence - first, sequence=stream.position.sequence, hash=stream.position.hash, bytes=stream.position.offset)
     if stream.torn is not None:
-        report["torn_tail"] = {"offset": stream.torn.offset, "length": stream.torn.length, "sha256": stream.torn.sha256}
+        report["torn_tail"] = {
+            "offset": stream.torn.offset, "length": stream.torn.length, "sha256": stream.torn.sha256, "reason": stream.torn.reason,
+        }
     return report
 
 
@@ -59,7 +61,7 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
             return result
         quarantine.record(project.dir, stream.name, {
             "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
-            "reason": "partial final line", "at": format_time(system_clock()),
+            "reason": torn.reason, "at": format_time(system_clock()),
         })
         stream.cut_torn_tail()
         result.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length, quarantined_to=None)
