@@ -239,7 +239,7 @@ def _check_recovered(box: Box, given: dict, state: crashfs.CrashState) -> None:
 SCENARIOS = [
     Scenario("first_mutation", lambda box: {}, lambda g: ["intent", "start", "--label", "demo", "--request-id", "s1"], _first_next),
     Scenario("append", _task, lambda g: ["intent", "add", g["task"], "Release on Monday", "--request-id", "a1"], _intent_next),
-    Scenario("multi_event", lambda box: {}, lambda g: ["run", "create", *RUN_ARGS, "--request-id", "rc1"], _run_create_next),
+    Scenario("multi_event", _task, lambda g: ["run", "create", *RUN_ARGS, "--request-id", "rc1"], _run_create_next),
     Scenario("run_stop", _run, lambda g: ["run", "stop", g["run"], "--request-id", "st1"], _stop_next, _check_stop),
     Scenario("torn_tail_repair", _torn, lambda g: ["intent", "add", g["task"], "After the tear", "--request-id", "a2"],
              _intent_next, _check_torn_cut),
