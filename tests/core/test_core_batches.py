@@ -156,3 +156,21 @@ def test_rebatch_marks_each_run_of_one_request_again():
     ]
     assert [e.get(BATCH) for e in rebatch(events)] == [[1, 2], [2, 2], None, None, None, [1, 2], [2, 2]]
     assert BATCH in events[0]  # the input is left alone
+
+
+def test_a_store_from_before_markers_reads_each_event_as_a_batch_of_one(core_project):
+    """An older loopstate wrote a command's events without markers: they read as
+    before, and a cut at a line end is no torn tail (nothing tells it apart)."""
+    _, lines = sealed_lines([event(1), event(2), event(3)], TEST_LAYOUT)
+    write_stream(core_project, STREAM, b"".join(lines[:2]))
+    events, stream = read_all(core_project, STREAM, TEST_LAYOUT)
+    assert [e["n"] for e in events] == [1, 2] and stream.torn is None
+
+
+def test_the_hash_covers_the_marker(core_project):
+    _, lines = sealed_lines(batch(1, 3) + [event(4)], TEST_LAYOUT)
+    edited = lines[2].replace(b'"batch":[3,3]', b'"batch":[2,3]')
+    write_stream(core_project, STREAM, b"".join([lines[0], lines[1], edited, lines[3]]))
+    with pytest.raises(ChainError) as err:
+        read_all(core_project, STREAM, TEST_LAYOUT)
+    assert err.value.offset == len(lines[0]) + len(lines[1]) and "does not match" in err.value.reason

@@ -63,13 +63,7 @@ def path_for(stream: Stream) -> Path:
 def drop(stream: Stream) -> None:
     """Delete the stream's checkpoint durably (its folder fsynced), before a
     re-chaining command replaces the stream it describes."""
-    target = path_for(stream)
-    safefs.check_inside(target, stream.base)
-    try:
-        os.unlink(target)
-    except FileNotFoundError:
-        return
-    safefs.fsync_dir(target.parent)
+    safefs.unlink_durably(path_for(stream), stream.base)
 
 
 def _first_hash(fd: int, stream: Stream, limit: int) -> str | None:

@@ -355,6 +355,18 @@ def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -
         fsync_dir(path.parent)
 
 
+def unlink_durably(path: Path, base: Path) -> bool:
+    """Remove a store file and fsync its folder, so the removal survives a power cut;
+    False when it was not there."""
+    check_inside(path, base)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    fsync_dir(path.parent)
+    return True
+
+
 def remove_orphan_temps(folder: Path, for_name: str | None = None) -> list[str]:
     """Remove strictly named temp files of ours left by a crash; returns their names.
 

@@ -157,13 +157,7 @@ def write_control(project: Project, session: str, task_id: str, now: str) -> Non
 
 
 def remove_control(project: Project, session: str) -> None:
-    path = control_path(project, session)
-    safefs.check_inside(path, project.dir)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
-    safefs.fsync_dir(path.parent)
+    safefs.unlink_durably(control_path(project, session), project.dir)
 
 
 def is_private(project: Project, *, task_id: str | None = None, host_session_id: str | None = None) -> bool:
