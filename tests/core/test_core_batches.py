@@ -174,3 +174,15 @@ def test_the_hash_covers_the_marker(core_project):
     with pytest.raises(ChainError) as err:
         read_all(core_project, STREAM, TEST_LAYOUT)
     assert err.value.offset == len(lines[0]) + len(lines[1]) and "does not match" in err.value.reason
+
+
+def test_verify_with_workers_backs_up_over_lines_longer_than_its_window(core_project, monkeypatch):
+    big = "z" * (100 << 10)  # each line of the short batch is longer than the first look back
+    bodies = [event(1), *batch(2, 3, pad=big)]
+    _, lines = sealed_lines(bodies, TEST_LAYOUT)
+    write_stream(core_project, STREAM, b"".join(lines[:-1]))
+    monkeypatch.setattr(parallel_verify, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_verify, "SPAN", 1000)
+    monkeypatch.setattr(parallel_verify, "workers", lambda: 2)
+    report = verify_stream(Stream(core_project.dir, STREAM, TEST_LAYOUT))
+    assert report["ok"] and report["bytes"] == len(lines[0]) and report["torn_tail"]["offset"] == len(lines[0])

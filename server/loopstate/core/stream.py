@@ -211,6 +211,9 @@ class Stream:
             lines = os.pread(fd, at.offset - low, low)[:-1].split(b"\n")
             if low > 0:
                 lines.pop(0)  # may have begun before the window
+                if not lines:  # not one whole line in it
+                    window *= 4
+                    continue
             part = batch_part(canonical.decode(lines[-1]).get(BATCH)) if lines else None
             if part is None or part[0] == part[1]:
                 return at
