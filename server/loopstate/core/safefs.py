@@ -115,7 +115,7 @@ def make_dirs_durably(path: Path | str, mode: int = DIR_MODE) -> None:
         try:
             os.mkdir(folder, mode)
         except FileExistsError:
-            continue  # made meanwhile by another process, which makes it durable itself
+            pass  # made meanwhile by another process: its name must last all the same
         fsync_dir(os.path.dirname(folder))
 
 
