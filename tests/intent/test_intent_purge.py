@@ -51,7 +51,7 @@ def test_purging_a_claim_removes_its_content_and_id_everywhere(it: Intent, data_
     task = it.start(user_claim("Keep the API stable"))
     doomed = it.add(task, DOOMED)
     it.add(task, "Release on Monday")
-    old_head = ledger_events(data_dir)[-1]["event_hash"]
+    old_hashes = {e["event_hash"] for e in ledger_events(data_dir)}
     outcome = purge(it, "claim", doomed)
     assert outcome.events == [] and not outcome.replayed
     data = store_bytes(data_dir)
@@ -60,13 +60,16 @@ def test_purging_a_claim_removes_its_content_and_id_everywhere(it: Intent, data_
     assert [e["sequence"] for e in events] == [1, 2]
     assert events[0]["prev_hash"] is None and events[1]["prev_hash"] == events[0]["event_hash"]
     assert outcome.head.sequence == 2 and outcome.head.hash == events[-1]["event_hash"]
-    (record,) = purges(data_dir)
-    assert record["old_head_hash"] == old_head and record["old_head_sequence"] == 3
+    record, done = purges(data_dir)
+    assert record["old_head_sequence"] == 3 and record["state"] == "prepared"
     assert record["removed_events"] == 1 and record["removed_claims"] == 1 and record["target"] == "claim"
     assert set(record) == {
-        "schema_version", "purged_at", "target", "removed_events", "rewritten_events", "kept_events", "removed_claims",
-        "removed_candidates", "old_head_sequence", "old_head_hash", "new_head_sequence", "new_head_hash", "request_digest",
+        "schema_version", "state", "purged_at", "target", "removed_events", "rewritten_events", "kept_events",
+        "removed_claims", "removed_candidates", "old_head_sequence", "new_head_sequence", "new_head_hash", "request_digest",
     }
+    assert done == {"state": "done", "request_digest": record["request_digest"]}
+    # No hash of the old chain is left anywhere in the store (each covers what was purged).
+    assert not any(h.encode() in data for h in old_hashes - {e["event_hash"] for e in events})
     # Every view agrees, in this process and in a new one that verifies the re-chained file from scratch.
     assert {c.statement for c in it.audit(task).claims} == {"Keep the API stable", "Release on Monday"}
     assert {c.statement for c in fresh(data_dir, root).audit(task).claims} == {"Keep the API stable", "Release on Monday"}
@@ -151,7 +154,7 @@ def test_an_exact_retry_of_a_purge_is_replayed(it: Intent, data_dir):
     claim = it.add(task, DOOMED)
     purge(it, "claim", claim, "purge-1")
     again = purge(it, "claim", claim, "purge-1")
-    assert again.replayed and len(purges(data_dir)) == 1
+    assert again.replayed and len(purges(data_dir)) == 2  # one purge: its record and its done mark
 
 
 def test_a_purge_request_id_reused_for_another_target_is_refused_not_replayed(it: Intent, data_dir):
@@ -161,7 +164,7 @@ def test_a_purge_request_id_reused_for_another_target_is_refused_not_replayed(it
     purge(it, "claim", first, "purge-1")
     error = refused(lambda: purge(it, "claim", second, "purge-1"), ErrorCode.REQUEST_ID_REUSED)
     assert "new request id" in error.message
-    assert second in it.active_ids(task) and len(purges(data_dir)) == 1
+    assert second in it.active_ids(task) and len(purges(data_dir)) == 2
     purge(it, "claim", second, "purge-2")
     assert second not in it.active_ids(task)
     refused(lambda: it.run(p.IntentClaimAdd(task_id=task, claim=user_claim("reuses a purge id")), "purge-2"),

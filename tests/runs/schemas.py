@@ -22,7 +22,7 @@ from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE
 THE_LOOP = CONFORMANCE / "the-loop"
 SCHEMAS = THE_LOOP / "schemas"
 # Fields loopstate adds to a run event beside the seed's; dropped before checking against the seed's schema.
-LOOPSTATE_FIELDS = ("request_id", "request_fingerprint", "loopstate_record")
+LOOPSTATE_FIELDS = ("request_id", "request_fingerprint", "loopstate_record", "batch")
 KIND_SCHEMA = {
     "config": "config.schema.json", "run": "run.schema.json", "lease": "lease.schema.json",
     "grant": "grant.schema.json", "route": "route.schema.json", "evidence": "evidence.schema.json",

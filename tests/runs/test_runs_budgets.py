@@ -10,8 +10,10 @@ import pytest
 from loopstate_protocol import runs as proto
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core import canonical
+from loopstate.core.chain import BATCH, Position, seal
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs import budgets
+from loopstate.domains.runs import LAYOUT, budgets
 from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
 from tests.conftest import needs_conformance
@@ -128,9 +130,17 @@ def test_stage_attempt_markers_follow_canonical_stage_order():
 
 
 def _cut_after(h, run_id, keep_events: int, partial_bytes: int) -> None:
-    """Simulate a crash mid-append: keep the first events whole plus a torn piece of the next line."""
+    """Simulate a crash mid-append in a store written before batches were marked (each
+    event then stands alone, so a crash could keep part of a command's events): the
+    events re-sealed without their batch markers, the first kept whole plus a torn
+    piece of the next line. (With markers, the whole short batch is a torn tail:
+    tests/core/test_core_batches.py.)"""
     path = h.service.project(h.root).dir / "streams" / f"runs.{run_id}.jsonl"
-    lines = path.read_bytes().splitlines(keepends=True)
+    at, lines = Position(), []
+    for line in path.read_bytes().splitlines():
+        event, sealed = seal({k: v for k, v in canonical.decode(line).items() if k != BATCH}, LAYOUT, at)
+        at = Position(at.offset + len(sealed), event[LAYOUT.sequence_field], event[LAYOUT.hash_field])
+        lines.append(sealed)
     data = b"".join(lines[:keep_events]) + lines[keep_events][:partial_bytes]
     fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
     os.write(fd, data)

@@ -24,6 +24,34 @@ SchemaVerdict = Literal["ok", "future", "invalid"]
 # Fields the core adds to every event for idempotency, whatever the envelope.
 REQUEST_ID = "request_id"
 REQUEST_FINGERPRINT = "request_fingerprint"
+# Added by the core to each event of a command that appends two or more:
+# ``[index, size]``, index from 1. A single event carries none, and neither do
+# the events of stores written before batches were marked: each is a whole
+# batch by itself. The marker is inside what the event's hash covers.
+BATCH = "batch"
+
+
+def batch_part(value: Any) -> tuple[int, int] | None:
+    """``(index, size)`` of a well-formed batch marker, else None."""
+    if type(value) is list and len(value) == 2:
+        index, size = value
+        if type(index) is int and type(size) is int and 1 <= index <= size and size >= 2:
+            return index, size
+    return None
+
+
+def rebatch(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark again the batches of a rewritten history (a purge drops and splits events):
+    each run of consecutive events with one request id is one batch, as one append wrote it."""
+    out = [{k: v for k, v in event.items() if k != BATCH} for event in events]
+    start = 0
+    for i in range(1, len(out) + 1):
+        if i == len(out) or out[i].get(REQUEST_ID) is None or out[i].get(REQUEST_ID) != out[start].get(REQUEST_ID):
+            if i - start > 1:
+                for index, event in enumerate(out[start:i], 1):
+                    event[BATCH] = [index, i - start]
+            start = i
+    return out
 
 
 @dataclass(frozen=True)

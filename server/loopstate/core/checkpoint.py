@@ -9,6 +9,12 @@ still parsed, sequenced and linked, but not re-hashed one by one. So any byte
 changed before the checkpoint is still caught. A checkpoint that no longer
 matches its file is CORRUPT_LEDGER: the verified history changed. A missing or
 unreadable checkpoint is only a lost cache and means a full verify.
+
+A checkpoint is bound to its file by (device, inode) and by the hash of the
+file's first record: a file system reuses a freed inode number (ext4 does), so
+after a re-chaining command replaced the stream a stale checkpoint could
+otherwise name the new file. Those commands also delete the checkpoint, and
+fsync its folder, before they replace the stream (``drop``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ class Checkpoint:
     sequence: int
     hash: str
     prefix_sha256: str | None = None
+    # The hash of the file's first record (None in checkpoints from before the binding: ignored).
+    first_hash: str | None = None
 
 
 class PrefixChanged(ChainError):
@@ -50,6 +58,29 @@ class PrefixChanged(ChainError):
 
 def path_for(stream: Stream) -> Path:
     return stream.base / "checkpoints" / f"{stream.name}.json"
+
+
+def drop(stream: Stream) -> None:
+    """Delete the stream's checkpoint durably (its folder fsynced), before a
+    re-chaining command replaces the stream it describes."""
+    safefs.unlink_durably(path_for(stream), stream.base)
+
+
+def _first_hash(fd: int, stream: Stream, limit: int) -> str | None:
+    """The hash field of the file's first line (read no further than ``limit``), if it has one."""
+    data = b""
+    while b"\n" not in data and len(data) < limit:
+        block = os.pread(fd, min(1 << 16, limit - len(data)), len(data))
+        if not block:
+            break
+        data += block
+    line = data.split(b"\n", 1)[0]
+    try:
+        event = canonical.decode(line)
+    except Exception:  # msgspec.DecodeError: the full verify that follows names it
+        return None
+    value = event.get(stream.layout.hash_field) if isinstance(event, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def load(stream: Stream) -> Checkpoint | None:
@@ -69,7 +100,8 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     """Check ``checkpoint`` against the file; returns the offset hashes are trusted to.
 
     Returns 0 when the checkpoint belongs to another file (replaced by a
-    re-chaining command): then everything is verified again.
+    re-chaining command: another (device, inode), or another first record):
+    then everything is verified again.
 
     With ``concurrent`` the prefix digest (one pass over the bytes before the
     checkpoint) is computed in a thread while the caller scans those bytes,
@@ -83,8 +115,11 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     prefix: _PrefixDigest | None = None
     try:
         info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino):
+        if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino) or checkpoint.first_hash is None:
             return 0
+        first = _first_hash(fd, stream, max(checkpoint.offset, 1))
+        if first is not None and first != checkpoint.first_hash:
+            return 0  # another file; one with no first record left is checked below (events are gone)
         if info.st_size < checkpoint.offset:
             raise ChainError(
                 stream.name, info.st_size, checkpoint.sequence,
@@ -175,10 +210,20 @@ def save(stream: Stream, last_line_start: int) -> None:
     """Record the stream's current verified head (caller holds the exclusive lock)."""
     if stream.identity is None or not stream.position.offset:
         return
+    fd = safefs.open_read(stream.path, stream.base)
+    if fd is None:
+        return
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != stream.identity:
+            return
+        first = _first_hash(fd, stream, stream.position.offset)
+    finally:
+        os.close(fd)
     record = Checkpoint(
         dev=stream.identity[0], ino=stream.identity[1], line_start=last_line_start,
         offset=stream.position.offset, sequence=stream.position.sequence, hash=stream.position.hash or "",
-        prefix_sha256=stream.prefix_digest(),
+        prefix_sha256=stream.prefix_digest(), first_hash=first,
     )
     target = path_for(stream)
     safefs.ensure_dir(target.parent, stream.base)

@@ -203,7 +203,7 @@ class Ledger:
             if not known or (known[-1].get("offset"), known[-1].get("length"), known[-1].get("sha256")) != summary:
                 quarantine.record(self.project.dir, self.name, {
                     "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
-                    "reason": "partial final line", "at": format_time(system_clock()),
+                    "reason": torn.reason, "at": format_time(system_clock()),
                 })
             self.stream.cut_torn_tail()
         # Only this stream's own temps: another stream's writer may be mid-write.

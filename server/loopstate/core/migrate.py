@@ -76,6 +76,9 @@ def migrate_stream(
             raise LoopstateError(ErrorCode.CONFLICT, f"stream {name!r} changed while it was being migrated", stream=name)
         new = b"".join(lines)
         if old:
+            # The checkpoint names the old file; it goes first, durably: the new file may
+            # get the old one's inode number, and a stale checkpoint would then block it.
+            checkpoint.drop(stream)
             safefs.atomic_write(stream.path, project.dir, new)
         manifest = {
             "stream": name,
@@ -90,12 +93,6 @@ def migrate_stream(
         safefs.ensure_dir(folder, project.dir)
         stamp = manifest["migrated_at"].replace(":", "")
         safefs.atomic_write(folder / f"{name}.to-v{target_version}.{stamp}.json", project.dir, canonical.encode(manifest))
-        try:  # the checkpoint names the old file; a new reader re-verifies the new one
-            checkpoint_path = checkpoint.path_for(stream)
-            safefs.check_inside(checkpoint_path, project.dir)
-            checkpoint_path.unlink()
-        except FileNotFoundError:
-            pass
         return manifest
 
 

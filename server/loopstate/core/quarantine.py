@@ -7,10 +7,9 @@ repair is accounted for even if the process dies right after.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from loopstate.core import canonical, safefs
+from loopstate.core import recordlog
 
 
 def path_for(base: Path, stream_name: str) -> Path:
@@ -18,40 +17,11 @@ def path_for(base: Path, stream_name: str) -> Path:
 
 
 def record(base: Path, stream_name: str, entry: dict) -> None:
-    """Durably append one summary ({offset, length, sha256, reason, at, ...}).
-
-    If a crash cut the previous summary short, it is closed with a newline
-    first, so the new summary stays a line of its own.
-    """
-    target = path_for(base, stream_name)
-    safefs.ensure_dir(target.parent, base)
-    torn = False
-    fd = safefs.open_read(target, base)
-    if fd is not None:
-        try:
-            size = os.fstat(fd).st_size
-            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        finally:
-            os.close(fd)
-    fd, _ = safefs.open_append(target, base)
-    try:
-        safefs.write_all(fd, (b"\n" if torn else b"") + canonical.encode({"stream": stream_name, **entry}) + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Durably append one summary ({offset, length, sha256, reason, at, ...}); a summary
+    a crash cut short is closed first, so the new one stays a line of its own."""
+    recordlog.append(path_for(base, stream_name), base, {"stream": stream_name, **entry})
 
 
 def entries(base: Path, stream_name: str) -> list[dict]:
     """The summaries, oldest first; a line a crash cut short is skipped."""
-    data = safefs.read_file(path_for(base, stream_name), base)
-    if not data:
-        return []
-    out = []
-    for line in data.splitlines():
-        try:
-            entry = canonical.decode(line)
-        except Exception:  # msgspec.DecodeError: half a summary from a crash
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
+    return recordlog.read(path_for(base, stream_name), base)

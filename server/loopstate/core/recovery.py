@@ -44,7 +44,9 @@ def verify_stream(stream: Stream, progress: ProgressFn | None = None) -> dict[st
         })
     report.update(events=stream.position.sequence - first, sequence=stream.position.sequence, hash=stream.position.hash, bytes=stream.position.offset)
     if stream.torn is not None:
-        report["torn_tail"] = {"offset": stream.torn.offset, "length": stream.torn.length, "sha256": stream.torn.sha256}
+        report["torn_tail"] = {
+            "offset": stream.torn.offset, "length": stream.torn.length, "sha256": stream.torn.sha256, "reason": stream.torn.reason,
+        }
     return report
 
 
@@ -94,7 +96,7 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
         torn = stream.torn
         quarantine.record(project.dir, stream.name, {
             "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
-            "reason": "partial final line", "at": format_time(system_clock()),
+            "reason": torn.reason, "at": format_time(system_clock()),
         })
         stream.cut_torn_tail()
         result.update(action="cut_torn_tail", offset=torn.offset, suffix_bytes=torn.length, quarantined_to=None)
@@ -113,18 +115,25 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
         "reason": plan["reason"], "at": format_time(system_clock()), "moved_to": suffix_path.name,
     })
     if export_dir:
-        target = Path(os.path.abspath(export_dir)) / f"{stream.name}.verified.jsonl"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "xb") as fh:
-            fh.write(prefix)
-        result["exported_to"] = os.fspath(target)
+        result["exported_to"] = os.fspath(_export(Path(os.path.abspath(export_dir)) / f"{stream.name}.verified.jsonl", prefix))
+    checkpoint.drop(stream)  # before the replace: the new file may get the old one's inode number
     safefs.atomic_write(stream.path, project.dir, prefix)
-    try:
-        os.unlink(checkpoint.path_for(stream))
-    except FileNotFoundError:
-        pass
     result.update(action="recovered", offset=offset, suffix_bytes=len(suffix), quarantined_to=os.fspath(suffix_path))
     return result
+
+
+def _export(target: Path, data: bytes) -> Path:
+    """Write a new file outside the store (never over an existing one), durably:
+    the file, its folder, and every folder made for it."""
+    safefs.make_dirs_durably(target.parent)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, safefs.FILE_MODE)
+    try:
+        safefs.write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    safefs.fsync_dir(target.parent)
+    return target
 
 
 __all__ = ["plan_recovery", "recover_stream", "verify_stream"]

@@ -99,16 +99,36 @@ def ensure_dir(path: Path, base: Path) -> None:
             raise _unsafe(current, "a folder in the store path is a symlink or not a folder")
 
 
+def make_dirs_durably(path: Path | str, mode: int = DIR_MODE) -> None:
+    """``mkdir -p`` that survives a power cut: each folder it creates has its parent
+    fsynced, from the top-most new one down, so no acknowledged write below them
+    can be left under a name the file system forgot."""
+    path = os.path.abspath(os.fspath(path))
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, mode)
+        except FileExistsError:
+            pass  # made meanwhile by another process: its name must last all the same
+        fsync_dir(os.path.dirname(folder))
+
+
 def ensure_base(base: Path) -> None:
-    """Create the data/project base folder itself (0700), refusing a symlink there."""
-    if not base.exists():
-        base.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create the data/project base folder itself (0700) durably, refusing a symlink there."""
+    if not os.path.lexists(base):
+        make_dirs_durably(base)
     info = os.lstat(base)
     if not stat.S_ISDIR(info.st_mode):
         raise _unsafe(base, "the store folder is a symlink or not a folder")
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -171,12 +191,26 @@ def open_read(path: Path, base: Path) -> int | None:
 
 
 def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
-    """Open read-write (for lock files); None when absent and ``create`` is false."""
-    flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    """Open read-write (for lock files); None when absent and ``create`` is false.
+
+    A file it creates has its folder fsynced, so the name survives a power cut
+    (a lock file's presence says a mutation happened).
+    """
     try:
-        fd = _open(path, base, flags)
+        fd = _open(path, base, os.O_RDWR)
     except FileNotFoundError:
-        return None
+        if not create:
+            return None
+        try:
+            fd = _open(path, base, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            fd = _open(path, base, os.O_RDWR)
+        except FileNotFoundError:  # its folder does not exist yet
+            return None
+        else:
+            fd = _checked(fd, path)
+            fsync_dir(Path(path).parent)
+            return fd
     return _checked(fd, path)
 
 
@@ -319,6 +353,18 @@ def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def unlink_durably(path: Path, base: Path) -> bool:
+    """Remove a store file and fsync its folder, so the removal survives a power cut;
+    False when it was not there."""
+    check_inside(path, base)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    fsync_dir(path.parent)
+    return True
 
 
 def remove_orphan_temps(folder: Path, for_name: str | None = None) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 from loopstate.core import canonical, parallel_verify, safefs
-from loopstate.core.chain import ChainError, ChainLayout, HashCut, Position, check_line, seal
+from loopstate.core.chain import BATCH, ChainError, ChainLayout, HashCut, Position, batch_part, check_line, seal
 from loopstate.core.live_integrity import LiveIntegrity
 
 CHUNK = 1 << 20
@@ -35,13 +35,20 @@ _UNJUDGED = object()
 DIGEST_THREAD_MIN_BYTES = 8 << 20
 
 
+PARTIAL_LINE = "partial final line"
+SHORT_BATCH = "incomplete final batch"
+
+
 @dataclass(frozen=True)
 class TornTail:
-    """A final line with no newline: what a crash mid-append leaves behind."""
+    """What a crash mid-append leaves behind: a final line with no newline, or the
+    complete lines of a command's batch that ends before its last event (and
+    maybe a partial line after them). Either way that append was never acknowledged."""
 
     offset: int
     length: int
     sha256: str
+    reason: str = PARTIAL_LINE
 
 
 class Record(NamedTuple):
@@ -196,11 +203,36 @@ class Stream:
             finally:
                 voucher.close()
             if at != self.position:
+                at = self._before_open_batch(fd, at)
+            if at != self.position:
                 self.identity, self.position = identity, at
                 self.digest, self._digest_at, self._adopt = None, -1, None
                 self.live.forget()
         finally:
             os.close(fd)
+
+    def _before_open_batch(self, fd: int, at: Position) -> Position:
+        """``at`` (a line end the workers verified) when no batch is open there; else the
+        head before that batch's first event, so the sequential scan checks the batch whole."""
+        window = 1 << 16
+        while True:
+            low = max(0, at.offset - window)
+            lines = os.pread(fd, at.offset - low, low)[:-1].split(b"\n")
+            if low > 0:
+                lines.pop(0)  # may have begun before the window
+                if not lines:  # not one whole line in it
+                    window *= 4
+                    continue
+            part = batch_part(canonical.decode(lines[-1]).get(BATCH)) if lines else None
+            if part is None or part[0] == part[1]:
+                return at
+            index = part[0]
+            if len(lines) >= index or low == 0:
+                index = min(index, len(lines))
+                first = canonical.decode(lines[-index])
+                start = at.offset - sum(len(line) + 1 for line in lines[-index:])
+                return Position(start, first[self.layout.sequence_field] - 1, first[self.layout.prev_field])
+            window *= 4
 
     def unchanged(self) -> bool:
         """True when the file is still the verified one, has not grown (so there
@@ -245,9 +277,20 @@ class Stream:
         when the generator stops for any reason, so it always names the last
         record that verified. On a long scan the running prefix digest is fed
         from a thread (``_DigestFeeder``).
+
+        The events of a command's batch (``BATCH`` markers) are held back until
+        its last one verified, and the head only ever moves past whole batches:
+        a batch still open at a chunk's end is read again with the next chunk
+        (which is then read larger, so a huge batch costs no quadratic re-reads),
+        and one still open at the file's end is a torn tail like a partial line.
         """
         layout = self.layout
         seq_f, prev_f, hash_f, schema_f = layout.sequence_field, layout.prev_field, layout.hash_field, layout.schema_field
+        batch_f = BATCH
+        # The open batch: its records so far (None when no batch is open), its size and the head before it.
+        held: list[Record] | None = None
+        batch_size = batch_at = batch_seq = 0
+        batch_prev: str | None = None
         classify = layout.classify_schema
         decode, encode_into = canonical.decode, canonical.encode_into
         cut_span = HashCut(hash_f).span
@@ -269,7 +312,7 @@ class Stream:
         self.torn = None
         try:
             while True:
-                chunk = os.read(fd, CHUNK)
+                chunk = os.read(fd, CHUNK if len(pending) < CHUNK else len(pending))
                 if not chunk:
                     break
                 data, base = (pending + chunk if pending else chunk), offset
@@ -323,10 +366,28 @@ class Stream:
                     if event is None:
                         event = check_line(line, layout, Position(offset, sequence, prev), self.name, verify_hash=end > verify_hash_until)
                         claimed = event[hash_f]
+                    if held is not None or batch_f in event:
+                        part = batch_part(event.get(batch_f))
+                        if held is None:
+                            if part is None or part[0] != 1:
+                                raise ChainError(self.name, offset, sequence + 1, f"{batch_f} {event.get(batch_f)!r} does not open a batch")
+                            held, batch_size, batch_at, batch_seq, batch_prev = [], part[1], offset, sequence, prev
+                        elif part is None or part != (len(held) + 1, batch_size):
+                            raise ChainError(
+                                self.name, offset, sequence + 1,
+                                f"event {len(held) + 1} of a batch of {batch_size} was due, but {batch_f} is {event.get(batch_f)!r}",
+                            )
                     start = offset
                     offset = end
                     sequence += 1
                     prev = claimed
+                    record = new_record(Record, (event, start, end))
+                    if held is not None:
+                        held.append(record)
+                        if len(held) < batch_size:
+                            if end >= adopt_at:
+                                raise ChainError(self.name, start, sequence, "the checkpoint falls inside a batch")
+                            continue
                     if end >= adopt_at:  # the bytes so far are vouched for by a checked digest, or PrefixChanged
                         vouched = adopted()  # type: ignore[misc]
                         if end != adopt_at:  # past it without a line ending there: those bytes changed
@@ -334,7 +395,14 @@ class Stream:
                         adopt_at, self._adopt = _NO_OFFSET, None
                         if digest is None:
                             digest, hashed = vouched, end
-                    yield new_record(Record, (event, start, end))
+                    if held is None:
+                        yield record
+                    else:  # the batch's last event: the whole batch verified
+                        batch, held = held, None
+                        yield from batch
+                if held is not None:  # a batch still open: its lines are read again with the next chunk
+                    pending = data[batch_at - base:]
+                    offset, sequence, prev, held = batch_at, batch_seq, batch_prev, None
                 if digest is not None:
                     if threaded and feeder is None:
                         feeder = _DigestFeeder(digest)
@@ -343,6 +411,8 @@ class Stream:
                 if progress is not None:
                     progress(offset, size)
         finally:
+            if held is not None:  # stopped inside a batch: the head stays before it
+                offset, sequence, prev = batch_at, batch_seq, batch_prev
             if digest is not None and offset > hashed:
                 (feeder or digest).update(memoryview(data)[hashed - base:offset - base])
             if feeder is not None:
@@ -356,7 +426,8 @@ class Stream:
                 "acknowledged events are gone",
             )
         if pending:
-            self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest())
+            reason = SHORT_BATCH if b"\n" in pending else PARTIAL_LINE
+            self.torn = TornTail(offset, len(pending), hashlib.sha256(pending).hexdigest(), reason)
 
     def read_line_at(self, start: int, end: int) -> bytes:
         """The bytes of lines already verified or staged, from ``start`` to ``end``."""
@@ -396,7 +467,9 @@ class Stream:
 
     def stage(self, fields_list: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> list[Record]:
         """Seal events (each with the fields of ``extra`` added) after the verified
-        (and already staged) head, in memory only.
+        (and already staged) head, in memory only. Two or more events are marked
+        as one batch (``BATCH``: index and size), so a crash that leaves only some
+        of them is a torn tail, never a half-applied command.
 
         Nothing is durable until ``flush``; callers acknowledge nothing before it.
         The caller must have read to the end (``read_new``) and cut any torn
@@ -407,8 +480,10 @@ class Stream:
         position = self._staged_head or self.position
         layout = self.layout
         records, lines = [], []
-        for fields in fields_list:
-            event, line = seal(fields, layout, position, extra)
+        size = len(fields_list)
+        for index, fields in enumerate(fields_list, 1):
+            # Two or more events are one batch: a reader takes all of them or none.
+            event, line = seal(fields, layout, position, extra if size == 1 else {**(extra or {}), BATCH: [index, size]})
             start = position.offset
             end = start + len(line)
             # tuple.__new__: a NamedTuple's own __new__ is a Python-level call.

@@ -14,8 +14,10 @@ Purge. A user-confirmed purge of one claim or one task rewrites the intent
 stream under the exclusive lock: the kept events are re-chained from sequence
 1 and written with an atomic replace, quarantine summaries lose their hashes,
 the checkpoint is dropped, the task's controls are removed, and a purge record
-keeps only counts and the old head. Readers notice the new file identity and
-fold again from the start.
+keeps only counts, sequences and the new head (nothing of what was removed).
+The record is made durable before the stream is replaced, and marked done
+after: a purge cut short by a crash is finished by its retry. Readers notice
+the new file identity and fold again from the start.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from typing import Any
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, safefs
-from loopstate.core.chain import Position, seal
+from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs
+from loopstate.core.chain import Position, rebatch, seal
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import fingerprint
@@ -156,13 +158,7 @@ def write_control(project: Project, session: str, task_id: str, now: str) -> Non
 
 
 def remove_control(project: Project, session: str) -> None:
-    path = control_path(project, session)
-    safefs.check_inside(path, project.dir)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
-    safefs.fsync_dir(path.parent)
+    safefs.unlink_durably(control_path(project, session), project.dir)
 
 
 def is_private(project: Project, *, task_id: str | None = None, host_session_id: str | None = None) -> bool:
@@ -177,8 +173,17 @@ def is_private(project: Project, *, task_id: str | None = None, host_session_id:
 
 
 def read_purges(project: Project) -> list[dict[str, Any]]:
-    data = safefs.read_file(project.dir / PURGE_LOG, project.dir) if project.exists() else None
-    return [canonical.decode(line) for line in (data or b"").splitlines() if line.strip()]
+    """The purge records, oldest first; a line a crash cut short is skipped."""
+    return recordlog.read(project.dir / PURGE_LOG, project.dir) if project.exists() else []
+
+
+def purge_state(project: Project, request_id: str) -> str | None:
+    """What the records say of the purge with this request id: None (no purge used
+    it), "prepared" (recorded, but it may not have replaced the stream: a crash) or "done".
+    A record from before records were marked (no ``state``) is done."""
+    digest = _request_digest(request_id)
+    states = {r.get("state", "done") for r in read_purges(project) if r.get("request_digest") == digest}
+    return "done" if "done" in states else ("prepared" if states else None)
 
 
 # --- the effects object ----------------------------------------------------------------
@@ -237,7 +242,7 @@ class IntentEffects:
         if isinstance(command, p.IntentPurge):
             self._check_purge(project, state, memory, command, ctx)
             return dataclasses.replace(ctx, extra=extra)
-        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
+        if purge_state(project, ctx.request_id) is not None:
             # A purge appends nothing to the ledger, so the core cannot see that this id was used.
             raise LoopstateError(
                 ErrorCode.REQUEST_ID_REUSED,
@@ -474,17 +479,22 @@ class IntentEffects:
             known = target_id in state.claims or target_id in state.candidates or any(
                 target_id in t.state.claims for t in memory.tasks.values()
             )
-        if any(r.get("request_digest") == _request_digest(ctx.request_id) for r in read_purges(project)):
-            if known:
-                # The record keeps no digest of what was purged; a target that still
-                # exists proves this is not the request that purged it.
-                raise LoopstateError(
-                    ErrorCode.REQUEST_ID_REUSED,
-                    f"request id {ctx.request_id!r} already named another purge; use a new request id",
-                    request_id=ctx.request_id,
-                )
+        state_of_purge = purge_state(project, ctx.request_id)
+        if state_of_purge == "done" and known:
+            # The record keeps no digest of what was purged; a target that still
+            # exists proves this is not the request that purged it.
+            raise LoopstateError(
+                ErrorCode.REQUEST_ID_REUSED,
+                f"request id {ctx.request_id!r} already named another purge; use a new request id",
+                request_id=ctx.request_id,
+            )
+        if state_of_purge is not None and not known:
+            if state_of_purge == "prepared":  # the stream was replaced, the done mark lost: add it
+                _record_purge(project, {"state": "done", "request_digest": _request_digest(ctx.request_id)})
             self._local.pending = _Pending(command, "purge", project, replayed=True)
             return
+        # A prepared record whose target is still there: a crash came before the stream was
+        # replaced, and this retry does the purge (a target the purge removed cannot be known).
         if not known:
             raise LoopstateError(
                 ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (already purged?)", id=target_id,
@@ -499,7 +509,7 @@ class IntentEffects:
         ledger = folded.ledger
         with ledger.mutation():
             stream = ledger.stream
-            old_sequence, old_hash = ledger.head
+            old_sequence = ledger.head[0]
             data = safefs.read_file(stream.path, project.dir)
             events = [canonical.decode(line) for line in (data or b"").split(b"\n") if line]
             kept, counts = purge_events(events, command.target, target_id)
@@ -511,14 +521,23 @@ class IntentEffects:
                 )
             position = Position()
             lines = []
-            for fields in kept:
+            for fields in rebatch(kept):  # dropped and split events leave batches to mark again
                 event, line = seal(fields, stream.layout, position)
                 position = Position(position.offset + len(line), event["sequence"], event["event_hash"])
                 lines.append(line)
+            # Counts and heads only: no id, text or hash of anything removed (the old
+            # head's hash is one). Durable before the stream changes, so a purge a crash
+            # cut short is known to its retry, which finishes it.
+            digest = _request_digest(request_id)
+            _record_purge(project, {
+                "schema_version": SCHEMA_VERSION, "state": "prepared", "purged_at": format_time(service.clock()),
+                "target": command.target, **counts.summary(), "old_head_sequence": old_sequence,
+                "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_digest": digest,
+            })
+            checkpoint.drop(stream)  # before the replace: the new file may get the old one's inode number
             if data is not None:
                 safefs.atomic_write(stream.path, project.dir, b"".join(lines))
             self._scrub_quarantine(project)
-            self._drop_checkpoint(stream)
             for control in list_controls(project):
                 if control.get("task_id") in counts.removed_ids:
                     remove_control(project, control["host_session_hash"])
@@ -532,19 +551,7 @@ class IntentEffects:
                         remembered = [e for _, events in task.requests.values() for e in events]
                         removed |= confirmation_family(remembered, target_id)
                     _forget_private_claim(task, removed)
-            record = {
-                "schema_version": SCHEMA_VERSION, "purged_at": format_time(service.clock()), "target": command.target,
-                **counts.summary(), "old_head_sequence": old_sequence, "old_head_hash": old_hash,
-                "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_digest": _request_digest(request_id),
-            }
-            log = project.dir / PURGE_LOG
-            safefs.ensure_dir(log.parent, project.dir)
-            fd, _ = safefs.open_append(log, project.dir)
-            try:
-                safefs.write_all(fd, canonical.encode(record) + b"\n")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _record_purge(project, {"state": "done", "request_digest": digest})
         # Outside the lock: fold the re-chained stream again and tell subscribers.
         service.refresh(project, DOMAIN, STREAM)
         folded.state.private = self.memory(service, project)
@@ -562,14 +569,6 @@ class IntentEffects:
         data = b"".join(canonical.encode(entry) + b"\n" for entry in scrubbed)
         safefs.atomic_write(quarantine.path_for(project.dir, STREAM), project.dir, data)
 
-    def _drop_checkpoint(self, stream: Any) -> None:
-        path = checkpoint.path_for(stream)
-        safefs.check_inside(path, stream.base)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
 
 def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:
     """Drop a purged claim (or candidate) from a private task's memory, with the requests that named it."""
@@ -583,6 +582,10 @@ def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:
         rid: (fp, events) for rid, (fp, events) in task.requests.items()
         if not any(mark in canonical.encode(events) for mark in marks)
     }
+
+
+def _record_purge(project: Project, record: dict[str, Any]) -> None:
+    recordlog.append(project.dir / PURGE_LOG, project.dir, record)
 
 
 def _request_digest(request_id: str) -> str:

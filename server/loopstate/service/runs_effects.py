@@ -140,15 +140,21 @@ def create_project_kill_switch(root: str, note: str) -> Path:
 
 
 def create_kill_switch(root: str, configured: str, note: str) -> Path:
-    """Create the STOP file (owner-only); an existing switch of any kind is left as it is."""
+    """Create the STOP file (owner-only); an existing switch of any kind is left as it is.
+
+    Durable before ``run stop`` says the switch is set: the file is fsynced, then
+    its folder, and every folder this creates has its parent fsynced too.
+    """
     path = switch_path(root, configured)
-    os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    safefs.make_dirs_durably(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
+        safefs.fsync_dir(path.parent)  # present is all a switch needs to be; its name must last
         return path
     except OSError as exc:
         if exc.errno == errno.ELOOP:
+            safefs.fsync_dir(path.parent)
             return path  # a symlink is present: it already means stop
         raise
     try:

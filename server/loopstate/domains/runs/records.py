@@ -20,6 +20,7 @@ from msgspec import Meta
 
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core.chain import BATCH, batch_part
 from loopstate.core.clock import parse_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.redaction import contains_secret
@@ -930,7 +931,7 @@ def validate(kind: str, data: Any) -> Any:
 
 
 # Fields loopstate adds to the events it writes, beside the seed's (see docs/runs.md, "loopstate-added fields").
-LOOPSTATE_EVENT_FIELDS = ("request_id", "request_fingerprint", "loopstate_record")
+LOOPSTATE_EVENT_FIELDS = ("request_id", "request_fingerprint", "loopstate_record", BATCH)
 
 
 def validate_written_event(data: Any) -> Any:
@@ -942,6 +943,8 @@ def validate_written_event(data: Any) -> Any:
     for name in ("request_id", "request_fingerprint"):
         if name in data and (not isinstance(data[name], str) or not data[name]):
             raise refuse("audit_event", f"$.{name}", "type", "must be a non-empty string (added by loopstate)")
+    if BATCH in data and batch_part(data[BATCH]) is None:
+        raise refuse("audit_event", f"$.{BATCH}", "type", "must be [index, size] with 1 <= index <= size and size >= 2 (added by loopstate)")
     if "loopstate_record" in data:
         kinds = {"evidence_recorded": ("evidence", Evidence), "issue_opened": ("issue", Issue),
                  "issue_transitioned": ("issue", Issue)}
