@@ -36,7 +36,7 @@ from typing import Callable
 import pytest
 
 import crashfs
-from loopstate.cli.store import layout_for
+from loopstate.service.front import stream_layout
 from loopstate.core.chain import ChainError
 from loopstate.core.stream import Stream
 
@@ -96,7 +96,7 @@ def streams(box: Box) -> dict[str, tuple[tuple[str, ...], bool, int]]:
     folder = project / "streams" if project is not None else None
     for path in sorted(folder.glob("*.jsonl")) if folder is not None and folder.is_dir() else []:
         name = path.name[: -len(".jsonl")]
-        layout = layout_for(name)
+        layout = stream_layout(name)
         stream = Stream(project, name, layout)
         hashes, corrupt = [], False
         try:
