@@ -187,7 +187,7 @@ def _run_create_next(box: Box, given: dict) -> list[list[str]]:
 
 
 def _stop_next(box: Box, given: dict) -> list[list[str]]:
-    return [["run", "stop", given["run"], "--cancel", "--reason", "after the crash", "--request-id", "n1"]]
+    return [["run", "stop", "--cancel", given["run"], "--reason", "after the crash", "--request-id", "n1"]]
 
 
 def _purge_next(box: Box, given: dict) -> list[list[str]]:
