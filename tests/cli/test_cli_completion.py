@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from clirun import cli
 
+from tests.conftest import PREREQUISITE_MISSING
+
 CHECKS = {"bash": ["bash", "-n"], "zsh": ["zsh", "-n"], "fish": ["fish", "--no-execute"]}
 
 
@@ -23,7 +25,7 @@ def test_a_completion_script_is_generated_for_each_shell(shell: str, root: Path,
     path = tmp_path / f"loopstate.{shell}"
     path.write_text(script)
     if shell != "bash" and shutil.which(shell) is None:
-        pytest.skip(f"{shell} is not installed here; the script was generated but not parsed")
+        pytest.skip(f"{PREREQUISITE_MISSING} {shell} is not installed here; the script was generated but not parsed")
     checked = subprocess.run([*CHECKS[shell], str(path)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
 

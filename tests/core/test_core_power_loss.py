@@ -39,10 +39,11 @@ import crashfs
 from loopstate.service.front import stream_layout
 from loopstate.core.chain import ChainError
 from loopstate.core.stream import Stream
+from tests.conftest import prerequisite
 
-pytestmark = pytest.mark.skipif(
-    crashfs.strace_path() is None,
-    reason="strace is not installed (Debian: apt-get install -y strace); the power-loss states are built from its traces",
+pytestmark = prerequisite(
+    crashfs.strace_path() is not None,
+    "strace is not installed (Debian: apt-get install -y strace); the power-loss states are built from its traces",
 )
 
 CLI = [sys.executable, "-m", "loopstate.cli.main"]
