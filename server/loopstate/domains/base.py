@@ -53,9 +53,10 @@ class Domain(Protocol):
     def decide(self, state: Any, command: Command, ctx: Context) -> list[dict[str, Any]]:
         ...
 
-    # Optional: ``check(command) -> None`` raises for what a command is refused by its
-    # own fields, whatever the streams hold. The service calls it before it touches the
-    # store, so a refusal by validation alone leaves no file (no project record, no lock).
+    # Optional: ``check(command, request_id) -> None`` raises for what a command is refused
+    # by its own fields (and its request id), whatever the streams hold. The service calls it
+    # before it touches the store, so a refusal by validation alone leaves no file (no project
+    # record, no lock file, not even a rewritten lock holder record).
 
     def query(self, state: Any, query: Query, ctx: Context) -> Any:
         ...

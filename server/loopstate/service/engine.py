@@ -78,12 +78,13 @@ def fingerprint_params(domain: Domain, command: Command) -> Any:
     return normalize(command) if normalize is not None else msgspec.to_builtins(command)
 
 
-def check_fields(domain: Domain, command: Command) -> None:
-    """The domain's stateless checks (optional ``check``), run before the store is opened:
-    a command refused by its own fields creates no project folder, record or lock file."""
+def check_fields(domain: Domain, command: Command, request_id: str) -> None:
+    """The domain's stateless checks (optional ``check(command, request_id)``), run before the
+    store is opened: a command refused by its own fields creates no project folder, record or
+    lock file, and rewrites no lock holder record."""
     check = getattr(domain, "check", None)
     if check is not None:
-        check(command)
+        check(command, request_id)
 
 
 class Service:
@@ -96,22 +97,52 @@ class Service:
         lock_timeout: float = DEFAULT_TIMEOUT,
         domains: list[Domain] | None = None,
     ) -> None:
-        from loopstate.service.registry import all_domains, effects_for
-
         self.data_dir = data_dir
         self.clock = clock
         self.new_id = new_id
         self.lock_timeout = lock_timeout
-        self.domains = {d.name: d for d in (domains if domains is not None else all_domains())}
-        self._effects = {name: effects_for(name) for name in self.domains}
+        self._domains: dict[str, Domain] = {}
+        self._effects: dict[str, Any] = {}
         self._by_type: dict[type, Domain] = {}
-        for domain in self.domains.values():
-            for cls in (*domain.commands, *domain.queries):
-                self._by_type[cls] = domain
+        # Without an explicit list, every served domain, each imported when a message
+        # first needs it: a short-lived reader of one domain pays for that domain alone.
+        self._all_loaded = domains is not None
+        for domain in domains or ():
+            self._add_domain(domain)
         self._projects: dict[str, Project] = {}
         self._folded: dict[tuple[str, str], Folded] = {}
         self._listeners: list[Listener] = []
         self._lock = threading.RLock()
+
+    def _add_domain(self, domain: Domain) -> None:
+        from loopstate.service.registry import effects_for
+
+        self._domains[domain.name] = domain
+        self._effects[domain.name] = effects_for(domain.name)
+        for cls in (*domain.commands, *domain.queries):
+            self._by_type[cls] = domain
+
+    def _domain_named(self, name: str) -> Domain | None:
+        domain = self._domains.get(name)
+        if domain is None and not self._all_loaded:
+            from loopstate.service.registry import load_domain
+
+            with self._lock:
+                domain = self._domains.get(name) or load_domain(name)
+                if domain is not None and domain.name not in self._domains:
+                    self._add_domain(domain)
+        return domain
+
+    @property
+    def domains(self) -> dict[str, Domain]:
+        """Every domain this service serves, by name (loading those not used yet)."""
+        if not self._all_loaded:
+            from loopstate.service.registry import DOMAIN_PACKAGES
+
+            for name in DOMAIN_PACKAGES:
+                self._domain_named(name)
+            self._all_loaded = True
+        return self._domains
 
     # plumbing ------------------------------------------------------------------
 
@@ -128,6 +159,10 @@ class Service:
 
     def domain_of(self, message: Command | Query) -> Domain:
         domain = self._by_type.get(type(message))
+        if domain is None and not self._all_loaded:
+            tag = type(message).__struct_config__.tag
+            if isinstance(tag, str) and self._domain_named(tag.split(".", 1)[0]) is not None:
+                domain = self._by_type.get(type(message))
         if domain is None:
             raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no domain serves {type(message).__name__}")
         return domain
@@ -164,7 +199,7 @@ class Service:
         check_request_id(request_id)
         check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
-        check_fields(domain, command)
+        check_fields(domain, command, request_id)
         with self._lock:
             project = self.project(root)
             stream = domain.stream_for(command)
@@ -225,7 +260,7 @@ class Service:
         """The current projection behind a subscription topic, after catching up."""
         with self._lock:
             project = self.project(root)
-            domain = self.domains.get(domain_name)
+            domain = self._domain_named(domain_name)
             if domain is None or view not in domain.views:
                 raise LoopstateError(
                     ErrorCode.INVALID_PARAMS,

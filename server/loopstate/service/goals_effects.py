@@ -44,7 +44,6 @@ from loopstate.domains.goals.decide import (
 )
 from loopstate.domains.goals.domain import LAYOUT, PREFIX, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
-from loopstate.domains.runs import run_stream
 
 SNAPSHOT_FORMAT = "goals_snapshot_v2"  # v2: bound to the SHA-256 of the stream bytes before it
 GIT_TIMEOUT = 10.0
@@ -153,8 +152,11 @@ def markdown_status(service: Any, root: str, goal_id: str, target: str) -> proto
 def runs_domain_has(project: Project, run_id: str) -> bool:
     """Does the runs domain of this project hold a run with this id (a non-empty ``runs.<id>`` stream)?
 
-    Runs-domain ids are UUIDs; any other id cannot name one.
+    Runs-domain ids are UUIDs; any other id cannot name one. (The runs domain is
+    imported here, not at the top: a goals reader does not pay for it.)
     """
+    from loopstate.domains.runs import run_stream
+
     try:
         stream = run_stream(run_id)
     except LoopstateError:

@@ -8,13 +8,24 @@ from typing import Any
 from loopstate.domains.base import Domain
 
 
-def all_domains() -> list[Domain]:
-    """Every served domain; imported lazily so read paths load only what they use."""
-    from loopstate.domains.goals import DOMAIN as goals
-    from loopstate.domains.intent import DOMAIN as intent
-    from loopstate.domains.runs import DOMAIN as runs
+# Each served domain's package; a command's or query's tag starts with its domain's name
+# ("runs.status"), which is how the service finds the one domain a message needs.
+DOMAIN_PACKAGES = {
+    "intent": "loopstate.domains.intent",
+    "runs": "loopstate.domains.runs",
+    "goals": "loopstate.domains.goals",
+}
 
-    return [d for d in (intent, runs, goals) if d is not None]
+
+def load_domain(name: str) -> Domain | None:
+    """One served domain by name (imported on first use), or None when there is no such domain."""
+    package = DOMAIN_PACKAGES.get(name)
+    return None if package is None else importlib.import_module(package).DOMAIN
+
+
+def all_domains() -> list[Domain]:
+    """Every served domain."""
+    return [load_domain(name) for name in DOMAIN_PACKAGES]
 
 
 def effects_for(domain_name: str) -> Any:

@@ -17,6 +17,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
+from loopstate.core.redaction import contains_secret
 from loopstate.domains.base import Context
 from loopstate.domains.intent import projections, rules
 from loopstate.domains.intent.decide import check_task_start, decide, find_task
@@ -86,8 +87,13 @@ class IntentDomain:
     def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
         return evolve(state, event)
 
-    def check(self, command: Any) -> None:
-        """The refusals a command earns by its own fields (checked before the store is touched)."""
+    def check(self, command: Any, request_id: str) -> None:
+        """The refusals a command earns by its own fields and its request id (checked before the store is touched)."""
+        if contains_secret(request_id):
+            # The request id is stored verbatim in every event; a credential must never be.
+            raise rules.refuse(
+                "request_id: contains a credential; send an opaque id (a fresh UUID) instead", field="request_id",
+            )
         rules.check_command(command)
         if isinstance(command, p.IntentTaskStart):
             check_task_start(command)

@@ -16,7 +16,6 @@ from loopstate.core import canonical
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid
-from loopstate.core.redaction import contains_secret
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.importing import import_event
@@ -400,11 +399,7 @@ HANDLERS = {
 
 
 def decide(state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any]]:
-    if contains_secret(ctx.request_id):
-        # The request id is stored verbatim in every event; a credential must never be.
-        raise rules.refuse(
-            "request_id: contains a credential; send an opaque id (a fresh UUID) instead", field="request_id",
-        )
+    """The events of one command (its request id and its own fields were checked before: ``IntentDomain.check``)."""
     if ctx.extra.get(HANDLED_IN_MEMORY):
         return []
     handler = HANDLERS.get(type(command))

@@ -102,7 +102,7 @@ class RunsDomain:
             return evolve_grant(state, event)
         return evolve_run(state, event)
 
-    def check(self, command: Command) -> None:
+    def check(self, command: Command, request_id: str) -> None:
         """What a command is refused for by its own fields (before the store is touched)."""
         if isinstance(command, proto.Create):
             check_create(command, default_config()["budgets"])
