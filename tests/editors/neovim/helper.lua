@@ -1,0 +1,73 @@
+-- Shared by the headless Neovim tests: load the plugin from the checkout, wait for conditions
+-- (driving the event loop, never sleeping blind), run the CLI, and report results to the
+-- Python test as JSON.
+local H = {}
+
+H.plugin = assert(os.getenv('LOOPSTATE_NVIM_PLUGIN'), 'LOOPSTATE_NVIM_PLUGIN is not set')
+H.results_path = assert(os.getenv('LOOPSTATE_NVIM_RESULTS'), 'LOOPSTATE_NVIM_RESULTS is not set')
+H.results = {}
+H.messages = {}
+
+vim.opt.runtimepath:prepend(H.plugin)
+vim.cmd.runtime('plugin/loopstate.lua')
+
+-- Every vim.notify is kept, so a test can assert on the messages a user would see.
+vim.notify = function(msg, level)
+  table.insert(H.messages, { msg = msg, level = level or vim.log.levels.INFO })
+end
+
+--- Wait until fn() is truthy (the event loop runs meanwhile); fail with `what` if it never is.
+function H.wait_for(what, fn, timeout)
+  local ok = vim.wait(timeout or 30000, fn, 10)
+  if not ok then
+    error(('timed out waiting for %s; messages: %s'):format(what, vim.inspect(H.messages)), 2)
+  end
+end
+
+function H.record(key, value)
+  H.results[key] = value
+  local f = assert(io.open(H.results_path, 'w'))
+  f:write(vim.json.encode(H.results))
+  f:close()
+end
+
+--- Run the real CLI (another process) and return its stdout; fail on a non-zero status.
+function H.cli(args)
+  local done = vim.system(vim.list_extend({ 'loopstate' }, args), { text = true }):wait(60000)
+  assert(done.code == 0, ('loopstate %s failed: %s %s'):format(table.concat(args, ' '), done.stdout, done.stderr))
+  return done.stdout
+end
+
+--- Answer the next vim.ui.input / vim.ui.select prompts from a script (what a user would type).
+function H.answer(answers)
+  local queue = vim.deepcopy(answers)
+  local function next_answer(kind, prompt)
+    local a = table.remove(queue, 1)
+    assert(a ~= nil, 'no scripted answer left for ' .. kind .. ' ' .. tostring(prompt))
+    return a
+  end
+  vim.ui.input = function(opts, on_confirm)
+    on_confirm(next_answer('input', opts.prompt))
+  end
+  vim.ui.select = function(items, opts, on_choice)
+    local a = next_answer('select', opts.prompt)
+    for i, item in ipairs(items) do
+      local label = opts.format_item and opts.format_item(item) or item
+      if label == a or item == a then
+        return on_choice(item, i)
+      end
+    end
+    error(('answer %s is not among %s'):format(a, vim.inspect(items)))
+  end
+  return queue
+end
+
+function H.message_matching(pattern)
+  for _, m in ipairs(H.messages) do
+    if tostring(m.msg):find(pattern) then
+      return m
+    end
+  end
+end
+
+return H

@@ -1,0 +1,37 @@
+-- setup attaches; a claim added by another process changes the statusline without input; the
+-- float's lines are the snapshot; :LoopStateClaim adds a direct user claim.
+local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
+local loopstate = require('loopstate')
+local client = require('loopstate.client')
+
+loopstate.setup({})
+H.wait_for('the server to attach', function()
+  local p = client.current(0)
+  return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil
+end)
+local project = client.current(0)
+local lsp = client.lsp(project)
+H.record('attached', { root = project.root, name = lsp.name, status = project.status, version = project.server_version })
+local before = loopstate.statusline()
+H.record('statusline_before', before)
+
+H.cli({ 'intent', 'start', '--label', 'parser', '--claim', 'hard_constraint:Keep the old format', '--json' })
+H.wait_for('the statusline to change', function() return loopstate.statusline() ~= before end)
+H.record('statusline_after_claim', loopstate.statusline())
+
+vim.cmd('LoopState')
+local buf = vim.api.nvim_get_current_buf()
+H.record('float', { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), floating = vim.api.nvim_win_get_config(0).relative ~= '' })
+vim.api.nvim_feedkeys('q', 'x', false)
+H.record('float_closed', not vim.api.nvim_buf_is_valid(buf))
+
+H.answer({ 'The tests run in real Neovim', 'success_signal', 'explicit' })
+local seen = project.version
+vim.cmd('LoopStateClaim')
+H.wait_for('the claim to arrive', function()
+  local v = project.topics['intent/snapshot'].snapshot
+  return v.active_count == 2
+end)
+H.record('statusline_after_own_claim', loopstate.statusline())
+H.record('changes_seen', project.version - seen)
+vim.cmd('qa!')
