@@ -10,7 +10,7 @@ H.wait_for('the server to attach', function()
 end)
 vim.cmd('checkhealth loopstate')
 H.record('health', vim.api.nvim_buf_get_lines(0, 0, -1, false))
-vim.cmd('only | enew')
+vim.cmd('silent! only | enew')
 
 -- The help file parses: its tags are generated (into a copy, the checkout stays clean) and found.
 local docs = assert(os.getenv('LOOPSTATE_NVIM_DOC_COPY'))

@@ -11,6 +11,8 @@ H.wait_for('the server to attach', function()
   return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil
 end)
 local project = client.current(0)
+-- The CLI's listing is done, so the run below can only be found by watching the streams folder.
+H.wait_for('the runs and goals to be listed', function() return project.discovered end)
 
 local run_id = vim.trim(H.cli({ 'run', 'create', '--objective', 'Ship the parser', '--done-gate', 'tests pass',
   '--asset', 'parser' }))
@@ -46,9 +48,14 @@ end
 local pid = server_pid()
 local claims = project.topics['intent/snapshot'].snapshot.active_count
 local head = project.topics['intent/snapshot'].head.sequence
+local statuses = {}
+client.on_change(function(p)
+  if statuses[#statuses] ~= p.status then
+    table.insert(statuses, p.status)
+  end
+end)
 vim.uv.kill(pid, 'sigkill')
-H.wait_for('the plugin to see the crash', function() return project.status ~= 'running' end)
-H.record('status_after_kill', project.status)
+H.wait_for('the plugin to see the crash', function() return statuses[1] ~= nil end)
 H.cli({ 'intent', 'start', '--claim', 'outcome:Recorded while the server was down' })
 H.wait_for('the restart', function() return project.status == 'running' end)
 local new_pid = server_pid()
@@ -60,6 +67,6 @@ H.record('restarted', {
   new_pid = new_pid, old_pid = pid, statusline = loopstate.statusline(),
   missed = project.topics['intent/snapshot'].missed, head_before = head,
   head_after = project.topics['intent/snapshot'].head.sequence,
-  warned = H.message_matching('signal 9') ~= nil,
+  warned = H.message_matching('signal 9') ~= nil, statuses = statuses,
 })
 vim.cmd('qa!')

@@ -145,10 +145,16 @@ end
 --- Runs and goals are not listed by the protocol: ask the CLI once, then learn of new ones from
 --- the project's streams folder (a new `runs.<id>.jsonl` is a new run), watched, not polled.
 local function discover(project)
+  local left = 2
+  local function finished(err)
+    project.discovery_error = err or project.discovery_error
+    left = left - 1
+    project.discovered = left == 0
+    changed(project)
+  end
   cli.run({ 'run', 'list', '--json', '--root', project.root }, { json = true }, function(err, listing)
     if err then
-      project.discovery_error = err
-      return changed(project)
+      return finished(err)
     end
     project.kill_switch = listing.kill_switch
     local runs = listing.runs or {}
@@ -157,16 +163,16 @@ local function discover(project)
         M.follow_run(project, row.run_id)
       end
     end
-    changed(project)
+    finished()
   end)
   cli.run({ 'goals', 'list', '--json', '--root', project.root }, { json = true }, function(err, listing)
     if err then
-      project.discovery_error = err
-      return changed(project)
+      return finished(err)
     end
     for _, goal_id in ipairs(listing.goals or {}) do
       M.follow_goal(project, goal_id)
     end
+    finished()
   end)
 end
 
