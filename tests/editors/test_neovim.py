@@ -151,3 +151,20 @@ def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: 
         assert expected in health, expected
     assert seen["help"] == dict.fromkeys(
         ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health"], "loopstate.txt")
+
+
+def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> None:
+    seen = run_script("commands", project, tmp_path)
+    # The goal, created by another process after attach, was found and its open gate counted.
+    assert seen["statusline_gate"] == "LS · 1 gate · 0 claims"
+    assert seen["board"] == ["  release (0 runs)", "    agent", "      T001 [open/P2] Write the changelog",
+                             "    gate G001 [open, you] Ship it?"]
+    # :LoopStateGate recorded the decision as the configured actor, with the rationale typed.
+    board = cli_json(project, tmp_path, "goals", "board", "release")
+    [gate] = board["resolved_gates"]
+    assert (gate["gate_id"], gate["decision"], gate["rationale"], gate["resolved_by"]) == ("G001", "approve", "looks good", "tester")
+    assert seen["statusline_resolved"] == "LS · 0 claims"
+    assert len(seen["verify"]) == 1 and seen["verify"][0].startswith("ok      goals.release: 3 events")
+    assert seen["log"][0].startswith("== goals.release (head 3 ")
+    assert [line.split()[2] for line in seen["log"][1:]] == ["todo_added", "gate_added", "gate_resolved"]
+    assert seen["log_completion"] == ["goals.release", "intent"]
