@@ -136,6 +136,9 @@ def test_a_missing_server_is_a_clear_message_and_a_health_error(project: Path, t
     assert seen["statusline"] == "LS: no server"
     errors = [line for line in seen["health"] if "ERROR" in line]
     assert errors and f"`{missing}` is not executable" in errors[0]
+    health = "\n".join(seen["health"])
+    # A working CLI beside a wrong server command: the rest of the report still runs.
+    assert ("version: loopstate 0.1.0" in health) is cli_works
     assert not (tmp_path / "data").exists()  # nothing was written
 
 

@@ -45,6 +45,24 @@ function M.uuid()
   return ('%s-%s-%s-%s-%s'):format(hex:sub(1, 8), hex:sub(9, 12), hex:sub(13, 16), hex:sub(17, 20), hex:sub(21))
 end
 
+-- Neovim 0.11 made the client's functions methods (the dot form is deprecated there); 0.10
+-- has only the dot form. These two calls are the only ones the plugin makes on a client.
+local METHODS = vim.fn.has('nvim-0.11') == 1
+
+local function client_request(lsp, method, params, handler)
+  if METHODS then
+    return lsp:request(method, params, handler)
+  end
+  return lsp.request(method, params, handler)
+end
+
+local function client_stop(lsp)
+  if METHODS then
+    return lsp:stop()
+  end
+  return lsp.stop()
+end
+
 --- The live LSP client of a project, or nil while it is down.
 function M.lsp(project)
   return project.client_id and vim.lsp.get_client_by_id(project.client_id) or nil
@@ -58,7 +76,7 @@ function M.request(project, method, params, on_done)
     return on_done(('loopstate: the server of %s is %s'):format(project.root, project.error or project.status))
   end
   params.root = project.root
-  client:request(method, params, function(err, result)
+  client_request(client, method, params, function(err, result)
     if err then
       local code = err.data and err.data.code or tostring(err.code)
       return on_done(('%s: %s'):format(code, err.message), nil, err)
@@ -268,7 +286,9 @@ local function on_exit(project, code, signal)
     entry.sub_id, entry.pending = nil, false
   end
   if project.closed or project.stopping then
-    project.status = 'stopped'
+    if project.status ~= 'failed' then -- a refused server (wrong protocol) keeps saying why
+      project.status = 'stopped'
+    end
     return changed(project)
   end
   local why = ('the server exited (status %s%s)'):format(code, signal ~= 0 and (', signal ' .. signal) or '')
@@ -309,7 +329,7 @@ start = function(project)
         project.status, project.error = 'failed', wrong
         project.stopping = true
         notify('loopstate: ' .. wrong, vim.log.levels.ERROR)
-        client:stop()
+        client_stop(client)
         return changed(project)
       end
       project.server_version = result.serverInfo and result.serverInfo.version
@@ -403,7 +423,7 @@ function M.restart(project)
   local client = M.lsp(project)
   if client then
     project.stopping = true
-    client:stop()
+    client_stop(client)
     vim.wait(2000, function() return project.client_id == nil end)
   end
   project.stopping = false
@@ -420,7 +440,7 @@ function M.close_all()
     end
     local client = M.lsp(project)
     if client then
-      client:stop()
+      client_stop(client)
     end
   end
 end

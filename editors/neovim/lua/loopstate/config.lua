@@ -37,11 +37,16 @@ function M.actor()
 end
 
 function M.apply(opts)
-  vim.validate('opts', opts, 'table', true)
   opts = opts or {}
-  vim.validate('opts.cmd', opts.cmd, 'table', true)
-  vim.validate('opts.cli', opts.cli, 'table', true)
-  vim.validate('opts.cmd_env', opts.cmd_env, 'table', true)
+  if type(opts) ~= 'table' then
+    error(('loopstate: setup() takes a table of options, not a %s'):format(type(opts)), 3)
+  end
+  for _, key in ipairs({ 'cmd', 'cli', 'cmd_env', 'restart' }) do
+    if opts[key] ~= nil and type(opts[key]) ~= 'table' then
+      error(('loopstate: setup{%s = ...} must be a table (a list for a command line), not a %s'):format(key,
+        type(opts[key])), 3)
+    end
+  end
   if opts.cmd and #opts.cmd == 0 then
     error('loopstate: setup{cmd = ...} is empty; give the server command, e.g. {"loopstate", "serve"}')
   end

@@ -34,11 +34,19 @@ function M.check()
   h.start('loopstate: server')
   local cmd = config.options.cmd
   local missing = cli.missing(cmd)
+  local advice = { 'pip install loopstate (or pipx install loopstate)', 'or set setup{cmd = {"/path/to/loopstate", "serve"}}' }
   if missing then
-    h.error(missing, { 'pip install loopstate (or pipx install loopstate)', 'or set setup{cmd = {"/path/to/loopstate", "serve"}}' })
+    h.error(missing, advice)
+  else
+    h.ok(('`%s` found: %s'):format(table.concat(cmd, ' '), vim.fn.exepath(cmd[1])))
+  end
+  local cli_missing = cli.missing(config.cli())
+  if cli_missing then
+    if cli_missing ~= missing then
+      h.error(cli_missing:gsub('server command', 'CLI'), advice)
+    end
     return
   end
-  h.ok(('`%s` found: %s'):format(table.concat(cmd, ' '), vim.fn.exepath(cmd[1])))
   local version, err = run(vim.list_extend(vim.deepcopy(config.cli()), { '--version' }))
   if version then
     h.ok('version: ' .. vim.trim(version))
