@@ -145,7 +145,10 @@ def test_a_missing_server_is_a_clear_message_and_a_health_error(project: Path, t
 def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: Path, tmp_path: Path) -> None:
     docs = tmp_path / "docs" / "doc"
     shutil.copytree(PLUGIN / "doc", docs)  # helptags writes a tags file: into a copy, not the checkout
-    seen = run_script("health", project, tmp_path, LOOPSTATE_NVIM_DOC_COPY=str(docs))
+    seen = run_script("health", project, tmp_path, LOOPSTATE_NVIM_DOC_COPY=str(docs), LOOPSTATE_NVIM_LATE_RTP="1")
+    # The folder joined the runtime path after startup, as a package manager's config hook does it:
+    # setup() defined the commands.
+    assert seen["commands"] == {"before_setup": 0, "after_setup": 2}
     health = "\n".join(seen["health"])
     assert "ERROR" not in health, health
     for expected in ("`loopstate serve` found", "version: loopstate 0.1.0", "protocol 0.1.0 (this plugin speaks 0.1.0)",

@@ -3,7 +3,9 @@ local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source
 local loopstate = require('loopstate')
 local client = require('loopstate.client')
 
+local before_setup = vim.fn.exists(':LoopStateStop')
 loopstate.setup({})
+H.record('commands', { before_setup = before_setup, after_setup = vim.fn.exists(':LoopStateStop') })
 H.wait_for('the server to attach', function()
   local p = client.current(0)
   return p and p.status == 'running'

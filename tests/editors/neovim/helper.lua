@@ -9,7 +9,11 @@ H.results = {}
 H.messages = {}
 
 vim.opt.runtimepath:prepend(H.plugin)
-vim.cmd.runtime('plugin/loopstate.lua')
+-- As Neovim's startup would source it; with LOOPSTATE_NVIM_LATE_RTP the folder joins the runtime
+-- path too late for that (a package manager's config hook) and setup() must define the commands.
+if os.getenv('LOOPSTATE_NVIM_LATE_RTP') ~= '1' then
+  vim.cmd.runtime('plugin/loopstate.lua')
+end
 
 -- Every vim.notify is kept, so a test can assert on the messages a user would see.
 vim.notify = function(msg, level)

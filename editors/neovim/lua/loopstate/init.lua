@@ -24,6 +24,7 @@ function M.setup(opts)
   local config = require('loopstate.config')
   config.apply(opts)
   M.did_setup = true
+  require('loopstate.define').commands()
   local client = require('loopstate.client')
   local group = vim.api.nvim_create_augroup('loopstate', { clear = true })
   if config.options.autostart then
