@@ -124,6 +124,7 @@ def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_
     assert restarted["new_pid"] != restarted["old_pid"]
     assert (restarted["head_before"], restarted["head_after"], restarted["missed"]) == (0, 1, 1)
     assert restarted["statusline"] == "LS HALTED · run halted_kill_switch/strategize 0/100 mut · 1 claim"
+    assert seen["float_after_restart"] == [f"loopstate  {project}", "(1 event caught up after a server restart)", ""]
 
 
 @pytest.mark.parametrize("cli_works", [False, True], ids=["nothing-installed", "server-command-wrong"])

@@ -69,4 +69,6 @@ H.record('restarted', {
   head_after = project.topics['intent/snapshot'].head.sequence,
   warned = H.message_matching('signal 9') ~= nil, statuses = statuses,
 })
+vim.cmd('LoopState')
+H.record('float_after_restart', vim.api.nvim_buf_get_lines(0, 0, 3, false))
 vim.cmd('qa!')

@@ -109,6 +109,12 @@ function M.follow(project, topic)
   local since = entry.head and entry.head.sequence or vim.NIL
   M.request(project, 'loopstate/subscribe', { topic = topic, since = since, deliver = 'snapshot' }, function(err, result)
     entry.pending = false
+    if err and since ~= vim.NIL and project.status == 'running' then
+      -- The stream may have been re-chained shorter meanwhile (`loopstate recover`): what we knew
+      -- is void, so take the current projection instead.
+      entry.head = nil
+      return M.follow(project, topic)
+    end
     if err then
       entry.error = err
       changed(project)
@@ -119,6 +125,7 @@ function M.follow(project, topic)
     project.by_sub[result.subscription_id] = entry
     -- What happened while we were away (a restart): the events after the last head we saw.
     entry.missed = since ~= vim.NIL and #(result.events or {}) or 0
+    project.caught_up = (project.caught_up or 0) + entry.missed
     entry.head, entry.snapshot = result.head, result.snapshot
     changed(project)
   end)

@@ -120,6 +120,10 @@ end
 --- The whole state float of a project.
 function M.state_lines(project)
   local lines = { 'loopstate  ' .. project.root, '' }
+  if (project.caught_up or 0) > 0 then
+    lines[2] = ('(%d event%s caught up after a server restart)'):format(project.caught_up, project.caught_up == 1 and '' or 's')
+    table.insert(lines, '')
+  end
   local intent = project.topics['intent/snapshot']
   vim.list_extend(lines, M.intent_lines(intent and intent.snapshot))
   if intent and intent.error then
