@@ -142,28 +142,29 @@ function M.follow_goal(project, goal_id)
   return M.follow(project, 'goals/board/' .. goal_id)
 end
 
-local function on_changed(_, params, ctx)
-  local project = by_client[ctx.client_id]
-  local entry = project and project.by_sub[params.subscription_id]
-  if not entry then
-    return
+--- A notification handler for `fn(project, entry, params)`, called for the subscriptions this
+--- plugin holds (one dropped at a restart is ignored), then the change is announced.
+local function for_subscription(fn)
+  return function(_, params, ctx)
+    local project = by_client[ctx.client_id]
+    local entry = project and project.by_sub[params.subscription_id]
+    if entry then
+      fn(project, entry, params)
+      changed(project)
+    end
   end
-  -- A snapshot subscription's notification carries the whole projection: a gap (coalesced
-  -- notifications) or a re-chained stream costs nothing but the newer projection.
-  entry.head, entry.snapshot, entry.error = params.head, params.snapshot, nil
-  changed(project)
 end
 
-local function on_stream_error(_, params, ctx)
-  local project = by_client[ctx.client_id]
-  local entry = project and project.by_sub[params.subscription_id]
-  if not entry then
-    return
-  end
+-- A snapshot subscription's notification carries the whole projection: a gap (coalesced
+-- notifications) or a re-chained stream costs nothing but the newer projection.
+local on_changed = for_subscription(function(_, entry, params)
+  entry.head, entry.snapshot, entry.error = params.head, params.snapshot, nil
+end)
+
+local on_stream_error = for_subscription(function(_, entry, params)
   entry.error = ('%s: %s'):format(params.error and params.error.code or 'ERROR', params.message)
   notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
-  changed(project)
-end
+end)
 
 -- discovery of runs and goals ------------------------------------------------------------------
 

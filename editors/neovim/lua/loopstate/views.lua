@@ -117,6 +117,20 @@ local function sorted_keys(set)
   return keys
 end
 
+--- Append a titled section: render(id, projection) for each followed id of a set.
+local function section(lines, project, title, ids, topic_prefix, render)
+  table.insert(lines, '')
+  table.insert(lines, title)
+  local sorted = sorted_keys(ids)
+  if #sorted == 0 then
+    table.insert(lines, '  none')
+  end
+  for _, id in ipairs(sorted) do
+    local entry = project.topics[topic_prefix .. id]
+    vim.list_extend(lines, render(id, entry and entry.snapshot))
+  end
+end
+
 --- The whole state float of a project.
 function M.state_lines(project)
   local lines = { 'loopstate  ' .. project.root, '' }
@@ -129,26 +143,8 @@ function M.state_lines(project)
   if intent and intent.error then
     table.insert(lines, '  error: ' .. intent.error)
   end
-  table.insert(lines, '')
-  table.insert(lines, 'Runs')
-  local runs = sorted_keys(project.runs)
-  if #runs == 0 then
-    table.insert(lines, '  none')
-  end
-  for _, run_id in ipairs(runs) do
-    local entry = project.topics['runs/status/' .. run_id]
-    vim.list_extend(lines, M.run_lines(entry and entry.snapshot))
-  end
-  table.insert(lines, '')
-  table.insert(lines, 'Goals')
-  local goals = sorted_keys(project.goals)
-  if #goals == 0 then
-    table.insert(lines, '  none')
-  end
-  for _, goal_id in ipairs(goals) do
-    local entry = project.topics['goals/board/' .. goal_id]
-    vim.list_extend(lines, M.board_lines(goal_id, entry and entry.snapshot))
-  end
+  section(lines, project, 'Runs', project.runs, 'runs/status/', function(_, view) return M.run_lines(view) end)
+  section(lines, project, 'Goals', project.goals, 'goals/board/', M.board_lines)
   if project.kill_switch and project.kill_switch.set then
     table.insert(lines, '')
     table.insert(lines, 'Kill switch SET: ' .. table.concat(project.kill_switch.paths or {}, ', '))
