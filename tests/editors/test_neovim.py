@@ -175,3 +175,15 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert seen["log"][0].startswith("== goals.release (head 3 ")
     assert [line.split()[2] for line in seen["log"][1:]] == ["todo_added", "gate_added", "gate_resolved"]
     assert seen["log_completion"] == ["goals.release", "intent"]
+
+
+def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(project: Path, tmp_path: Path) -> None:
+    seen = run_script("corrupt", project, tmp_path)
+    assert seen["statusline_before"] == "LS · 1 claim"
+    assert seen["message"]["level"] == 4  # vim.log.levels.ERROR
+    assert "intent/snapshot can no longer be read: stream 'intent' is corrupt" in seen["message"]["msg"]
+    # What the plugin knew before is not shown as if it were current.
+    assert seen["statusline_after"] == "LS · 1 stream unreadable"
+    assert seen["float"][2] == "Intent: unreadable"
+    assert seen["float"][3].startswith("  CORRUPT_LEDGER: stream 'intent' is corrupt")
+    assert "Keep the ledger honest" not in "\n".join(seen["float"])

@@ -161,7 +161,9 @@ local on_changed = for_subscription(function(_, entry, params)
   entry.head, entry.snapshot, entry.error = params.head, params.snapshot, nil
 end)
 
+-- The server no longer answers from that stream; neither does the plugin show what it knew.
 local on_stream_error = for_subscription(function(_, entry, params)
+  entry.snapshot = nil
   entry.error = ('%s: %s'):format(params.error and params.error.code or 'ERROR', params.message)
   notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
 end)

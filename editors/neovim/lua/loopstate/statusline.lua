@@ -29,7 +29,12 @@ end
 
 --- Everything the string shows, as numbers and words (for tests and custom components).
 function M.summary(project)
-  local s = { server = project.status, halted = false, blocking = 0, gates = 0 }
+  local s = { server = project.status, halted = false, blocking = 0, gates = 0, errors = 0 }
+  for _, entry in pairs(project.topics) do
+    if entry.error then
+      s.errors = s.errors + 1
+    end
+  end
   local intent = project.topics['intent/snapshot']
   local view = intent and intent.snapshot
   if type(view) == 'table' then
@@ -75,6 +80,9 @@ function M.render(project)
   end
   local s = M.summary(project)
   local parts = { s.halted and 'LS HALTED' or 'LS' }
+  if s.errors > 0 then
+    table.insert(parts, ('%d stream%s unreadable'):format(s.errors, s.errors == 1 and '' or 's'))
+  end
   if s.run then
     local text = 'run ' .. s.run.status .. (s.run.stage and s.run.stage ~= vim.NIL and ('/' .. s.run.stage) or '')
     if s.run.mutations and s.run.mutations[2] and s.run.mutations[2] ~= vim.NIL then

@@ -139,9 +139,10 @@ function M.state_lines(project)
     table.insert(lines, '')
   end
   local intent = project.topics['intent/snapshot']
-  vim.list_extend(lines, M.intent_lines(intent and intent.snapshot))
   if intent and intent.error then
-    table.insert(lines, '  error: ' .. intent.error)
+    vim.list_extend(lines, { 'Intent: unreadable', '  ' .. intent.error })
+  else
+    vim.list_extend(lines, M.intent_lines(intent and intent.snapshot))
   end
   section(lines, project, 'Runs', project.runs, 'runs/status/', function(_, view) return M.run_lines(view) end)
   section(lines, project, 'Goals', project.goals, 'goals/board/', M.board_lines)
