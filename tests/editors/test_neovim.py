@@ -187,3 +187,15 @@ def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(proje
     assert seen["float"][2] == "Intent: unreadable"
     assert seen["float"][3].startswith("  CORRUPT_LEDGER: stream 'intent' is corrupt")
     assert "Keep the ledger honest" not in "\n".join(seen["float"])
+
+
+def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(project: Path, tmp_path: Path) -> None:
+    seen = run_script("crashloop", project, tmp_path)
+    assert seen["statuses"] == ["starting", "restarting"] * 3 + ["starting", "failed"]
+    assert seen["error"].startswith("the server exited (status 2; its stderr is in ")
+    assert seen["error"].endswith("gave up after 3 restarts (:LoopStateRestart tries again)")
+    assert seen["gave_up"] == 4 and seen["statusline"] == "LS: no server"
+    # Neovim's LSP log holds the server's own words (argparse's refusal of the option).
+    log = Path(seen["error"].split("its stderr is in ", 1)[1].split(")", 1)[0])
+    assert "invalid choice: 'loud'" in log.read_text()
+    assert any("ERROR" in line and "gave up" in line for line in seen["health"])

@@ -301,7 +301,8 @@ local function on_exit(project, code, signal)
     end
     return changed(project)
   end
-  local why = ('the server exited (status %s%s)'):format(code, signal ~= 0 and (', signal ' .. signal) or '')
+  local why = ('the server exited (status %s%s; its stderr is in %s)'):format(code,
+    signal ~= 0 and (', signal ' .. signal) or '', vim.lsp.log.get_filename())
   notify(('loopstate: %s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
   schedule_restart(project, why)
 end
