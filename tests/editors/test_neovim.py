@@ -82,7 +82,13 @@ def cli_json(project: Path, tmp_path: Path, *args: str) -> dict:
 
 
 def test_setup_attaches_and_the_statusline_and_float_follow_another_process(project: Path, tmp_path: Path) -> None:
-    seen = run_script("live", project, tmp_path)
+    (project / "src" / "sub").mkdir(parents=True)
+    (project / "a.txt").write_text("a\n")
+    (project / "src" / "sub" / "b.txt").write_text("b\n")
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    (other / "c.txt").write_text("c\n")
+    seen = run_script("live", project, tmp_path, LOOPSTATE_NVIM_OTHER=str(other))
     assert seen["attached"] == {"root": str(project), "name": "loopstate", "status": "running", "version": "0.1.0"}
     # The CLI's claim reached the statusline with no input (the script only waited).
     assert seen["statusline_before"] == "LS · 0 claims"
@@ -96,10 +102,12 @@ def test_setup_attaches_and_the_statusline_and_float_follow_another_process(proj
     claim = view["by_facet"]["hard_constraint"]["explicit"]
     assert float_lines[3:5] == ["  hard_constraint", f"    [explicit] Keep the old format  ({claim[0]['claim_id'][:8]})"]
     assert float_lines[5:] == ["", "Runs", "  none", "", "Goals", "  none"]
+    # One server per project root, shared by the buffers of the project (a subfolder's too).
+    first, nested, elsewhere = seen["buffers"]
+    assert first == nested == {"id": first["id"], "root": str(project)}
+    assert elsewhere["root"] == str(other) and elsewhere["id"] != first["id"]
 
-
-def test_a_claim_from_the_command_is_the_users_own_from_a_direct_user_event(project: Path, tmp_path: Path) -> None:
-    seen = run_script("live", project, tmp_path)
+    # :LoopStateClaim: the user's own claim, from a direct user event.
     assert seen["statusline_after_own_claim"] == "LS · 2 claims"
     view = cli_json(project, tmp_path, "intent", "show")
     [claim] = view["by_facet"]["success_signal"]["explicit"]

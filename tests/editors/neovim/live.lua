@@ -34,4 +34,19 @@ H.wait_for('the claim to arrive', function()
 end)
 H.record('statusline_after_own_claim', loopstate.statusline())
 H.record('changes_seen', project.version - seen)
+
+-- Buffers of one project share its server; a file of another project gets its own.
+local function clients_of(path)
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  local buf = vim.api.nvim_get_current_buf()
+  H.wait_for('the buffer of ' .. path .. ' to attach', function() return #vim.lsp.get_clients({ bufnr = buf }) == 1 end)
+  local c = vim.lsp.get_clients({ bufnr = buf })[1]
+  return { id = c.id, root = c.root_dir }
+end
+local other = assert(os.getenv('LOOPSTATE_NVIM_OTHER'))
+H.record('buffers', {
+  clients_of(vim.fs.joinpath(project.root, 'a.txt')),
+  clients_of(vim.fs.joinpath(project.root, 'src', 'sub', 'b.txt')),
+  clients_of(vim.fs.joinpath(other, 'c.txt')),
+})
 vim.cmd('qa!')
