@@ -183,6 +183,8 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert seen["log"][0].startswith("== goals.release (head 3 ")
     assert [line.split()[2] for line in seen["log"][1:]] == ["todo_added", "gate_added", "gate_resolved"]
     assert seen["log_completion"] == ["goals.release", "intent"]
+    assert seen["statusline_halted_without_runs"] == "LS HALTED · 0 claims"
+    assert (project / ".loopstate" / "STOP").is_file()
 
 
 def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(project: Path, tmp_path: Path) -> None:
