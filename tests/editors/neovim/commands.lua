@@ -2,13 +2,8 @@
 -- resolves its gate, :LoopStateVerify and :LoopStateLog show the CLI's reports.
 local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
 local loopstate = require('loopstate')
-local client = require('loopstate.client')
 
-loopstate.setup({ actor = 'tester' })
-H.wait_for('the server to attach', function()
-  local p = client.current(0)
-  return p and p.status == 'running' and p.discovered
-end)
+local project = H.setup_and_attach({ actor = 'tester' }, true)
 
 H.cli({ 'goals', 'add', 'release', 'Write the changelog', '--id', 'T001' })
 H.cli({ 'goals', 'gate', 'release', 'Ship it?', '--id', 'G001', '--todo', 'T001' })

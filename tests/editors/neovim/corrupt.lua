@@ -2,15 +2,9 @@
 -- reaches the user as an error message, the statusline and the float.
 local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
 local loopstate = require('loopstate')
-local client = require('loopstate.client')
 
 H.cli({ 'intent', 'start', '--claim', 'outcome:Keep the ledger honest' })
-loopstate.setup({})
-H.wait_for('the server to attach', function()
-  local p = client.current(0)
-  return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil
-end)
-local project = client.current(0)
+local project = H.setup_and_attach({})
 H.record('statusline_before', loopstate.statusline())
 
 -- Change one verified byte of the statement, in place (same length).
@@ -22,9 +16,7 @@ f:seek('set', at - 1)
 f:write('HONEST')
 f:close()
 
-H.wait_for('the stream error', function() return H.message_matching('can no longer be read') end)
-local m = H.message_matching('can no longer be read')
-H.record('message', { msg = m.msg, level = m.level })
+H.record_message('message', 'can no longer be read', 'the stream error')
 H.record('statusline_after', loopstate.statusline())
 vim.cmd('LoopState')
 H.record('float', vim.api.nvim_buf_get_lines(0, 0, -1, false))

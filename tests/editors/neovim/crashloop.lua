@@ -4,12 +4,7 @@ local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source
 local loopstate = require('loopstate')
 local client = require('loopstate.client')
 
-local statuses = {}
-client.on_change(function(p)
-  if statuses[#statuses] ~= p.status then
-    table.insert(statuses, p.status)
-  end
-end)
+local statuses = H.track_statuses()
 loopstate.setup({
   cmd = { 'loopstate', 'serve', '--log-level', 'loud' }, cli = { 'loopstate' },
   restart = { initial_ms = 10, max_ms = 40, max_attempts = 3 },

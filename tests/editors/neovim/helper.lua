@@ -74,4 +74,34 @@ function H.message_matching(pattern)
   end
 end
 
+--- setup(opts), then wait until the current buffer's server runs and its intent snapshot is
+--- in (with `discovered`: also the CLI's listing of runs and goals); the project.
+function H.setup_and_attach(opts, discovered)
+  require('loopstate').setup(opts or {})
+  local client = require('loopstate.client')
+  H.wait_for('the server to attach', function()
+    local p = client.current(0)
+    return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil and (not discovered or p.discovered)
+  end)
+  return client.current(0)
+end
+
+--- Wait for a message matching `pattern` and record it as {msg, level} under `key`.
+function H.record_message(key, pattern, what)
+  H.wait_for(what, function() return H.message_matching(pattern) end)
+  local m = H.message_matching(pattern)
+  H.record(key, { msg = m.msg, level = m.level })
+end
+
+--- The distinct statuses the project of the current buffer goes through from now on.
+function H.track_statuses()
+  local statuses = {}
+  require('loopstate.client').on_change(function(p)
+    if statuses[#statuses] ~= p.status then
+      table.insert(statuses, p.status)
+    end
+  end)
+  return statuses
+end
+
 return H

@@ -4,12 +4,7 @@ local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source
 local loopstate = require('loopstate')
 local client = require('loopstate.client')
 
-loopstate.setup({})
-H.wait_for('the server to attach', function()
-  local p = client.current(0)
-  return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil
-end)
-local project = client.current(0)
+local project = H.setup_and_attach({})
 local lsp = client.lsp(project)
 H.record('attached', { root = project.root, name = lsp.name, status = project.status, version = project.server_version })
 local before = loopstate.statusline()

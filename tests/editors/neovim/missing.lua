@@ -7,9 +7,7 @@ local missing = assert(os.getenv('LOOPSTATE_NVIM_MISSING'))
 -- With LOOPSTATE_NVIM_CLI the CLI works (the root is found) and only the server is missing.
 local cli = os.getenv('LOOPSTATE_NVIM_CLI')
 loopstate.setup({ cmd = { missing, 'serve' }, cli = cli and { cli } or nil })
-H.wait_for('the message about the missing server', function() return H.message_matching('not executable') end)
-local m = H.message_matching('not executable')
-H.record('message', { msg = m.msg, level = m.level })
+H.record_message('message', 'not executable', 'the message about the missing server')
 H.record('statusline', loopstate.statusline())
 
 vim.cmd('checkhealth loopstate')

@@ -3,16 +3,9 @@
 -- resubscribes with `since`, and the statusline catches up with what happened meanwhile.
 local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
 local loopstate = require('loopstate')
-local client = require('loopstate.client')
 
-loopstate.setup({ restart = { initial_ms = 50, max_ms = 1000, max_attempts = 5 } })
-H.wait_for('the server to attach', function()
-  local p = client.current(0)
-  return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil
-end)
-local project = client.current(0)
--- The CLI's listing is done, so the run below can only be found by watching the streams folder.
-H.wait_for('the runs and goals to be listed', function() return project.discovered end)
+-- Once the CLI's listing is done, the run below can only be found by watching the streams folder.
+local project = H.setup_and_attach({ restart = { initial_ms = 50, max_ms = 1000, max_attempts = 5 } }, true)
 
 local run_id = vim.trim(H.cli({ 'run', 'create', '--objective', 'Ship the parser', '--done-gate', 'tests pass',
   '--asset', 'parser' }))
@@ -48,12 +41,7 @@ end
 local pid = server_pid()
 local claims = project.topics['intent/snapshot'].snapshot.active_count
 local head = project.topics['intent/snapshot'].head.sequence
-local statuses = {}
-client.on_change(function(p)
-  if statuses[#statuses] ~= p.status then
-    table.insert(statuses, p.status)
-  end
-end)
+local statuses = H.track_statuses()
 vim.uv.kill(pid, 'sigkill')
 H.wait_for('the plugin to see the crash', function() return statuses[1] ~= nil end)
 H.cli({ 'intent', 'start', '--claim', 'outcome:Recorded while the server was down' })
