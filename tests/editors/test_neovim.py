@@ -209,3 +209,9 @@ def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(pr
     log = Path(seen["error"].split("its stderr is in ", 1)[1].split(")", 1)[0])
     assert "invalid choice: 'loud'" in log.read_text()
     assert any("ERROR" in line and "gave up" in line for line in seen["health"])
+
+
+def test_no_module_of_the_plugin_touches_a_global_by_mistake(project: Path, tmp_path: Path) -> None:
+    seen = run_script("globals", project, tmp_path)
+    assert seen["files"] >= 11
+    assert seen["globals"] == []

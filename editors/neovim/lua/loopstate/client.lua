@@ -4,6 +4,7 @@
 --- with `since` from the last head seen so nothing is missed.
 local config = require('loopstate.config')
 local cli = require('loopstate.cli')
+local discovery = require('loopstate.discovery')
 
 local M = {}
 
@@ -168,102 +169,6 @@ local on_stream_error = for_subscription(function(_, entry, params)
   notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
 end)
 
--- discovery of runs and goals ------------------------------------------------------------------
-
---- Runs and goals are not listed by the protocol: ask the CLI once, then learn of new ones from
---- the project's streams folder (a new `runs.<id>.jsonl` is a new run), watched, not polled.
-local function discover(project)
-  local left = 2
-  local function finished(err)
-    project.discovery_error = err or project.discovery_error
-    left = left - 1
-    project.discovered = left == 0
-    changed(project)
-  end
-  cli.run({ 'run', 'list', '--json', '--root', project.root }, { json = true }, function(err, listing)
-    if err then
-      return finished(err)
-    end
-    project.kill_switch = listing.kill_switch
-    local runs = listing.runs or {}
-    for i, row in ipairs(runs) do
-      if not M.TERMINAL[row.status] or i == #runs then
-        M.follow_run(project, row.run_id)
-      end
-    end
-    finished()
-  end)
-  cli.run({ 'goals', 'list', '--json', '--root', project.root }, { json = true }, function(err, listing)
-    if err then
-      return finished(err)
-    end
-    for _, goal_id in ipairs(listing.goals or {}) do
-      M.follow_goal(project, goal_id)
-    end
-    finished()
-  end)
-end
-
-local function on_stream_file(project, name)
-  local run_id = name:match('^runs%.(.+)%.jsonl$')
-  if run_id and not project.runs[run_id] then
-    return M.follow_run(project, run_id)
-  end
-  local goal_id = name:match('^goals%.(.+)%.jsonl$')
-  if goal_id and not project.goals[goal_id] then
-    return M.follow_goal(project, goal_id)
-  end
-end
-
---- Watch `<store>/streams`, or while it does not exist yet its nearest existing ancestor
---- (re-armed one level down as folders appear).
-local function watch(project)
-  if not project.store or project.watcher then
-    return
-  end
-  local streams = vim.fs.joinpath(project.store, 'streams')
-  local target = streams
-  while not vim.uv.fs_stat(target) do
-    local parent = vim.fs.dirname(target)
-    if parent == target then
-      return
-    end
-    target = parent
-  end
-  local handle = vim.uv.new_fs_event()
-  if not handle then
-    return
-  end
-  local ok = handle:start(target, {}, vim.schedule_wrap(function(err, filename)
-    if err or project.closed or project.watcher ~= handle then
-      return -- a callback queued before this watch was moved down
-    end
-    if target == streams then
-      if filename and project.status == 'running' then
-        on_stream_file(project, filename)
-      end
-      return
-    end
-    if not (filename and vim.uv.fs_stat(vim.fs.joinpath(target, filename))) then
-      return
-    end
-    handle:stop()
-    handle:close()
-    project.watcher = nil
-    watch(project)
-    if vim.uv.fs_stat(streams) and project.status == 'running' then
-      for name in vim.fs.dir(streams) do
-        on_stream_file(project, name)
-      end
-    end
-  end))
-  if ok then
-    project.watcher, project.watching = handle, target
-  else
-    handle:close()
-  end
-end
-
 -- lifecycle -------------------------------------------------------------------------------
 
 local start
@@ -349,8 +254,8 @@ start = function(project)
       for topic in pairs(project.topics) do
         M.follow(project, topic)
       end
-      discover(project)
-      watch(project)
+      discovery.discover(project)
+      discovery.watch(project)
       for buf in pairs(project.buffers) do
         if vim.api.nvim_buf_is_loaded(buf) then
           vim.lsp.buf_attach_client(buf, client.id)
@@ -445,10 +350,7 @@ end
 function M.close_all()
   for _, project in pairs(M.projects) do
     project.closed = true
-    if project.watcher then
-      project.watcher:stop()
-      project.watcher:close()
-    end
+    discovery.unwatch(project)
     local client = M.lsp(project)
     if client then
       client_stop(client)
