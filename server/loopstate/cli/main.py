@@ -17,6 +17,7 @@ from loopstate import __version__
 SUBCOMMANDS = {
     "loopstate.cli.store": ("verify", "recover", "log"),
     "loopstate.cli.init": ("init",),
+    "loopstate.cli.root": ("root",),
     "loopstate.cli.serve": ("serve", "schema"),
     "loopstate.cli.intent": ("intent",),
     "loopstate.cli.runs": ("run", "validate"),

