@@ -26,7 +26,7 @@ import logging
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -42,11 +42,10 @@ from loopstate.service.engine import Service
 log = logging.getLogger("loopstate.mcp")
 
 INSTRUCTIONS = (
-    "loopstate: this project's durable state. intent_task starts or resumes the task of this session; "
-    "intent_claim records the user's intent as atomic claims (explicit only for what the user said, from a "
-    "user_event source); run_* act on a run under your lease; todo_ready and todo work a goal's todos. "
-    "Errors carry a stable code (RULE_VIOLATION, LEASE_EXPIRED, ...). Resources: loopstate://<project>/intent, "
-    "/runs/<id>, /goals/<id>; subscribe to follow them."
+    "loopstate keeps this project's durable state. Start or resume your task with intent_task, record the user's "
+    "intent with intent_claim (explicit only for the user's own words), act on runs under your lease (run_*), "
+    "work goals with todo_ready and todo. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
+    "(intent, runs, goals) can be subscribed to."
 )
 
 
@@ -71,12 +70,23 @@ def _tool_error(exc: LoopstateError) -> Any:
 
 
 def _compact_schema(schema: Any) -> Any:
-    """A JSON Schema without pydantic's generated titles: they repeat the property names, and cost context."""
-    if isinstance(schema, dict):
-        return {k: _compact_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    """The published input schema, said in fewer tokens than pydantic's: the same fields and types.
+
+    Generated titles repeat the property names; an optional field's
+    ``anyOf: [T, null]`` with ``default: null`` says what leaving it out of
+    ``required`` already says. The arguments are still validated by the
+    tool's full pydantic model, which also takes an explicit null.
+    """
     if isinstance(schema, list):
         return [_compact_schema(v) for v in schema]
-    return schema
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _compact_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default", None) is None:
+        kept = next(o for o in options if o != {"type": "null"})
+        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **kept}
+    return out
 
 
 def build_server(service: Service, session: Session) -> Any:
@@ -135,7 +145,7 @@ def build_server(service: Service, session: Session) -> Any:
     def wrap(fn: Any) -> Any:
         """The tool as MCPServer calls it: the call's root first, loopstate errors as tool errors."""
 
-        async def call(ctx: Context, **arguments: Any) -> Annotated[CallToolResult, dict[str, Any]]:
+        async def call(ctx: Context, **arguments: Any) -> CallToolResult:
             session.peer = ctx.request_context.session
             try:
                 call_root.set(await root_of(ctx))
@@ -149,7 +159,7 @@ def build_server(service: Service, session: Session) -> Any:
 
     tools = []
     for fn in tool_functions(execute, query, session):
-        tool = Tool.from_function(fn, name=fn.__name__, description=fn.__doc__)
+        tool = Tool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
         tool.parameters = _compact_schema(tool.parameters)
         tools.append(tool.model_copy(update={"fn": wrap(fn), "context_kwarg": "ctx"}))
     server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING")

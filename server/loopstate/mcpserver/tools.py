@@ -16,7 +16,7 @@ None so that an absent field is the protocol's own default.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,12 +32,12 @@ Call = Callable[..., Awaitable[Any]]
 
 
 class Source(BaseModel):
-    """Where a claim came from (seed 000): a user's own event for an explicit claim, never a tool result."""
+    """Where a claim came from."""
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["user_event", "agent_turn", "tool_result", "external_evidence"]
     event_id: str | None = None
-    text: str | None = Field(None, description="redacted and hashed, never stored")
+    text: str | None = Field(None, description="hashed, not stored")
     excerpt: str | None = None
 
 
@@ -59,9 +59,10 @@ def _lease(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
     return {"run_id": run_id, "lease_id": lease_id, "generation": generation}
 
 
-RunId = Annotated[str, Field(description="the run's id")]
-LeaseId = Annotated[str, Field(description="your lease (run_status shows it)")]
-Generation = Annotated[int, Field(description="your lease's generation")]
+# The lease fields: the run_heartbeat description says where they come from, once for all run tools.
+RunId = str
+LeaseId = str
+Generation = int
 
 
 def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..., Awaitable[Any]]]:
@@ -69,10 +70,10 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
 
     async def intent_task(
         action: Literal["start", "resume"],
-        task_id: str | None = Opt("resume: this task (default: the newest task not off)"),
+        task_id: str | None = Opt("resume: default the newest"),
         label: str | None = Opt("start: a short label"),
     ) -> dict[str, Any]:
-        """Start or resume this session's intent task; claims then default to it."""
+        """Start or resume this session's intent task (claims default to it)."""
         if action == "start":
             outcome = await execute(build({"label": label, "task_id": task_id, "actor": "agent"}, intent_proto.IntentTaskStart))
             session.task_id = outcome["events"][0]["task_id"]
@@ -87,18 +88,18 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
 
     async def intent_claim(
         action: Literal["add", "replace", "invalidate"],
-        statement: str | None = Opt("add/replace: one atomic statement"),
+        statement: str | None = Opt("one atomic statement"),
         status: Literal["explicit", "inferred", "evidence", "unknown", "disputed"] | None = Opt(
-            "add/replace; explicit: what the user said, with by=user and a user_event source"),
-        facets: list[str] | None = Opt("add/replace: outcome, success_signal, failure_signal, hard_constraint, "
-                                       "soft_constraint, tradeoff, unknown, result_feedback, disagreement"),
+            "explicit: the user's words (by user, user_event source)"),
+        facets: list[str] | None = Opt("outcome success_signal failure_signal hard_constraint soft_constraint "
+                                       "tradeoff unknown result_feedback disagreement"),
         by: Literal["user", "agent", "evidence"] = "agent",
         confidence: float | None = Opt("0-1, inferred only"),
         source: Source | None = None,
         supersedes: list[str] | None = Opt("replace: claim ids"),
         claim_id: str | None = Opt("invalidate"),
         reason: str | None = Opt("invalidate"),
-        task_id: str | None = Opt("default: this session's task"),
+        task_id: str | None = None,
     ) -> dict[str, Any]:
         """Record, replace or invalidate a claim about the user's intent."""
         common = {"task_id": task_id or session.task_id, "actor": by,
@@ -115,20 +116,20 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
 
     async def intent_show(
         compact: bool = False,
-        task_id: str | None = Opt("default: this session's task (compact needs one)"),
+        task_id: str | None = None,
     ) -> dict[str, Any]:
-        """The current intent snapshot, or the compact handoff of a task."""
+        """The intent snapshot (of this session's task), or its compact handoff."""
         task = task_id or session.task_id
         if compact:
             return await query(build({"task_id": task}, intent_proto.IntentCompact))
         return await query(intent_proto.IntentSnapshot(task_id=task))
 
     async def run_status(run_id: RunId) -> dict[str, Any]:
-        """A run's status: its state, lease, pending operation, issues, evidence."""
+        """A run's state, lease, pending operation, issues and evidence."""
         return await query(build({"run_id": run_id}, runs_proto.Status))
 
     async def run_heartbeat(run_id: RunId, lease_id: LeaseId, generation: Generation) -> dict[str, Any]:
-        """Renew your lease on a run (refused once it has expired)."""
+        """Renew your lease (lease_id, generation: from run_status) on a run."""
         return await execute(build(_lease(run_id, lease_id, generation), runs_proto.Heartbeat))
 
     async def run_operation(
@@ -137,11 +138,11 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         completion_event_type: Literal["route_selected", "stage_started", "evidence_recorded", "issue_opened",
                                        "issue_transitioned", "stage_completed"],
         completion_data: dict[str, Any],
-        operation_id: str | None = Opt("complete: the intended operation"),
-        operation: str | None = Opt("intend: the action, e.g. local_write"),
+        operation_id: str | None = Opt("complete"),
+        operation: str | None = Opt("intend: e.g. local_write"),
         destination: str | None = Opt("intend: e.g. repository"),
         cost_usd: str | None = None,
-        record: dict[str, Any] | None = Opt("complete: the full evidence/issue/route record"),
+        record: dict[str, Any] | None = Opt("complete: the evidence/issue/route record"),
     ) -> dict[str, Any]:
         """Announce an operation before doing it (intend), then report its completion."""
         fields = {**_lease(run_id, lease_id, generation), "completion_event_type": completion_event_type,
@@ -161,7 +162,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         status: Literal["open", "acknowledged", "resolving", "verification_pending", "closed", "reopened",
                         "deferred"] | None = Opt("update"),
         resolution: str | None = None,
-        evidence: dict[str, Any] | None = Opt("evidence: the seed's evidence record"),
+        evidence: dict[str, Any] | None = Opt("evidence: the record"),
         evidence_ids: list[str] | None = None,
     ) -> dict[str, Any]:
         """Open or update an issue on a run, or add evidence to it."""
@@ -175,7 +176,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         return await execute(build({**lease, "evidence": evidence}, runs_proto.EvidenceAdd, action))
 
     async def todo_ready(goal_id: str) -> dict[str, Any]:
-        """A goal's todos that are open and wait for no gate, in the board's order."""
+        """A goal's open todos that wait for no gate, in board order."""
         board = await query(build({"goal_id": goal_id}, goals_proto.GetBoard))
         ready = [t for group in board["active"] for t in group["todos"] if t["status"] == "open" and not t.get("open_gate_ids")]
         return {"goal_id": goal_id, "ready": ready, "store_sequence": board["meta"]["last_append_sequence"]}
@@ -183,7 +184,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
     async def todo(
         action: Literal["claim", "update", "complete"],
         goal_id: str, todo_id: str,
-        by: str | None = Opt("claim: who claims it"),
+        by: str | None = Opt("claim: who"),
         lease_seconds: int | None = Opt("claim"),
         note: str | None = Opt("claim"),
         title: str | None = Opt("update"),
@@ -191,7 +192,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         rationale: str | None = Opt("complete"),
         evidence_ids: list[str] | None = Opt("complete"),
     ) -> dict[str, Any]:
-        """Claim, update or complete a goal's todo (its gates must be resolved first)."""
+        """Claim, update or complete a goal's todo (open gates refuse completion)."""
         ids = {"goal_id": goal_id, "todo_id": todo_id}
         if action == "claim":
             return await execute(build({**ids, "claimed_by": by, "lease_seconds": lease_seconds, "note": note},
