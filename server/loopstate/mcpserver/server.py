@@ -36,6 +36,7 @@ from loopstate import __version__
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import random_uuid
 from loopstate.mcpserver import resources, roots
+from loopstate.mcpserver.stdio import Answering, Noting
 from loopstate.mcpserver.tools import tool_functions
 from loopstate.service.engine import Service
 
@@ -91,6 +92,8 @@ def _compact_schema(schema: Any) -> Any:
 
 def build_server(service: Service, session: Session) -> Any:
     """The MCPServer with loopstate's tools and resources (module docstring)."""
+    from pydantic import ValidationError
+
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.tools import Tool
     from mcp.shared.exceptions import MCPError
@@ -157,9 +160,32 @@ def build_server(service: Service, session: Session) -> Any:
 
         return call
 
+    class CheckedTool(Tool):
+        """A tool whose malformed arguments are INVALID_PARAMS naming each field, like every loopstate refusal.
+
+        (MCPServer's own message has no code, and it drops unknown argument
+        names silently; the protocol refuses unknown fields, so this does too.)
+        """
+
+        async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+            known = {field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()}
+            unknown = sorted(set(arguments) - known)
+            try:
+                if unknown:
+                    raise LoopstateError(ErrorCode.INVALID_PARAMS,
+                                         f"{self.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(sorted(known))}",
+                                         unknown=unknown)
+                self.fn_metadata.validate_arguments(arguments)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+                return _tool_error(LoopstateError(ErrorCode.INVALID_PARAMS, f"{self.name}: {problems}"))
+            except LoopstateError as exc:
+                return _tool_error(exc)
+            return await super().run(arguments, context, convert_result)
+
     tools = []
     for fn in tool_functions(execute, query, session):
-        tool = Tool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
+        tool = CheckedTool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
         tool.parameters = _compact_schema(tool.parameters)
         tools.append(tool.model_copy(update={"fn": wrap(fn), "context_kwarg": "ctx"}))
     server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING")
@@ -256,7 +282,8 @@ async def serve(service: Service, explicit_root: str | None) -> None:
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
     try:
         async with stdio_server() as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, options)
+            writer = Noting(write_stream)
+            await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
         server.loopstate_close()
 
