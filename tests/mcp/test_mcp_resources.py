@@ -1,0 +1,85 @@
+"""Subscribed resources follow the store: a CLI change in another process arrives as resources/updated.
+
+The latency printed is from the CLI's own event timestamp (taken before its
+append and fsync) to the notification's arrival at the client; the tests only
+assert delivery, within a generous timeout (no timed assertion).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from tests.mcp.mcpkit import connected, needs_sdk
+from tests.runs.clikit import Cli
+
+pytestmark = needs_sdk
+
+
+def occurred(event: dict, field: str) -> float:
+    return dt.datetime.fromisoformat(event[field].replace("Z", "+00:00")).timestamp()
+
+
+async def test_a_cli_change_in_another_process_reaches_a_subscriber(root, data_dir):
+    cli = Cli(root, data_dir)
+    cli.ok("intent", "start", "--label", "before")  # the project exists, so its URI is known
+    project_id = json.loads(cli.ok("intent", "show", "--json"))["project_id"]
+    uri = f"loopstate://{project_id}/intent"
+    async with connected(data_dir, "--root", str(root)) as client:
+        await client.subscribe(uri)
+        assert client.updates == []  # subscribing is not a change
+        started = json.loads(cli.ok("intent", "start", "--label", "after", "--json"))
+        arrived = await client.wait_update(uri)
+        latency_ms = (arrived - occurred(started["events"][0], "occurred_at")) * 1000
+        print(f"\nresources/updated {latency_ms:.1f} ms after the CLI's event (append, fsync, exit included)")
+        labels = [t.get("label") for t in json.loads((await client.session.read_resource(uri)).contents[0].text)["tasks"]]
+        assert "after" in labels
+
+
+async def test_runs_and_goals_resources_update_and_unsubscribe_stops_them(root, data_dir):
+    cli = Cli(root, data_dir)
+    run_id = cli.create()
+    cli.ok("goals", "add", "ship", "first")
+    async with connected(data_dir, "--root", str(root)) as client:
+        listed = {r.uri for r in (await client.session.list_resources()).resources}
+        run_uri = next(u for u in listed if u.endswith(f"/runs/{run_id}"))
+        goal_uri = next(u for u in listed if u.endswith("/goals/ship"))
+        await client.subscribe(run_uri)
+        await client.subscribe(goal_uri)
+        cli.acquire(run_id)
+        await client.wait_update(run_uri)
+        cli.ok("goals", "add", "ship", "second")
+        await client.wait_update(goal_uri)
+        await client.unsubscribe(goal_uri)
+        intent_uri = next(u for u in listed if u.endswith("/intent"))
+        await client.subscribe(intent_uri)
+        client.updates.clear()
+        cli.ok("goals", "add", "ship", "third")
+        cli.ok("intent", "start")
+        # Changes are caught up in the order the watcher saw them: a goal update would come before this one.
+        await client.wait_update(intent_uri)
+        assert goal_uri not in [u for _, u in client.updates]
+
+
+async def test_the_servers_own_tool_calls_update_subscribers(root, data_dir):
+    async with connected(data_dir, "--root", str(root)) as client:
+        started = await client.ok("intent_task", {"action": "start"})
+        uri = f"loopstate://{started['events'][0]['project_id']}/intent"
+        await client.subscribe(uri)
+        await client.ok("intent_claim", {"action": "add", "statement": "keep it small", "status": "inferred",
+                                         "facets": ["soft_constraint"], "confidence": 0.5})
+        await client.wait_update(uri)
+
+
+async def test_resources_of_another_project_or_unknown_uris_are_refused(root, data_dir):
+    from mcp.shared.exceptions import MCPError
+
+    async with connected(data_dir, "--root", str(root)) as client:
+        for uri in ("loopstate://" + "0" * 64 + "/intent", "loopstate://nope", "file:///etc/passwd"):
+            try:
+                await client.session.read_resource(uri)
+            except MCPError as exc:
+                assert exc.error.data["code"] == "NOT_FOUND"
+            else:
+                raise AssertionError(f"{uri} was read")
+        await client.ok("intent_show", {})  # still serving
