@@ -83,3 +83,22 @@ async def test_resources_of_another_project_or_unknown_uris_are_refused(root, da
             else:
                 raise AssertionError(f"{uri} was read")
         await client.ok("intent_show", {})  # still serving
+
+
+async def test_a_client_of_the_2026_protocol_gets_the_same_updates_through_subscriptions_listen(root, data_dir):
+    import asyncio
+
+    from mcp import Client
+
+    from tests.mcp.mcpkit import server_params
+
+    cli = Cli(root, data_dir)
+    cli.ok("intent", "start")
+    uri = f"loopstate://{json.loads(cli.ok('intent', 'show', '--json'))['project_id']}/intent"
+    async with Client(server_params(data_dir, "--root", str(root))) as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=[uri]) as stream:
+            await asyncio.get_running_loop().run_in_executor(None, cli.ok, "intent", "start")
+            event = await asyncio.wait_for(anext(aiter(stream)), 10)
+        assert event.uri == uri
+        assert not (await client.call_tool("intent_show", {})).is_error
