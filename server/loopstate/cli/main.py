@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "loopstate.cli.init": ("init",),
     "loopstate.cli.root": ("root",),
     "loopstate.cli.serve": ("serve", "schema"),
+    "loopstate.cli.mcp": ("mcp",),
     "loopstate.cli.intent": ("intent",),
     "loopstate.cli.runs": ("run", "validate"),
     "loopstate.cli.goals": ("goals",),
