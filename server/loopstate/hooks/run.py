@@ -14,24 +14,6 @@ from typing import Mapping
 from loopstate.hooks.hosts import HOSTS
 
 
-def fix_for(error: Exception) -> str:
-    """What the user should run for a fault, in one sentence."""
-    from loopstate.core.errors import LoopstateError
-    from loopstate.hooks.hostinput import BadInput
-
-    if isinstance(error, BadInput):
-        return str(error)
-    if isinstance(error, LoopstateError):
-        code = error.code.value
-        fix = {"CORRUPT_LEDGER": "run `loopstate verify`, then `loopstate recover`",
-               "LOCK_TIMEOUT": "wait for the holder named above, or end it",
-               "FUTURE_SCHEMA": "upgrade loopstate"}.get(code, "run `loopstate doctor`")
-        return f"{code}: {error.message}; {fix}"
-    if isinstance(error, OSError):
-        return f"{error.strerror or error} ({error.filename or 'the data dir'}); check LOOPSTATE_DATA_DIR and its permissions"
-    return f"internal error {type(error).__name__}: {error}; please report it"
-
-
 def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str, str]) -> str:
     """The stdout of ``loopstate hook HOST EVENT`` for stdin ``data`` (always one JSON object and a newline)."""
     host = HOSTS.get(host_name or "")
@@ -47,7 +29,11 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
         root = resolve_root(cwd=hook_event.cwd).root
         out = host.output(hook_event.event, answer(root, hook_event, env))
     except Exception as error:  # fail open: every fault is said, none is raised
-        out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {fix_for(error)}"}
+        from loopstate.hooks.hostinput import BadInput
+        from loopstate.service.hook_decisions import fix_for
+
+        said = str(error) if isinstance(error, BadInput) else fix_for(error)
+        out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {said}"}
         if event == "PreToolUse":
             denial = _switch_denial(hook_event.cwd if hook_event is not None else None)
             if denial is not None:
