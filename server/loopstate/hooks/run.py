@@ -22,17 +22,16 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
     hook_event = None
     try:
         from loopstate.hooks.hostinput import parse
-        from loopstate.service.front import resolve_root
-        from loopstate.service.hook_decisions import answer
+        from loopstate.service.front import hook_answer, resolve_root
 
         hook_event = parse(data, event or "", prompt_id_field=host.prompt_id_field)
         root = resolve_root(cwd=hook_event.cwd).root
-        out = host.output(hook_event.event, answer(root, hook_event, env))
+        out = host.output(hook_event.event, hook_answer(root, hook_event, env))
     except Exception as error:  # fail open: every fault is said, none is raised
         from loopstate.hooks.hostinput import BadInput
-        from loopstate.service.hook_decisions import fix_for
+        from loopstate.service.front import hook_fault
 
-        said = str(error) if isinstance(error, BadInput) else fix_for(error)
+        said = str(error) if isinstance(error, BadInput) else hook_fault(error)
         out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {said}"}
         if event == "PreToolUse":
             denial = _switch_denial(hook_event.cwd if hook_event is not None else None)
@@ -46,10 +45,9 @@ def _switch_denial(cwd: str | None) -> str | None:
     """A kill switch the user can see denies even when the store cannot be read (or stdin names no cwd:
     then the directory the host started the hook in, which is the project's)."""
     try:
-        from loopstate.service.front import resolve_root
-        from loopstate.service.hook_decisions import deny_if_switch
+        from loopstate.service.front import hook_switch_denial, resolve_root
 
-        return deny_if_switch(resolve_root(cwd=cwd).root)
+        return hook_switch_denial(resolve_root(cwd=cwd).root)
     except Exception:
         return None
 
