@@ -26,11 +26,10 @@ records nothing: a hook process cannot hold private memory past its exit.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
+import msgspec
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, system_clock
@@ -50,8 +49,7 @@ LOCK_BOUND = 1.5  # seconds a hook waits for a held lock before it fails open
 UNSEEN = "UNSEEN"  # a status line for facts a hook could not read
 
 
-@dataclasses.dataclass(frozen=True)
-class HookEvent:
+class HookEvent(msgspec.Struct, frozen=True, kw_only=True):
     """What loopstate needs of a host event, host-neutral."""
 
     event: str
@@ -65,8 +63,7 @@ class HookEvent:
     trigger: str | None = None  # PreCompact/PostCompact: manual, auto
 
 
-@dataclasses.dataclass
-class HookAnswer:
+class HookAnswer(msgspec.Struct, kw_only=True):
     context: str | None = None  # to inject
     deny: str | None = None  # PreToolUse: deny, with this reason
     block: str | None = None  # UserPromptSubmit / Stop: block, with this reason

@@ -25,9 +25,10 @@ already, and no digest of a prompt.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from loopstate.core import canonical, safefs
 from loopstate.core.project import Project
@@ -37,8 +38,7 @@ FOLDER = "hook-sessions"
 SCHEMA_VERSION = 1
 
 
-@dataclasses.dataclass
-class Binding:
+class Binding(msgspec.Struct, kw_only=True):
     host_session_hash: str
     task_id: str
     epoch: int = 0
@@ -49,10 +49,10 @@ class Binding:
     updated_at: str = ""
 
     def record(self, project_id: str) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "project_id": project_id, **dataclasses.asdict(self)}
+        return {"schema_version": SCHEMA_VERSION, "project_id": project_id, **msgspec.structs.asdict(self)}
 
 
-FIELDS = {"schema_version", "project_id", *(f.name for f in dataclasses.fields(Binding))}
+FIELDS = {"schema_version", "project_id", *Binding.__struct_fields__}
 
 
 def session_hash(host_session_id: str) -> str:
