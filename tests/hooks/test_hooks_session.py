@@ -97,6 +97,12 @@ def test_a_session_bound_to_a_run_may_work_only_while_the_run_may(tmp_path: Path
     assert context_of(start).startswith(f"Run {run_id}: active, lease live; used 0/100 mutations")
     loopstate("run", "stop", "--cancel", run_id, "--reason", "done for today", cwd=project, data_dir=data_dir)
     assert f"run {run_id} is cancelled, not active" in denial_of(tool())
+    late = hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s-late"), data_dir=data_dir,
+                cwd=project)  # bound to no run at first; a tool call whose environment names one rebinds it
+    assert late == {"continue": True}
+    assert "is cancelled, not active" in denial_of(hook(
+        "claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-late"), data_dir=data_dir, cwd=project,
+        env={"LOOPSTATE_RUN": run_id}))
     missing = hook("claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-other"), data_dir=data_dir,
                    cwd=project, env={"LOOPSTATE_RUN": "00000000-0000-4000-8000-000000000000"})
     assert "which this project does not have" in denial_of(missing)

@@ -346,7 +346,8 @@ def _pre_tool_use(hs: HookSession) -> HookAnswer:
     binding = sessions.read(hs.project, hs.session)
     if switch is None and (binding is None or not binding.run_id) and not hs._run_env()[0]:
         return HookAnswer()  # the fast path: nothing can deny
-    if binding is None:
+    run_env = hs._run_env()[0]
+    if binding is None or (run_env and run_env != binding.run_id):
         binding = hs.bind()
     reason = harness.tool_denial(hs.event.tool_name or "", hs.facts(binding, switch=switch))
     return HookAnswer(deny=reason, notice=("loopstate: " + "; ".join(hs.faults)) if hs.faults else None)
