@@ -5,7 +5,7 @@ The host adapters (``loopstate.hooks``) parse a host's JSON into a
 and the rules it applies are the pure ones of ``domains.harness`` and
 ``domains.intent.prompt_commands``:
 
-* every event but PreToolUse finds (or starts) the session's intent task;
+* SessionStart, UserPromptSubmit, Stop and the compactions find (or start) the session's intent task;
   PreToolUse reads the binding only, so a tool call costs no intent fold;
 * SessionStart injects the context, whatever its source (``clear`` first moves
   the session to a new task); UserPromptSubmit injects it only when it changed
@@ -15,6 +15,7 @@ and the rules it applies are the pure ones of ``domains.harness`` and
   other prompt is not stored;
 * PreCompact records the compaction and marks the session; PostCompact marks
   it (Codex cannot inject there): the next prompt injects again;
+* PostToolUse and SessionEnd answer nothing and read nothing;
 * PreToolUse denies while a kill switch stands or the bound run may not work;
   Stop blocks on open blocking issues and unresolved gates when the project's
   hooks config turns gate enforcement on.
@@ -332,6 +333,8 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     """The answer to one host event (raises on a fault: the front door fails open)."""
     if event.event not in EVENTS:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"unknown hook event {event.event!r}; events are {', '.join(EVENTS)}")
+    if event.event in ("PostToolUse", "SessionEnd"):
+        return HookAnswer()  # nothing to record or say: not even the binding is read
     hs = HookSession(root, event, env, data_dir=data_dir)
     if event.event == "PreToolUse":
         return _pre_tool_use(hs)
