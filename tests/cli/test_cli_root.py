@@ -127,3 +127,22 @@ def test_the_home_folder_as_root_says_what_happened_and_what_to_do(tmp_path: Pat
     work = home / "work"
     work.mkdir()
     assert cli("intent", "show", cwd=work, data_dir=None, env=env).returncode == 0
+
+
+def test_a_folder_reached_through_a_symlink_finds_the_same_project(project: Path, tmp_path: Path, data_dir: Path) -> None:
+    link = tmp_path / "shortcut"
+    link.symlink_to(project / "src")
+    found = resolve_root(cwd=str(link), data_dir=data_dir)
+    assert (found.root, found.how) == (str(project), "project")
+    assert claims_seen(link, data_dir) == ["Keep the API"]
+
+
+def test_a_relative_root_resolves_dotdot_after_symlinks_as_the_kernel_does(tmp_path: Path, data_dir: Path) -> None:
+    deep = tmp_path / "elsewhere" / "deep"
+    deep.mkdir(parents=True)
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "link").symlink_to(deep)
+    # "link/.." is the parent of what link points to (what `ls link/..` lists), not `here` itself.
+    assert resolve_root("link/..", cwd=str(here)).root == str(tmp_path / "elsewhere")
+    assert resolve_root("link/..", cwd=str(here)).how == "explicit"

@@ -134,7 +134,7 @@ def test_without_a_kernel_lock_table_the_waiter_names_the_last_recorded_holder(c
 
 
 def test_taking_a_lock_imports_neither_portalocker_nor_importlib_metadata(core_project, data_dir):
-    """portalocker's import resolves its version through importlib.metadata (~45 ms of a fresh
+    """portalocker's import resolves its version through importlib.metadata (~43 ms of a fresh
     process's wall); a hook pays startup on every prompt, and every read locks."""
     import subprocess
     import sys

@@ -18,6 +18,7 @@ ROOT_HELP = ("project root (default: from the current directory upward, the near
 
 class VerbParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, but anything unknown is refused here (so it never returns extras)."""
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(self._unrecognized(extras))

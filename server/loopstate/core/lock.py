@@ -32,10 +32,11 @@ RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to 
 # flock(2) is called through ``fcntl`` directly: it is what portalocker's ``FlockLocker``
 # calls on POSIX, the only platform loopstate runs on (its files are opened with
 # ``O_NOFOLLOW``). portalocker itself is not imported: importing it resolves its
-# version through ``importlib.metadata``, about 45 ms of wall for a fresh process (a
-# hook runs one on every prompt), more than importing msgspec, and every read takes
-# a shared lock. With ``LOCK_NB`` a busy lock is ``BlockingIOError`` (EWOULDBLOCK);
-# any other OSError is a failure that waiting would not cure.
+# version through ``importlib.metadata``, ~43 ms of a fresh process's wall, more than
+# importing msgspec (docs/benchmarks.md, CLI cold start); a hook starts one process
+# per prompt and every read takes a shared lock. With ``LOCK_NB`` a busy lock is
+# ``BlockingIOError`` (EWOULDBLOCK); any other OSError is a failure that waiting
+# would not cure.
 _EXCLUSIVE = fcntl.LOCK_EX | fcntl.LOCK_NB
 _SHARED = fcntl.LOCK_SH | fcntl.LOCK_NB
 

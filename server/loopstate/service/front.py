@@ -7,8 +7,8 @@ Markdown workbench is current. They call these functions and never the
 ``*_effects`` modules behind them, which stay private to the service (a test
 in tests/cli/test_cli_layering.py keeps it so).
 
-Each function imports its domain's glue on first use, so a front door that
-only resolves a root pays for nothing else.
+Each function imports its domain's glue on first use: resolving a root or
+probing a kill switch loads no other domain.
 """
 
 from __future__ import annotations
