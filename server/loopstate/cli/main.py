@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "loopstate.cli.goals": ("goals",),
     "loopstate.cli.demo": ("demo",),
     "loopstate.cli.completion": ("completion",),
+    "loopstate.cli.setup": ("setup", "doctor"),
 }
 MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}
 
