@@ -1,0 +1,262 @@
+"""`loopstate doctor`: the effects of checking each host, and the record of what was seen.
+
+Per host (seed 002's harness status): ``installed`` and ``version`` from the
+host's CLI when it is on PATH (``claude --version``, a 5 s bound); ``discovery``
+from every file the host reads hooks from: each of our events is registered
+and its program exists; ``behavior`` from running each registered hook of ours
+once with a synthetic input of that event, in a scratch project and data dir
+of its own (so the probe never touches the user's stores), whose exit code
+must be 0 and stdout what the host accepts; ``collisions``: other hooks on the
+same events that can deny or block. The status and the probe (seed 002's
+``harness_probe`` evidence: procedure, per-hook outcome, observed_at) are
+written to ``<data dir>/harnesses/<harness>.json``, replacing the last check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopstate.core import safefs
+from loopstate.core.clock import format_time, system_clock
+from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
+from loopstate.install import probe
+from loopstate.install.hosts import HOSTS, Host, inspected_files
+from loopstate.install.registration import ConfigShapeError, handlers, load
+from loopstate.install.setup import Places
+from loopstate.install.shapes import output_problem
+
+VERSION_TIMEOUT = 5.0
+DEFAULT_HOOK_TIMEOUT = 10.0
+STDERR_SHOWN = 300
+
+
+@dataclass
+class HostReport:
+    host: Host
+    status: dict[str, Any]
+    probe: dict[str, Any]
+    problems: list[str] = field(default_factory=list)  # each says what failed and how to fix it
+    notes: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the files holding our hooks
+    recorded: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return "failed" in (self.status["discovery"], self.status["behavior"])
+
+
+@dataclass
+class Report:
+    hosts: list[HostReport]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not any(h.failed for h in self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": self.problems, "hosts": {
+            h.host.name: {"harness": h.host.harness, "status": h.status, "probe": h.probe, "problems": h.problems,
+                          "notes": h.notes, "files": h.files, "recorded": h.recorded} for h in self.hosts}}
+
+    def text(self) -> str:
+        lines = []
+        for h in self.hosts:
+            s = h.status
+            lines.append(f"{h.host.label} ({h.host.harness})")
+            lines.append(f"  installed: {'yes' if s['installed'] else 'no'}" + (f", {s['version']}" if s["version"] else ""))
+            where = f" ({', '.join(h.files)})" if h.files else ""
+            lines.append(f"  discovery: {s['discovery']}{where}")
+            results = h.probe["results"]
+            passed = sum(r["outcome"] == "passed" for r in results)
+            lines.append(f"  behavior:  {s['behavior']}" + (f" ({passed} of {len(results)} hooks answered as the "
+                                                            "host expects)" if results else ""))
+            for c in s["collisions"]:
+                lines.append(f"  collision: {c['name']}: {c['program']} in {c['sources'][0]} can also deny or block")
+            lines += [f"  problem: {p}" for p in h.problems] + [f"  note: {n}" for n in h.notes]
+            if h.recorded:
+                lines.append(f"  recorded: {h.recorded}")
+        lines += [f"problem: {p}" for p in self.problems]
+        lines.append("ok" if self.ok else "doctor found problems (each line above says how to fix it)")
+        return "\n".join(lines) + "\n"
+
+
+def _version(host: Host) -> tuple[bool, str | None]:
+    program = shutil.which(host.version_command[0])
+    if program is None:
+        return False, None
+    try:
+        done = subprocess.run([program, *host.version_command[1:]], capture_output=True, text=True,
+                              timeout=VERSION_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return True, None
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return True, (first[0][:200] if done.returncode == 0 and first else None)
+
+
+def _read_plain(path: str) -> bytes | None:
+    """A config file as the host reads it (links followed: doctor only reads); None when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_config(path: str) -> tuple[Any, str | None]:
+    """One config file parsed (None when absent) and what is wrong with it, if anything."""
+    try:
+        data = _read_plain(path)
+        if data is None:
+            return None, None
+        return load("toml" if path.endswith(".toml") else "json", data.decode("utf-8")), None
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError as exc:
+        return None, f"{path} is not UTF-8 text (byte {exc.start})"
+    except ConfigShapeError as exc:
+        return None, f"{path}: {exc}"
+
+
+def _codex_hooks_disabled(config: Any, path: str) -> str | None:
+    features = config.get("features") if isinstance(config, dict) else None
+    for key in ("hooks", "codex_hooks"):
+        if isinstance(features, dict) and features.get(key) is False:
+            return (f"{path} turns hooks off ([features] {key} = false), so Codex runs none of them: remove that "
+                    "line or set it to true")
+    return None
+
+
+def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path) -> dict[str, Any]:
+    payload = json.dumps(probe.synthetic_input(host, event, str(scratch / "project"))).encode()
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(scratch / "data")}
+    result: dict[str, Any] = {"event": event, "outcome": "failed", "problem": None}
+    try:
+        done = subprocess.run(shlex.split(command), input=payload, capture_output=True, timeout=timeout,
+                              cwd=scratch / "project", env=env)
+    except subprocess.TimeoutExpired:
+        result["problem"] = f"it did not answer within {timeout:g} s (the host gives up and takes no decision)"
+        return result
+    except OSError as exc:
+        result["problem"] = f"it could not be started: {exc.strerror}"
+        return result
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        tail = lines[-1][:STDERR_SHOWN] if lines else ""  # the last line: where a CLI says what went wrong
+        result["problem"] = f"it exited {done.returncode}" + (f": {tail}" if tail else "")
+        return result
+    problem = output_problem(host.name, event, done.stdout)
+    if problem is not None:
+        result["problem"] = problem
+        return result
+    result["outcome"] = "passed"
+    return result
+
+
+def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
+    """One host's status; None when the host is neither installed nor set up and was not asked for."""
+    installed, version = _version(host)
+    files = inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project)
+    per_file, problems, notes, switched_off = [], [], [], None
+    for path in files:
+        config, problem = _read_config(path)
+        per_file.append((path, handlers(config)))
+        if problem:
+            problems.append(f"{problem} (the host cannot read it either)")
+        if host.name == "codex" and path.endswith("config.toml"):
+            switched_off = switched_off or _codex_hooks_disabled(config, path)
+    found = probe.sort_handlers(host, per_file)
+    if not found.ours and not installed and not asked:
+        return None
+    fix = f"run `loopstate setup apply --host {host.name}` (add --scope project for this project only)"
+    discovery = "failed" if problems else "verified"  # a config the host cannot read
+    missing = probe.missing_events(host, found)
+    if missing:
+        discovery = "failed"
+        problems.append(f"loopstate's hooks are not registered for {', '.join(missing)}: {fix}")
+    for path, handler in found.ours:
+        why = probe.executable_problem(handler.command, exists=lambda p: os.access(p, os.X_OK), which=shutil.which)
+        if why:
+            discovery = "failed"
+            problems.append(f"the {handler.event} hook in {path}: {why}: re-run `loopstate setup apply --host "
+                            f"{host.name}` from the loopstate you mean to use")
+    if switched_off:
+        discovery = "failed"
+        problems.append(switched_off)
+    if host.name == "codex" and found.ours:
+        notes.append("Codex runs a new or changed hook only once you trust it: open /hooks in Codex to check")
+    if not installed:
+        notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
+
+    results, procedure, seen = [], [], set()
+    with tempfile.TemporaryDirectory(prefix="loopstate-doctor-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "project").mkdir()
+        for path, handler in found.ours:
+            if (handler.event, handler.command) in seen or probe.executable_problem(
+                    handler.command, exists=lambda p: os.access(p, os.X_OK), which=shutil.which):
+                continue
+            seen.add((handler.event, handler.command))
+            timeout = handler.handler.get("timeout")
+            timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_HOOK_TIMEOUT
+            procedure.append(f"{handler.command} < a synthetic {handler.event} input")
+            result = _run_hook(host, handler.event, handler.command, timeout, scratch)
+            results.append(result)
+            if result["problem"]:
+                problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
+                                f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
+    behavior = ("failed" if any(r["outcome"] != "passed" for r in results)
+                else "verified" if results and not missing else "unverified")
+    now = format_time(system_clock())
+    evidence_id = str(uuid.uuid4())
+    status = to_dict(validate("harness_status", {
+        "installed": installed or bool(found.ours), "version": version, "discovery": discovery, "behavior": behavior,
+        "skill_roots": [], "collisions": probe.collisions(host, found), "checked_at": now, "evidence_id": evidence_id,
+    }))
+    evidence = {"evidence_id": evidence_id, "type": "harness_probe",
+                "description": f"loopstate doctor ran each registered {host.label} hook once",
+                "procedure": procedure, "outcome": {"verified": "passed", "failed": "failed"}.get(behavior, "unverified"),
+                "results": results, "observed_at": now}
+    return HostReport(host, status, evidence, problems, notes, sorted({path for path, _ in found.ours}))
+
+
+def _record(places: Places, report: HostReport) -> str:
+    folder = places.data_dir / "harnesses"
+    safefs.ensure_base(places.data_dir)
+    safefs.ensure_dir(folder, places.data_dir)
+    path = folder / f"{report.host.harness}.json"
+    body = {"schema_version": SCHEMA_VERSION, "harness": report.host.harness, "status": report.status,
+            "evidence": report.probe}
+    safefs.atomic_write(path, places.data_dir, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+    return str(path)
+
+
+def run(places: Places, only: list[str] | None) -> Report:
+    reports, problems = [], []
+    for name in only or HOSTS:
+        report = check_host(HOSTS[name], places, asked=bool(only))
+        if report is not None:
+            report.recorded = _record(places, report)
+            reports.append(report)
+    if not reports:
+        problems.append("loopstate is set up for no host, and neither claude nor codex is on PATH: run "
+                        "`loopstate setup apply --host claude` (or --host codex)")
+    return Report(reports, problems)
