@@ -267,8 +267,21 @@ def _shape_error(path: str, exc: ConfigShapeError) -> LoopstateError:
     return LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path}: {exc}", path=path)
 
 
+def check_executable(path: str) -> str:
+    """The program a hook registration runs: an absolute path to an executable file, since the host runs it
+    from a directory and PATH of its own."""
+    if not os.path.isabs(path):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--executable {path!r} is not an absolute path; pass the "
+                             "absolute path of the loopstate executable (e.g. from `command -v loopstate`)")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"--executable {path} is not an executable file; pass the absolute "
+                             "path of the loopstate executable")
+    return path
+
+
 def make_plan(places: Places, host: Host, scope: str, executable: str) -> Plan:
     t = places.target(host, scope)
+    check_executable(executable)
     before = read_target(t)
     groups = registration(executable, host)
     try:
