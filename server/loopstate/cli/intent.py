@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any, Union
 
@@ -23,10 +22,6 @@ from loopstate.cli.output import add_common, emit_json, project_root
 
 # explicit_import is set by the server on import; a caller never names it.
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
-# --claim FACET:STATEMENT: the text before the first colon names a facet when it is one
-# identifier-like word (letters, digits, '_' or '-', no spaces). "Fix bug: the parser" has
-# no such prefix and is an outcome; "hard_contraint:Keep API" is a facet attempt, refused.
-FACET_PREFIX = re.compile(r"(?P<facet>[A-Za-z_][A-Za-z0-9_-]*):(?P<statement>.*)", re.DOTALL)
 CLAIM_SYNTAX = (
     "a user-explicit initial claim; repeatable. A single word (letters, digits, '_' or '-') before the first "
     "colon names its facet and must be one: hard_constraint:Keep the API. Without such a word the whole text is "
@@ -121,14 +116,11 @@ def _source(args: argparse.Namespace):
 def _initial_claim(text: str) -> tuple[str, str]:
     """--claim's [FACET:]STATEMENT as (facet, statement); a prefix that is no facet is refused with
     the nearest one (the domain's vocabulary and its refusal), before anything is written."""
-    match = FACET_PREFIX.fullmatch(text)
-    if match is None:
-        return "outcome", text
     from loopstate.core.errors import LoopstateError
     from loopstate.domains.intent import rules
 
     try:
-        rules.facets([match["facet"]])
+        return rules.split_facet(text)
     except LoopstateError as exc:
         raise LoopstateError(
             exc.code,
@@ -136,7 +128,6 @@ def _initial_claim(text: str) -> tuple[str, str]:
             f"it in an outcome's statement, write --claim 'outcome:{text}'",
             **exc.details,
         ) from None
-    return match["facet"], match["statement"]
 
 
 def _claim_input(args: argparse.Namespace):

@@ -263,6 +263,22 @@ def facets(values: Any) -> list[str]:
     return list(values)
 
 
+# [FACET:]STATEMENT as the user types a claim (`--claim`, a hook's `/intent remember`): the text
+# before the first colon names a facet when it is one identifier-like word (letters, digits,
+# '_' or '-', no spaces). "Fix bug: the parser" has no such prefix and is an outcome;
+# "hard_contraint:Keep API" is a facet attempt, refused rather than guessed.
+FACET_PREFIX = re.compile(r"(?P<facet>[A-Za-z_][A-Za-z0-9_-]*):(?P<statement>.*)", re.DOTALL)
+
+
+def split_facet(text: str) -> tuple[str, str]:
+    """A typed ``[FACET:]STATEMENT`` as (facet, statement); a prefix that is no facet is refused with the nearest."""
+    match = FACET_PREFIX.fullmatch(text)
+    if match is None:
+        return "outcome", text
+    facets([match["facet"]])
+    return match["facet"], match["statement"]
+
+
 def confidence_for(status: str, value: Any) -> float | None:
     """Required, 0-1, only for inferred claims; absent for every other status."""
     if status == "inferred":

@@ -1,0 +1,151 @@
+"""What a harness hook decides, from plain facts: pure rules across the three domains.
+
+A hook sees one host event and a few facts the service gathered (a standing
+kill switch, the bound run's status, open gates, the intent hook context). The
+rules here turn them into the three things a host can be told: context to
+inject, a tool denial, a stop block. No file, clock or id is touched here, so
+every rule is a table of plain values in tests/hooks/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loopstate.core.ids import derived_uuid
+
+# Tools that only look: always allowed, even with a kill switch standing (an agent
+# told to stop may still read what it was doing). Claude Code's names; Codex sends
+# Bash, apply_patch and MCP tools, none of which is read-only by name.
+READ_ONLY_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+ACTIVE = "active"
+DEFAULT_CONTEXT_CHARS = 1800
+MAX_LINE = 200
+
+
+@dataclass(frozen=True)
+class Gate:
+    goal_id: str
+    gate_id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The bound run as its log says: status, lease, budgets, issues. ``found`` False: no such run."""
+
+    run_id: str
+    found: bool = True
+    status: str | None = None
+    lease_expired: bool | None = None
+    exhausted: tuple[str, ...] = ()
+    open_blocking_issues: int = 0
+    usage: str = ""
+
+
+@dataclass(frozen=True)
+class Facts:
+    kill_switch: str | None = None  # the configured path of the first standing switch
+    run: RunFacts | None = None
+    gates: tuple[Gate, ...] = ()
+    faults: tuple[str, ...] = field(default=())  # what could not be read (each fails open, said in the context)
+
+
+def session_task_id(project_id: str, session_hash: str, epoch: int) -> str:
+    """The intent task of one host session's ``epoch`` (a clear starts the next): the same inputs, the same task."""
+    return derived_uuid("hook-session-task", f"{project_id}\0{session_hash}\0{epoch}")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 3] + "..."
+
+
+def tool_denial(tool_name: str, facts: Facts) -> str | None:
+    """Why a tool call must not run, saying how to lift it; None lets it pass (no decision)."""
+    if tool_name in READ_ONLY_TOOLS:
+        return None
+    if facts.kill_switch is not None:
+        return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
+                f"things are denied. Remove {facts.kill_switch} to lift it (then `loopstate run resume RUN` for a halted run).")
+    run = facts.run
+    if run is None:
+        return None
+    if not run.found:
+        return (f"loopstate: this session is bound to run {run.run_id}, which this project does not have. "
+                "Unset LOOPSTATE_RUN or create the run with `loopstate run create`.")
+    if run.exhausted:
+        return (f"loopstate: run {run.run_id} exhausted its budget ({', '.join(run.exhausted)}). "
+                "Start a new run with a fresh budget (`loopstate run create`).")
+    if run.status != ACTIVE:
+        return (f"loopstate: run {run.run_id} is {run.status}, not active. "
+                f"Resume it (`loopstate run resume {run.run_id}`) or take its lease (`loopstate run acquire {run.run_id}`).")
+    if run.lease_expired:
+        return (f"loopstate: the lease of run {run.run_id} expired. "
+                f"Recover it with `loopstate run resume {run.run_id}` before more work.")
+    return None
+
+
+def stop_block(facts: Facts, *, enforce_gates: bool, stop_hook_active: bool) -> str | None:
+    """Why the agent may not stop yet (open blocking issues, unresolved gates), when enforcement is on."""
+    if not enforce_gates or stop_hook_active:
+        return None
+    open_items = []
+    if facts.run is not None and facts.run.open_blocking_issues:
+        open_items.append(f"{facts.run.open_blocking_issues} open blocking issue(s) on run {facts.run.run_id}")
+    open_items += [f"gate {g.gate_id} of goal {g.goal_id} ({_short(g.title)})" for g in facts.gates]
+    if not open_items:
+        return None
+    return ("loopstate: not done yet: " + "; ".join(open_items)
+            + ". Resolve them (`loopstate goals resolve GOAL GATE`, `loopstate run issue ...`) or say why they stay open.")
+
+
+def status_lines(facts: Facts) -> list[str]:
+    """One line each for a standing kill switch, the bound run, and what is open; in a fixed order."""
+    lines = []
+    if facts.kill_switch is not None:
+        lines.append(f"Kill switch: {facts.kill_switch} stands; tools that change things are denied.")
+    run = facts.run
+    if run is not None:
+        if not run.found:
+            lines.append(f"Run {run.run_id}: not found in this project.")
+        else:
+            lease = "lease expired" if run.lease_expired else "lease live" if run.lease_expired is False else "no lease"
+            spent = f"; budget exhausted: {', '.join(run.exhausted)}" if run.exhausted else ""
+            lines.append(_short(f"Run {run.run_id}: {run.status}, {lease}; used {run.usage}{spent}."))
+        if run.found and run.open_blocking_issues:
+            lines.append(f"Open blocking issues on run {run.run_id}: {run.open_blocking_issues}.")
+    if facts.gates:
+        shown = ", ".join(f"{g.goal_id}/{g.gate_id}" for g in facts.gates[:8])
+        more = f" and {len(facts.gates) - 8} more" if len(facts.gates) > 8 else ""
+        lines.append(_short(f"Unresolved gates: {shown}{more}."))
+    lines += [_short(f"loopstate could not read {fault}.") for fault in facts.faults]
+    return lines
+
+
+def omitted_line(omitted: dict[str, int], open_disputes: int) -> str | None:
+    """Everything the intent context does not show as text, as counts (sorted, so deterministic)."""
+    counts = [f"{kind} {count}" for kind, count in sorted(omitted.items()) if count]
+    if open_disputes:
+        counts.append(f"open disputes {open_disputes}")
+    return f"Also recorded, not shown: {', '.join(counts)}." if counts else None
+
+
+def compose(intent_text: str, extra: list[str], max_chars: int) -> str:
+    """The injected context: the status lines, then the intent text; at most ``max_chars``.
+
+    The intent text was already cut to whole claims within what ``extra``
+    leaves (``intent_budget``); a status line that still does not fit is dropped whole.
+    """
+    out: list[str] = []
+    used = 0
+    for line in extra:
+        if used + len(line) + (1 if out else 0) <= max_chars:
+            out.append(line)
+            used += len(line) + (1 if len(out) > 1 else 0)
+    if intent_text and used + len(intent_text) + (1 if out else 0) <= max_chars:
+        out.append(intent_text)
+    return "\n".join(out)
+
+
+def intent_budget(extra: list[str], max_chars: int) -> int:
+    """What the status lines leave for the intent text (at least 1, the query's lower bound)."""
+    return max(1, max_chars - sum(len(line) + 1 for line in extra))

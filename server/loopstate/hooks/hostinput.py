@@ -1,0 +1,45 @@
+"""The fields of a host's hook input that loopstate reads; the rest of the payload is ignored.
+
+Both hosts send one JSON object on stdin with ``session_id`` and ``cwd``
+beside the event's own fields. Nothing here is stored: the prompt is read
+only to see whether it is an ``/intent`` command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+class BadInput(Exception):
+    """The host's stdin is not the shape a hook expects (said in the message, with the fix)."""
+
+
+def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
+    from loopstate.service.hook_decisions import HookEvent
+
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise BadInput("the hook's stdin is not a JSON object; the host should send its hook input there") from None
+    if not isinstance(payload, dict):
+        raise BadInput("the hook's stdin is not a JSON object; the host should send its hook input there")
+    session_id, cwd = payload.get("session_id"), payload.get("cwd")
+    if not isinstance(session_id, str) or not session_id:
+        raise BadInput("the hook input has no session_id; is this hook registered for the right host?")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise BadInput("the hook input has no absolute cwd; is this hook registered for the right host?")
+    named = payload.get("hook_event_name")
+    if named is not None and named != event:
+        raise BadInput(f"the hook was registered for {event} but the host sent {named!r}; run `loopstate setup apply`")
+
+    def text(name: str) -> str | None:
+        value = payload.get(name)
+        return value if isinstance(value, str) else None
+
+    return HookEvent(
+        event=event, session_id=session_id, cwd=cwd, source=text("source"), prompt=text("prompt"),
+        prompt_id=text(prompt_id_field) if prompt_id_field else None, tool_name=text("tool_name"),
+        stop_hook_active=payload.get("stop_hook_active") is True, trigger=text("trigger"),
+    )

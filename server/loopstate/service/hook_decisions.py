@@ -1,0 +1,421 @@
+"""One harness event, answered: bind the session, gather the facts, apply the rules.
+
+The host adapters (``loopstate.hooks``) parse a host's JSON into a
+``HookEvent`` and format the ``HookAnswer``; what happens in between is here,
+and the rules it applies are the pure ones of ``domains.harness`` and
+``domains.intent.prompt_commands``:
+
+* every event but PreToolUse finds (or starts) the session's intent task;
+  PreToolUse reads the binding only, so a tool call costs no intent fold;
+* SessionStart injects the context, whatever its source (``clear`` first moves
+  the session to a new task); UserPromptSubmit injects it only when it changed
+  since the last injection in this session, or after a compaction;
+* a prompt that is an ``/intent`` command is recorded as a direct user event
+  and answered with a receipt (the host is told to block the prompt); any
+  other prompt is not stored;
+* PreCompact records the compaction and marks the session; PostCompact marks
+  it (Codex cannot inject there): the next prompt injects again;
+* PreToolUse denies while a kill switch stands or the bound run may not work;
+  Stop blocks on open blocking issues and unresolved gates when the project's
+  hooks config turns gate enforcement on.
+
+Modes: a task in ``off`` mode injects nothing and records only mode changes;
+a ``private`` task (or one whose control cannot be read) injects nothing and
+records nothing: a hook process cannot hold private memory past its exit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from loopstate_protocol import intent as p
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import derived_uuid, random_uuid
+from loopstate.core.project import Project
+from loopstate.domains import harness
+from loopstate.domains.intent import prompt_commands
+from loopstate.service import sessions
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact",
+          "SessionEnd")
+HOOKS_CONFIG = Path(".loopstate") / "hooks.json"
+CONFIG_DEFAULTS = {"enforce_gates": False, "context_max_chars": harness.DEFAULT_CONTEXT_CHARS, "goal": None}
+MAX_CONTEXT_CHARS = 9000  # under Claude's 10,000-character output cap and Codex's ~2,500-token preview
+LOCK_BOUND = 1.5  # seconds a hook waits for a held lock before it fails open
+UNSEEN = "UNSEEN"  # a status line for facts a hook could not read
+
+
+@dataclasses.dataclass(frozen=True)
+class HookEvent:
+    """What loopstate needs of a host event, host-neutral."""
+
+    event: str
+    session_id: str
+    cwd: str
+    source: str | None = None  # SessionStart: startup, resume, clear, compact
+    prompt: str | None = None
+    prompt_id: str | None = None  # the host's id of this prompt (Codex: turn_id), the user event's identity
+    tool_name: str | None = None
+    stop_hook_active: bool = False
+    trigger: str | None = None  # PreCompact/PostCompact: manual, auto
+
+
+@dataclasses.dataclass
+class HookAnswer:
+    context: str | None = None  # to inject
+    deny: str | None = None  # PreToolUse: deny, with this reason
+    block: str | None = None  # UserPromptSubmit / Stop: block, with this reason
+    notice: str | None = None  # shown to the user (systemMessage)
+
+
+def hooks_config(root: str) -> dict[str, Any]:
+    """``<project>/.loopstate/hooks.json``: gate enforcement, the context cap, the project's goal; or the defaults."""
+    path = Path(root) / HOOKS_CONFIG
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return dict(CONFIG_DEFAULTS)
+    import json
+
+    def refuse(why: str) -> LoopstateError:
+        return LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path}: {why}; fix or remove it", path=str(path))
+
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise refuse("is not UTF-8 JSON") from None
+    if not isinstance(config, dict) or not set(config) <= set(CONFIG_DEFAULTS):
+        raise refuse(f"give an object with only {', '.join(CONFIG_DEFAULTS)}")
+    merged = {**CONFIG_DEFAULTS, **config}
+    if type(merged["enforce_gates"]) is not bool:
+        raise refuse("enforce_gates must be true or false")
+    if type(merged["context_max_chars"]) is not int or not 200 <= merged["context_max_chars"] <= MAX_CONTEXT_CHARS:
+        raise refuse(f"context_max_chars must be a whole number from 200 to {MAX_CONTEXT_CHARS}")
+    if merged["goal"] is not None and not isinstance(merged["goal"], str):
+        raise refuse("goal must be a goal id or null")
+    return merged
+
+
+def standing_switch(root: str) -> str | None:
+    """The first kill switch that stands, reading no store: a STOP the user can see always counts.
+
+    An invalid runs config still has the default switches probed.
+    """
+    from loopstate.service.runs_effects import kill_switch_state
+
+    state = kill_switch_state(root)
+    return state.paths[0] if state.set else None
+
+
+class HookSession:
+    """One hook process's view of one host session in one project."""
+
+    def __init__(self, root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None,
+                 clock=system_clock) -> None:
+        from loopstate.service.intent_effects import session_hash
+
+        self.event = event
+        self.env = env
+        self.clock = clock
+        self.project = Project(root, data_dir=data_dir, lock_timeout=LOCK_BOUND)
+        self.root = self.project.root
+        self.data_dir = data_dir
+        self.session = session_hash(event.session_id)
+        self.faults: list[str] = []
+        self._intent = None
+        self._config: dict[str, Any] | None = None
+
+    # --- plumbing -----------------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            try:
+                self._config = hooks_config(self.root)
+            except LoopstateError as error:
+                self.faults.append(f"the hooks config ({error.message})")
+                self._config = dict(CONFIG_DEFAULTS)
+        return self._config
+
+    def intent(self):
+        if self._intent is None:
+            from loopstate.domains.intent import DOMAIN
+            from loopstate.service.engine import Service
+
+            self._intent = Service(data_dir=self.data_dir, clock=self.clock, domains=[DOMAIN], lock_timeout=LOCK_BOUND)
+        return self._intent
+
+    def _run_env(self) -> tuple[str | None, str | None]:
+        return self.env.get("LOOPSTATE_RUN") or None, self.env.get("LOOPSTATE_GOAL") or None
+
+    # --- the binding ------------------------------------------------------------------
+
+    def bind(self) -> sessions.Binding:
+        """The session's binding, its task started; ``clear`` moves it to a new task."""
+        binding = sessions.read(self.project, self.session)
+        changed = binding is None
+        if binding is None:
+            binding = sessions.new(self.project, self.session)
+        elif self.event.event == "SessionStart" and self.event.source == "clear":
+            binding = sessions.new(self.project, self.session, binding.epoch + 1)
+            changed = True
+        run_id, goal_id = self._run_env()
+        goal_id = goal_id or self.config["goal"]
+        if (run_id and run_id != binding.run_id) or (goal_id and goal_id != binding.goal_id):
+            binding.run_id, binding.goal_id = run_id or binding.run_id, goal_id or binding.goal_id
+            changed = True
+        if changed:
+            self._start_task(binding)
+            binding.updated_at = format_time(self.clock())
+            sessions.write(self.project, binding, durable=True)
+        return binding
+
+    def _start_task(self, binding: sessions.Binding) -> None:
+        request = "hook-task-" + derived_uuid("hook-task-request", binding.task_id)
+        command = p.IntentTaskStart(task_id=binding.task_id, mode="on", actor="system")
+        try:
+            self.intent().execute(self.root, command, request)
+        except LoopstateError as error:
+            if error.code != ErrorCode.CONFLICT:  # started already (by this session before, or a racing hook)
+                raise
+
+    def _save(self, binding: sessions.Binding) -> None:
+        binding.updated_at = format_time(self.clock())
+        sessions.write(self.project, binding, durable=False)
+
+    # --- the task's mode ------------------------------------------------------------------
+
+    def mode(self, binding: sessions.Binding) -> str:
+        """on, off or private (also: a control that cannot be read, which fails closed)."""
+        from loopstate.service.intent_effects import is_private
+
+        try:
+            if is_private(self.project, task_id=binding.task_id, host_session_id=self.event.session_id):
+                return "private"
+        except LoopstateError:
+            return "private"
+        tasks = self.intent().query(self.root, p.IntentTasks())
+        return next((t.mode for t in tasks if t.task_id == binding.task_id), "on")
+
+    # --- facts ------------------------------------------------------------------------
+
+    def facts(self, binding: sessions.Binding | None, *, switch: str | None = UNSEEN) -> harness.Facts:
+        if switch == UNSEEN:
+            switch = standing_switch(self.root)
+        run = None
+        gates: tuple[harness.Gate, ...] = ()
+        if binding is not None and binding.run_id:
+            run = self._run_facts(binding.run_id)
+        if binding is not None and binding.goal_id:
+            gates = self._open_gates(binding.goal_id)
+        return harness.Facts(kill_switch=switch, run=run, gates=gates, faults=tuple(self.faults))
+
+    def _run_facts(self, run_id: str) -> harness.RunFacts | None:
+        from loopstate_protocol import runs as r
+
+        from loopstate.domains.runs import DOMAIN
+        from loopstate.domains.runs.budgets import exhausted_keys
+        from loopstate.service.engine import Service
+
+        try:
+            status = Service(data_dir=self.data_dir, clock=self.clock, domains=[DOMAIN], lock_timeout=LOCK_BOUND).query(
+                self.root, r.Status(run_id=run_id))
+        except LoopstateError as error:
+            if error.code in (ErrorCode.NOT_FOUND, ErrorCode.VALIDATION_FAILED, ErrorCode.INVALID_PARAMS):
+                return harness.RunFacts(run_id=run_id, found=False)
+            self.faults.append(f"run {run_id} ({error.code.value}: {error.message})")
+            return None
+        run = status.run
+        if run is None:
+            return harness.RunFacts(run_id=run_id, found=False)
+        usage, budgets = run["usage"], run["budgets"]
+        exhausted = tuple(dict.fromkeys(key for key, _ in exhausted_keys(budgets, usage)))
+        spent = (f"{usage['mutations']}/{budgets['max_mutations']} mutations, "
+                 f"{int(float(usage['duration_seconds']))}/{budgets['max_duration_seconds']} s")
+        return harness.RunFacts(
+            run_id=run_id, status=run["status"], lease_expired=status.lease_expired, exhausted=exhausted,
+            open_blocking_issues=run["open_blocking_issues"], usage=spent,
+        )
+
+    def _open_gates(self, goal_id: str) -> tuple[harness.Gate, ...]:
+        from loopstate.service.goals_effects import load_state
+
+        try:
+            state = load_state(self.project, goal_id).state
+        except LoopstateError as error:
+            self.faults.append(f"goal {goal_id} ({error.code.value}: {error.message})")
+            return ()
+        return tuple(
+            harness.Gate(goal_id=goal_id, gate_id=g.gate_id, title=g.title)
+            for g in sorted(state.gates.values(), key=lambda g: g.added_sequence) if g.status in ("open", "deferred")
+        )
+
+    # --- context ------------------------------------------------------------------------
+
+    def context(self, binding: sessions.Binding, mode: str) -> str:
+        """The hook context: status lines, counts, then the user's own claims; capped, deterministic."""
+        if mode != "on":
+            return ""
+        cap = self.config["context_max_chars"]
+        facts = self.facts(binding)
+        extra = harness.status_lines(facts)
+        hook = self.intent().query(self.root, p.IntentHookContext(
+            task_id=binding.task_id, max_chars=harness.intent_budget(extra, cap)))
+        counts = harness.omitted_line(hook.omitted, hook.open_disputes)
+        if counts is not None:
+            extra.append(counts)
+            hook = self.intent().query(self.root, p.IntentHookContext(
+                task_id=binding.task_id, max_chars=harness.intent_budget(extra, cap)))
+        return harness.compose(hook.text, extra, cap)
+
+    def inject(self, binding: sessions.Binding, mode: str, *, always: bool) -> str | None:
+        """The context when it should be injected now (and the session marked), else None."""
+        text = self.context(binding, mode)
+        digest = sessions.context_digest(self.session, text)
+        due = always or binding.reinject or digest != binding.injected
+        if not due:
+            return None
+        binding.injected, binding.reinject = digest, False
+        self._save(binding)
+        return text or None
+
+
+# --- the events -------------------------------------------------------------------------
+
+
+def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None) -> HookAnswer:
+    """The answer to one host event (raises on a fault: the front door fails open)."""
+    if event.event not in EVENTS:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"unknown hook event {event.event!r}; events are {', '.join(EVENTS)}")
+    hs = HookSession(root, event, env, data_dir=data_dir)
+    if event.event == "PreToolUse":
+        return _pre_tool_use(hs)
+    binding = hs.bind()
+    out = HookAnswer()
+    if event.event == "SessionStart":
+        out.context = hs.inject(binding, hs.mode(binding), always=True)
+    elif event.event == "UserPromptSubmit":
+        command = prompt_commands.parse(event.prompt or "")
+        if command is None:
+            out.context = hs.inject(binding, hs.mode(binding), always=False)
+        else:
+            out.block = _receipt(hs, binding, command)
+    elif event.event == "PreCompact":
+        if hs.mode(binding) != "private":
+            hs.intent().execute(hs.root, p.IntentCompactionObserve(
+                task_id=binding.task_id, trigger=event.trigger if event.trigger in ("manual", "auto") else "auto"),
+                "hook-compact-" + random_uuid())
+        binding.reinject = True
+        hs._save(binding)
+    elif event.event == "PostCompact":
+        binding.reinject = True
+        hs._save(binding)
+    elif event.event == "Stop":
+        facts = hs.facts(binding)
+        out.block = harness.stop_block(facts, enforce_gates=hs.config["enforce_gates"],
+                                       stop_hook_active=event.stop_hook_active)
+    if hs.faults:
+        out.notice = "loopstate: " + "; ".join(hs.faults)
+    return out
+
+
+def _pre_tool_use(hs: HookSession) -> HookAnswer:
+    switch = standing_switch(hs.root)
+    binding = sessions.read(hs.project, hs.session)
+    if switch is None and (binding is None or not binding.run_id) and not hs._run_env()[0]:
+        return HookAnswer()  # the fast path: nothing can deny
+    if binding is None:
+        binding = hs.bind()
+    reason = harness.tool_denial(hs.event.tool_name or "", hs.facts(binding, switch=switch))
+    return HookAnswer(deny=reason, notice=("loopstate: " + "; ".join(hs.faults)) if hs.faults else None)
+
+
+def deny_if_switch(root: str) -> str | None:
+    """For a hook that failed: a kill switch the user can see still denies (no store read)."""
+    return harness.tool_denial("", harness.Facts(kill_switch=standing_switch(root)))
+
+
+# --- /intent commands -------------------------------------------------------------------
+
+
+def _user_source(hs: HookSession, text: str) -> p.SourceInput:
+    """The direct user event's identity: the host's prompt id, else a hash of the redacted command text."""
+    from loopstate.domains.intent import rules
+
+    if hs.event.prompt_id:
+        try:
+            return p.SourceInput(kind="user_event", event_id=rules.opaque_id(hs.event.prompt_id, "prompt_id"),
+                                 via_hook=True)
+        except LoopstateError:
+            pass
+    return p.SourceInput(kind="user_event", text=text, via_hook=True)
+
+
+def _receipt(hs: HookSession, binding: sessions.Binding, command: prompt_commands.PromptCommand) -> str:
+    """Do what the typed command says; the receipt the user sees (the prompt goes no further)."""
+    if command.problem is not None:
+        return f"loopstate: {command.problem}"
+    mode = hs.mode(binding)
+    try:
+        return "loopstate: " + _apply(hs, binding, command, mode)
+    except LoopstateError as error:
+        return f"loopstate: /intent {command.verb} was not recorded: {error.message}"
+
+
+def _apply(hs: HookSession, binding: sessions.Binding, command: prompt_commands.PromptCommand, mode: str) -> str:
+    from loopstate.domains.intent import rules
+
+    intent, root, task = hs.intent(), hs.root, binding.task_id
+    request = "hook-" + random_uuid()
+    if command.verb in ("on", "off", "private"):
+        if command.verb == mode:
+            return f"intent is already {mode} for this session."
+        if mode == "private":
+            action = "durable_on" if command.verb == "on" else "durable_off"
+            intent.execute(root, p.IntentPrivateRecover(host_session_id=hs.event.session_id, action=action), request)
+        else:
+            intent.execute(root, p.IntentModeSet(
+                task_id=task, mode=command.verb, host_session_id=hs.event.session_id), request)
+        binding.injected = None  # the next prompt shows what the new mode injects
+        hs._save(binding)
+        return {"on": "intent is on: /intent remember records the user's words, and they are injected.",
+                "off": "intent is off for this session: nothing is recorded or injected until /intent on.",
+                "private": "this session is private: nothing is recorded or injected until /intent on."}[command.verb]
+    if mode == "private":
+        return "this session is private: nothing was recorded. /intent on records again."
+    if command.verb == "show":
+        hook = intent.query(root, p.IntentHookContext(task_id=task, max_chars=hs.config["context_max_chars"]))
+        if mode == "off":
+            return "intent is off for this session; /intent on turns it on."
+        if not hook.claim_ids:
+            return "no claims of yours are recorded for this session yet; /intent remember TEXT adds one."
+        lines = hook.text.split("\n")[1:]
+        shown = [f"{line} ({claim_id[:8]})" for line, claim_id in zip(lines, hook.claim_ids)]
+        counts = harness.omitted_line(hook.omitted, hook.open_disputes)
+        return "\n".join(["your recorded intent (forget one with /intent forget ID):", *shown, *([counts] if counts else [])])
+    if command.verb == "remember":
+        facet, statement = rules.split_facet(command.argument)
+        outcome = intent.execute(root, p.IntentClaimAdd(
+            task_id=task, actor="user", source=_user_source(hs, f"/intent remember {command.argument}"),
+            claim=p.ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet])),
+            request)
+        claim = outcome.events[-1]["payload"]["claim"]
+        return f"remembered [{facet}] {claim['statement']} (claim {claim['claim_id'][:8]})."
+    # forget
+    view = intent.query(root, p.IntentSnapshot(task_id=task))
+    wanted = command.argument.lower()
+    ids = sorted({c.claim_id for statuses in view.by_facet.values() for claims in statuses.values() for c in claims
+                  if c.task_id == task and c.claim_id.startswith(wanted)})
+    if len(ids) != 1:
+        what = "no active claim of this session" if not ids else f"{len(ids)} claims of this session"
+        return f"{what} starts with {command.argument!r}; /intent show lists them with their ids."
+    intent.execute(root, p.IntentClaimInvalidate(
+        task_id=task, claim_id=ids[0], actor="user", reason="forgotten by the user (/intent forget)",
+        source=_user_source(hs, f"/intent forget {command.argument}")), request)
+    return f"forgot claim {ids[0][:8]}; it stays in the audit history, no longer injected."
