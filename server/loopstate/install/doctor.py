@@ -48,6 +48,7 @@ class HostReport:
     problems: list[str] = field(default_factory=list)  # each says what failed and how to fix it
     notes: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # the files holding our hooks
+    cli: bool = False  # the host's CLI is on PATH
     recorded: str | None = None
 
     @property
@@ -74,7 +75,9 @@ class Report:
         for h in self.hosts:
             s = h.status
             lines.append(f"{h.host.label} ({h.host.harness})")
-            lines.append(f"  installed: {'yes' if s['installed'] else 'no'}" + (f", {s['version']}" if s["version"] else ""))
+            installed = ("no" if not s["installed"] else f"yes, {s['version']}" if s["version"] else
+                         "yes (loopstate's hooks are registered)" if not h.cli else "yes (its version is unknown)")
+            lines.append(f"  installed: {installed}")
             where = f" ({', '.join(h.files)})" if h.files else ""
             lines.append(f"  discovery: {s['discovery']}{where}")
             results = h.probe["results"]
@@ -235,7 +238,7 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
                 "description": f"loopstate doctor ran each registered {host.label} hook once",
                 "procedure": procedure, "outcome": {"verified": "passed", "failed": "failed"}.get(behavior, "unverified"),
                 "results": results, "observed_at": now}
-    return HostReport(host, status, evidence, problems, notes, sorted({path for path, _ in found.ours}))
+    return HostReport(host, status, evidence, problems, notes, sorted({path for path, _ in found.ours}), installed)
 
 
 def _record(places: Places, report: HostReport) -> str:
