@@ -13,7 +13,7 @@ from pathlib import Path
 import loopstate
 
 PACKAGE = Path(loopstate.__file__).parent
-FRONT_DOORS = ("cli", "rpc")
+FRONT_DOORS = ("cli", "rpc", "hooks")
 
 
 def imported_modules(path: Path) -> list[str]:

@@ -17,7 +17,7 @@ class BadInput(Exception):
 
 
 def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
-    from loopstate.service.hook_decisions import HookEvent
+    from loopstate.service.front import hook_event
 
     try:
         payload = json.loads(data.decode("utf-8"))
@@ -38,7 +38,7 @@ def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
         value = payload.get(name)
         return value if isinstance(value, str) else None
 
-    return HookEvent(
+    return hook_event(
         event=event, session_id=session_id, cwd=cwd, source=text("source"), prompt=text("prompt"),
         prompt_id=text(prompt_id_field) if prompt_id_field else None, tool_name=text("tool_name"),
         stop_hook_active=payload.get("stop_hook_active") is True, trigger=text("trigger"),

@@ -14,24 +14,6 @@ from typing import Mapping
 from loopstate.hooks.hosts import HOSTS
 
 
-def fix_for(error: Exception) -> str:
-    """What the user should run for a fault, in one sentence."""
-    from loopstate.core.errors import LoopstateError
-    from loopstate.hooks.hostinput import BadInput
-
-    if isinstance(error, BadInput):
-        return str(error)
-    if isinstance(error, LoopstateError):
-        code = error.code.value
-        fix = {"CORRUPT_LEDGER": "run `loopstate verify`, then `loopstate recover`",
-               "LOCK_TIMEOUT": "wait for the holder named above, or end it",
-               "FUTURE_SCHEMA": "upgrade loopstate"}.get(code, "run `loopstate doctor`")
-        return f"{code}: {error.message}; {fix}"
-    if isinstance(error, OSError):
-        return f"{error.strerror or error} ({error.filename or 'the data dir'}); check LOOPSTATE_DATA_DIR and its permissions"
-    return f"internal error {type(error).__name__}: {error}; please report it"
-
-
 def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str, str]) -> str:
     """The stdout of ``loopstate hook HOST EVENT`` for stdin ``data`` (always one JSON object and a newline)."""
     host = HOSTS.get(host_name or "")
@@ -40,14 +22,17 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
     hook_event = None
     try:
         from loopstate.hooks.hostinput import parse
-        from loopstate.service.front import resolve_root
-        from loopstate.service.hook_decisions import answer
+        from loopstate.service.front import hook_answer, resolve_root
 
         hook_event = parse(data, event or "", prompt_id_field=host.prompt_id_field)
         root = resolve_root(cwd=hook_event.cwd).root
-        out = host.output(hook_event.event, answer(root, hook_event, env))
+        out = host.output(hook_event.event, hook_answer(root, hook_event, env))
     except Exception as error:  # fail open: every fault is said, none is raised
-        out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {fix_for(error)}"}
+        from loopstate.hooks.hostinput import BadInput
+        from loopstate.service.front import hook_fault
+
+        said = str(error) if isinstance(error, BadInput) else hook_fault(error)
+        out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {said}"}
         if event == "PreToolUse":
             denial = _switch_denial(hook_event.cwd if hook_event is not None else None)
             if denial is not None:
@@ -60,10 +45,9 @@ def _switch_denial(cwd: str | None) -> str | None:
     """A kill switch the user can see denies even when the store cannot be read (or stdin names no cwd:
     then the directory the host started the hook in, which is the project's)."""
     try:
-        from loopstate.service.front import resolve_root
-        from loopstate.service.hook_decisions import deny_if_switch
+        from loopstate.service.front import hook_switch_denial, resolve_root
 
-        return deny_if_switch(resolve_root(cwd=cwd).root)
+        return hook_switch_denial(resolve_root(cwd=cwd).root)
     except Exception:
         return None
 

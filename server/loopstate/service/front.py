@@ -19,8 +19,9 @@ from typing import Any
 from loopstate.core.discovery import ProjectRoot, resolve_root
 
 __all__ = [
-    "ProjectRoot", "create_kill_switch", "goal_ids", "goal_state", "kill_switch_paths", "markdown_status", "probe_kill_switch",
-    "project_config", "resolve_root", "stream_layout",
+    "ProjectRoot", "create_kill_switch", "goal_ids", "goal_state", "hook_answer", "hook_event", "hook_fault",
+    "hook_switch_denial", "kill_switch_paths", "markdown_status", "probe_kill_switch", "project_config", "resolve_root",
+    "stream_layout",
 ]
 
 
@@ -99,3 +100,31 @@ def stream_layout(stream_name: str) -> Any:
         f"no domain owns stream {stream_name!r}; was it written by a newer loopstate?",
         stream=stream_name,
     )
+
+
+def hook_event(**fields: Any) -> Any:
+    """A host-neutral hook event (service.hook_decisions.HookEvent) from the fields a host adapter parsed."""
+    from loopstate.service.hook_decisions import HookEvent
+
+    return HookEvent(**fields)
+
+
+def hook_answer(root: str, event: Any, env: Any) -> Any:
+    """The answer to one harness hook event (context, denial, block, notice); raises on a fault."""
+    from loopstate.service.hook_decisions import answer
+
+    return answer(root, event, env)
+
+
+def hook_fault(error: Exception) -> str:
+    """What a failed-open hook tells the user: the fault and the command that fixes it."""
+    from loopstate.service.hook_decisions import fix_for
+
+    return fix_for(error)
+
+
+def hook_switch_denial(root: str) -> str | None:
+    """A tool denial for a kill switch that stands, reading no store (what a failed hook still enforces)."""
+    from loopstate.service.hook_decisions import deny_if_switch
+
+    return deny_if_switch(root)

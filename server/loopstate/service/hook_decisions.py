@@ -289,6 +289,19 @@ class HookSession:
 # --- the events -------------------------------------------------------------------------
 
 
+def fix_for(error: Exception) -> str:
+    """A fault, and what the user should run for it, in one sentence (what a failed-open hook says)."""
+    if isinstance(error, LoopstateError):
+        code = error.code.value
+        fix = {"CORRUPT_LEDGER": "run `loopstate verify`, then `loopstate recover`",
+               "LOCK_TIMEOUT": "wait for the holder named above, or end it",
+               "FUTURE_SCHEMA": "upgrade loopstate"}.get(code, "run `loopstate doctor`")
+        return f"{code}: {error.message}; {fix}"
+    if isinstance(error, OSError):
+        return f"{error.strerror or error} ({error.filename or 'the data dir'}); check LOOPSTATE_DATA_DIR and its permissions"
+    return f"internal error {type(error).__name__}: {error}; please report it"
+
+
 def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None) -> HookAnswer:
     """The answer to one host event (raises on a fault: the front door fails open)."""
     if event.event not in EVENTS:
@@ -296,16 +309,19 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     hs = HookSession(root, event, env, data_dir=data_dir)
     if event.event == "PreToolUse":
         return _pre_tool_use(hs)
+    command = prompt_commands.parse(event.prompt or "") if event.event == "UserPromptSubmit" else None
+    if command is not None:
+        # A command the user typed goes no further than the receipt, even when it could not be recorded.
+        try:
+            return HookAnswer(block=_receipt(hs, hs.bind(), command))
+        except Exception as error:
+            return HookAnswer(block=f"loopstate: /intent {command.verb} was not recorded: {fix_for(error)}")
     binding = hs.bind()
     out = HookAnswer()
     if event.event == "SessionStart":
         out.context = hs.inject(binding, hs.mode(binding), always=True)
     elif event.event == "UserPromptSubmit":
-        command = prompt_commands.parse(event.prompt or "")
-        if command is None:
-            out.context = hs.inject(binding, hs.mode(binding), always=False)
-        else:
-            out.block = _receipt(hs, binding, command)
+        out.context = hs.inject(binding, hs.mode(binding), always=False)
     elif event.event == "PreCompact":
         if hs.mode(binding) != "private":
             hs.intent().execute(hs.root, p.IntentCompactionObserve(
