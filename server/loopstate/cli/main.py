@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "loopstate.cli.store": ("verify", "recover", "log"),
     "loopstate.cli.init": ("init",),
     "loopstate.cli.serve": ("serve", "schema"),
+    "loopstate.cli.mcp": ("mcp",),
     "loopstate.cli.intent": ("intent",),
     "loopstate.cli.runs": ("run", "validate"),
     "loopstate.cli.goals": ("goals",),

@@ -10,8 +10,8 @@ from loopstate.rpc.framing import FrameReader
 from loopstate.rpc.server import LoopstateServer
 from loopstate.rpc.subscriptions import Hub
 from loopstate.rpc.transport import StdinReader, StdioWriter
-from loopstate.rpc.watch import Watcher
 from loopstate.service.engine import Service
+from loopstate.service.watch import Watcher
 
 log = logging.getLogger("loopstate.rpc")
 

@@ -21,7 +21,7 @@ from loopstate.core.discovery import ProjectRoot, resolve_root
 __all__ = [
     "ProjectRoot", "create_kill_switch", "goal_ids", "goal_state", "hook_answer", "hook_event", "hook_fault",
     "hook_switch_denial", "kill_switch_paths", "markdown_status", "probe_kill_switch", "project_config", "resolve_root",
-    "stream_layout",
+    "run_ids", "stream_layout",
 ]
 
 
@@ -82,6 +82,14 @@ def goal_ids(root: str, *, data_dir: Path | None = None) -> list[str]:
     from loopstate.service.goals_effects import goal_ids as ids
 
     return ids(Project(root, data_dir=data_dir))
+
+
+def run_ids(root: str, *, data_dir: Path | None = None) -> list[str]:
+    """The project's runs (those with a stream), for front doors that list them (the MCP resources)."""
+    from loopstate.core.project import Project
+    from loopstate.domains.runs import RUN_PREFIX
+
+    return [name[len(RUN_PREFIX):] for name in Project(root, data_dir=data_dir).stream_names() if name.startswith(RUN_PREFIX)]
 
 
 def stream_layout(stream_name: str) -> Any:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-log = logging.getLogger("loopstate.rpc")
+log = logging.getLogger("loopstate.service")
 
 IN_MODIFY = 0x00000002
 IN_MOVED_TO = 0x00000080

@@ -1,0 +1,204 @@
+"""The store's live views as MCP resources, and who is told when one changes.
+
+Three kinds of URI, one per view the sidecar also serves as a topic:
+
+- ``loopstate://<project_id>/intent``: the intent snapshot (intent/snapshot)
+- ``loopstate://<project_id>/runs/<run_id>``: a run's status (runs/status)
+- ``loopstate://<project_id>/goals/<goal_id>``: a goal's board (goals/board)
+
+A resource's bytes are the view as JSON, exactly what ``loopstate/query``
+would return. Change delivery has no polling: the service tells its
+listeners of every event it folds, whether this process wrote it or it
+caught up with another process's append; the store watcher (inotify,
+``service/watch``) wakes a catch-up as soon as a watched stream file changes.
+So a CLI append in another process reaches a subscriber as one refresh and
+one ``notifications/resources/updated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.stream import Record
+from loopstate.service.engine import Service
+from loopstate.service.watch import Watcher
+
+log = logging.getLogger("loopstate.mcp")
+
+SCHEME = "loopstate"
+_URI = re.compile(r"^loopstate://(?P<project>[0-9a-f]{64})/(?:(?P<intent>intent)|(?P<kind>runs|goals)/(?P<key>[^/]+))$")
+# kind -> (domain, view, title of one listed resource)
+VIEWS = {"intent": ("intent", "snapshot"), "runs": ("runs", "status"), "goals": ("goals", "board")}
+
+
+@dataclass(frozen=True)
+class View:
+    """What a resource URI names: a project's view, in the service's terms."""
+
+    project_id: str
+    kind: str  # intent | runs | goals
+    key: str | None
+
+    @property
+    def uri(self) -> str:
+        tail = "intent" if self.kind == "intent" else f"{self.kind}/{self.key}"
+        return f"{SCHEME}://{self.project_id}/{tail}"
+
+    @property
+    def domain(self) -> str:
+        return VIEWS[self.kind][0]
+
+    @property
+    def view(self) -> str:
+        return VIEWS[self.kind][1]
+
+
+def parse(uri: str) -> View:
+    match = _URI.match(uri)
+    if match is None:
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND,
+            f"{uri!r} is not a loopstate resource; resources are loopstate://<project_id>/intent, "
+            ".../runs/<run_id> and .../goals/<goal_id> (resources/list names them)",
+            uri=uri,
+        )
+    if match["intent"]:
+        return View(match["project"], "intent", None)
+    return View(match["project"], match["kind"], match["key"])
+
+
+def listing(root: str, project_id: str) -> list[tuple[View, str]]:
+    """Every resource of the project at ``root`` with a short name (the intent snapshot first)."""
+    from loopstate.service.front import goal_ids, run_ids
+
+    found = [(View(project_id, "intent", None), "intent snapshot")]
+    found += [(View(project_id, "runs", run_id), f"run {run_id} status") for run_id in run_ids(root)]
+    found += [(View(project_id, "goals", goal_id), f"goal {goal_id} board") for goal_id in goal_ids(root)]
+    return found
+
+
+def read(service: Service, root: str, view: View) -> str:
+    """The view's current JSON (service thread), after catching up with other processes."""
+    project = service.project(root)
+    if view.project_id != project.project_id:
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND,
+            f"{view.uri} belongs to another project than this server's ({project.project_id}); "
+            "list resources again for the current ones",
+            uri=view.uri,
+        )
+    _, snapshot = service.view(root, view.domain, view.view, view.key)
+    return msgspec.json.encode(snapshot).decode()
+
+
+Notify = Callable[[str], Awaitable[None]]
+
+
+class Updates:
+    """Subscribed URIs, fed by the service's listener and the store watcher.
+
+    ``subscribe`` records the URI and its stream (computed on the service
+    thread), arms the watcher on the project's stream folder and then asks
+    for one catch-up, so nothing appended between the subscriber's read and
+    the watch is missed. Any folded event of a subscribed stream schedules
+    ``notify(uri)`` on the event loop; the subscription tables are touched
+    only there.
+    """
+
+    def __init__(self, service: Service, worker: Executor, loop: asyncio.AbstractEventLoop, notify: Notify) -> None:
+        self.service = service
+        self.worker = worker
+        self.loop = loop
+        self.notify = notify
+        self.watcher = Watcher(loop, self._on_folder_change)
+        self._by_stream: dict[tuple[str, str], dict[str, tuple[str, View]]] = {}  # (project, stream) -> uri -> (root, view)
+        self._folders: dict[str, Path] = {}  # uri -> the streams folder it is watched through
+        self._pending: set[tuple[str, str]] = set()
+        self.closed = False
+        service.add_listener(self._listener)
+
+    # service thread ------------------------------------------------------------
+
+    def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._folded, (project.project_id, stream))
+        except RuntimeError:  # the loop is gone: the server is exiting
+            pass
+
+    def _stream_of(self, root: str, view: View) -> tuple[Project, str]:
+        project = self.service.project(root)
+        domain = self.service.domains[view.domain]
+        return project, domain.stream_for_view(view.view, view.key)
+
+    def _catch_up(self, key: tuple[str, str], root: str, view: View) -> None:
+        self._pending.discard(key)
+        try:
+            project, stream = self._stream_of(root, view)
+            self.service.refresh(project, self.service.domains[view.domain], stream)
+        except LoopstateError as exc:
+            log.warning("%s: cannot catch up: %s", view.uri, exc.message)
+
+    # event loop ----------------------------------------------------------------
+
+    async def subscribe(self, root: str, view: View) -> None:
+        project, stream = await self.loop.run_in_executor(self.worker, self._stream_of, root, view)
+        key = (project.project_id, stream)
+        self._by_stream.setdefault(key, {})[view.uri] = (root, view)
+        folder = project.dir / "streams"
+        if self._folders.get(view.uri) is None:
+            self._folders[view.uri] = folder
+            self.watcher.watch(folder)
+        self._schedule(key, root, view)
+
+    def unsubscribe(self, uri: str) -> None:
+        for key, uris in list(self._by_stream.items()):
+            if uris.pop(uri, None) is not None and not uris:
+                del self._by_stream[key]
+        folder = self._folders.pop(uri, None)
+        if folder is not None:
+            self.watcher.unwatch(folder)
+
+    def close(self) -> None:
+        self.closed = True
+        self._by_stream.clear()
+        self.watcher.close()
+
+    def _schedule(self, key: tuple[str, str], root: str, view: View) -> None:
+        if key not in self._pending and not self.closed:
+            self._pending.add(key)
+            self.worker.submit(self._catch_up, key, root, view)
+
+    def _on_folder_change(self, folder: Path, name: str | None) -> None:
+        stream = name[: -len(".jsonl")] if name and name.endswith(".jsonl") else None
+        if name is not None and stream is None:
+            return  # a lock file, a checkpoint: not an append
+        for key, uris in list(self._by_stream.items()):
+            if stream is not None and key[1] != stream:
+                continue
+            for uri, (root, view) in list(uris.items()):
+                if self._folders.get(uri) == folder:
+                    self._schedule(key, root, view)
+                    break
+
+    def _folded(self, key: tuple[str, str]) -> None:
+        """New events of a stream were folded: tell the subscribers of its URIs."""
+        for uri in list(self._by_stream.get(key, ())) if not self.closed else ():
+            task = self.loop.create_task(self.notify(uri))
+            task.add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a resource update could not be sent: %s", task.exception())

@@ -1,0 +1,295 @@
+"""`loopstate mcp`: the store as an MCP server on the official SDK's MCPServer, over stdio.
+
+MCPServer gives the tools their typed input schemas, argument validation
+and structured results. Three things it does not do are added on its
+low-level server, the one place this module reaches below MCPServer:
+
+- ``resources/list`` and ``resources/read`` are answered from the store (the
+  runs and goals of the project, which change while the server runs), not
+  from a fixed registry;
+- ``resources/subscribe``/``unsubscribe``, answered with
+  ``notifications/resources/updated`` when the store changes (and the same
+  events are published on the SDK's ``subscriptions/listen`` bus for clients
+  of the newer protocol);
+- the ``codex/sandbox-state-meta`` experimental capability, so Codex sends its
+  sandbox cwd with each tool call (mcpserver/roots.py).
+
+Every Service call runs on one worker thread, in arrival order, as in
+``loopstate serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate import __version__
+from loopstate.core.errors import LoopstateError
+from loopstate.core.ids import random_uuid
+from loopstate.mcpserver import resources, roots
+from loopstate.mcpserver.stdio import Answering, Noting
+from loopstate.mcpserver.tools import tool_functions
+from loopstate.service.engine import Service
+
+log = logging.getLogger("loopstate.mcp")
+
+INSTRUCTIONS = (
+    "loopstate keeps this project's durable state. Start or resume your task with intent_task, record the user's "
+    "intent with intent_claim (explicit only for the user's own words), act on runs under your lease (run_*), "
+    "work goals with todo_ready and todo. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
+    "(intent, runs, goals) can be subscribed to."
+)
+
+
+class Session:
+    """What this server knows about its one client: the roots it offers, the task it works on."""
+
+    def __init__(self, explicit_root: str | None, cwd: str) -> None:
+        self.explicit_root = explicit_root
+        self.cwd = cwd
+        self.client_roots: list[str] | None = None  # None: not asked yet (or changed since)
+        self.last_sandbox: str | None = None
+        self.task_id: str | None = None
+        self.subscribed: set[str] = set()
+        self.peer: Any = None  # the ServerSession, for notifications outside a request
+
+
+def _tool_error(exc: LoopstateError) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(is_error=True, content=[TextContent(type="text", text=f"{exc.code.value}: {exc.message}")],
+                          structured_content={"error": msgspec.to_builtins(exc.to_dict(), enc_hook=str)})
+
+
+def _compact_schema(schema: Any) -> Any:
+    """The published input schema, said in fewer tokens than pydantic's: the same fields and types.
+
+    Generated titles repeat the property names; an optional field's
+    ``anyOf: [T, null]`` with ``default: null`` says what leaving it out of
+    ``required`` already says. The arguments are still validated by the
+    tool's full pydantic model, which also takes an explicit null.
+    """
+    if isinstance(schema, list):
+        return [_compact_schema(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _compact_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default", None) is None:
+        kept = next(o for o in options if o != {"type": "null"})
+        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **kept}
+    return out
+
+
+def build_server(service: Service, session: Session) -> Any:
+    """The MCPServer with loopstate's tools and resources (module docstring)."""
+    from pydantic import ValidationError
+
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.tools import Tool
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import (
+        INVALID_PARAMS,
+        CallToolResult,
+        EmptyResult,
+        ListResourcesResult,
+        ReadResourceResult,
+        Resource,
+        TextContent,
+        TextResourceContents,
+    )
+
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopstate-service")
+    state: dict[str, Any] = {"updates": None}
+
+    async def on_worker(fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
+
+    async def client_root(peer: Any) -> str | None:
+        params = getattr(peer, "client_params", None)
+        if params is None or params.capabilities.roots is None:
+            return None
+        if session.client_roots is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still send them
+                listed = await peer.list_roots()
+            session.client_roots = [str(root.uri) for root in listed.roots]
+        return roots.single_file_root(session.client_roots)
+
+    async def root_of(ctx: Any | None) -> str:
+        request = ctx.request_context if ctx is not None else None
+        meta = request.meta if request is not None else None
+        peer = request.session if request is not None else session.peer
+        sandbox = roots.sandbox_cwd(meta)
+        if sandbox is not None:
+            session.last_sandbox = sandbox
+        choice = roots.choose(sandbox=sandbox or session.last_sandbox, client_root=await client_root(peer) if peer else None,
+                              explicit=session.explicit_root, cwd=session.cwd)
+        return choice.root
+
+    call_root: contextvars.ContextVar[str] = contextvars.ContextVar("call_root")  # per call: calls may overlap
+
+    async def execute(command: Any) -> dict[str, Any]:
+        outcome = await on_worker(service.execute, call_root.get(), command, random_uuid())
+        return {"events": outcome.events, "head": msgspec.to_builtins(outcome.head), "replayed": outcome.replayed}
+
+    async def query(message: Any) -> Any:
+        return msgspec.to_builtins(await on_worker(service.query, call_root.get(), message))
+
+    def wrap(fn: Any) -> Any:
+        """The tool as MCPServer calls it: the call's root first, loopstate errors as tool errors."""
+
+        async def call(ctx: Context, **arguments: Any) -> CallToolResult:
+            session.peer = ctx.request_context.session
+            try:
+                call_root.set(await root_of(ctx))
+                result = await fn(**arguments)
+            except LoopstateError as exc:
+                return _tool_error(exc)
+            text = msgspec.json.encode(result).decode()
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
+
+        return call
+
+    class CheckedTool(Tool):
+        """A tool whose malformed arguments are INVALID_PARAMS naming each field, like every loopstate refusal.
+
+        (MCPServer's own message has no code, and it drops unknown argument
+        names silently; the protocol refuses unknown fields, so this does too.)
+        """
+
+        async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+            known = {field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()}
+            unknown = sorted(set(arguments) - known)
+            try:
+                if unknown:
+                    raise LoopstateError(ErrorCode.INVALID_PARAMS,
+                                         f"{self.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(sorted(known))}",
+                                         unknown=unknown)
+                self.fn_metadata.validate_arguments(arguments)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+                return _tool_error(LoopstateError(ErrorCode.INVALID_PARAMS, f"{self.name}: {problems}"))
+            except LoopstateError as exc:
+                return _tool_error(exc)
+            return await super().run(arguments, context, convert_result)
+
+    tools = []
+    for fn in tool_functions(execute, query, session):
+        tool = CheckedTool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
+        tool.parameters = _compact_schema(tool.parameters)
+        tools.append(tool.model_copy(update={"fn": wrap(fn), "context_kwarg": "ctx"}))
+    server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING")
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's one handle for handlers MCPServer lacks
+
+    def resource_error(exc: LoopstateError, uri: str) -> MCPError:
+        return MCPError(code=INVALID_PARAMS, message=f"{exc.code.value}: {exc.message}",
+                        data={"uri": uri, "code": exc.code.value, "details": msgspec.to_builtins(exc.details, enc_hook=str)})
+
+    async def list_resources(ctx: Any, params: Any) -> Any:
+        session.peer = ctx.session
+        try:
+            root = await root_of(None)
+            project_id = service.project(root).project_id
+            found = await on_worker(resources.listing, root, project_id)
+        except LoopstateError as exc:
+            raise resource_error(exc, "") from None
+        return ListResourcesResult(resources=[
+            Resource(uri=view.uri, name=name, mime_type="application/json") for view, name in found
+        ])
+
+    async def read_resource(ctx: Any, params: Any) -> Any:
+        session.peer = ctx.session
+        uri = str(params.uri)
+        try:
+            view = resources.parse(uri)
+            text = await on_worker(resources.read, service, await root_of(None), view)
+        except LoopstateError as exc:
+            raise resource_error(exc, uri) from None
+        return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=text, mime_type="application/json")])
+
+    async def notify(uri: str) -> None:
+        from mcp.server.subscriptions import ResourceUpdated
+
+        if uri in session.subscribed and session.peer is not None:
+            await session.peer.send_resource_updated(uri)
+        await server._subscriptions.publish(ResourceUpdated(uri=uri))  # noqa: SLF001 - the listen bus MCPServer owns
+
+    async def subscribe(ctx: Any, params: Any) -> Any:
+        session.peer = ctx.session
+        uri = str(params.uri)
+        try:
+            view = resources.parse(uri)
+            root = await root_of(None)
+            if view.project_id != service.project(root).project_id:
+                resources.read(service, root, view)  # raises NOT_FOUND naming this server's project
+            if state["updates"] is None:
+                state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
+            session.subscribed.add(uri)
+            await state["updates"].subscribe(root, view)
+        except LoopstateError as exc:
+            raise resource_error(exc, uri) from None
+        return EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        session.subscribed.discard(uri)
+        if state["updates"] is not None:
+            state["updates"].unsubscribe(uri)
+        return EmptyResult()
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        session.client_roots = None
+
+    from mcp.types import (
+        NotificationParams,
+        PaginatedRequestParams,
+        ReadResourceRequestParams,
+        SubscribeRequestParams,
+        UnsubscribeRequestParams,
+    )
+
+    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    lowlevel.add_notification_handler("notifications/roots/list_changed", NotificationParams, roots_changed)
+
+    def close() -> None:
+        if state["updates"] is not None:
+            state["updates"].close()
+        worker.shutdown(wait=False, cancel_futures=True)
+
+    server.loopstate_close = close
+    return server
+
+
+async def serve(service: Service, explicit_root: str | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    session = Session(explicit_root, os.getcwd())
+    server = build_server(service, session)
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
+    options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            writer = Noting(write_stream)
+            await lowlevel.run(Answering(read_stream, writer), writer, options)
+    finally:
+        server.loopstate_close()
+
+
+def run(service: Service, explicit_root: str | None) -> int:
+    import anyio
+
+    anyio.run(serve, service, explicit_root)
+    return 0

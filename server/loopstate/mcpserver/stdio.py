@@ -1,0 +1,120 @@
+"""Stdio for `loopstate mcp` that answers every request, even at the end of input.
+
+An MCP client shuts a stdio server down by closing its stdin. The SDK's loop
+then ends at once and cancels the handlers still running, so a tool call sent
+just before the close (a claim that may already be durable) got no answer. And
+a line that is not JSON-RPC reached the SDK as an exception it only logs,
+where JSON-RPC owes a parse error. These two wrappers sit between the SDK's
+stdio streams and its loop:
+
+- ``Answering`` (the read side) notes each request id; a malformed line is
+  answered with a JSON-RPC parse error (id null) instead of being passed on;
+  at the end of input it waits, for at most ``DRAIN_SECONDS``, until every
+  noted request has been answered, then lets the loop end;
+- ``Noting`` (the write side) crosses off each id as its response goes out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+log = logging.getLogger("loopstate.mcp")
+
+DRAIN_SECONDS = 30.0
+PARSE_ERROR = -32700
+
+
+class Noting:
+    """The write stream, crossing requests off as their responses go out."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pending: set[Any] = set()
+        self.answered = anyio.Event()
+
+    async def send(self, item: Any) -> None:
+        await self.inner.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "id", None) in self.pending and not hasattr(message, "method"):
+            self.pending.discard(message.id)
+            if not self.pending:
+                self.answered.set()
+
+    def note(self, request_id: Any) -> None:
+        self.pending.add(request_id)
+        self.answered = anyio.Event()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> "Noting":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the stream's surface, unchanged
+        return getattr(self.inner, name)
+
+
+class Answering:
+    """The read stream: answers malformed lines, and holds back the end of input until requests are answered."""
+
+    def __init__(self, inner: Any, writer: Noting) -> None:
+        self.inner = inner
+        self.writer = writer
+
+    async def receive(self) -> Any:
+        from mcp.shared.message import SessionMessage
+        from mcp.types import JSONRPCError, JSONRPCRequest
+
+        while True:
+            try:
+                item = await self.inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                await self._drain()
+                raise anyio.EndOfStream from None
+            if isinstance(item, Exception):
+                await self.writer.send(SessionMessage(JSONRPCError.model_validate({
+                    "jsonrpc": "2.0", "id": None,
+                    "error": {"code": PARSE_ERROR, "message": f"not a JSON-RPC message: {_first_line(item)}"},
+                })))
+                continue
+            if isinstance(item.message, JSONRPCRequest):
+                self.writer.note(item.message.id)
+            return item
+
+    async def _drain(self) -> None:
+        if self.writer.pending:
+            with anyio.move_on_after(DRAIN_SECONDS) as scope:
+                await self.writer.answered.wait()
+            if scope.cancelled_caught:
+                log.warning("input ended; %d request(s) still unanswered after %.0f s", len(self.writer.pending), DRAIN_SECONDS)
+
+    def __aiter__(self) -> "Answering":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> "Answering":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
