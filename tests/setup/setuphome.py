@@ -23,6 +23,9 @@ CLAUDE_SETTINGS = """{
     "permissions": {"allow": ["Bash(git status)"]}
 }"""
 
+# Claude Code's own state file, which also holds the user's MCP servers.
+CLAUDE_STATE = '{"numStartups": 12, "mcpServers": {"github": {"command": "npx", "args": ["gh-mcp"]}}, "projects": {}}\n'
+
 CLAUDE_LOCAL = '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./checks.sh"}]}]}}\n'
 
 CODEX_CONFIG = """# my Codex settings
@@ -98,6 +101,7 @@ def make_home(tmp_path: Path, *, foreign: bool = True) -> Home:
         (h.home / ".claude").mkdir()
         (h.home / ".claude" / "settings.json").write_text(CLAUDE_SETTINGS, encoding="utf-8")
         os.chmod(h.home / ".claude" / "settings.json", 0o640)
+        (h.home / ".claude.json").write_text(CLAUDE_STATE, encoding="utf-8")
         (h.home / ".codex").mkdir()
         (h.home / ".codex" / "config.toml").write_text(CODEX_CONFIG, encoding="utf-8")
         (h.project / ".claude").mkdir()
@@ -111,3 +115,10 @@ def config_path(h: Home, host: str, scope: str) -> Path:
     if host == "codex" and h.codex_home is not None:
         return h.codex_home / "config.toml"
     return h.home / (".claude/settings.json" if host == "claude" else ".codex/config.toml")
+
+
+def servers_path(h: Home, host: str, scope: str) -> Path:
+    """Where the host reads our MCP server entry from."""
+    if host == "codex":
+        return config_path(h, host, scope)
+    return h.project / ".mcp.json" if scope == "project" else h.home / ".claude.json"

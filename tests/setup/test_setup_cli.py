@@ -8,14 +8,23 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from setuphome import CLAUDE_SETTINGS, CODEX_CONFIG, config_path, make_home
+from setuphome import CLAUDE_SETTINGS, CLAUDE_STATE, CODEX_CONFIG, config_path, make_home, servers_path
 
 CASES = [("claude", "user"), ("codex", "user"), ("claude", "project"), ("codex", "project")]
 
 
-def our_commands(host: str, path: Path) -> list[str]:
+def parsed(path: Path) -> dict:
     text = path.read_text(encoding="utf-8")
-    value = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+
+
+def our_server(path: Path) -> dict | None:
+    value = parsed(path)
+    return value.get("mcpServers" if path.suffix == ".json" else "mcp_servers", {}).get("loopstate")
+
+
+def our_commands(host: str, path: Path) -> list[str]:
+    value = parsed(path)
     return [h["command"] for groups in value.get("hooks", {}).values() if isinstance(groups, list)
             for g in groups for h in g["hooks"] if f" hook {host} " in h.get("command", "")]
 
@@ -27,9 +36,10 @@ def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
     target = config_path(h, host, scope)
     mode = os.stat(target).st_mode & 0o777 if target.exists() else None
 
-    h.cli("setup", "apply", "--host", host, "--scope", scope)
+    h.cli("setup", "apply", "--host", host, "--scope", scope, "--mcp")
     events = 6 if host == "claude" else 7
     assert len(our_commands(host, target)) == events
+    assert our_server(servers_path(h, host, scope))["args"] == ["mcp"]
     if scope == "user":  # the file that was there keeps everything else, value for value
         text = target.read_text(encoding="utf-8")
         if host == "claude":
@@ -38,7 +48,7 @@ def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
         else:
             assert '# guard every shell call\n[[hooks.PreToolUse]]\nmatcher = "Bash"' in text
             assert 'args = ["--stdio"]  # keep this comment' in text
-            assert tomllib.loads(text)["mcp_servers"] == {"docs": {"command": "docs-server", "args": ["--stdio"]}}
+            assert tomllib.loads(text)["mcp_servers"]["docs"] == {"command": "docs-server", "args": ["--stdio"]}
         assert os.stat(target).st_mode & 0o777 == mode  # its permissions kept (the Claude one is 0640)
     receipts = sorted((h.data / "installs").glob("*.json"))
     assert len(receipts) == 1
@@ -46,8 +56,12 @@ def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
     receipt = json.loads(receipts[0].read_text())
     assert receipt["result"] == "complete" and receipt["harnesses"] == ["claude_code" if host == "claude" else "codex"]
 
+    if host == "claude" and scope == "user":  # Claude Code's state file keeps its own keys and servers
+        state = json.loads((h.home / ".claude.json").read_text())
+        assert {k: v for k, v in state.items() if k != "mcpServers"} == {"numStartups": 12, "projects": {}}
+        assert state["mcpServers"]["github"] == json.loads(CLAUDE_STATE)["mcpServers"]["github"]
     installed, data = h.snapshot(), h.data_snapshot()
-    again = h.cli("setup", "apply", "--host", host, "--scope", scope)
+    again = h.cli("setup", "apply", "--host", host, "--scope", scope, "--mcp")
     assert "nothing to do" in again.stdout
     assert h.snapshot() == installed and h.data_snapshot() == data  # a re-apply is a no-op
 
@@ -62,12 +76,36 @@ def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
 def test_into_an_empty_home_creates_the_folder_and_uninstall_removes_it(tmp_path, host):
     h = make_home(tmp_path, foreign=False)
     before = h.snapshot()
-    h.cli("setup", "apply", "--host", host)
+    h.cli("setup", "apply", "--host", host, "--mcp")
     receipt = json.loads(next((h.data / "installs").glob("*.json")).read_text())
-    assert [op["action"] for op in receipt["operations"]] == ["mkdir", "copy"]
-    assert receipt["operations"][1]["pre_existing_digest"] is None
+    actions = ["mkdir", "copy", "copy"] if host == "claude" else ["mkdir", "copy"]  # Claude: settings + .claude.json
+    assert [op["action"] for op in receipt["operations"]] == actions
+    assert all(op["pre_existing_digest"] is None for op in receipt["operations"])
     h.cli("setup", "uninstall", "--host", host)
     assert h.snapshot() == before
+
+
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_no_mcp_writes_no_server_entry(tmp_path, host):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", host, "--no-mcp")
+    assert our_server(servers_path(h, host, "user")) is None
+    assert len(our_commands(host, config_path(h, host, "user"))) == (6 if host == "claude" else 7)
+    if host == "claude":
+        assert (h.home / ".claude.json").read_text() == CLAUDE_STATE
+
+
+def test_an_apply_that_changes_one_file_of_two_records_the_other_as_skipped(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    receipts = [json.loads(p.read_text()) for p in (h.data / "installs").glob("*.json")]
+    newest = max(receipts, key=lambda r: r["created_at"])
+    assert [(op["action"], op["destination"], op["rollback_action"]) for op in newest["operations"]] == [
+        ("skip", ".claude/settings.json", "none"), ("copy", ".claude.json", "restore_if_unchanged")]
+    h.cli("setup", "uninstall", "--host", "claude")
+    assert (h.home / ".claude.json").read_text() == CLAUDE_STATE
+    assert (h.home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
 
 
 def test_codex_home_is_where_codex_user_hooks_go(tmp_path):

@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         if verb != "uninstall":
             v.add_argument("--executable", metavar="PATH",
                            help="the loopstate executable the hooks run (default: this one)")
+            v.add_argument("--mcp", action=argparse.BooleanOptionalAction, default=None,
+                           help="also register `loopstate mcp` as the host's MCP server `loopstate` (default: when "
+                                "the MCP SDK is installed: pip install 'loopstate[mcp]')")
         if verb != "plan":
             v.add_argument("--approve", action="store_true",
                            help="go ahead although the file changed since loopstate wrote it")
@@ -64,7 +67,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.setup_verb == "uninstall":
         return _uninstall(args, setup, places, host)
     executable = args.executable or setup.default_executable()
-    plan = setup.make_plan(places, host, args.scope, executable)
+    mcp = setup.mcp_available() if args.mcp is None else args.mcp
+    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
     if args.setup_verb == "plan":
         if args.json:
             emit_json(plan.to_dict())
@@ -75,43 +79,52 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**plan.to_dict(), "receipt": done})
     elif done is None:
-        print(f"{plan.target.path} already holds loopstate's hooks for {host.label}: nothing to do")
+        print(f"{', '.join(f.target.path for f in plan.files)}: already set up for {host.label}: nothing to do")
     else:
-        print(f"wrote {plan.target.path} ({len(host.events)} hooks: {', '.join(host.events)}); "
-              f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} --scope {args.scope}`")
+        for f in plan.files:
+            what = " and ".join(w for w, on in ((f"{len(host.events)} hooks", f.target.hooks),
+                                                ("the MCP server loopstate", f.target.mcp and mcp)) if on)
+            print(f"{'kept' if f.noop else 'wrote'} {f.target.path} ({what})")
+        print(f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} "
+              f"--scope {args.scope}`")
         if host.name == "codex":
             print("Codex asks you to trust new hooks once: open /hooks in Codex and trust loopstate's")
     return 0
 
 
 def _print_plan(plan) -> None:
-    t = plan.target
     if plan.noop:
-        print(f"{t.path} already holds loopstate's hooks for {t.host.label}: apply changes nothing")
+        print(f"{', '.join(f.target.path for f in plan.files)}: already set up for {plan.host.label}: "
+              "apply changes nothing")
         return
-    for folder in plan.folders:
-        print(f"create folder {t.root}/{folder}")
-    sys.stdout.write(plan.diff())
-    if plan.changed_since is not None:
-        print(f"note: {t.path} changed since loopstate wrote it (receipt {plan.changed_since['receipt_id']}): "
-              "apply needs --approve")
+    for f in plan.files:
+        for folder in f.folders:
+            print(f"create folder {f.target.root}/{folder}")
+        sys.stdout.write(f.diff())
+        if f.changed_since is not None and not f.noop:
+            print(f"note: {f.target.path} changed since loopstate wrote it (receipt "
+                  f"{f.changed_since['receipt_id']}): apply needs --approve")
 
 
 def _uninstall(args, setup, places, host) -> int:
-    undo = setup.plan_uninstall(places, host, args.scope, approve=args.approve)
-    if not undo.receipts:
-        message = (f"nothing to uninstall: no receipt of `loopstate setup apply --host {host.name} --scope "
-                   f"{args.scope}` for {undo.target.path}")
-        emit_json({"path": undo.target.path, "receipts": [], "steps": []}) if args.json else print(message)
+    undos = setup.plan_uninstall(places, host, args.scope, approve=args.approve)
+    if not undos:
+        paths = ", ".join(t.path for t in places.targets(host, args.scope))
+        if args.json:
+            emit_json({"files": [], "kept_folders": []})
+        else:
+            print(f"nothing to uninstall: no receipt of `loopstate setup apply --host {host.name} --scope "
+                  f"{args.scope}` for {paths}")
         return 0
-    kept = setup.uninstall(places, undo)
+    kept = setup.uninstall(places, undos)
     if args.json:
-        emit_json({"path": undo.target.path, "receipts": [r["receipt_id"] for r in undo.receipts],
-                   "steps": undo.steps, "removed": undo.final is None, "kept_folders": kept})
+        emit_json({"files": [{"path": u.target.path, "receipts": [r["receipt_id"] for r in u.receipts],
+                              "steps": u.steps, "removed": u.final is None} for u in undos], "kept_folders": kept})
         return 0
-    for step in undo.steps:
-        print(step)
-    print(f"{'removed' if undo.final is None else 'restored'} {undo.target.path}")
+    for undo in undos:
+        for step in undo.steps:
+            print(step)
+        print(f"{'removed' if undo.final is None else 'restored'} {undo.target.path}")
     for folder in kept:
         print(f"kept folder {folder}: something else is in it now")
     return 0

@@ -7,7 +7,10 @@ or ``[[hooks.<Event>]]`` tables in ``config.toml`` (``$CODEX_HOME``, default
 ``~/.codex/``, or ``<project>/.codex/``). Setup writes Codex's hooks into
 ``config.toml``, the one file that also carries its MCP servers, so one receipt
 covers one file per host and scope. Both hosts take the same registration shape:
-``{Event: [{matcher?, hooks: [{type: command, command, timeout}]}]}``.
+``{Event: [{matcher?, hooks: [{type: command, command, timeout}]}]}``. The MCP
+server entry, ``loopstate`` running ``loopstate mcp``, goes into ``mcpServers``
+(Claude Code: ``~/.claude.json`` or the project's ``.mcp.json``) or
+``[mcp_servers.loopstate]`` (Codex's ``config.toml``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 HOOK_TIMEOUT_SECONDS = 10
 SCOPES = ("user", "project")
+MCP_SERVER = "loopstate"  # the server's name in the host's MCP config
 
 
 @dataclass(frozen=True)
@@ -49,26 +53,43 @@ HOSTS = {host.name: host for host in (CLAUDE, CODEX)}
 
 @dataclass(frozen=True)
 class Target:
-    """One host config file: ``root`` (absolute) and ``relative`` (the receipt's destination)."""
+    """One host config file setup writes: ``root`` (absolute), ``relative`` (the receipt's destination), and
+    what goes in it: our hook registration, our MCP server entry, or both."""
 
     host: Host
     scope: str
     root: str
     relative: str
+    hooks: bool
+    mcp: bool
 
     @property
     def path(self) -> str:
         return os.path.join(self.root, self.relative)
 
+    @property
+    def file_format(self) -> str:
+        return "toml" if self.relative.endswith(".toml") else "json"
 
-def target(host: Host, scope: str, *, home: str, codex_home: str | None, project: str | None) -> Target:
-    """The file setup writes for ``host`` at ``scope``; ``project`` is needed for the project scope."""
+
+def targets(host: Host, scope: str, *, home: str, codex_home: str | None, project: str | None) -> list[Target]:
+    """The files setup writes for ``host`` at ``scope`` (``project`` is needed for the project scope).
+
+    Claude Code keeps MCP servers apart from its settings: ``~/.claude.json`` for the user, ``.mcp.json`` at
+    the project's root; Codex keeps both in its ``config.toml``."""
+    if host is CODEX:
+        if scope == "project":
+            assert project is not None
+            return [Target(host, scope, project, ".codex/config.toml", True, True)]
+        if codex_home:
+            return [Target(host, scope, codex_home, "config.toml", True, True)]
+        return [Target(host, scope, home, ".codex/config.toml", True, True)]
     if scope == "project":
         assert project is not None
-        return Target(host, scope, project, host.project_file)
-    if host is CODEX and codex_home:
-        return Target(host, scope, codex_home, "config.toml")
-    return Target(host, scope, home, ".claude/settings.json" if host is CLAUDE else ".codex/config.toml")
+        return [Target(host, scope, project, ".claude/settings.json", True, False),
+                Target(host, scope, project, ".mcp.json", False, True)]
+    return [Target(host, scope, home, ".claude/settings.json", True, False),
+            Target(host, scope, home, ".claude.json", False, True)]
 
 
 def inspected_files(host: Host, *, home: str, codex_home: str | None, project: str | None) -> list[str]:
@@ -109,3 +130,17 @@ def registration(executable: str, host: Host) -> dict[str, dict]:
     return {event: {"hooks": [{"type": "command", "command": hook_command(executable, host, event),
                                "timeout": HOOK_TIMEOUT_SECONDS}]}
             for event in host.events}
+
+
+def mcp_entry(executable: str) -> dict:
+    """Our MCP server entry: ``loopstate mcp`` on stdio (both hosts take command and args)."""
+    return {"command": executable, "args": ["mcp"]}
+
+
+def is_our_server(entry: object) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("command"), str)
+            and os.path.basename(entry["command"]) == "loopstate" and entry.get("args") == ["mcp"])
+
+
+def servers_key(file_format: str) -> str:
+    return "mcpServers" if file_format == "json" else "mcp_servers"

@@ -1,6 +1,7 @@
 """Our hook registration merged into, and taken out of, a host config's text; and every hook a config holds.
 
-Merging adds one group per event of ours and touches nothing else: in JSON by
+Merging adds one group per event of ours (and our MCP server entry) and
+touches nothing else: in JSON by
 splicing (``jsonedit``), in TOML through tomlkit, which keeps comments and
 layout. A group of ours that is already there unchanged is left alone (so a
 re-apply changes no byte); one of ours for the same event that differs (an older
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopstate.install import jsonedit
-from loopstate.install.hosts import Host, our_event
+from loopstate.install.hosts import MCP_SERVER, Host, is_our_server, our_event
 
 
 class ConfigShapeError(ValueError):
@@ -50,17 +51,23 @@ def is_our_group(group: Any, host: Host, event: str | None = None) -> bool:
 
 
 def strip_ours(value: Any, host: Host) -> Any:
-    """A parsed config with our groups taken out, and empty event lists and hooks dropped (so a list or table
-    that only our groups filled compares equal to its absence)."""
-    if not isinstance(value, dict) or not isinstance(value.get("hooks"), dict):
+    """A parsed config with our groups and our MCP server taken out, and empty event lists, hooks and server
+    tables dropped (so a container that only our entries filled compares equal to its absence)."""
+    if not isinstance(value, dict):
         return value
-    hooks = {}
-    for event, groups in value["hooks"].items():
-        kept = [g for g in groups if not is_our_group(g, host)] if isinstance(groups, list) else groups
-        if kept != []:
-            hooks[event] = kept
-    rest = {k: v for k, v in value.items() if k != "hooks"}
-    return {**rest, "hooks": hooks} if hooks else rest
+    value = dict(value)
+    if isinstance(value.get("hooks"), dict):
+        hooks = {}
+        for event, groups in value["hooks"].items():
+            kept = [g for g in groups if not is_our_group(g, host)] if isinstance(groups, list) else groups
+            if kept != []:
+                hooks[event] = kept
+        value["hooks"] = hooks
+    for key in ("mcpServers", "mcp_servers"):
+        if isinstance(value.get(key), dict):
+            value[key] = {name: entry for name, entry in value[key].items()
+                          if not (name == MCP_SERVER and is_our_server(entry))}
+    return {k: v for k, v in value.items() if not (k in ("hooks", "mcpServers", "mcp_servers") and v == {})}
 
 
 def _check_only_ours_changed(before: Any, after: Any, host: Host) -> None:
@@ -89,11 +96,39 @@ def _hooks_node(text: str) -> tuple[jsonedit.Node, jsonedit.Node | None]:
     return root, hooks
 
 
-def merge_json(text: str | None, groups: dict[str, dict], host: Host) -> str:
+def _foreign_server(path_words: str) -> ConfigShapeError:
+    return ConfigShapeError(f"it already names an MCP server {MCP_SERVER!r} that is not `loopstate mcp` "
+                            f"({path_words}); rename or remove that entry, or set up with --no-mcp")
+
+
+def _merge_json_server(text: str, entry: dict) -> str:
+    root = _json_object(text, "top level")
+    servers = root.member("mcpServers")
+    if servers is None:
+        return jsonedit.insert_member(text, root, "mcpServers", {MCP_SERVER: entry}, 0)
+    if not isinstance(servers.value, dict):
+        raise ConfigShapeError('its "mcpServers" is not an object of servers; fix it by hand')
+    current = servers.member(MCP_SERVER)
+    if current is None:
+        return jsonedit.insert_member(text, servers, MCP_SERVER, entry, 1)
+    if current.value == entry:
+        return text
+    if not is_our_server(current.value):
+        raise _foreign_server(f"mcpServers.{MCP_SERVER}")
+    text = jsonedit.remove_member(text, servers, MCP_SERVER)  # ours, from another executable: replaced
+    return _merge_json_server(text, entry)
+
+
+def merge_json(text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
     before = {} if text is None or not text.strip() else _json_object(text, "top level").value
     if before == {}:  # nothing of anyone's to keep in place: a new document in the hosts' usual layout
-        return json.dumps({"hooks": {event: [group] for event, group in groups.items()}}, indent=2) + "\n"
-    for event, group in groups.items():
+        fresh: dict[str, Any] = {}
+        if groups:
+            fresh["hooks"] = {event: [group] for event, group in groups.items()}
+        if server:
+            fresh["mcpServers"] = {MCP_SERVER: server}
+        return json.dumps(fresh, indent=2) + "\n"
+    for event, group in (groups or {}).items():
         root, hooks = _hooks_node(text)
         if hooks is None:
             text = jsonedit.insert_member(text, root, "hooks", {event: [group]}, 0)
@@ -111,6 +146,8 @@ def merge_json(text: str | None, groups: dict[str, dict], host: Host) -> str:
             text = jsonedit.remove_item(text, arr, stale[0])
             arr = _hooks_node(text)[1].member(event)
         text = jsonedit.append_item(text, arr, group, 2)
+    if server:
+        text = _merge_json_server(text, server)
     _check_only_ours_changed(before, jsonedit.parse(text).value, host)
     return text
 
@@ -132,6 +169,11 @@ def unmerge_json(text: str, host: Host) -> str:
             text = jsonedit.remove_member(text, hooks, event)
         else:
             text = jsonedit.remove_member(text, root, "hooks")
+    root = _json_object(text, "top level")
+    servers = root.member("mcpServers")
+    if servers is not None and isinstance(servers.value, dict) and is_our_server(servers.value.get(MCP_SERVER)):
+        text = (jsonedit.remove_member(text, servers, MCP_SERVER) if len(servers.members) > 1
+                else jsonedit.remove_member(text, root, "mcpServers"))
     _check_only_ours_changed(before, jsonedit.parse(text).value, host)
     return text
 
@@ -170,15 +212,15 @@ def _toml_group(group: dict):
     return table
 
 
-def merge_toml(text: str | None, groups: dict[str, dict], host: Host) -> str:
+def merge_toml(text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
     import tomlkit
 
     doc = _toml_document(text)
     before = doc.unwrap()
-    if "hooks" not in doc:
+    if groups and "hooks" not in doc:
         doc["hooks"] = tomlkit.table(is_super_table=True)
-    hooks = doc["hooks"]
-    for event, group in groups.items():
+    for event, group in (groups or {}).items():
+        hooks = doc["hooks"]
         if event not in hooks:
             hooks[event] = tomlkit.aot()
         arr = hooks[event]
@@ -191,6 +233,22 @@ def merge_toml(text: str | None, groups: dict[str, dict], host: Host) -> str:
         if stale:
             del arr[stale[0]]
         arr.append(_toml_group(group))
+    if server:
+        if "mcp_servers" not in doc:
+            doc["mcp_servers"] = tomlkit.table(is_super_table=True)
+        servers = doc["mcp_servers"]
+        if not isinstance(servers, tomlkit.items.Table):
+            raise ConfigShapeError("its `mcp_servers` is not a table of [mcp_servers.<name>] tables; fix it by hand")
+        current = servers.get(MCP_SERVER)
+        if current is None or current.unwrap() != server:
+            if current is not None and not is_our_server(current.unwrap()):
+                raise _foreign_server(f"[mcp_servers.{MCP_SERVER}]")
+            if current is not None:
+                del servers[MCP_SERVER]
+            table = tomlkit.table()
+            table.update(server)
+            table.add(tomlkit.nl())
+            servers[MCP_SERVER] = table
     out = tomlkit.dumps(doc)
     _check_only_ours_changed(before, tomlkit.parse(out).unwrap(), host)
     return out
@@ -217,13 +275,19 @@ def unmerge_toml(text: str, host: Host) -> str:
                     del arr[index]
         if not hooks:
             del doc["hooks"]
+    servers = doc.get("mcp_servers")
+    if isinstance(servers, tomlkit.items.Table) and MCP_SERVER in servers and is_our_server(servers[MCP_SERVER].unwrap()):
+        del servers[MCP_SERVER]
+        if not servers:
+            del doc["mcp_servers"]
     out = tomlkit.dumps(doc)
     _check_only_ours_changed(before, tomlkit.parse(out).unwrap(), host)
     return out
 
 
-def merge(file_format: str, text: str | None, groups: dict[str, dict], host: Host) -> str:
-    return (merge_json if file_format == "json" else merge_toml)(text, groups, host)
+def merge(file_format: str, text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
+    """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None)."""
+    return (merge_json if file_format == "json" else merge_toml)(text, host, groups, server)
 
 
 def unmerge(file_format: str, text: str, host: Host) -> str:

@@ -32,7 +32,7 @@ from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.records import parse_json, to_dict, validate
 from loopstate.install import receipts as rc
-from loopstate.install.hosts import Host, Target, registration
+from loopstate.install.hosts import Host, Target, mcp_entry, registration
 from loopstate.install.registration import ConfigShapeError, merge, unmerge
 
 
@@ -60,10 +60,10 @@ class Places:
         return Places(os.path.realpath(home), codex_home and os.path.realpath(codex_home), project,
                       resolve_data_dir(env))
 
-    def target(self, host: Host, scope: str) -> Target:
-        from loopstate.install.hosts import target
+    def targets(self, host: Host, scope: str) -> list[Target]:
+        from loopstate.install.hosts import targets
 
-        return target(host, scope, home=self.home, codex_home=self.codex_home, project=self.project)
+        return targets(host, scope, home=self.home, codex_home=self.codex_home, project=self.project)
 
 
 def default_executable() -> str:
@@ -226,14 +226,16 @@ def receipts_for(places: Places, t: Target) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Plan:
+class FilePlan:
+    """One file of a plan: its bytes before and after, the folders writing it creates, and the receipt whose
+    write it no longer matches (None when it does, or when no receipt wrote it)."""
+
     target: Target
     before: bytes | None
     after: bytes
     source: str
     folders: list[str]
-    changed_since: dict[str, Any] | None  # the receipt whose write the file no longer matches
-    receipts: list[dict[str, Any]] = field(default_factory=list)
+    changed_since: dict[str, Any] | None
 
     @property
     def noop(self) -> bool:
@@ -247,10 +249,28 @@ class Plan:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.target.host.name, "scope": self.target.scope, "path": self.target.path,
-                "exists": self.before is not None, "noop": self.noop, "create_folders": self.folders,
+        return {"path": self.target.path, "exists": self.before is not None, "noop": self.noop,
+                "hooks": self.target.hooks, "mcp": self.target.mcp, "create_folders": self.folders,
                 "diff": self.diff(),
                 "changed_since_receipt": None if self.changed_since is None else self.changed_since["receipt_id"]}
+
+
+@dataclass
+class Plan:
+    host: Host
+    scope: str
+    files: list[FilePlan]
+
+    @property
+    def noop(self) -> bool:
+        return all(f.noop for f in self.files)
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host.name, "scope": self.scope, "noop": self.noop, "diff": self.diff(),
+                "files": [f.to_dict() for f in self.files]}
 
 
 def _text(data: bytes | None, path: str) -> str | None:
@@ -268,8 +288,8 @@ def _shape_error(path: str, exc: ConfigShapeError) -> LoopstateError:
 
 
 def check_executable(path: str) -> str:
-    """The program a hook registration runs: an absolute path to an executable file, since the host runs it
-    from a directory and PATH of its own."""
+    """The program a registration runs: an absolute path to an executable file, since the host runs it from a
+    directory and PATH of its own."""
     if not os.path.isabs(path):
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--executable {path!r} is not an absolute path; pass the "
                              "absolute path of the loopstate executable (e.g. from `command -v loopstate`)")
@@ -279,44 +299,69 @@ def check_executable(path: str) -> str:
     return path
 
 
-def make_plan(places: Places, host: Host, scope: str, executable: str) -> Plan:
-    t = places.target(host, scope)
+def mcp_available() -> bool:
+    """Whether `loopstate mcp` can serve from this environment (its SDK is an optional extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool) -> Plan:
     check_executable(executable)
-    before = read_target(t)
-    groups = registration(executable, host)
-    try:
-        after = merge(host.file_format, _text(before, t.path), groups, host).encode("utf-8")
-    except ConfigShapeError as exc:
-        raise _shape_error(t.path, exc) from None
-    mine = receipts_for(places, t)
-    changed = None
-    if mine:
-        _, op = rc.file_op(mine[-1], t.relative)
-        if (None if before is None else rc.digest(before)) != op["resulting_digest"]:
-            changed = mine[-1]
-    return Plan(t, before, after, rc.source_digest(groups), missing_folders(t), changed, mine)
+    groups, server = registration(executable, host), mcp_entry(executable)
+    files, folders_seen = [], set()
+    for t in places.targets(host, scope):
+        if t.mcp and not mcp and not t.hooks:
+            continue
+        wanted_groups, wanted_server = (groups if t.hooks else None), (server if t.mcp and mcp else None)
+        before = read_target(t)
+        try:
+            after = merge(t.file_format, _text(before, t.path), host, wanted_groups, wanted_server).encode("utf-8")
+        except ConfigShapeError as exc:
+            raise _shape_error(t.path, exc) from None
+        mine = receipts_for(places, t)
+        changed = None
+        if mine:
+            _, op = rc.file_op(mine[-1], t.relative)
+            if (None if before is None else rc.digest(before)) != op["resulting_digest"]:
+                changed = mine[-1]
+        folders = [f for f in missing_folders(t) if f not in folders_seen]
+        folders_seen.update(folders)
+        source = rc.source_digest({"hooks": wanted_groups, "mcp_server": wanted_server})
+        files.append(FilePlan(t, before, after, source, folders, changed))
+    return Plan(host, scope, files)
 
 
 def apply(places: Places, plan: Plan, *, approve: bool) -> dict[str, Any] | None:
     """Write the plan; returns the receipt, or None when there was nothing to change."""
-    t = plan.target
     if plan.noop:
         return None
-    if plan.changed_since is not None and not approve:
-        raise LoopstateError(
-            ErrorCode.CONFLICT,
-            f"{t.path} changed since loopstate wrote it (receipt {plan.changed_since['receipt_id']}); see what apply "
-            f"would write with `loopstate setup plan --host {t.host.name} --scope {t.scope}`, then re-run with --approve",
-            path=t.path, receipt_id=plan.changed_since["receipt_id"])
+    for f in plan.files:
+        if not f.noop and f.changed_since is not None and not approve:
+            raise LoopstateError(
+                ErrorCode.CONFLICT,
+                f"{f.target.path} changed since loopstate wrote it (receipt {f.changed_since['receipt_id']}); see "
+                f"what apply would write with `loopstate setup plan --host {plan.host.name} --scope {plan.scope}`, "
+                "then re-run with --approve", path=f.target.path, receipt_id=f.changed_since["receipt_id"])
     receipt_id = str(uuid.uuid4())
-    operations = [rc.mkdir_operation(folder) for folder in plan.folders]
-    operations.append(rc.file_operation(t.relative, plan.source, plan.before, plan.after))
+    operations, backups = [], []
+    for f in plan.files:
+        if f.noop:  # seed 002's skip: looked at, left as it was, nothing to undo
+            operations.append({**rc.file_operation(f.target.relative, f.source, f.before, f.after),
+                               "action": "skip", "rollback_action": "none"})
+            continue
+        operations += [rc.mkdir_operation(folder) for folder in f.folders]
+        operations.append(rc.file_operation(f.target.relative, f.source, f.before, f.after))
+        if f.before is not None:
+            backups.append((len(operations) - 1, f.before))
     fields = dict(receipt_id=receipt_id, created_at=format_time(system_clock()), source_version=__version__,
-                  target_root=t.root, harness=t.host.harness, operations=operations)
-    if plan.before is not None:
-        _store(places, _backup_path(places, receipt_id, len(operations) - 1), plan.before)
+                  target_root=plan.files[0].target.root, harness=plan.host.harness, operations=operations)
+    for index, data in backups:
+        _store(places, _backup_path(places, receipt_id, index), data)
     save_receipt(places, rc.receipt(**fields, result="partial"))
-    write_target(t, plan.after)
+    for f in plan.files:
+        if not f.noop:
+            write_target(f.target, f.after)
     done = rc.receipt(**fields, result="complete")
     save_receipt(places, done)
     return done
@@ -334,9 +379,7 @@ class Undo:
     folders: list[str]
 
 
-def plan_uninstall(places: Places, host: Host, scope: str, *, approve: bool) -> Undo:
-    """The file's state once every active receipt of this target is undone, newest first; refuses first."""
-    t = places.target(host, scope)
+def _plan_undo(places: Places, t: Target, host: Host, approve: bool) -> Undo:
     mine = receipts_for(places, t)
     current = read_target(t)
     steps, folders = [], []
@@ -360,37 +403,45 @@ def plan_uninstall(places: Places, host: Host, scope: str, *, approve: bool) -> 
                     "re-run with --approve to take out only loopstate's entries and keep everything else",
                     path=t.path, receipt_id=r["receipt_id"])
             try:
-                current = unmerge(host.file_format, _text(current, t.path), host).encode("utf-8")
+                current = unmerge(t.file_format, _text(current, t.path), host).encode("utf-8")
             except ConfigShapeError as exc:
                 raise _shape_error(t.path, exc) from None
             step = "took out loopstate's entries"
-        steps.append(f"receipt {r['receipt_id']}: {step}")
-        folders += [op["destination"] for op in reversed(r["operations"]) if op["action"] == "mkdir"]
+        steps.append(f"{t.path}: receipt {r['receipt_id']}: {step}")
+        folders += [op["destination"] for op in reversed(r["operations"]) if op["action"] == "mkdir"
+                    and os.path.join(t.relative, "").startswith(os.path.join(op["destination"], ""))]
     return Undo(t, current, steps, mine, folders)
 
 
-def uninstall(places: Places, undo: Undo) -> list[str]:
-    """Carry out a planned uninstall; returns the folders that were kept because something else is in them."""
-    t = undo.target
-    if undo.final is None:
-        remove_target(t)
-    elif undo.final != read_target(t):
-        write_target(t, undo.final)
+def plan_uninstall(places: Places, host: Host, scope: str, *, approve: bool) -> list[Undo]:
+    """Each file's state once every active receipt of it is undone, newest first; refuses before any write."""
+    return [undo for t in places.targets(host, scope) if (undo := _plan_undo(places, t, host, approve)).receipts]
+
+
+def uninstall(places: Places, undos: list[Undo]) -> list[str]:
+    """Carry out a planned uninstall; returns the folders kept because something else is in them now."""
     kept = []
-    for relative in undo.folders:
-        folder = os.path.join(t.root, relative)
-        try:
-            if stat.S_ISDIR(os.lstat(folder).st_mode):
-                os.rmdir(folder)
-                safefs.fsync_dir(os.path.dirname(folder))
-        except FileNotFoundError:
-            pass
-        except OSError:
-            kept.append(folder)
-    for r in undo.receipts:
+    for undo in undos:
+        t = undo.target
+        if undo.final is None:
+            remove_target(t)
+        elif undo.final != read_target(t):
+            write_target(t, undo.final)
+        for relative in undo.folders:
+            folder = os.path.join(t.root, relative)
+            try:
+                if stat.S_ISDIR(os.lstat(folder).st_mode):
+                    os.rmdir(folder)
+                    safefs.fsync_dir(os.path.dirname(folder))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                kept.append(folder)
+    done = {r["receipt_id"]: r for undo in undos for r in undo.receipts}
+    for r in done.values():
         save_receipt(places, {**r, "result": "rolled_back"})
-        for index, op in enumerate(r["operations"]):
+        for index in range(len(r["operations"])):
             backup = _backup_path(places, r["receipt_id"], index)
-            if op["action"] == "copy" and backup.exists():
+            if backup.exists():
                 backup.unlink()
     return kept
