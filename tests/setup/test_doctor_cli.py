@@ -27,15 +27,16 @@ def script(path: Path, body: str) -> Path:
 
 def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     h = make_home(tmp_path)
-    h.cli("setup", "apply", "--host", "claude")
-    h.cli("setup", "apply", "--host", "codex")
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    h.cli("setup", "apply", "--host", "codex", "--mcp")
     report = h.json("doctor")
     assert report["ok"] is True and report["problems"] == []
     for host, count in (("claude", 6), ("codex", 7)):
         got = report["hosts"][host]
         status = got["status"]
         assert (status["installed"], status["discovery"], status["behavior"]) == (True, "verified", "verified")
-        assert [r["outcome"] for r in got["probe"]["results"]] == ["passed"] * count
+        assert [r["outcome"] for r in got["probe"]["results"]] == ["passed"] * (count + 1)
+        assert got["probe"]["results"][-1]["event"] == "MCP initialize"  # `loopstate mcp` answered over stdio
         assert got["probe"]["type"] == "harness_probe" and got["probe"]["evidence_id"] == status["evidence_id"]
         recorded = json.loads(Path(got["recorded"]).read_text())
         assert recorded["status"] == status and recorded["evidence"] == got["probe"]
@@ -51,7 +52,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     # The probe ran in a scratch project and data dir: nothing of the user's store was created.
     assert sorted(os.listdir(h.data)) == ["harnesses", "installs"]
     text = h.cli("doctor").stdout
-    assert "behavior:  verified (6 of 6 hooks answered as the host expects)" in text and text.endswith("ok\n")
+    assert "behavior:  verified (7 of 7 probes answered as the host expects)" in text and text.endswith("ok\n")
 
 
 def test_a_missing_executable_fails_discovery_with_the_fix(tmp_path):
@@ -84,6 +85,18 @@ def test_a_hook_that_answers_badly_fails_behavior(tmp_path, body, words):
     done = h.cli("doctor", "--host", "claude", expect=1)
     assert "discovery: verified" in done.stdout and "behavior:  failed" in done.stdout
     assert words in done.stdout and "try it by hand" in done.stdout
+
+
+def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    bad = script(tmp_path / "bin" / "loopstate", "cat >/dev/null; echo 'loopstate mcp: no SDK' >&2; exit 2")
+    state = json.loads((h.home / ".claude.json").read_text())
+    state["mcpServers"]["loopstate"]["command"] = str(bad)
+    (h.home / ".claude.json").write_text(json.dumps(state))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "behavior:  failed (6 of 7 probes" in done.stdout
+    assert "the MCP server loopstate" in done.stdout and "exited 2 without an initialize result: loopstate mcp: no SDK" in done.stdout
 
 
 def test_codex_hooks_turned_off_in_config_toml_fail_discovery(tmp_path):

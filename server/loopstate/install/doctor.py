@@ -30,12 +30,15 @@ from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
 from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
 from loopstate.install import probe
-from loopstate.install.hosts import HOSTS, Host, inspected_files
+from loopstate.install.hosts import HOSTS, MCP_SERVER, Host, inspected_files, is_our_server, mcp_files, servers_key
 from loopstate.install.registration import ConfigShapeError, handlers, load
 from loopstate.install.setup import Places
 from loopstate.install.shapes import output_problem
 
 VERSION_TIMEOUT = 5.0
+MCP_TIMEOUT = 20.0
+MCP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "loopstate-doctor", "version": "1"}}}
 DEFAULT_HOOK_TIMEOUT = 10.0
 STDERR_SHOWN = 300
 
@@ -82,7 +85,7 @@ class Report:
             lines.append(f"  discovery: {s['discovery']}{where}")
             results = h.probe["results"]
             passed = sum(r["outcome"] == "passed" for r in results)
-            lines.append(f"  behavior:  {s['behavior']}" + (f" ({passed} of {len(results)} hooks answered as the "
+            lines.append(f"  behavior:  {s['behavior']}" + (f" ({passed} of {len(results)} probes answered as the "
                                                             "host expects)" if results else ""))
             for c in s["collisions"]:
                 lines.append(f"  collision: {c['name']}: {c['program']} in {c['sources'][0]} can also deny or block")
@@ -174,6 +177,58 @@ def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Pat
     return result
 
 
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _program_problem(program: str) -> str | None:
+    return probe.program_problem(program, exists=_runnable, which=shutil.which)
+
+
+def _command_problem(command: str) -> str | None:
+    return probe.command_problem(command, exists=_runnable, which=shutil.which)
+
+
+def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
+    found = []
+    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+        config, _ = _read_config(path)  # a file that cannot be read is reported with the hooks' files
+        servers = config.get(servers_key("toml" if path.endswith(".toml") else "json")) if isinstance(config, dict) else None
+        entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
+        if is_our_server(entry):
+            found.append((path, entry))
+    return found
+
+
+def _probe_mcp(entry: dict, scratch: Path) -> dict[str, Any]:
+    """One MCP initialize over the server's stdio (newline-delimited JSON-RPC); its answer must name the server."""
+    result: dict[str, Any] = {"event": "MCP initialize", "outcome": "failed", "problem": None}
+    env = {**os.environ, **{k: str(v) for k, v in (entry.get("env") or {}).items()},
+           "LOOPSTATE_DATA_DIR": str(scratch / "data")}
+    try:
+        done = subprocess.run([entry["command"], *entry["args"]], input=json.dumps(MCP_INITIALIZE).encode() + b"\n",
+                              capture_output=True, timeout=MCP_TIMEOUT, cwd=scratch / "project", env=env)
+    except subprocess.TimeoutExpired:
+        result["problem"] = f"it did not answer initialize within {MCP_TIMEOUT:g} s"
+        return result
+    except OSError as exc:
+        result["problem"] = f"it could not be started: {exc.strerror}"
+        return result
+    first = done.stdout.split(b"\n", 1)[0]
+    try:
+        answer = json.loads(first)
+        ok = answer.get("id") == 1 and "protocolVersion" in answer["result"] and "serverInfo" in answer["result"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        result["problem"] = (f"it exited {done.returncode} without an initialize result"
+                             + (f": {lines[-1][:STDERR_SHOWN]}" if lines else ""))
+        return result
+    result["outcome"] = "passed"
+    return result
+
+
 def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
     """One host's status; None when the host is neither installed nor set up and was not asked for."""
     installed, version = _version(host)
@@ -187,7 +242,8 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
         if host.name == "codex" and path.endswith("config.toml"):
             switched_off = switched_off or _codex_hooks_disabled(config, path)
     found = probe.sort_handlers(host, per_file)
-    if not found.ours and not installed and not asked:
+    servers = _our_servers(host, places)
+    if not found.ours and not servers and not installed and not asked:
         return None
     fix = f"run `loopstate setup apply --host {host.name}` (add --scope project for this project only)"
     discovery = "failed" if problems else "verified"  # a config the host cannot read
@@ -196,11 +252,20 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
         discovery = "failed"
         problems.append(f"loopstate's hooks are not registered for {', '.join(missing)}: {fix}")
     for path, handler in found.ours:
-        why = probe.executable_problem(handler.command, exists=lambda p: os.access(p, os.X_OK), which=shutil.which)
+        why = _command_problem(handler.command)
         if why:
             discovery = "failed"
             problems.append(f"the {handler.event} hook in {path}: {why}: re-run `loopstate setup apply --host "
                             f"{host.name}` from the loopstate you mean to use")
+    for path, entry in servers:
+        why = _program_problem(entry["command"])
+        if why:
+            discovery = "failed"
+            problems.append(f"the MCP server {MCP_SERVER} in {path}: {why}: re-run `loopstate setup apply --host "
+                            f"{host.name} --mcp` from the loopstate you mean to use")
+    if not servers:
+        notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
+                     "(needs pip install 'loopstate[mcp]')")
     if switched_off:
         discovery = "failed"
         problems.append(switched_off)
@@ -209,13 +274,15 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
     if not installed:
         notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
 
-    results, procedure, seen = [], [], set()
+    results, procedure, seen, unprobed = [], [], set(), False
     with tempfile.TemporaryDirectory(prefix="loopstate-doctor-") as tmp:
         scratch = Path(tmp)
         (scratch / "project").mkdir()
         for path, handler in found.ours:
-            if (handler.event, handler.command) in seen or probe.executable_problem(
-                    handler.command, exists=lambda p: os.access(p, os.X_OK), which=shutil.which):
+            if (handler.event, handler.command) in seen:
+                continue
+            if _command_problem(handler.command):
+                unprobed = True  # already a discovery failure; its behavior stays unknown
                 continue
             seen.add((handler.event, handler.command))
             timeout = handler.handler.get("timeout")
@@ -226,8 +293,18 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
             if result["problem"]:
                 problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
                                 f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
+        for path, entry in servers[:1]:
+            if _program_problem(entry["command"]):
+                unprobed = True
+                continue
+            procedure.append(f"{shlex.join([entry['command'], *entry['args']])} < an MCP initialize request")
+            result = _probe_mcp(entry, scratch)
+            results.append(result)
+            if result["problem"]:
+                problems.append(f"the MCP server {MCP_SERVER} ({path}) {result['problem']}; if it says the SDK is "
+                                "missing: pip install 'loopstate[mcp]', or set up with --no-mcp")
     behavior = ("failed" if any(r["outcome"] != "passed" for r in results)
-                else "verified" if results and not missing else "unverified")
+                else "verified" if results and not missing and not unprobed else "unverified")
     now = format_time(system_clock())
     evidence_id = str(uuid.uuid4())
     status = to_dict(validate("harness_status", {
@@ -238,7 +315,8 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
                 "description": f"loopstate doctor ran each registered {host.label} hook once",
                 "procedure": procedure, "outcome": {"verified": "passed", "failed": "failed"}.get(behavior, "unverified"),
                 "results": results, "observed_at": now}
-    return HostReport(host, status, evidence, problems, notes, sorted({path for path, _ in found.ours}), installed)
+    files = sorted({path for path, _ in found.ours} | {path for path, _ in servers})
+    return HostReport(host, status, evidence, problems, notes, files, installed)
 
 
 def _record(places: Places, report: HostReport) -> str:

@@ -107,6 +107,14 @@ def inspected_files(host: Host, *, home: str, codex_home: str | None, project: s
     return files
 
 
+def mcp_files(host: Host, *, home: str, codex_home: str | None, project: str | None) -> list[str]:
+    """Every file the host reads MCP servers from, user scope first."""
+    if host is CODEX:
+        return [path for path in inspected_files(host, home=home, codex_home=codex_home, project=project)
+                if path.endswith(".toml")]
+    return [os.path.join(home, ".claude.json")] + ([os.path.join(project, ".mcp.json")] if project else [])
+
+
 def hook_command(executable: str, host: Host, event: str) -> str:
     return f"{shlex.quote(executable)} hook {host.name} {event}"
 

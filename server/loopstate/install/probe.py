@@ -50,13 +50,21 @@ def synthetic_input(host: Host, event: str, cwd: str) -> dict[str, Any]:
     return {**common, **per_event[event]}
 
 
-def executable_problem(command: str, *, exists, which) -> str | None:
-    """Why a registered command's program cannot run here, or None. ``exists`` and ``which`` are passed in
-    (os.access and shutil.which in doctor) so the rule stays free of the filesystem."""
-    program = shlex.split(command)[0]
+def program_problem(program: str, *, exists, which) -> str | None:
+    """Why ``program`` cannot run here, or None. ``exists`` and ``which`` are passed in (os.access and
+    shutil.which in doctor) so the rule stays free of the filesystem."""
     if os.path.isabs(program):
         return None if exists(program) else f"its program {program} does not exist or is not executable"
     return None if which(program) else f"its program {program!r} is not on PATH"
+
+
+def command_problem(command: str, *, exists, which) -> str | None:
+    """The same for a hook's command line (a shell line: its first word is the program)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return "its command line cannot be read (an unclosed quote)"
+    return program_problem(words[0], exists=exists, which=which) if words else "its command is empty"
 
 
 @dataclass
