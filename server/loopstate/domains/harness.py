@@ -9,7 +9,7 @@ every rule is a table of plain values in tests/hooks/.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from loopstate.core.ids import derived_uuid
 
@@ -22,15 +22,13 @@ DEFAULT_CONTEXT_CHARS = 1800
 MAX_LINE = 200
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(msgspec.Struct, frozen=True, kw_only=True):
     goal_id: str
     gate_id: str
     title: str
 
 
-@dataclass(frozen=True)
-class RunFacts:
+class RunFacts(msgspec.Struct, frozen=True, kw_only=True):
     """The bound run as its log says: status, lease, budgets, issues. ``found`` False: no such run."""
 
     run_id: str
@@ -42,12 +40,11 @@ class RunFacts:
     usage: str = ""
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(msgspec.Struct, frozen=True, kw_only=True):
     kill_switch: str | None = None  # the configured path of the first standing switch
     run: RunFacts | None = None
     gates: tuple[Gate, ...] = ()
-    faults: tuple[str, ...] = field(default=())  # what could not be read (each fails open, said in the context)
+    faults: tuple[str, ...] = ()  # what could not be read (each fails open, said in the context)
 
 
 def session_task_id(project_id: str, session_hash: str, epoch: int) -> str:

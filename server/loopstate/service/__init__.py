@@ -6,7 +6,8 @@ surrounds them (the project root, its config, kill switches, Markdown status).
 The ``*_effects`` modules are the service's own.
 """
 
-from loopstate.service.engine import Outcome, Service
+from typing import Any
+
 from loopstate.service.front import (
     ProjectRoot,
     create_kill_switch,
@@ -23,3 +24,12 @@ __all__ = [
     "Outcome", "ProjectRoot", "Service", "create_kill_switch", "goal_state", "kill_switch_paths", "markdown_status",
     "probe_kill_switch", "project_config", "resolve_root", "stream_layout",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Service`` and ``Outcome`` load the engine on first use: a hook that only probes a kill switch never does."""
+    if name in ("Service", "Outcome"):
+        from loopstate.service import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'loopstate.service' has no attribute {name!r}")

@@ -26,20 +26,18 @@ records nothing: a hook process cannot hold private memory past its exit.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from loopstate_protocol import intent as p
+import msgspec
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
+from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
 from loopstate.domains import harness
-from loopstate.domains.intent import prompt_commands
 from loopstate.service import sessions
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact",
@@ -51,8 +49,7 @@ LOCK_BOUND = 1.5  # seconds a hook waits for a held lock before it fails open
 UNSEEN = "UNSEEN"  # a status line for facts a hook could not read
 
 
-@dataclasses.dataclass(frozen=True)
-class HookEvent:
+class HookEvent(msgspec.Struct, frozen=True, kw_only=True):
     """What loopstate needs of a host event, host-neutral."""
 
     event: str
@@ -66,8 +63,7 @@ class HookEvent:
     trigger: str | None = None  # PreCompact/PostCompact: manual, auto
 
 
-@dataclasses.dataclass
-class HookAnswer:
+class HookAnswer(msgspec.Struct, kw_only=True):
     context: str | None = None  # to inject
     deny: str | None = None  # PreToolUse: deny, with this reason
     block: str | None = None  # UserPromptSubmit / Stop: block, with this reason
@@ -103,14 +99,10 @@ def hooks_config(root: str) -> dict[str, Any]:
 
 
 def standing_switch(root: str) -> str | None:
-    """The first kill switch that stands, reading no store: a STOP the user can see always counts.
-
-    An invalid runs config still has the default switches probed.
-    """
-    from loopstate.service.runs_effects import kill_switch_state
-
-    state = kill_switch_state(root)
-    return state.paths[0] if state.set else None
+    """The first kill switch that stands, reading no store: a STOP the user can see always counts
+    (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch)."""
+    found = probe_kill_switches(root, every_switch(root))
+    return None if found is None else found["path"]
 
 
 class HookSession:
@@ -118,15 +110,13 @@ class HookSession:
 
     def __init__(self, root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None,
                  clock=system_clock) -> None:
-        from loopstate.service.intent_effects import session_hash
-
         self.event = event
         self.env = env
         self.clock = clock
         self.project = Project(root, data_dir=data_dir, lock_timeout=LOCK_BOUND)
         self.root = self.project.root
         self.data_dir = data_dir
-        self.session = session_hash(event.session_id)
+        self.session = sessions.session_hash(event.session_id)
         self.faults: list[str] = []
         self._intent = None
         self._config: dict[str, Any] | None = None
@@ -177,6 +167,8 @@ class HookSession:
         return binding
 
     def _start_task(self, binding: sessions.Binding) -> None:
+        from loopstate_protocol import intent as p
+
         request = "hook-task-" + derived_uuid("hook-task-request", binding.task_id)
         command = p.IntentTaskStart(task_id=binding.task_id, mode="on", actor="system")
         try:
@@ -193,6 +185,8 @@ class HookSession:
 
     def mode(self, binding: sessions.Binding) -> str:
         """on, off or private (also: a control that cannot be read, which fails closed)."""
+        from loopstate_protocol import intent as p
+
         from loopstate.service.intent_effects import is_private
 
         try:
@@ -260,6 +254,8 @@ class HookSession:
 
     def context(self, binding: sessions.Binding, mode: str) -> str:
         """The hook context: status lines, counts, then the user's own claims; capped, deterministic."""
+        from loopstate_protocol import intent as p
+
         if mode != "on":
             return ""
         cap = self.config["context_max_chars"]
@@ -309,6 +305,10 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     hs = HookSession(root, event, env, data_dir=data_dir)
     if event.event == "PreToolUse":
         return _pre_tool_use(hs)
+    from loopstate_protocol import intent as p
+
+    from loopstate.domains.intent import prompt_commands
+
     command = prompt_commands.parse(event.prompt or "") if event.event == "UserPromptSubmit" else None
     if command is not None:
         # A command the user typed goes no further than the receipt, even when it could not be recorded.
@@ -360,8 +360,10 @@ def deny_if_switch(root: str) -> str | None:
 # --- /intent commands -------------------------------------------------------------------
 
 
-def _user_source(hs: HookSession, text: str) -> p.SourceInput:
+def _user_source(hs: HookSession, text: str) -> Any:
     """The direct user event's identity: the host's prompt id, else a hash of the redacted command text."""
+    from loopstate_protocol import intent as p
+
     from loopstate.domains.intent import rules
 
     if hs.event.prompt_id:
@@ -373,7 +375,7 @@ def _user_source(hs: HookSession, text: str) -> p.SourceInput:
     return p.SourceInput(kind="user_event", text=text, via_hook=True)
 
 
-def _receipt(hs: HookSession, binding: sessions.Binding, command: prompt_commands.PromptCommand) -> str:
+def _receipt(hs: HookSession, binding: sessions.Binding, command: Any) -> str:
     """Do what the typed command says; the receipt the user sees (the prompt goes no further)."""
     if command.problem is not None:
         return f"loopstate: {command.problem}"
@@ -384,7 +386,10 @@ def _receipt(hs: HookSession, binding: sessions.Binding, command: prompt_command
         return f"loopstate: /intent {command.verb} was not recorded: {error.message}"
 
 
-def _apply(hs: HookSession, binding: sessions.Binding, command: prompt_commands.PromptCommand, mode: str) -> str:
+def _apply(hs: HookSession, binding: sessions.Binding, command: Any, mode: str) -> str:
+    """``command``: a parsed domains.intent.prompt_commands.PromptCommand."""
+    from loopstate_protocol import intent as p
+
     from loopstate.domains.intent import rules
 
     intent, root, task = hs.intent(), hs.root, binding.task_id

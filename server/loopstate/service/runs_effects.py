@@ -45,6 +45,7 @@ from loopstate.core import canonical, safefs
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
+from loopstate.core.killswitch import probe_kill_switches, switch_path
 from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
@@ -88,24 +89,6 @@ def _state_root_inside(root: str, state_root: str) -> None:
     if os.path.commonpath([project, target]) != project:
         raise records.refuse("config", "$.state_root", "path_inside_project",
                              f"{state_root!r} leads to {target}, outside the project (through a link); point it inside")
-
-
-def switch_path(root: str, configured: str) -> Path:
-    path = Path(configured)
-    return path if path.is_absolute() else Path(root) / path
-
-
-def probe_kill_switches(root: str, switches: list[str]) -> dict[str, str] | None:
-    """The first switch that is present or unreadable; None when every one is provably absent."""
-    for configured in switches:
-        try:
-            os.lstat(switch_path(root, configured))
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return {"path": configured, "state": "unreadable", "error": exc.strerror or str(exc)}
-        return {"path": configured, "state": "present"}
-    return None
 
 
 def kill_switch_state(root: str) -> proto.KillSwitchState:

@@ -4,8 +4,8 @@ A harness hook is a fresh process per event, so what ties one host session's
 events together lives in a small file per session:
 ``<project>/hook-sessions/<host_session_hash>.json``. It holds
 
-* ``host_session_hash``: the private-session control's hash of the host's
-  session id (the id itself is never stored);
+* ``host_session_hash``: a domain-separated SHA-256 of the host's session id
+  (the id itself is never stored), which also names the file;
 * ``epoch`` and ``task_id``: the session's intent task, a UUIDv5 of the
   project, the hash and the epoch (``domains.harness.session_task_id``), so
   two hooks racing to start it start the same task and the second is a replay.
@@ -25,9 +25,10 @@ already, and no digest of a prompt.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from loopstate.core import canonical, safefs
 from loopstate.core.project import Project
@@ -37,8 +38,7 @@ FOLDER = "hook-sessions"
 SCHEMA_VERSION = 1
 
 
-@dataclasses.dataclass
-class Binding:
+class Binding(msgspec.Struct, kw_only=True):
     host_session_hash: str
     task_id: str
     epoch: int = 0
@@ -49,10 +49,14 @@ class Binding:
     updated_at: str = ""
 
     def record(self, project_id: str) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "project_id": project_id, **dataclasses.asdict(self)}
+        return {"schema_version": SCHEMA_VERSION, "project_id": project_id, **msgspec.structs.asdict(self)}
 
 
-FIELDS = {"schema_version", "project_id", *(f.name for f in dataclasses.fields(Binding))}
+FIELDS = {"schema_version", "project_id", *Binding.__struct_fields__}
+
+
+def session_hash(host_session_id: str) -> str:
+    return canonical.sha256_hex(("loopstate-hook-session-v1\0" + host_session_id).encode("utf-8"))
 
 
 def path_for(project: Project, session: str) -> Path:

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopstate.core.killswitch import CONFIG_PATH, DEFAULT_KILL_SWITCH, SEED_KILL_SWITCH  # noqa: F401  (the runs glue imports CONFIG_PATH from here)
 from loopstate.domains.base import Context
 from loopstate.domains.runs.records import DEFAULT_BUDGETS
-
-CONFIG_PATH = ".loopstate/config.json"
-DEFAULT_KILL_SWITCH = ".loopstate/STOP"  # the one `loopstate run stop` creates
-SEED_KILL_SWITCH = ".the-loop/STOP"
 
 
 def default_config() -> dict[str, Any]:
