@@ -8,6 +8,7 @@ import importlib.util
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -52,6 +53,17 @@ class Client:
         error = result.structured_content["error"]
         assert error["code"] == code
         return error
+
+    async def subscribe(self, uri: str) -> None:
+        """resources/subscribe, as the hosts of today send it (the SDK calls it deprecated from 2026-07-28 on)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await asyncio.wait_for(self.session.subscribe_resource(uri), CALL_TIMEOUT)
+
+    async def unsubscribe(self, uri: str) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await asyncio.wait_for(self.session.unsubscribe_resource(uri), CALL_TIMEOUT)
 
     async def wait_update(self, uri: str, timeout: float = 10.0) -> float:
         """The arrival time of the first update of ``uri`` (fails after a generous ``timeout``)."""

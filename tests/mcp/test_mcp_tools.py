@@ -36,12 +36,17 @@ def leased_run(cli: Cli) -> dict:
 
 
 async def test_lists_nine_tools_and_the_projects_resources(root, data_dir):
+    from mcp.types import ListToolsResult
+
     cli = Cli(root, data_dir)
     run_id = cli.create()
     cli.ok("goals", "add", "ship", "first todo")
     async with connected(data_dir, "--root", str(root)) as client:
         tools = (await client.session.list_tools()).tools
         assert {t.name for t in tools} == TOOLS
+        # The context an agent pays on every turn: bytes/4, the estimate docs/benchmarks.md states, under 1,500.
+        wire = ListToolsResult(tools=tools).model_dump_json(by_alias=True, exclude_none=True)
+        assert (len(wire.encode()) + len(client.session.instructions.encode())) / 4 < 1500
         assert all(t.description and t.input_schema["type"] == "object" for t in tools)
         listed = (await client.session.list_resources()).resources
         project_id = json.loads(cli.ok("intent", "show", "--json"))["project_id"]

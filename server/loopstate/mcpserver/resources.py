@@ -125,6 +125,7 @@ class Updates:
         self.watcher = Watcher(loop, self._on_folder_change)
         self._by_stream: dict[tuple[str, str], dict[str, tuple[str, View]]] = {}  # (project, stream) -> uri -> (root, view)
         self._folders: dict[str, Path] = {}  # uri -> the streams folder it is watched through
+        self._counts: dict[str, int] = {}  # uri -> subscriptions (resources/subscribe, subscriptions/listen)
         self._pending: set[tuple[str, str]] = set()
         self.closed = False
         service.add_listener(self._listener)
@@ -153,16 +154,23 @@ class Updates:
     # event loop ----------------------------------------------------------------
 
     async def subscribe(self, root: str, view: View) -> None:
+        """Follow ``view`` (counted: each subscribe needs its own unsubscribe)."""
+        self._counts[view.uri] = self._counts.get(view.uri, 0) + 1
+        if self._counts[view.uri] > 1:
+            return
         project, stream = await self.loop.run_in_executor(self.worker, self._stream_of, root, view)
         key = (project.project_id, stream)
         self._by_stream.setdefault(key, {})[view.uri] = (root, view)
-        folder = project.dir / "streams"
-        if self._folders.get(view.uri) is None:
-            self._folders[view.uri] = folder
-            self.watcher.watch(folder)
+        folder = self._folders[view.uri] = project.dir / "streams"
+        self.watcher.watch(folder)
         self._schedule(key, root, view)
 
     def unsubscribe(self, uri: str) -> None:
+        count = self._counts.get(uri, 0) - 1
+        if count > 0:
+            self._counts[uri] = count
+            return
+        self._counts.pop(uri, None)
         for key, uris in list(self._by_stream.items()):
             if uris.pop(uri, None) is not None and not uris:
                 del self._by_stream[key]

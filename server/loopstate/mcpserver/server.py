@@ -224,28 +224,57 @@ def build_server(service: Service, session: Session) -> Any:
             await session.peer.send_resource_updated(uri)
         await server._subscriptions.publish(ResourceUpdated(uri=uri))  # noqa: SLF001 - the listen bus MCPServer owns
 
+    async def follow(uri: str) -> None:
+        """Start following ``uri`` for a subscriber; refused (NOT_FOUND) for a URI that is not this project's."""
+        view = resources.parse(uri)
+        root = await root_of(None)
+        if view.project_id != service.project(root).project_id:
+            resources.read(service, root, view)  # raises NOT_FOUND naming this server's project
+        if state["updates"] is None:
+            state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
+        await state["updates"].subscribe(root, view)
+
+    def unfollow(uri: str) -> None:
+        if state["updates"] is not None:
+            state["updates"].unsubscribe(uri)
+
     async def subscribe(ctx: Any, params: Any) -> Any:
         session.peer = ctx.session
         uri = str(params.uri)
-        try:
-            view = resources.parse(uri)
-            root = await root_of(None)
-            if view.project_id != service.project(root).project_id:
-                resources.read(service, root, view)  # raises NOT_FOUND naming this server's project
-            if state["updates"] is None:
-                state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
+        if uri not in session.subscribed:  # subscribing twice is one subscription
+            try:
+                await follow(uri)
+            except LoopstateError as exc:
+                raise resource_error(exc, uri) from None
             session.subscribed.add(uri)
-            await state["updates"].subscribe(root, view)
-        except LoopstateError as exc:
-            raise resource_error(exc, uri) from None
         return EmptyResult()
 
     async def unsubscribe(ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
-        session.subscribed.discard(uri)
-        if state["updates"] is not None:
-            state["updates"].unsubscribe(uri)
+        if uri in session.subscribed:
+            session.subscribed.discard(uri)
+            unfollow(uri)
         return EmptyResult()
+
+    listen_entry = lowlevel.get_request_handler("subscriptions/listen")
+
+    async def listen(ctx: Any, params: Any) -> Any:
+        """The SDK's subscriptions/listen stream (2026-07-28), with the store followed for its URIs while it lasts.
+
+        A URI that is not this project's is acknowledged and never fires, as the SDK does for any unknown URI.
+        """
+        followed = []
+        for uri in params.notifications.resource_subscriptions or ():
+            try:
+                await follow(uri)
+                followed.append(uri)
+            except LoopstateError as exc:
+                log.info("listen: %s is not followed: %s", uri, exc.message)
+        try:
+            return await listen_entry.handler(ctx, params)
+        finally:
+            for uri in followed:
+                unfollow(uri)
 
     async def roots_changed(ctx: Any, params: Any) -> None:
         session.client_roots = None
@@ -262,6 +291,7 @@ def build_server(service: Service, session: Session) -> Any:
     lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    lowlevel.add_request_handler("subscriptions/listen", listen_entry.params_type, listen)
     lowlevel.add_notification_handler("notifications/roots/list_changed", NotificationParams, roots_changed)
 
     def close() -> None:
