@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import shutil
-import stat
 import subprocess
 import tempfile
 import uuid
@@ -28,11 +27,12 @@ from typing import Any
 
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
 from loopstate.install import probe
 from loopstate.install.hosts import HOSTS, MCP_SERVER, Host, inspected_files, is_our_server, mcp_files, servers_key
 from loopstate.install.registration import ConfigShapeError, handlers, load
-from loopstate.install.setup import Places
+from loopstate.install.setup import Places, read_regular
 from loopstate.install.shapes import output_problem
 
 VERSION_TIMEOUT = 5.0
@@ -110,30 +110,15 @@ def _version(host: Host) -> tuple[bool, str | None]:
     return True, (first[0][:200] if done.returncode == 0 and first else None)
 
 
-def _read_plain(path: str) -> bytes | None:
-    """A config file as the host reads it (links followed: doctor only reads); None when absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _read_config(path: str) -> tuple[Any, str | None]:
     """One config file parsed (None when absent) and what is wrong with it, if anything."""
     try:
-        data = _read_plain(path)
+        data = read_regular(path, follow=True)  # links followed, as the host follows them: doctor only reads
         if data is None:
             return None, None
         return load("toml" if path.endswith(".toml") else "json", data.decode("utf-8")), None
+    except LoopstateError as exc:
+        return None, exc.message
     except OSError as exc:
         return None, f"{path} cannot be read ({exc.strerror or exc})"
     except UnicodeDecodeError as exc:
@@ -151,29 +136,38 @@ def _codex_hooks_disabled(config: Any, path: str) -> str | None:
     return None
 
 
+def _spawn(argv: list[str], payload: bytes, timeout: float, what: str, scratch: Path,
+           extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess | None, str | None]:
+    """Run one probe in the scratch project with the scratch data dir; (the process, None) or (None, why not)."""
+    env = {**os.environ, **(extra_env or {}), "LOOPSTATE_DATA_DIR": str(scratch / "data")}
+    try:
+        return subprocess.run(argv, input=payload, capture_output=True, timeout=timeout, cwd=scratch / "project",
+                              env=env), None
+    except subprocess.TimeoutExpired:
+        return None, f"it did not answer {what} within {timeout:g} s"
+    except OSError as exc:
+        return None, f"it could not be started: {exc.strerror}"
+
+
+def _last_line(stderr: bytes) -> str:
+    """Where a CLI says what went wrong: the last line of its stderr."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return f": {lines[-1][:STDERR_SHOWN]}" if lines else ""
+
+
 def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path) -> dict[str, Any]:
     payload = json.dumps(probe.synthetic_input(host, event, str(scratch / "project"))).encode()
-    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(scratch / "data")}
     result: dict[str, Any] = {"event": event, "outcome": "failed", "problem": None}
-    try:
-        done = subprocess.run(shlex.split(command), input=payload, capture_output=True, timeout=timeout,
-                              cwd=scratch / "project", env=env)
-    except subprocess.TimeoutExpired:
-        result["problem"] = f"it did not answer within {timeout:g} s (the host gives up and takes no decision)"
-        return result
-    except OSError as exc:
-        result["problem"] = f"it could not be started: {exc.strerror}"
+    done, result["problem"] = _spawn(shlex.split(command), payload, timeout,
+                                     "the synthetic input", scratch)
+    if done is None:
         return result
     if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        tail = lines[-1][:STDERR_SHOWN] if lines else ""  # the last line: where a CLI says what went wrong
-        result["problem"] = f"it exited {done.returncode}" + (f": {tail}" if tail else "")
+        result["problem"] = f"it exited {done.returncode}{_last_line(done.stderr)}"
         return result
-    problem = output_problem(host.name, event, done.stdout)
-    if problem is not None:
-        result["problem"] = problem
-        return result
-    result["outcome"] = "passed"
+    result["problem"] = output_problem(host.name, event, done.stdout)
+    if result["problem"] is None:
+        result["outcome"] = "passed"
     return result
 
 
@@ -203,29 +197,20 @@ def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
 def _probe_mcp(entry: dict, scratch: Path) -> dict[str, Any]:
     """One MCP initialize over the server's stdio (newline-delimited JSON-RPC); its answer must name the server."""
     result: dict[str, Any] = {"event": "MCP initialize", "outcome": "failed", "problem": None}
-    env = {**os.environ, **{k: str(v) for k, v in (entry.get("env") or {}).items()},
-           "LOOPSTATE_DATA_DIR": str(scratch / "data")}
-    try:
-        done = subprocess.run([entry["command"], *entry["args"]], input=json.dumps(MCP_INITIALIZE).encode() + b"\n",
-                              capture_output=True, timeout=MCP_TIMEOUT, cwd=scratch / "project", env=env)
-    except subprocess.TimeoutExpired:
-        result["problem"] = f"it did not answer initialize within {MCP_TIMEOUT:g} s"
+    extra = {k: str(v) for k, v in entry["env"].items()} if isinstance(entry.get("env"), dict) else {}
+    done, result["problem"] = _spawn([entry["command"], *entry["args"]], json.dumps(MCP_INITIALIZE).encode() + b"\n",
+                                     MCP_TIMEOUT, "initialize", scratch, extra)
+    if done is None:
         return result
-    except OSError as exc:
-        result["problem"] = f"it could not be started: {exc.strerror}"
-        return result
-    first = done.stdout.split(b"\n", 1)[0]
     try:
-        answer = json.loads(first)
+        answer = json.loads(done.stdout.split(b"\n", 1)[0])
         ok = answer.get("id") == 1 and "protocolVersion" in answer["result"] and "serverInfo" in answer["result"]
     except (ValueError, KeyError, TypeError, AttributeError):
         ok = False
-    if not ok:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        result["problem"] = (f"it exited {done.returncode} without an initialize result"
-                             + (f": {lines[-1][:STDERR_SHOWN]}" if lines else ""))
-        return result
-    result["outcome"] = "passed"
+    if ok:
+        result["outcome"] = "passed"
+    else:
+        result["problem"] = f"it exited {done.returncode} without an initialize result{_last_line(done.stderr)}"
     return result
 
 

@@ -112,22 +112,24 @@ def _check_path(t: Target) -> os.stat_result | None:
     return info
 
 
-def read_target(t: Target) -> bytes | None:
-    if _check_path(t) is None:
+def read_regular(path: str, *, follow: bool) -> bytes | None:
+    """A regular file's bytes (None when absent); a FIFO or device is refused, not waited on. With ``follow``
+    false a symlink at ``path`` itself is refused too."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return None
-    try:
-        fd = os.open(t.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise _refuse(t.path, os.strerror(exc.errno or 0)) from None
-    try:
+        raise _refuse(path, os.strerror(exc.errno or 0)) from None
+    with open(fd, "rb", closefd=True) as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _refuse(t.path, "it is not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+            raise _refuse(path, "it is not a regular file")
+        return file.read()
+
+
+def read_target(t: Target) -> bytes | None:
+    return None if _check_path(t) is None else read_regular(t.path, follow=False)
 
 
 def missing_folders(t: Target) -> list[str]:

@@ -43,12 +43,17 @@ class CodexSessionStartSpecific(_Strict):
     env: dict[str, str] | UnsetType = UNSET
 
 
-class CodexSessionStart(_Strict):
+class CodexCommonNotNull(_Strict):
+    """session-start / pre-tool-use: the same fields, but stopReason and systemMessage may not be null."""
+
     continue_: bool | UnsetType = msgspec.field(default=UNSET, name="continue")
-    hookSpecificOutput: CodexSessionStartSpecific | UnsetType = UNSET
     stopReason: str | UnsetType = UNSET
     suppressOutput: bool | UnsetType = UNSET
     systemMessage: str | UnsetType = UNSET
+
+
+class CodexSessionStart(CodexCommonNotNull):
+    hookSpecificOutput: CodexSessionStartSpecific | UnsetType = UNSET
 
 
 class CodexPreToolUseSpecific(_Strict):
@@ -59,12 +64,8 @@ class CodexPreToolUseSpecific(_Strict):
     updatedInput: Any = UNSET
 
 
-class CodexPreToolUse(_Strict):
-    continue_: bool | UnsetType = msgspec.field(default=UNSET, name="continue")
+class CodexPreToolUse(CodexCommonNotNull):
     hookSpecificOutput: CodexPreToolUseSpecific | UnsetType = UNSET
-    stopReason: str | UnsetType = UNSET
-    suppressOutput: bool | UnsetType = UNSET
-    systemMessage: str | UnsetType = UNSET
 
 
 class CodexUserPromptSubmitSpecific(_Strict):
