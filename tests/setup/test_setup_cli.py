@@ -229,3 +229,26 @@ def test_bad_arguments_say_what_to_pass(tmp_path):
     assert "invalid choice: 'vim'" in h.cli("setup", "plan", "--host", "vim", expect=2).stderr
     missing = h.cli("setup", "apply", "--host", "claude", "--executable", "relative/loopstate", expect=1)
     assert "absolute" in missing.stderr
+
+
+def test_a_second_setup_waits_for_the_first_and_is_refused_naming_it(tmp_path):
+    import subprocess
+    import sys
+
+    h = make_home(tmp_path)
+    before = h.snapshot()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from loopstate.core.lock import StoreLock\n"
+         f"data = Path({str(h.data)!r}); (data / 'installs').mkdir(parents=True)\n"
+         "with StoreLock(data / 'installs' / '.lock', data).exclusive():\n"
+         "    print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        done = h.cli("setup", "apply", "--host", "claude", expect=1)
+        assert "LOCK_TIMEOUT" in done.stderr and str(holder.pid) in done.stderr
+        assert h.snapshot() == before
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    h.cli("setup", "apply", "--host", "claude")

@@ -65,17 +65,25 @@ def cmd_setup(args: argparse.Namespace) -> int:
     host = HOSTS[args.host]
     places = _places(args, need_project=args.scope == "project")
     if args.setup_verb == "uninstall":
-        return _uninstall(args, setup, places, host)
+        if not setup.plan_uninstall(places, host, args.scope, approve=True):
+            return _uninstall(args, setup, places, host)  # nothing to undo: said so, nothing written
+        with setup.installs_lock(places):
+            return _uninstall(args, setup, places, host)
     executable = args.executable or setup.default_executable()
     mcp = setup.mcp_available() if args.mcp is None else args.mcp
-    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
     if args.setup_verb == "plan":
+        plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
         if args.json:
             emit_json(plan.to_dict())
         else:
             _print_plan(plan)
         return 0
-    done = setup.apply(places, plan, approve=args.approve)
+    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
+    done = None
+    if not plan.noop:  # a re-apply writes nothing at all, not even the lock's owner record
+        with setup.installs_lock(places):
+            plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)  # planned again, under the lock
+            done = setup.apply(places, plan, approve=args.approve)
     if args.json:
         emit_json({**plan.to_dict(), "receipt": done})
     elif done is None:

@@ -192,6 +192,17 @@ def _store(places: Places, path: Path, data: bytes) -> None:
     safefs.atomic_write(path, places.data_dir, data)
 
 
+def installs_lock(places: Places):
+    """The exclusive lock every apply and uninstall holds from reading the receipts to writing the last one,
+    so two setups at once cannot both plan from the same state (a waiter is refused after a bounded wait,
+    naming the holder)."""
+    from loopstate.core.lock import StoreLock
+
+    safefs.ensure_base(places.data_dir)
+    safefs.ensure_dir(_installs(places), places.data_dir)
+    return StoreLock(_installs(places) / ".lock", places.data_dir).exclusive()
+
+
 def save_receipt(places: Places, receipt: dict[str, Any]) -> None:
     """Checked by the seed's validator before it is written (a receipt uninstall cannot trust is never kept)."""
     import json
