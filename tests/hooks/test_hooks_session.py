@@ -97,6 +97,35 @@ def test_a_session_bound_to_a_run_may_work_only_while_the_run_may(tmp_path: Path
     assert context_of(start).startswith(f"Run {run_id}: active, lease live; used 0/100 mutations")
     loopstate("run", "stop", "--cancel", run_id, "--reason", "done for today", cwd=project, data_dir=data_dir)
     assert f"run {run_id} is cancelled, not active" in denial_of(tool())
+    late = hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s-late"), data_dir=data_dir,
+                cwd=project)  # bound to no run at first; a tool call whose environment names one rebinds it
+    assert late == {"continue": True}
+    assert "is cancelled, not active" in denial_of(hook(
+        "claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-late"), data_dir=data_dir, cwd=project,
+        env={"LOOPSTATE_RUN": run_id}))
     missing = hook("claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-other"), data_dir=data_dir,
                    cwd=project, env={"LOOPSTATE_RUN": "00000000-0000-4000-8000-000000000000"})
     assert "which this project does not have" in denial_of(missing)
+
+
+def test_an_unchanged_store_is_not_injected_again_and_another_processs_change_is(tmp_path: Path,
+                                                                                 data_dir: Path) -> None:
+    project = tmp_path / "shop"
+    (project / ".git").mkdir(parents=True)
+    env = {"LOOPSTATE_GOAL": "shop"}
+
+    def prompt(text: str):
+        return hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s-watch",
+                                                             prompt=text), data_dir=data_dir, cwd=project, env=env)
+
+    hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s-watch",
+                                                  prompt="/intent remember Keep it small"), data_dir=data_dir,
+         cwd=project, env=env)
+    assert "- [outcome] Keep it small" in context_of(prompt("one"))
+    assert prompt("two") == {"continue": True}
+    loopstate("goals", "gate", "shop", "Sign-off", "--new-goal", cwd=project, data_dir=data_dir)
+    assert context_of(prompt("three")).startswith("Unresolved gates: shop/G001.")
+    assert prompt("four") == {"continue": True}
+    loopstate("goals", "resolve", "shop", "G001", "--decision", "approve", "--rationale", "ok", cwd=project, data_dir=data_dir)
+    assert context_of(prompt("five")) == ("User-stated intent (verbatim claims from the user's own messages):\n"
+                                          "- [outcome] Keep it small")

@@ -98,6 +98,10 @@ class Project:
             return []
         return sorted(n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and STREAM_NAME.match(n[: -len(".jsonl")]))
 
+    def stream_path(self, name: str) -> Path:
+        """Where stream ``name`` lives (it may not exist yet)."""
+        return self.dir / "streams" / f"{check_stream_name(name)}.jsonl"
+
     def lock(self, name: str) -> StoreLock:
         path = self._lock_paths.get(name)
         if path is None:

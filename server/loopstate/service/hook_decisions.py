@@ -5,7 +5,7 @@ The host adapters (``loopstate.hooks``) parse a host's JSON into a
 and the rules it applies are the pure ones of ``domains.harness`` and
 ``domains.intent.prompt_commands``:
 
-* every event but PreToolUse finds (or starts) the session's intent task;
+* SessionStart, UserPromptSubmit, Stop and the compactions find (or start) the session's intent task;
   PreToolUse reads the binding only, so a tool call costs no intent fold;
 * SessionStart injects the context, whatever its source (``clear`` first moves
   the session to a new task); UserPromptSubmit injects it only when it changed
@@ -15,6 +15,7 @@ and the rules it applies are the pure ones of ``domains.harness`` and
   other prompt is not stored;
 * PreCompact records the compaction and marks the session; PostCompact marks
   it (Codex cannot inject there): the next prompt injects again;
+* PostToolUse and SessionEnd answer nothing and read nothing;
 * PreToolUse denies while a kill switch stands or the bound run may not work;
   Stop blocks on open blocking issues and unresolved gates when the project's
   hooks config turns gate enforcement on.
@@ -26,6 +27,7 @@ records nothing: a hook process cannot hold private memory past its exit.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,6 +37,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
+from loopstate.core.killswitch import CONFIG_PATH as RUNS_CONFIG
 from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
 from loopstate.domains import harness
@@ -270,16 +273,44 @@ class HookSession:
                 task_id=binding.task_id, max_chars=harness.intent_budget(extra, cap)))
         return harness.compose(hook.text, extra, cap)
 
-    def inject(self, binding: sessions.Binding, mode: str, *, always: bool) -> str | None:
-        """The context when it should be injected now (and the session marked), else None."""
-        text = self.context(binding, mode)
+    def state_key(self, binding: sessions.Binding) -> str | None:
+        """A digest of what the context is computed from, read from file identities alone; None when it
+        may change while no file does (a bound run: its lease expires with time) or a fault is being told."""
+        if binding.run_id or self.faults:
+            return None
+        paths = [self.project.stream_path("intent"), self.project.dir / "private-sessions",
+                 Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
+        if binding.goal_id:
+            try:
+                paths.append(self.project.stream_path(f"goals.{binding.goal_id}"))
+            except LoopstateError:
+                return None
+        parts = [binding.task_id, standing_switch(self.root) or ""]
+        for path in paths:
+            try:
+                info = os.stat(path)
+            except OSError:
+                parts.append("-")
+            else:
+                parts.append(f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
+        return sessions.state_digest(self.session, parts)
+
+    def inject(self, binding: sessions.Binding, *, always: bool) -> str | None:
+        """The context when it should be injected now (and the session marked), else None.
+
+        A prompt whose inputs did not change since the last injection (same
+        ``state_key``) is answered without reading the store.
+        """
+        key = self.state_key(binding)  # before the reads: a change while they run shows as a new key next time
+        if not always and not binding.reinject and key is not None and key == binding.state_key:
+            return None
+        text = self.context(binding, self.mode(binding))
         digest = sessions.context_digest(self.session, text)
         due = always or binding.reinject or digest != binding.injected
-        if not due:
-            return None
-        binding.injected, binding.reinject = digest, False
-        self._save(binding)
-        return text or None
+        if due or key != binding.state_key:
+            binding.injected, binding.reinject, binding.state_key = digest, False, None if self.faults else key
+            self._save(binding)
+        return (text or None) if due else None
 
 
 # --- the events -------------------------------------------------------------------------
@@ -302,6 +333,8 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     """The answer to one host event (raises on a fault: the front door fails open)."""
     if event.event not in EVENTS:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"unknown hook event {event.event!r}; events are {', '.join(EVENTS)}")
+    if event.event in ("PostToolUse", "SessionEnd"):
+        return HookAnswer()  # nothing to record or say: not even the binding is read
     hs = HookSession(root, event, env, data_dir=data_dir)
     if event.event == "PreToolUse":
         return _pre_tool_use(hs)
@@ -319,9 +352,9 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     binding = hs.bind()
     out = HookAnswer()
     if event.event == "SessionStart":
-        out.context = hs.inject(binding, hs.mode(binding), always=True)
+        out.context = hs.inject(binding, always=True)
     elif event.event == "UserPromptSubmit":
-        out.context = hs.inject(binding, hs.mode(binding), always=False)
+        out.context = hs.inject(binding, always=False)
     elif event.event == "PreCompact":
         if hs.mode(binding) != "private":
             hs.intent().execute(hs.root, p.IntentCompactionObserve(
@@ -346,7 +379,8 @@ def _pre_tool_use(hs: HookSession) -> HookAnswer:
     binding = sessions.read(hs.project, hs.session)
     if switch is None and (binding is None or not binding.run_id) and not hs._run_env()[0]:
         return HookAnswer()  # the fast path: nothing can deny
-    if binding is None:
+    run_env = hs._run_env()[0]
+    if binding is None or (run_env and run_env != binding.run_id):
         binding = hs.bind()
     reason = harness.tool_denial(hs.event.tool_name or "", hs.facts(binding, switch=switch))
     return HookAnswer(deny=reason, notice=("loopstate: " + "; ".join(hs.faults)) if hs.faults else None)
@@ -403,7 +437,7 @@ def _apply(hs: HookSession, binding: sessions.Binding, command: Any, mode: str) 
         else:
             intent.execute(root, p.IntentModeSet(
                 task_id=task, mode=command.verb, host_session_id=hs.event.session_id), request)
-        binding.injected = None  # the next prompt shows what the new mode injects
+        binding.injected = binding.state_key = None  # the next prompt shows what the new mode injects
         hs._save(binding)
         return {"on": "intent is on: /intent remember records the user's words, and they are injected.",
                 "off": "intent is off for this session: nothing is recorded or injected until /intent on.",

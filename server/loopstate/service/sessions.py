@@ -14,8 +14,11 @@ events together lives in a small file per session:
 * ``run_id`` and ``goal_id``: what the session's tool and stop rules look at
   (from ``LOOPSTATE_RUN`` / ``LOOPSTATE_GOAL`` in the hook's environment, as a
   harness launcher sets them, or the project's hooks config goal);
-* ``injected``: a digest of the last context injected in this session, and
-  ``reinject``: set at a compaction, so the next prompt injects again.
+* ``injected``: a digest of the last context injected in this session,
+  ``state_key``: a digest of the identities (inode, size, mtime) of the files
+  that context was computed from, so an unchanged store is known without
+  reading it, and ``reinject``: set at a compaction, so the next prompt
+  injects again.
 
 The digest is a domain-separated SHA-256, salted with the session hash, of
 text that is itself only status lines and the user's claims as the ledger
@@ -45,6 +48,7 @@ class Binding(msgspec.Struct, kw_only=True):
     run_id: str | None = None
     goal_id: str | None = None
     injected: str | None = None
+    state_key: str | None = None
     reinject: bool = False
     updated_at: str = ""
 
@@ -92,3 +96,8 @@ def write(project: Project, binding: Binding, *, durable: bool) -> None:
 
 def context_digest(session: str, text: str) -> str:
     return canonical.sha256_hex(("loopstate-hook-context-v1\0" + session + "\0" + text).encode("utf-8"))
+
+
+def state_digest(session: str, parts: list[str]) -> str:
+    """The state key: file identities and ids only, salted with the session hash."""
+    return canonical.sha256_hex(("loopstate-hook-state-v1\0" + session + "\0" + "\0".join(parts)).encode("utf-8"))
