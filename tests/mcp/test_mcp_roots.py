@@ -8,6 +8,7 @@ not match, or as files in the data dir that should not be there.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,16 +28,14 @@ def sandbox(path: Path | str, *, as_uri: bool = True) -> dict:
 
 @pytest.fixture
 def elsewhere(tmp_path: Path) -> Path:
-    path = tmp_path / "elsewhere"
-    path.mkdir()
-    return path
+    """A directory that is none of the projects: the server's cwd."""
+    return Path(tempfile.mkdtemp(dir=tmp_path, prefix="elsewhere-"))
 
 
 @pytest.fixture
 def other(tmp_path: Path) -> Path:
-    path = tmp_path / "other"
-    path.mkdir()
-    return path
+    """A second project beside ``root``."""
+    return Path(tempfile.mkdtemp(dir=tmp_path, prefix="other-"))
 
 
 def projects(data_dir: Path) -> set[str]:

@@ -183,3 +183,18 @@ async def test_completing_a_todo_behind_an_open_gate_is_refused(root, data_dir):
     cli.ok("goals", "resolve", "ship", "G001", "--decision", "approve")
     async with connected(data_dir, "--root", str(root)) as client:
         await client.ok("todo", {"action": "complete", "goal_id": "ship", "todo_id": "T001", "rationale": "done"})
+
+
+async def test_resume_picks_a_named_or_the_newest_task_and_says_when_there_is_none(root, data_dir):
+    cli = Cli(root, data_dir)
+    async with connected(data_dir, "--root", str(root)) as client:
+        await client.refused("intent_task", {"action": "resume"}, "NOT_FOUND")
+        await client.refused("intent_show", {"compact": True}, "INVALID_PARAMS")  # a compact handoff is of a task
+        first = json.loads(cli.ok("intent", "start", "--label", "first", "--json"))["events"][0]["task_id"]
+        second = json.loads(cli.ok("intent", "start", "--label", "second", "--json"))["events"][0]["task_id"]
+        assert (await client.ok("intent_task", {"action": "resume"}))["task_id"] == second
+        assert (await client.ok("intent_task", {"action": "resume", "task_id": first}))["task_id"] == first
+        claimed = await client.ok("intent_claim", {"action": "add", "statement": "small steps", "status": "inferred",
+                                                   "facets": ["soft_constraint"], "confidence": 0.4})
+        assert claimed["events"][0]["task_id"] == first  # claims go to the resumed task
+        await client.refused("intent_task", {"action": "resume", "task_id": "0" * 8}, "NOT_FOUND")

@@ -39,7 +39,7 @@ log = logging.getLogger("loopstate.mcp")
 
 SCHEME = "loopstate"
 _URI = re.compile(r"^loopstate://(?P<project>[0-9a-f]{64})/(?:(?P<intent>intent)|(?P<kind>runs|goals)/(?P<key>[^/]+))$")
-# kind -> (domain, view, title of one listed resource)
+# kind -> (domain, view)
 VIEWS = {"intent": ("intent", "snapshot"), "runs": ("runs", "status"), "goals": ("goals", "board")}
 
 
@@ -79,18 +79,19 @@ def parse(uri: str) -> View:
     return View(match["project"], match["kind"], match["key"])
 
 
-def listing(root: str, project_id: str) -> list[tuple[View, str]]:
-    """Every resource of the project at ``root`` with a short name (the intent snapshot first)."""
+def listing(service: Service, root: str) -> list[tuple[View, str]]:
+    """Every resource of the project at ``root`` with a short name, the intent snapshot first (service thread)."""
     from loopstate.service.front import goal_ids, run_ids
 
+    project_id = service.project(root).project_id
     found = [(View(project_id, "intent", None), "intent snapshot")]
-    found += [(View(project_id, "runs", run_id), f"run {run_id} status") for run_id in run_ids(root)]
-    found += [(View(project_id, "goals", goal_id), f"goal {goal_id} board") for goal_id in goal_ids(root)]
+    found += [(View(project_id, "runs", run_id), f"run {run_id} status") for run_id in run_ids(root, data_dir=service.data_dir)]
+    found += [(View(project_id, "goals", goal_id), f"goal {goal_id} board") for goal_id in goal_ids(root, data_dir=service.data_dir)]
     return found
 
 
-def read(service: Service, root: str, view: View) -> str:
-    """The view's current JSON (service thread), after catching up with other processes."""
+def check_project(service: Service, root: str, view: View) -> None:
+    """NOT_FOUND unless ``view`` is of the project at ``root`` (service thread)."""
     project = service.project(root)
     if view.project_id != project.project_id:
         raise LoopstateError(
@@ -99,6 +100,11 @@ def read(service: Service, root: str, view: View) -> str:
             "list resources again for the current ones",
             uri=view.uri,
         )
+
+
+def read(service: Service, root: str, view: View) -> str:
+    """The view's current JSON (service thread), after catching up with other processes."""
+    check_project(service, root, view)
     _, snapshot = service.view(root, view.domain, view.view, view.key)
     return msgspec.json.encode(snapshot).decode()
 

@@ -8,9 +8,9 @@ low-level server, the one place this module reaches below MCPServer:
   runs and goals of the project, which change while the server runs), not
   from a fixed registry;
 - ``resources/subscribe``/``unsubscribe``, answered with
-  ``notifications/resources/updated`` when the store changes (and the same
-  events are published on the SDK's ``subscriptions/listen`` bus for clients
-  of the newer protocol);
+  ``notifications/resources/updated`` when the store changes, and the SDK's
+  ``subscriptions/listen`` (the 2026-07-28 protocol's way to follow URIs)
+  made to follow the store for the URIs it names;
 - the ``codex/sandbox-state-meta`` experimental capability, so Codex sends its
   sandbox cwd with each tool call (mcpserver/roots.py).
 
@@ -90,8 +90,8 @@ def _compact_schema(schema: Any) -> Any:
     return out
 
 
-def build_server(service: Service, session: Session) -> Any:
-    """The MCPServer with loopstate's tools and resources (module docstring)."""
+def build_server(service: Service, session: Session) -> tuple[Any, Any]:
+    """The MCPServer with loopstate's tools and resources (module docstring), and what closes it."""
     from pydantic import ValidationError
 
     from mcp.server.mcpserver import Context, MCPServer
@@ -119,9 +119,13 @@ def build_server(service: Service, session: Session) -> Any:
         if params is None or params.capabilities.roots is None:
             return None
         if session.client_roots is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still send them
-                listed = await peer.list_roots()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still offer them
+                    listed = await peer.list_roots()
+            except Exception as exc:  # the host's answer, whatever went wrong with it: refuse rather than guess
+                raise LoopstateError(ErrorCode.INVALID_ROOT, f"the client offers roots, but roots/list failed "
+                                     f"({type(exc).__name__}: {exc}); the project cannot be told") from None
             session.client_roots = [str(root.uri) for root in listed.roots]
         return roots.single_file_root(session.client_roots)
 
@@ -198,9 +202,7 @@ def build_server(service: Service, session: Session) -> Any:
     async def list_resources(ctx: Any, params: Any) -> Any:
         session.peer = ctx.session
         try:
-            root = await root_of(None)
-            project_id = service.project(root).project_id
-            found = await on_worker(resources.listing, root, project_id)
+            found = await on_worker(resources.listing, service, await root_of(None))
         except LoopstateError as exc:
             raise resource_error(exc, "") from None
         return ListResourcesResult(resources=[
@@ -228,8 +230,7 @@ def build_server(service: Service, session: Session) -> Any:
         """Start following ``uri`` for a subscriber; refused (NOT_FOUND) for a URI that is not this project's."""
         view = resources.parse(uri)
         root = await root_of(None)
-        if view.project_id != service.project(root).project_id:
-            resources.read(service, root, view)  # raises NOT_FOUND naming this server's project
+        await on_worker(resources.check_project, service, root, view)
         if state["updates"] is None:
             state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
         await state["updates"].subscribe(root, view)
@@ -299,15 +300,14 @@ def build_server(service: Service, session: Session) -> Any:
             state["updates"].close()
         worker.shutdown(wait=False, cancel_futures=True)
 
-    server.loopstate_close = close
-    return server
+    return server, close
 
 
 async def serve(service: Service, explicit_root: str | None) -> None:
     from mcp.server.stdio import stdio_server
 
     session = Session(explicit_root, os.getcwd())
-    server = build_server(service, session)
+    server, close = build_server(service, session)
     lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
     try:
@@ -315,7 +315,7 @@ async def serve(service: Service, explicit_root: str | None) -> None:
             writer = Noting(write_stream)
             await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
-        server.loopstate_close()
+        close()
 
 
 def run(service: Service, explicit_root: str | None) -> int:

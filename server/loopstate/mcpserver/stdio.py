@@ -27,11 +27,30 @@ DRAIN_SECONDS = 30.0
 PARSE_ERROR = -32700
 
 
-class Noting:
-    """The write stream, crossing requests off as their responses go out."""
+class _Wrapper:
+    """A stream of the SDK's, with the rest of its surface passed through unchanged."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class Noting(_Wrapper):
+    """The write stream, crossing requests off as their responses go out."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
         self.pending: set[Any] = set()
         self.answered = anyio.Event()
 
@@ -47,24 +66,12 @@ class Noting:
         self.pending.add(request_id)
         self.answered = anyio.Event()
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
-    async def __aenter__(self) -> "Noting":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
-
-    def __getattr__(self, name: str) -> Any:  # the rest of the stream's surface, unchanged
-        return getattr(self.inner, name)
-
-
-class Answering:
+class Answering(_Wrapper):
     """The read stream: answers malformed lines, and holds back the end of input until requests are answered."""
 
     def __init__(self, inner: Any, writer: Noting) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.writer = writer
 
     async def receive(self) -> Any:
@@ -102,18 +109,6 @@ class Answering:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> "Answering":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def _first_line(exc: Exception) -> str:

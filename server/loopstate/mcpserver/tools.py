@@ -56,13 +56,8 @@ def build(value: dict[str, Any], cls: type, action: str | None = None) -> Any:
 
 
 def _lease(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
+    """The lease a worker command acts under (run_heartbeat's description says where it comes from)."""
     return {"run_id": run_id, "lease_id": lease_id, "generation": generation}
-
-
-# The lease fields: the run_heartbeat description says where they come from, once for all run tools.
-RunId = str
-LeaseId = str
-Generation = int
 
 
 def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..., Awaitable[Any]]]:
@@ -124,17 +119,17 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
             return await query(build({"task_id": task}, intent_proto.IntentCompact))
         return await query(intent_proto.IntentSnapshot(task_id=task))
 
-    async def run_status(run_id: RunId) -> dict[str, Any]:
+    async def run_status(run_id: str) -> dict[str, Any]:
         """A run's state, lease, pending operation, issues and evidence."""
         return await query(build({"run_id": run_id}, runs_proto.Status))
 
-    async def run_heartbeat(run_id: RunId, lease_id: LeaseId, generation: Generation) -> dict[str, Any]:
+    async def run_heartbeat(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
         """Renew your lease (lease_id, generation: from run_status) on a run."""
         return await execute(build(_lease(run_id, lease_id, generation), runs_proto.Heartbeat))
 
     async def run_operation(
         action: Literal["intend", "complete"],
-        run_id: RunId, lease_id: LeaseId, generation: Generation,
+        run_id: str, lease_id: str, generation: int,
         completion_event_type: Literal["route_selected", "stage_started", "evidence_recorded", "issue_opened",
                                        "issue_transitioned", "stage_completed"],
         completion_data: dict[str, Any],
@@ -154,7 +149,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
 
     async def run_issue(
         action: Literal["open", "update", "evidence"],
-        run_id: RunId, lease_id: LeaseId, generation: Generation,
+        run_id: str, lease_id: str, generation: int,
         title: str | None = Opt("open"),
         severity: Literal["critical", "high", "medium", "low"] | None = Opt("open"),
         blocking: bool | None = Opt("open"),
