@@ -214,12 +214,20 @@ def _probe_mcp(entry: dict, scratch: Path) -> dict[str, Any]:
     return result
 
 
-def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
-    """One host's status; None when the host is neither installed nor set up and was not asked for."""
-    installed, version = _version(host)
-    files = inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project)
+@dataclass
+class _Discovery:
+    found: probe.Found
+    servers: list[tuple[str, dict]]
+    verdict: str
+    missing: list[str]
+    problems: list[str]
+    notes: list[str]
+
+
+def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
+    """Every file the host reads: our hooks and server entries, whether each can run, and what stops the host."""
     per_file, problems, notes, switched_off = [], [], [], None
-    for path in files:
+    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
         config, problem = _read_config(path)
         per_file.append((path, handlers(config)))
         if problem:
@@ -228,48 +236,49 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
             switched_off = switched_off or _codex_hooks_disabled(config, path)
     found = probe.sort_handlers(host, per_file)
     servers = _our_servers(host, places)
-    if not found.ours and not servers and not installed and not asked:
-        return None
-    fix = f"run `loopstate setup apply --host {host.name}` (add --scope project for this project only)"
-    discovery = "failed" if problems else "verified"  # a config the host cannot read
+    verdict = "failed" if problems else "verified"  # a config the host cannot read
     missing = probe.missing_events(host, found)
     if missing:
-        discovery = "failed"
-        problems.append(f"loopstate's hooks are not registered for {', '.join(missing)}: {fix}")
+        verdict = "failed"
+        problems.append(f"loopstate's hooks are not registered for {', '.join(missing)}: run `loopstate setup apply "
+                        f"--host {host.name}` (add --scope project for this project only)")
     for path, handler in found.ours:
-        why = _command_problem(handler.command)
-        if why:
-            discovery = "failed"
+        if why := _command_problem(handler.command):
+            verdict = "failed"
             problems.append(f"the {handler.event} hook in {path}: {why}: re-run `loopstate setup apply --host "
                             f"{host.name}` from the loopstate you mean to use")
     for path, entry in servers:
-        why = _program_problem(entry["command"])
-        if why:
-            discovery = "failed"
+        if why := _program_problem(entry["command"]):
+            verdict = "failed"
             problems.append(f"the MCP server {MCP_SERVER} in {path}: {why}: re-run `loopstate setup apply --host "
                             f"{host.name} --mcp` from the loopstate you mean to use")
+    if switched_off:
+        verdict = "failed"
+        problems.append(switched_off)
     if not servers:
         notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
                      "(needs pip install 'loopstate[mcp]')")
-    if switched_off:
-        discovery = "failed"
-        problems.append(switched_off)
     if host.name == "codex" and found.ours:
         notes.append("Codex runs a new or changed hook only once you trust it: open /hooks in Codex to check")
     if not installed:
         notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
+    return _Discovery(found, servers, verdict, missing, problems, notes)
 
-    results, procedure, seen, unprobed = [], [], set(), False
+
+def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[str], list[str], bool]:
+    """Each distinct runnable hook and server entry of ours, once, in a scratch project and data dir:
+    (results, procedure, problems, whether something registered could not be probed)."""
+    results, procedure, problems, seen, unprobed = [], [], [], set(), False
     with tempfile.TemporaryDirectory(prefix="loopstate-doctor-") as tmp:
         scratch = Path(tmp)
         (scratch / "project").mkdir()
-        for path, handler in found.ours:
+        for path, handler in d.found.ours:
             if (handler.event, handler.command) in seen:
                 continue
+            seen.add((handler.event, handler.command))
             if _command_problem(handler.command):
                 unprobed = True  # already a discovery failure; its behavior stays unknown
                 continue
-            seen.add((handler.event, handler.command))
             timeout = handler.handler.get("timeout")
             timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_HOOK_TIMEOUT
             procedure.append(f"{handler.command} < a synthetic {handler.event} input")
@@ -278,30 +287,45 @@ def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
             if result["problem"]:
                 problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
                                 f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
-        for path, entry in servers[:1]:
+        for path, entry in d.servers:
+            argv = [entry["command"], *entry["args"]]
+            if tuple(argv) in seen:
+                continue
+            seen.add(tuple(argv))
             if _program_problem(entry["command"]):
                 unprobed = True
                 continue
-            procedure.append(f"{shlex.join([entry['command'], *entry['args']])} < an MCP initialize request")
+            procedure.append(f"{shlex.join(argv)} < an MCP initialize request")
             result = _probe_mcp(entry, scratch)
             results.append(result)
             if result["problem"]:
                 problems.append(f"the MCP server {MCP_SERVER} ({path}) {result['problem']}; if it says the SDK is "
                                 "missing: pip install 'loopstate[mcp]', or set up with --no-mcp")
+    return results, procedure, problems, unprobed
+
+
+def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
+    """One host's status; None when the host is neither installed nor set up and was not asked for."""
+    installed, version = _version(host)
+    d = _discover(host, places, installed)
+    if not d.found.ours and not d.servers and not installed and not asked:
+        return None
+    results, procedure, problems, unprobed = _probe_all(host, d)
     behavior = ("failed" if any(r["outcome"] != "passed" for r in results)
-                else "verified" if results and not missing and not unprobed else "unverified")
+                else "verified" if results and not d.missing and not unprobed else "unverified")
     now = format_time(system_clock())
     evidence_id = str(uuid.uuid4())
     status = to_dict(validate("harness_status", {
-        "installed": installed or bool(found.ours), "version": version, "discovery": discovery, "behavior": behavior,
-        "skill_roots": [], "collisions": probe.collisions(host, found), "checked_at": now, "evidence_id": evidence_id,
+        "installed": installed or bool(d.found.ours or d.servers), "version": version, "discovery": d.verdict,
+        "behavior": behavior, "skill_roots": [], "collisions": probe.collisions(host, d.found), "checked_at": now,
+        "evidence_id": evidence_id,
     }))
     evidence = {"evidence_id": evidence_id, "type": "harness_probe",
-                "description": f"loopstate doctor ran each registered {host.label} hook once",
+                "description": f"loopstate doctor ran each registered {host.label} hook and MCP server once",
                 "procedure": procedure, "outcome": {"verified": "passed", "failed": "failed"}.get(behavior, "unverified"),
                 "results": results, "observed_at": now}
-    files = sorted({path for path, _ in found.ours} | {path for path, _ in servers})
-    return HostReport(host, status, evidence, problems, notes, files, installed)
+    files = sorted({path for path, _ in d.found.ours} | {path for path, _ in d.servers})
+    return HostReport(host, status, evidence, d.problems + problems, d.notes, files, installed)
 
 
 def _record(places: Places, report: HostReport) -> str:
