@@ -252,3 +252,19 @@ def test_a_second_setup_waits_for_the_first_and_is_refused_naming_it(tmp_path):
         holder.stdin.close()
         holder.wait(timeout=60)
     h.cli("setup", "apply", "--host", "claude")
+
+
+def test_a_receipt_left_partial_by_a_crash_before_the_write_is_undone_by_digest(tmp_path):
+    h = make_home(tmp_path)
+    before = h.snapshot()
+    target = config_path(h, "claude", "user")
+    original = target.read_bytes()
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    receipt_path = next((h.data / "installs").glob("*.json"))
+    receipt = json.loads(receipt_path.read_text())
+    # As if apply had stopped after its `partial` receipt and before the file was written.
+    receipt_path.write_text(json.dumps({**receipt, "result": "partial"}))
+    target.write_bytes(original)
+    done = h.cli("setup", "uninstall", "--host", "claude")
+    assert "nothing" in done.stdout
+    assert h.snapshot() == before and json.loads(receipt_path.read_text())["result"] == "rolled_back"
