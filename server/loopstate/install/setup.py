@@ -20,7 +20,7 @@ import shutil
 import stat
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
