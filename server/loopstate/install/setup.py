@@ -186,9 +186,14 @@ def _backup_path(places: Places, receipt_id: str, index: int) -> Path:
     return _installs(places) / f"{receipt_id}.{index}.before"
 
 
-def _store(places: Places, path: Path, data: bytes) -> None:
+def _ensure_installs(places: Places) -> Path:
     safefs.ensure_base(places.data_dir)
     safefs.ensure_dir(_installs(places), places.data_dir)
+    return _installs(places)
+
+
+def _store(places: Places, path: Path, data: bytes) -> None:
+    _ensure_installs(places)
     safefs.atomic_write(path, places.data_dir, data)
 
 
@@ -198,9 +203,7 @@ def installs_lock(places: Places):
     naming the holder)."""
     from loopstate.core.lock import StoreLock
 
-    safefs.ensure_base(places.data_dir)
-    safefs.ensure_dir(_installs(places), places.data_dir)
-    return StoreLock(_installs(places) / ".lock", places.data_dir).exclusive()
+    return StoreLock(_ensure_installs(places) / ".lock", places.data_dir).exclusive()
 
 
 def save_receipt(places: Places, receipt: dict[str, Any]) -> None:
