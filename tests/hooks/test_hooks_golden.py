@@ -104,3 +104,27 @@ def test_intent_commands_answer_with_a_receipt_and_keep_the_prompt_from_the_mode
                 data_dir=data_dir, cwd=project) == {"continue": True}  # a private task injects nothing
     assert prompt("/intent on", turn_id="turn-12").startswith("loopstate: intent is on")
     assert grep_data(data_dir, b"Secret plan") == []
+
+
+def test_the_context_keeps_to_its_cap_by_dropping_whole_claims(project: Path, data_dir: Path) -> None:
+    (project / ".loopstate").mkdir()
+    (project / ".loopstate" / "hooks.json").write_text('{"context_max_chars": 200}')
+
+    def prompt(text: str):
+        return hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s-cap",
+                                                             prompt=text), data_dir=data_dir, cwd=project)
+
+    for n in range(4):
+        prompt(f"/intent remember Rule number {n} of the project, said once and kept")
+    text = context_of(prompt("go"))
+    assert len(text) <= 200
+    assert text.splitlines()[0] == "Also recorded, not shown: over_budget 3."
+    assert text.splitlines()[-1] == "- [outcome] Rule number 0 of the project, said once and kept"
+
+
+def test_an_invalid_hooks_config_keeps_the_defaults_and_says_so(project: Path, data_dir: Path) -> None:
+    (project / ".loopstate").mkdir()
+    (project / ".loopstate" / "hooks.json").write_text('{"enforce_gate": true}')
+    out = hook("claude", "Stop", host_input("claude", "Stop", project, "s-bad"), data_dir=data_dir, cwd=project)
+    assert set(out) == {"continue", "systemMessage"}
+    assert "hooks.json: give an object with only enforce_gates, context_max_chars, goal" in out["systemMessage"]

@@ -262,16 +262,25 @@ class HookSession:
         if mode != "on":
             return ""
         cap = self.config["context_max_chars"]
-        facts = self.facts(binding)
-        extra = harness.status_lines(facts)
-        hook = self.intent().query(self.root, p.IntentHookContext(
-            task_id=binding.task_id, max_chars=harness.intent_budget(extra, cap)))
-        counts = harness.omitted_line(hook.omitted, hook.open_disputes)
-        if counts is not None:
-            extra.append(counts)
-            hook = self.intent().query(self.root, p.IntentHookContext(
-                task_id=binding.task_id, max_chars=harness.intent_budget(extra, cap)))
-        return harness.compose(hook.text, extra, cap)
+        status = harness.status_lines(self.facts(binding))
+
+        def ask(lines: list[str]) -> Any:
+            return self.intent().query(self.root, p.IntentHookContext(
+                task_id=binding.task_id, max_chars=harness.intent_budget(lines, cap)))
+
+        def with_counts(hook: Any) -> list[str]:
+            counts = harness.omitted_line(hook.omitted, hook.open_disputes)
+            return status if counts is None else [*status, counts]
+
+        # The counts line takes room from the claims, which may change the counts: ask until they agree
+        # (fewer claims fit each time, so this ends; a few rounds at most).
+        hook = ask(status)
+        for _ in range(8):
+            fitted = ask(with_counts(hook))
+            if (fitted.text, fitted.omitted) == (hook.text, hook.omitted):
+                break
+            hook = fitted
+        return harness.compose(hook.text, with_counts(hook), cap)
 
     def state_key(self, binding: sessions.Binding) -> str | None:
         """A digest of what the context is computed from, read from file identities alone; None when it
