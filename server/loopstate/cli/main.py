@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "loopstate.cli.goals": ("goals",),
     "loopstate.cli.demo": ("demo",),
     "loopstate.cli.completion": ("completion",),
+    "loopstate.cli.setup": ("setup", "doctor"),
     "loopstate.cli.hook": ("hook",),
 }
 MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}

@@ -1,0 +1,149 @@
+"""`loopstate setup plan|apply|uninstall` and `loopstate doctor`: install into Claude Code or Codex, and check it.
+
+A thin front door over loopstate.install: the merge rules, receipts and checks
+live there. The project (for --scope project and for doctor's project files) is
+found from the current directory upward, as for every other verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loopstate.cli.output import add_common, emit_json, project_root
+
+HOST_NAMES = ("claude", "codex")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("setup", help="register loopstate's hooks in Claude Code or Codex (plan, apply, uninstall)",
+                       description="Register `loopstate hook HOST EVENT` in a host's config, merged with what is "
+                                   "there (other hooks and settings keep their bytes). plan prints the exact diff "
+                                   "and writes nothing; apply writes it and an install receipt; uninstall undoes "
+                                   "what the receipts did. See docs/setup.md.")
+    verbs = p.add_subparsers(dest="setup_verb", metavar="VERB", required=True)
+    for verb, text in (("plan", "print the diff apply would write; write nothing"),
+                       ("apply", "write the registration and an install receipt (a re-apply changes nothing)"),
+                       ("uninstall", "undo what loopstate's receipts did (restore what they replaced)")):
+        v = verbs.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".")
+        add_common(v)
+        v.add_argument("--host", choices=HOST_NAMES, required=True)
+        v.add_argument("--scope", choices=("user", "project"), default="user",
+                       help="user: the host's config in your home (default); project: the project's own")
+        if verb != "uninstall":
+            v.add_argument("--executable", metavar="PATH",
+                           help="the loopstate executable the hooks run (default: this one)")
+            v.add_argument("--mcp", action=argparse.BooleanOptionalAction, default=None,
+                           help="also register `loopstate mcp` as the host's MCP server `loopstate` (default: when "
+                                "the MCP SDK is installed: pip install 'loopstate[mcp]')")
+        if verb != "plan":
+            v.add_argument("--approve", action="store_true",
+                           help="go ahead although the file changed since loopstate wrote it")
+        v.set_defaults(func=cmd_setup)
+
+    d = sub.add_parser("doctor", help="check each host: installed, hooks registered, each hook's output valid",
+                       description="Per host: its CLI and version, whether its config holds loopstate's hooks and "
+                                   "their executable exists, a run of each hook with a synthetic input whose output "
+                                   "must be what the host accepts, and other hooks on the same events that could "
+                                   "deny or block. Exit 1 when a check failed (the fix is in the message).")
+    add_common(d)
+    d.add_argument("--host", choices=HOST_NAMES, action="append",
+                   help="check only this host (repeatable; default: every host that is installed or set up)")
+    d.set_defaults(func=cmd_doctor)
+
+
+def _places(args: argparse.Namespace, *, need_project: bool):
+    from loopstate.install.setup import Places
+
+    return Places.from_environment(project_root(args) if need_project else None)
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from loopstate.install import setup
+    from loopstate.install.hosts import HOSTS
+
+    host = HOSTS[args.host]
+    places = _places(args, need_project=args.scope == "project")
+    if args.setup_verb == "uninstall":
+        if not setup.plan_uninstall(places, host, args.scope, approve=True):
+            return _uninstall(args, setup, places, host)  # nothing to undo: said so, nothing written
+        with setup.installs_lock(places):
+            return _uninstall(args, setup, places, host)
+    executable = args.executable or setup.default_executable()
+    mcp = setup.mcp_available() if args.mcp is None else args.mcp
+    if args.setup_verb == "plan":
+        plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
+        if args.json:
+            emit_json(plan.to_dict())
+        else:
+            _print_plan(plan)
+        return 0
+    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
+    done = None
+    if not plan.noop:  # a re-apply writes nothing at all, not even the lock's owner record
+        with setup.installs_lock(places):
+            plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)  # planned again, under the lock
+            done = setup.apply(places, plan, approve=args.approve)
+    if args.json:
+        emit_json({**plan.to_dict(), "receipt": done})
+    elif done is None:
+        print(f"{', '.join(f.target.path for f in plan.files)}: already set up for {host.label}: nothing to do")
+    else:
+        for f in plan.files:
+            what = " and ".join(w for w, on in ((f"{len(host.events)} hooks", f.target.hooks),
+                                                ("the MCP server loopstate", f.target.mcp and mcp)) if on)
+            print(f"{'kept' if f.noop else 'wrote'} {f.target.path} ({what})")
+        print(f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} "
+              f"--scope {args.scope}`")
+        if host.name == "codex":
+            print("Codex asks you to trust new hooks once: open /hooks in Codex and trust loopstate's")
+    return 0
+
+
+def _print_plan(plan) -> None:
+    if plan.noop:
+        print(f"{', '.join(f.target.path for f in plan.files)}: already set up for {plan.host.label}: "
+              "apply changes nothing")
+        return
+    for f in plan.files:
+        for folder in f.folders:
+            print(f"create folder {f.target.root}/{folder}")
+        sys.stdout.write(f.diff())
+        if f.changed_since is not None and not f.noop:
+            print(f"note: {f.target.path} changed since loopstate wrote it (receipt "
+                  f"{f.changed_since['receipt_id']}): apply needs --approve")
+
+
+def _uninstall(args, setup, places, host) -> int:
+    undos = setup.plan_uninstall(places, host, args.scope, approve=args.approve)
+    if not undos:
+        paths = ", ".join(t.path for t in places.targets(host, args.scope))
+        if args.json:
+            emit_json({"files": [], "kept_folders": []})
+        else:
+            print(f"nothing to uninstall: no receipt of `loopstate setup apply --host {host.name} --scope "
+                  f"{args.scope}` for {paths}")
+        return 0
+    kept = setup.uninstall(places, undos)
+    if args.json:
+        emit_json({"files": [{"path": u.target.path, "receipts": [r["receipt_id"] for r in u.receipts],
+                              "steps": u.steps, "removed": u.final is None} for u in undos], "kept_folders": kept})
+        return 0
+    for undo in undos:
+        for step in undo.steps:
+            print(step)
+        print(f"{'removed' if undo.final is None else 'restored'} {undo.target.path}")
+    for folder in kept:
+        print(f"kept folder {folder}: something else is in it now")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from loopstate.install import doctor
+
+    report = doctor.run(_places(args, need_project=True), args.host)
+    if args.json:
+        emit_json(report.to_dict())
+    else:
+        sys.stdout.write(report.text())
+    return 0 if report.ok else 1

@@ -1,0 +1,352 @@
+"""`loopstate doctor`: the effects of checking each host, and the record of what was seen.
+
+Per host (seed 002's harness status): ``installed`` and ``version`` from the
+host's CLI when it is on PATH (``claude --version``, a 5 s bound); ``discovery``
+from every file the host reads hooks from: each of our events is registered
+and its program exists; ``behavior`` from running each registered hook of ours
+once with a synthetic input of that event, in a scratch project and data dir
+of its own (so the probe never touches the user's stores), whose exit code
+must be 0 and stdout what the host accepts; ``collisions``: other hooks on the
+same events that can deny or block. The status and the probe (seed 002's
+``harness_probe`` evidence: procedure, per-hook outcome, observed_at) are
+written to ``<data dir>/harnesses/<harness>.json``, replacing the last check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopstate.core import safefs
+from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
+from loopstate.install import probe
+from loopstate.install.hosts import HOSTS, MCP_SERVER, Host, inspected_files, is_our_server, mcp_files, servers_key
+from loopstate.install.registration import ConfigShapeError, handlers, load
+from loopstate.install.setup import Places, read_regular
+from loopstate.install.shapes import output_problem
+
+VERSION_TIMEOUT = 5.0
+MCP_TIMEOUT = 20.0
+MCP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "loopstate-doctor", "version": "1"}}}
+DEFAULT_HOOK_TIMEOUT = 10.0
+STDERR_SHOWN = 300
+
+
+@dataclass
+class HostReport:
+    host: Host
+    status: dict[str, Any]
+    probe: dict[str, Any]
+    problems: list[str] = field(default_factory=list)  # each says what failed and how to fix it
+    notes: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the files holding our hooks
+    cli: bool = False  # the host's CLI is on PATH
+    recorded: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return "failed" in (self.status["discovery"], self.status["behavior"])
+
+
+@dataclass
+class Report:
+    hosts: list[HostReport]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not any(h.failed for h in self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": self.problems, "hosts": {
+            h.host.name: {"harness": h.host.harness, "status": h.status, "probe": h.probe, "problems": h.problems,
+                          "notes": h.notes, "files": h.files, "recorded": h.recorded} for h in self.hosts}}
+
+    def text(self) -> str:
+        lines = []
+        for h in self.hosts:
+            s = h.status
+            lines.append(f"{h.host.label} ({h.host.harness})")
+            installed = ("no" if not s["installed"] else f"yes, {s['version']}" if s["version"] else
+                         "yes (loopstate's hooks are registered)" if not h.cli else "yes (its version is unknown)")
+            lines.append(f"  installed: {installed}")
+            where = f" ({', '.join(h.files)})" if h.files else ""
+            lines.append(f"  discovery: {s['discovery']}{where}")
+            results = h.probe["results"]
+            passed = sum(r["outcome"] == "passed" for r in results)
+            lines.append(f"  behavior:  {s['behavior']}" + (f" ({passed} of {len(results)} probes answered as the "
+                                                            "host expects)" if results else ""))
+            for c in s["collisions"]:
+                lines.append(f"  collision: {c['name']}: {c['program']} in {c['sources'][0]} can also deny or block")
+            lines += [f"  problem: {p}" for p in h.problems] + [f"  note: {n}" for n in h.notes]
+            if h.recorded:
+                lines.append(f"  recorded: {h.recorded}")
+        lines += [f"problem: {p}" for p in self.problems]
+        lines.append("ok" if self.ok else "doctor found problems (each line above says how to fix it)")
+        return "\n".join(lines) + "\n"
+
+
+def _version(host: Host) -> tuple[bool, str | None]:
+    program = shutil.which(host.version_command[0])
+    if program is None:
+        return False, None
+    try:
+        done = subprocess.run([program, *host.version_command[1:]], capture_output=True, text=True,
+                              timeout=VERSION_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return True, None
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return True, (first[0][:200] if done.returncode == 0 and first else None)
+
+
+def _read_config(path: str) -> tuple[Any, str | None]:
+    """One config file parsed (None when absent) and what is wrong with it, if anything."""
+    try:
+        data = read_regular(path, follow=True)  # links followed, as the host follows them: doctor only reads
+        if data is None:
+            return None, None
+        return load("toml" if path.endswith(".toml") else "json", data.decode("utf-8")), None
+    except LoopstateError as exc:
+        return None, exc.message
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError as exc:
+        return None, f"{path} is not UTF-8 text (byte {exc.start})"
+    except ConfigShapeError as exc:
+        return None, f"{path}: {exc}"
+
+
+def _codex_hooks_disabled(config: Any, path: str) -> str | None:
+    features = config.get("features") if isinstance(config, dict) else None
+    for key in ("hooks", "codex_hooks"):
+        if isinstance(features, dict) and features.get(key) is False:
+            return (f"{path} turns hooks off ([features] {key} = false), so Codex runs none of them: remove that "
+                    "line or set it to true")
+    return None
+
+
+def _spawn(argv: list[str], payload: bytes, timeout: float, what: str, scratch: Path,
+           extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess | None, str | None]:
+    """Run one probe in the scratch project with the scratch data dir; (the process, None) or (None, why not)."""
+    env = {**os.environ, **(extra_env or {}), "LOOPSTATE_DATA_DIR": str(scratch / "data")}
+    try:
+        return subprocess.run(argv, input=payload, capture_output=True, timeout=timeout, cwd=scratch / "project",
+                              env=env), None
+    except subprocess.TimeoutExpired:
+        return None, f"it did not answer {what} within {timeout:g} s"
+    except OSError as exc:
+        return None, f"it could not be started: {exc.strerror}"
+
+
+def _last_line(stderr: bytes) -> str:
+    """Where a CLI says what went wrong: the last line of its stderr."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return f": {lines[-1][:STDERR_SHOWN]}" if lines else ""
+
+
+def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path) -> dict[str, Any]:
+    payload = json.dumps(probe.synthetic_input(host, event, str(scratch / "project"))).encode()
+    result: dict[str, Any] = {"event": event, "outcome": "failed", "problem": None}
+    done, result["problem"] = _spawn(shlex.split(command), payload, timeout,
+                                     "the synthetic input", scratch)
+    if done is None:
+        return result
+    if done.returncode != 0:
+        result["problem"] = f"it exited {done.returncode}{_last_line(done.stderr)}"
+        return result
+    result["problem"] = output_problem(host.name, event, done.stdout)
+    if result["problem"] is None:
+        result["outcome"] = "passed"
+    return result
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _program_problem(program: str) -> str | None:
+    return probe.program_problem(program, exists=_runnable, which=shutil.which)
+
+
+def _command_problem(command: str) -> str | None:
+    return probe.command_problem(command, exists=_runnable, which=shutil.which)
+
+
+def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
+    found = []
+    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+        config, _ = _read_config(path)  # a file that cannot be read is reported with the hooks' files
+        servers = config.get(servers_key("toml" if path.endswith(".toml") else "json")) if isinstance(config, dict) else None
+        entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
+        if is_our_server(entry):
+            found.append((path, entry))
+    return found
+
+
+def _probe_mcp(entry: dict, scratch: Path) -> dict[str, Any]:
+    """One MCP initialize over the server's stdio (newline-delimited JSON-RPC); its answer must name the server."""
+    result: dict[str, Any] = {"event": "MCP initialize", "outcome": "failed", "problem": None}
+    extra = {k: str(v) for k, v in entry["env"].items()} if isinstance(entry.get("env"), dict) else {}
+    done, result["problem"] = _spawn([entry["command"], *entry["args"]], json.dumps(MCP_INITIALIZE).encode() + b"\n",
+                                     MCP_TIMEOUT, "initialize", scratch, extra)
+    if done is None:
+        return result
+    try:
+        answer = json.loads(done.stdout.split(b"\n", 1)[0])
+        ok = answer.get("id") == 1 and "protocolVersion" in answer["result"] and "serverInfo" in answer["result"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if ok:
+        result["outcome"] = "passed"
+    else:
+        result["problem"] = f"it exited {done.returncode} without an initialize result{_last_line(done.stderr)}"
+    return result
+
+
+@dataclass
+class _Discovery:
+    found: probe.Found
+    servers: list[tuple[str, dict]]
+    verdict: str
+    missing: list[str]
+    problems: list[str]
+    notes: list[str]
+
+
+def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
+    """Every file the host reads: our hooks and server entries, whether each can run, and what stops the host."""
+    per_file, problems, notes, switched_off = [], [], [], None
+    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+        config, problem = _read_config(path)
+        per_file.append((path, handlers(config)))
+        if problem:
+            problems.append(f"{problem} (the host cannot read it either)")
+        if host.name == "codex" and path.endswith("config.toml"):
+            switched_off = switched_off or _codex_hooks_disabled(config, path)
+    found = probe.sort_handlers(host, per_file)
+    servers = _our_servers(host, places)
+    verdict = "failed" if problems else "verified"  # a config the host cannot read
+    missing = probe.missing_events(host, found)
+    if missing:
+        verdict = "failed"
+        problems.append(f"loopstate's hooks are not registered for {', '.join(missing)}: run `loopstate setup apply "
+                        f"--host {host.name}` (add --scope project for this project only)")
+    for path, handler in found.ours:
+        if why := _command_problem(handler.command):
+            verdict = "failed"
+            problems.append(f"the {handler.event} hook in {path}: {why}: re-run `loopstate setup apply --host "
+                            f"{host.name}` from the loopstate you mean to use")
+    for path, entry in servers:
+        if why := _program_problem(entry["command"]):
+            verdict = "failed"
+            problems.append(f"the MCP server {MCP_SERVER} in {path}: {why}: re-run `loopstate setup apply --host "
+                            f"{host.name} --mcp` from the loopstate you mean to use")
+    if switched_off:
+        verdict = "failed"
+        problems.append(switched_off)
+    if not servers:
+        notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
+                     "(needs pip install 'loopstate[mcp]')")
+    if host.name == "codex" and found.ours:
+        notes.append("Codex runs a new or changed hook only once you trust it: open /hooks in Codex to check")
+    if not installed:
+        notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
+    return _Discovery(found, servers, verdict, missing, problems, notes)
+
+
+def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[str], list[str], bool]:
+    """Each distinct runnable hook and server entry of ours, once, in a scratch project and data dir:
+    (results, procedure, problems, whether something registered could not be probed)."""
+    results, procedure, problems, seen, unprobed = [], [], [], set(), False
+    with tempfile.TemporaryDirectory(prefix="loopstate-doctor-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "project").mkdir()
+        for path, handler in d.found.ours:
+            if (handler.event, handler.command) in seen:
+                continue
+            seen.add((handler.event, handler.command))
+            if _command_problem(handler.command):
+                unprobed = True  # already a discovery failure; its behavior stays unknown
+                continue
+            timeout = handler.handler.get("timeout")
+            timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_HOOK_TIMEOUT
+            procedure.append(f"{handler.command} < a synthetic {handler.event} input")
+            result = _run_hook(host, handler.event, handler.command, timeout, scratch)
+            results.append(result)
+            if result["problem"]:
+                problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
+                                f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
+        for path, entry in d.servers:
+            argv = [entry["command"], *entry["args"]]
+            if tuple(argv) in seen:
+                continue
+            seen.add(tuple(argv))
+            if _program_problem(entry["command"]):
+                unprobed = True
+                continue
+            procedure.append(f"{shlex.join(argv)} < an MCP initialize request")
+            result = _probe_mcp(entry, scratch)
+            results.append(result)
+            if result["problem"]:
+                problems.append(f"the MCP server {MCP_SERVER} ({path}) {result['problem']}; if it says the SDK is "
+                                "missing: pip install 'loopstate[mcp]', or set up with --no-mcp")
+    return results, procedure, problems, unprobed
+
+
+def check_host(host: Host, places: Places, *, asked: bool) -> HostReport | None:
+    """One host's status; None when the host is neither installed nor set up and was not asked for."""
+    installed, version = _version(host)
+    d = _discover(host, places, installed)
+    if not d.found.ours and not d.servers and not installed and not asked:
+        return None
+    results, procedure, problems, unprobed = _probe_all(host, d)
+    behavior = ("failed" if any(r["outcome"] != "passed" for r in results)
+                else "verified" if results and not d.missing and not unprobed else "unverified")
+    now = format_time(system_clock())
+    evidence_id = str(uuid.uuid4())
+    status = to_dict(validate("harness_status", {
+        "installed": installed or bool(d.found.ours or d.servers), "version": version, "discovery": d.verdict,
+        "behavior": behavior, "skill_roots": [], "collisions": probe.collisions(host, d.found), "checked_at": now,
+        "evidence_id": evidence_id,
+    }))
+    evidence = {"evidence_id": evidence_id, "type": "harness_probe",
+                "description": f"loopstate doctor ran each registered {host.label} hook and MCP server once",
+                "procedure": procedure, "outcome": {"verified": "passed", "failed": "failed"}.get(behavior, "unverified"),
+                "results": results, "observed_at": now}
+    files = sorted({path for path, _ in d.found.ours} | {path for path, _ in d.servers})
+    return HostReport(host, status, evidence, d.problems + problems, d.notes, files, installed)
+
+
+def _record(places: Places, report: HostReport) -> str:
+    folder = places.data_dir / "harnesses"
+    safefs.ensure_base(places.data_dir)
+    safefs.ensure_dir(folder, places.data_dir)
+    path = folder / f"{report.host.harness}.json"
+    body = {"schema_version": SCHEMA_VERSION, "harness": report.host.harness, "status": report.status,
+            "evidence": report.probe}
+    safefs.atomic_write(path, places.data_dir, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+    return str(path)
+
+
+def run(places: Places, only: list[str] | None) -> Report:
+    reports, problems = [], []
+    for name in only or HOSTS:
+        report = check_host(HOSTS[name], places, asked=bool(only))
+        if report is not None:
+            report.recorded = _record(places, report)
+            reports.append(report)
+    if not reports:
+        problems.append("loopstate is set up for no host, and neither claude nor codex is on PATH: run "
+                        "`loopstate setup apply --host claude` (or --host codex)")
+    return Report(reports, problems)

@@ -1,0 +1,146 @@
+"""`loopstate doctor` through the real CLI on a healthy, a broken and an uninstalled synthetic home.
+
+The healthy home runs the real `loopstate hook` once per registered event. A broken
+hook is a small script named `loopstate` that answers what no host accepts; a
+host CLI is a script on PATH only where its version is what is checked (neither
+Claude Code nor Codex can be installed here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from setuphome import config_path, make_home
+
+SECRET = "ghp_notARealToken0123"
+
+
+def script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    h.cli("setup", "apply", "--host", "codex", "--mcp")
+    report = h.json("doctor")
+    assert report["ok"] is True and report["problems"] == []
+    for host, count in (("claude", 6), ("codex", 7)):
+        got = report["hosts"][host]
+        status = got["status"]
+        assert (status["installed"], status["discovery"], status["behavior"]) == (True, "verified", "verified")
+        assert [r["outcome"] for r in got["probe"]["results"]] == ["passed"] * (count + 1)
+        assert got["probe"]["results"][-1]["event"] == "MCP initialize"  # `loopstate mcp` answered over stdio
+        assert got["probe"]["type"] == "harness_probe" and got["probe"]["evidence_id"] == status["evidence_id"]
+        recorded = json.loads(Path(got["recorded"]).read_text())
+        assert recorded["status"] == status and recorded["evidence"] == got["probe"]
+        Path(tmp_path / "status.json").write_text(json.dumps(status))
+        assert "a valid harness_status record" in h.cli("validate", "harness_status", str(tmp_path / "status.json")).stdout
+    # The other tools' hooks on events where ours can be denied or blocked, by program name only.
+    claude = {(c["name"], c["program"]) for c in report["hosts"]["claude"]["status"]["collisions"]}
+    assert claude == {("PreToolUse", "guard.sh"), ("Stop", "checks.sh")}
+    codex = report["hosts"]["codex"]["status"]["collisions"]
+    assert [(c["name"], c["program"]) for c in codex] == [("PreToolUse", "python3")]
+    assert SECRET not in json.dumps(report)
+    assert all(SECRET not in p.read_text() for p in (h.data / "harnesses").iterdir())
+    # The probe ran in a scratch project and data dir: nothing of the user's store was created.
+    assert sorted(os.listdir(h.data)) == ["harnesses", "installs"]
+    text = h.cli("doctor").stdout
+    assert "behavior:  verified (7 of 7 probes answered as the host expects)" in text and text.endswith("ok\n")
+
+
+def test_a_missing_executable_fails_discovery_with_the_fix(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude")
+    target = config_path(h, "claude", "user")
+    settings = json.loads(target.read_text())
+    for groups in settings["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                if " hook claude " in handler["command"]:
+                    handler["command"] = "/nonexistent/bin/loopstate" + handler["command"][handler["command"].index(" hook"):]
+    target.write_text(json.dumps(settings))
+    done = h.cli("doctor", expect=1)
+    assert "discovery: failed" in done.stdout and "/nonexistent/bin/loopstate does not exist" in done.stdout
+    assert "re-run `loopstate setup apply --host claude`" in done.stdout
+    status = h.json("doctor", "--host", "claude", expect=1)["hosts"]["claude"]["status"]
+    assert status["discovery"] == "failed" and status["behavior"] == "unverified"
+
+
+@pytest.mark.parametrize("body,words", [
+    ("""echo '{"continue": true, "decision": "approve"}'""", "unknown field"),
+    ("echo not json", "not what claude accepts"),
+    ("echo 'loopstate: broken install' >&2; exit 3", "exited 3: loopstate: broken install"),
+])
+def test_a_hook_that_answers_badly_fails_behavior(tmp_path, body, words):
+    h = make_home(tmp_path)
+    bad = script(tmp_path / "bin" / "loopstate", "cat >/dev/null; " + body)
+    h.cli("setup", "apply", "--host", "claude", "--executable", str(bad))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "discovery: verified" in done.stdout and "behavior:  failed" in done.stdout
+    assert words in done.stdout and "try it by hand" in done.stdout
+
+
+def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    bad = script(tmp_path / "bin" / "loopstate", "cat >/dev/null; echo 'loopstate mcp: no SDK' >&2; exit 2")
+    state = json.loads((h.home / ".claude.json").read_text())
+    state["mcpServers"]["loopstate"]["command"] = str(bad)
+    (h.home / ".claude.json").write_text(json.dumps(state))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "behavior:  failed (6 of 7 probes" in done.stdout
+    assert "the MCP server loopstate" in done.stdout and "exited 2 without an initialize result: loopstate mcp: no SDK" in done.stdout
+
+
+def test_codex_hooks_turned_off_in_config_toml_fail_discovery(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "codex")
+    target = config_path(h, "codex", "user")
+    target.write_text(target.read_text().replace("[features]\nhooks = true", "[features]\nhooks = false"))
+    done = h.cli("doctor", "--host", "codex", expect=1)
+    assert "turns hooks off ([features] hooks = false)" in done.stdout and "set it to true" in done.stdout
+
+
+def test_an_unreadable_config_of_the_host_fails_and_is_named(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude")
+    local = h.project / ".claude" / "settings.local.json"
+    local.write_text('{"hooks": ')
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert f"{local}: it is not valid JSON" in done.stdout and "discovery: failed" in done.stdout
+
+
+def test_an_uninstalled_home_says_how_to_set_up(tmp_path):
+    h = make_home(tmp_path)
+    h.cli("setup", "apply", "--host", "claude")
+    h.cli("setup", "uninstall", "--host", "claude")
+    done = h.cli("doctor", expect=1)
+    assert "set up for no host" in done.stdout and "loopstate setup apply --host claude" in done.stdout
+    asked = h.json("doctor", "--host", "claude", expect=1)
+    status = asked["hosts"]["claude"]["status"]
+    assert (status["installed"], status["discovery"], status["behavior"]) == (False, "failed", "unverified")
+    assert any("not registered for SessionStart" in p and "setup apply --host claude" in p
+               for p in asked["hosts"]["claude"]["problems"])
+
+
+def test_the_version_comes_from_the_host_cli_on_path(tmp_path):
+    h = make_home(tmp_path)
+    bin_dir = tmp_path / "hostbin"
+    script(bin_dir / "claude", 'echo "2.1.0 (Claude Code)"')
+    script(bin_dir / "codex", "exit 1")
+    h.cli("setup", "apply", "--host", "claude")
+    env_path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    original = h.env
+    h.env = lambda: {**original(), "PATH": env_path}
+    report = h.json("doctor", expect=1)
+    assert report["hosts"]["claude"]["status"]["version"] == "2.1.0 (Claude Code)"
+    codex = report["hosts"]["codex"]["status"]  # on PATH, so checked, but not set up: that fails with the fix
+    assert (codex["installed"], codex["version"], codex["discovery"]) == (True, None, "failed")
+    assert report["ok"] is False
