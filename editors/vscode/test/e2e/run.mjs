@@ -6,10 +6,12 @@
 // It checks what a person would see: the status item shows the project's state; a claim and
 // a todo added by another process (the CLI) reach the status item and the Goals tree with no
 // input; "loopstate: Stop all runs" (its modal confirmed) creates the STOP file and the item
-// turns to halted; a loopstate.serverPath that does not exist shows the error notification.
+// turns to halted; "loopstate: Add claim" records the user's claim; a killed server is
+// restarted and resubscribed; a loopstate.serverPath that does not exist shows the error
+// notification.
 // Screenshots go to artifacts/ (gitignored). Prints "N passed, N failed" last.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -169,20 +171,94 @@ try {
     cli("goals", "add", "main", "Document the old format", "--priority", "P1");
     await waitForItem((text) => text.includes("2 claims"), "2 claims");
     await waitForText("Document the old format", "the new todo in the Goals tree");
+    await waitForText("Keep the public API stable", "the new claim in the Intent tree");
     await shot("2-live");
   });
 
-  await check("Stop all runs, confirmed in its modal, creates the STOP file and the item turns to halted", async () => {
+  async function palette(title) {
     await page.keyboard.press("F1");
     await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: WAIT_MS });
-    await page.keyboard.type("loopstate: Stop all runs");
+    await page.keyboard.type(`loopstate: ${title}`);
     await page.waitForFunction(
-      () => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent.includes("Stop all runs")),
+      (wanted) => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent.includes(wanted)),
       { timeout: WAIT_MS },
+      title,
     );
     await page.keyboard.press("Enter");
+  }
+  async function quickInputStep(title, answer) {
+    try {
+      await page.waitForFunction(
+        (wanted) => {
+          const widget = document.querySelector(".quick-input-widget");
+          return widget !== null && widget.style.display !== "none" && (widget.querySelector(".quick-input-title")?.textContent ?? "").includes(wanted);
+        },
+        { timeout: WAIT_MS },
+        title,
+      );
+    } catch {
+      throw new Error(`no quick input titled ${JSON.stringify(title)}`);
+    }
+    await page.keyboard.type(answer);
+    if (title.includes(":")) {
+      // a pick: wait until the filter has narrowed the list to the answer
+      await page.waitForFunction(
+        (wanted) => document.querySelector(".quick-input-list .monaco-list-row.focused")?.textContent?.startsWith(wanted),
+        { timeout: WAIT_MS },
+        answer,
+      );
+    }
+    await page.keyboard.press("Enter");
+  }
+
+  await check("Add claim records the user's explicit claim from a direct user event, shown live", async () => {
+    await palette("Add claim");
+    await quickInputStep("Add claim", "Errors name the offending line");
+    await quickInputStep("Add claim: facet", "success_signal");
+    await quickInputStep("Add claim: status", "explicit");
+    await waitForItem((text) => text.includes("3 claims"), "3 claims");
+    await waitForText("Errors name the offending line", "the new claim in the Intent tree");
+    const shown = JSON.parse(cli("intent", "show", "--json"));
+    const claims = Object.values(shown.by_facet.success_signal ?? {}).flat();
+    const added = claims.find((claim) => claim.statement === "Errors name the offending line");
+    if (!added) throw new Error(`the CLI does not see the claim: ${JSON.stringify(shown.by_facet)}`);
+    if (added.role !== "user" || added.epistemic_status !== "explicit" || added.source_ref.kind !== "user_event" || !added.direct_user) {
+      throw new Error(`not the user's explicit claim from a direct user event: ${JSON.stringify(added)}`);
+    }
+    await shot("3-claim-added");
+  });
+
+  /** The pids of the `loopstate serve` this test's code-server started (found by its private data dir). */
+  function ourServers() {
+    const pids = [];
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+        const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
+        if (argv.includes("serve") && environ.includes(`LOOPSTATE_DATA_DIR=${dirs.data}`)) pids.push(Number(entry));
+      } catch {
+        // gone, or not ours to read
+      }
+    }
+    return pids;
+  }
+
+  await check("a crashed server is restarted and resubscribed: a change made meanwhile shows up", async () => {
+    const [pid, ...others] = ourServers();
+    if (pid === undefined || others.length > 0) throw new Error(`expected one loopstate serve, found ${[pid, ...others]}`);
+    process.kill(pid, "SIGKILL");
+    const [task] = JSON.parse(cli("intent", "tasks", "--json"));
+    cli("intent", "add", "--facet", "unknown", "--status", "unknown", task.task_id, "Which encodings appear?");
+    await waitForItem((text) => text.includes("4 claims"), "4 claims after the restart");
+    const now = ourServers();
+    if (now.length !== 1 || now[0] === pid) throw new Error(`expected one new loopstate serve, found ${now}`);
+  });
+
+  await check("Stop all runs, confirmed in its modal, creates the STOP file and the item turns to halted", async () => {
+    await palette("Stop all runs");
     await page.waitForSelector(".monaco-dialog-box", { visible: true, timeout: WAIT_MS });
-    await shot("3-modal");
+    await shot("4-modal");
     const clicked = await page.$$eval(".monaco-dialog-box a.monaco-button, .monaco-dialog-box .monaco-button", (buttons) => {
       const button = buttons.find((candidate) => candidate.textContent.trim() === "Stop all runs");
       button?.click();
@@ -194,7 +270,7 @@ try {
     if (!existsSync(stop)) throw new Error(`no STOP file at ${stop}`);
     const status = JSON.parse(cli("run", "list", "--json"));
     if (!status.kill_switch.set) throw new Error("the CLI does not see the kill switch");
-    await shot("4-halted");
+    await shot("5-halted");
   });
 
   await check("a server path that does not exist shows the error notification", async () => {
@@ -208,7 +284,7 @@ try {
       ),
       { timeout: WAIT_MS },
     );
-    await shot("5-missing-server");
+    await shot("6-missing-server");
   });
 } catch (error) {
   results.push(["set-up", false]);
