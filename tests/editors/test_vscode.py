@@ -5,8 +5,9 @@
   spoken to with vscode-jsonrpc, the CLI changing the store from another process;
 - end to end: `npm run build` makes the .vsix, then test/e2e/run.mjs installs it into a
   private code-server 4.100.3 (VS Code 1.100) and drives Debian's chromium through
-  puppeteer-core: the status item and trees live, Add claim, a crash restarted, the Stop
-  command, a missing server's notification.
+  puppeteer-core: the status item and trees live, each command (Add claim, Resolve gate,
+  Render, Verify, the audit log, Stop with its modal), a crash restarted, a missing server's
+  notification.
 
 Each needs what `npm ci` installs (editors/vscode/node_modules; the e2e also
 editors/vscode/e2e/node_modules: .ci/run installs both) and skips without it, with the
@@ -90,4 +91,4 @@ def test_end_to_end_in_code_server() -> None:
     assert (EXTENSION / "dist" / "loopstate.vsix").exists()
     result = _npm("run", "test:e2e", timeout=600)
     assert result.returncode == 0, _report(result)
-    assert "6 passed, 0 failed" in result.stdout, _report(result)
+    assert "10 passed, 0 failed" in result.stdout, _report(result)

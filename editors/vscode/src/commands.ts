@@ -217,7 +217,16 @@ async function renderGoalState(ctx: CommandContext, node?: TreeNode): Promise<vo
   const { root } = requireRoot(ctx);
   const goalId = await pickGoal(ctx, root, node);
   if (!goalId) return;
-  await execute(ctx, root, { kind: "goals.render", goal_id: goalId });
+  try {
+    await execute(ctx, root, { kind: "goals.render", goal_id: goalId });
+  } catch (error) {
+    // The private workbench may not go where git would publish it: offer the public-safe view.
+    if ((error as { data?: { code?: string } }).data?.code !== "PRIVACY_VIOLATION") throw error;
+    const publicView = "Render the public-safe view";
+    const choice = await vscode.window.showWarningMessage(`loopstate: ${messageOf(error)}`, publicView);
+    if (choice !== publicView) return;
+    await execute(ctx, root, { kind: "goals.render", goal_id: goalId, public: true });
+  }
   const document = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(vscode.Uri.file(root), "ACTIVE_GOAL_STATE.md"));
   await vscode.window.showTextDocument(document, { preview: true });
 }

@@ -6,7 +6,8 @@
 // It checks what a person would see: the status item shows the project's state; a claim and
 // a todo added by another process (the CLI) reach the status item and the Goals tree with no
 // input; "loopstate: Stop all runs" (its modal confirmed) creates the STOP file and the item
-// turns to halted; "loopstate: Add claim" records the user's claim; a killed server is
+// turns to halted; "loopstate: Add claim" records the user's claim; Resolve gate, Render
+// ACTIVE_GOAL_STATE.md, Verify store and Show audit log do their work; a killed server is
 // restarted and resubscribed; a loopstate.serverPath that does not exist shows the error
 // notification.
 // Screenshots go to artifacts/ (gitignored). Prints "N passed, N failed" last.
@@ -87,6 +88,7 @@ try {
   cli("init");
   cli("intent", "start", "--label", "Ship the parser", "--claim", "outcome:The parser reads the old format");
   cli("goals", "add", "main", "Write the parser");
+  cli("goals", "gate", "main", "Approve the design");
   cli("run", "create", "--objective", "Parse the old format", "--done-gate", "tests pass", "--asset", "parser", "--harness", "manual");
 
   execFileSync(process.execPath, [codeServer, "--install-extension", vsix, "--extensions-dir", dirs.extensions,
@@ -186,7 +188,8 @@ try {
     );
     await page.keyboard.press("Enter");
   }
-  async function quickInputStep(title, answer) {
+  /** Answer the quick input titled ``title``: type ``answer``; for a pick, wait for it to be the focused row. */
+  async function quickInputStep(title, answer, pick) {
     try {
       await page.waitForFunction(
         (wanted) => {
@@ -200,8 +203,8 @@ try {
       throw new Error(`no quick input titled ${JSON.stringify(title)}`);
     }
     await page.keyboard.type(answer);
-    if (title.includes(":")) {
-      // a pick: wait until the filter has narrowed the list to the answer
+    if (pick) {
+      // wait until the filter has narrowed the list to the answer
       await page.waitForFunction(
         (wanted) => document.querySelector(".quick-input-list .monaco-list-row.focused")?.textContent?.startsWith(wanted),
         { timeout: WAIT_MS },
@@ -213,9 +216,9 @@ try {
 
   await check("Add claim records the user's explicit claim from a direct user event, shown live", async () => {
     await palette("Add claim");
-    await quickInputStep("Add claim", "Errors name the offending line");
-    await quickInputStep("Add claim: facet", "success_signal");
-    await quickInputStep("Add claim: status", "explicit");
+    await quickInputStep("Add claim", "Errors name the offending line", false);
+    await quickInputStep("Add claim: facet", "success_signal", true);
+    await quickInputStep("Add claim: status", "explicit", true);
     await waitForItem((text) => text.includes("3 claims"), "3 claims");
     await waitForText("Errors name the offending line", "the new claim in the Intent tree");
     const shown = JSON.parse(cli("intent", "show", "--json"));
@@ -226,6 +229,52 @@ try {
       throw new Error(`not the user's explicit claim from a direct user event: ${JSON.stringify(added)}`);
     }
     await shot("3-claim-added");
+  });
+
+  await check("Resolve gate approves the gate in the inbox, and the Goals tree follows", async () => {
+    await waitForText("1 gate", "the open gate");
+    await palette("Resolve gate");
+    await quickInputStep("Resolve gate", "G001", true);
+    await quickInputStep("Resolve G001: decision", "approve", true);
+    await quickInputStep("Resolve G001", "", false);
+    await waitForText("0 gates", "the emptied gate inbox");
+    const board = JSON.parse(cli("goals", "board", "main", "--json"));
+    const resolved = board.resolved_gates.find((gate) => gate.gate_id === "G001");
+    if (board.user_inbox.length !== 0 || !resolved) throw new Error(`the gate is not resolved: ${JSON.stringify(board.resolved_gates)}`);
+  });
+
+  await check("Render ACTIVE_GOAL_STATE.md in a git tree offers the public-safe view, writes it and opens it", async () => {
+    await palette("Render ACTIVE_GOAL_STATE.md");
+    // the folder is a git work tree and the file is not ignored: the private workbench is refused
+    const action = "Render the public-safe view";
+    await page.waitForFunction(
+      (wanted) => [...document.querySelectorAll(".notification-toast .monaco-button")].some((button) => button.textContent.trim() === wanted),
+      { timeout: WAIT_MS },
+      action,
+    );
+    await page.$$eval(".notification-toast .monaco-button", (buttons, wanted) => {
+      buttons.find((button) => button.textContent.trim() === wanted)?.click();
+    }, action);
+    const file = path.join(folder, "ACTIVE_GOAL_STATE.md");
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".tabs-container .tab")].some((tab) => tab.textContent.includes("ACTIVE_GOAL_STATE.md")),
+      { timeout: WAIT_MS },
+    );
+    if (!readFileSync(file, "utf8").includes("Write the parser")) throw new Error("the rendered file lacks the todo");
+  });
+
+  await check("Verify store reports the intact store", async () => {
+    await palette("Verify store");
+    await waitForText("the store is intact", "the verify result");
+  });
+
+  await check("Show audit log opens the stream's log read-only", async () => {
+    await palette("Show audit log");
+    await quickInputStep("Show the audit log of which stream?", "intent", true);
+    await waitForText("task_started", "the intent stream's first event in the log document");
+    await page.keyboard.type("typed");
+    await waitForText("Cannot edit in read-only editor", "the read-only refusal");
+    await shot("4-audit-log");
   });
 
   /** The pids of the `loopstate serve` this test's code-server started (found by its private data dir). */
@@ -258,7 +307,7 @@ try {
   await check("Stop all runs, confirmed in its modal, creates the STOP file and the item turns to halted", async () => {
     await palette("Stop all runs");
     await page.waitForSelector(".monaco-dialog-box", { visible: true, timeout: WAIT_MS });
-    await shot("4-modal");
+    await shot("5-modal");
     const clicked = await page.$$eval(".monaco-dialog-box a.monaco-button, .monaco-dialog-box .monaco-button", (buttons) => {
       const button = buttons.find((candidate) => candidate.textContent.trim() === "Stop all runs");
       button?.click();
@@ -270,7 +319,7 @@ try {
     if (!existsSync(stop)) throw new Error(`no STOP file at ${stop}`);
     const status = JSON.parse(cli("run", "list", "--json"));
     if (!status.kill_switch.set) throw new Error("the CLI does not see the kill switch");
-    await shot("5-halted");
+    await shot("6-halted");
   });
 
   await check("a server path that does not exist shows the error notification", async () => {
@@ -284,7 +333,7 @@ try {
       ),
       { timeout: WAIT_MS },
     );
-    await shot("6-missing-server");
+    await shot("7-missing-server");
   });
 } catch (error) {
   results.push(["set-up", false]);
