@@ -91,4 +91,4 @@ def test_end_to_end_in_code_server() -> None:
     assert (EXTENSION / "dist" / "loopstate.vsix").exists()
     result = _npm("run", "test:e2e", timeout=600)
     assert result.returncode == 0, _report(result)
-    assert "10 passed, 0 failed" in result.stdout, _report(result)
+    assert "11 passed, 0 failed" in result.stdout, _report(result)

@@ -9,6 +9,7 @@ import * as vscode from "vscode";
 import { inventory } from "./cli";
 import { registerCommands } from "./commands";
 import { LiveProjects } from "./live";
+import { NewStreamWatcher } from "./newStreams";
 import { discoverRoot } from "./projectRoot";
 import { messageOf, ServerSupervisor } from "./server";
 import { chooseCommand, type LoopstateCommand } from "./serverCommand";
@@ -62,6 +63,30 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const root = folderRoot(folder);
     return root === null ? null : { root, name: folder.name };
   };
+  // A run or goal another process creates is noticed through the store folder (src/newStreams.ts);
+  // the listings it triggers are coalesced: one in flight per project, one more queued at most.
+  const watchers = new Map<string, NewStreamWatcher>();
+  const listing = new Map<string, { running: Promise<void>; again: boolean }>();
+  const relist = (root: string): void => {
+    const current = listing.get(root);
+    if (current !== undefined) {
+      current.again = true;
+      return;
+    }
+    const entry = { running: Promise.resolve(), again: false };
+    listing.set(root, entry);
+    entry.running = (async () => {
+      do {
+        entry.again = false;
+        await refresh(root);
+      } while (entry.again);
+      listing.delete(root);
+    })();
+  };
+  const watchStore = (root: string): void => {
+    if (watchers.has(root)) return;
+    watchers.set(root, new NewStreamWatcher(root, (kind, id) => live.follows(root, kind, id), () => relist(root)));
+  };
   const refresh = async (only?: string): Promise<void> => {
     const command = await resolveCommand();
     const folders = vscode.workspace.workspaceFolders ?? [];
@@ -70,6 +95,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       wanted
         .filter((root) => only === undefined || root === only)
         .map(async (root) => {
+          watchStore(root);
           if (command === null) {
             await live.track(root);
             return;
@@ -90,13 +116,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     presenter,
     { dispose: () => void supervisor.dispose() },
+    { dispose: () => watchers.forEach((watcher) => watcher.dispose()) },
     ...registerCommands({ live, supervisor, output, activeRoot, command: resolveCommand, refresh }),
     vscode.window.onDidChangeActiveTextEditor(() => presenter.render()),
     vscode.workspace.onDidChangeWorkspaceFolders(async (change) => {
       for (const folder of change.removed) {
         const root = roots.get(folder.uri.toString());
         roots.delete(folder.uri.toString());
-        if (root !== undefined && ![...roots.values()].includes(root)) await live.untrack(root);
+        if (root !== undefined && ![...roots.values()].includes(root)) {
+          watchers.get(root)?.dispose();
+          watchers.delete(root);
+          await live.untrack(root);
+        }
       }
       await refresh();
       presenter.render();

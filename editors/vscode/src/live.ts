@@ -52,8 +52,9 @@ export class LiveProjects {
     return this.projects.get(root);
   }
 
-  roots(): string[] {
-    return [...this.projects.keys()];
+  /** Whether ``root``'s run or goal ``id`` is followed already. */
+  follows(root: string, kind: "runs" | "goals", id: string): boolean {
+    return this.topics.has(`${root}\n${kind === "runs" ? "runs/status" : "goals/board"}/${id}`);
   }
 
   /** Use ``wire`` from now on and subscribe every known topic on it (with ``since`` where known). */

@@ -5,7 +5,7 @@
 //
 // It checks what a person would see: the status item shows the project's state; a claim and
 // a todo added by another process (the CLI) reach the status item and the Goals tree with no
-// input; "loopstate: Stop all runs" (its modal confirmed) creates the STOP file and the item
+// input, and so does a new run; "loopstate: Stop all runs" (its modal confirmed) creates the STOP file and the item
 // turns to halted; "loopstate: Add claim" records the user's claim; Resolve gate, Render
 // ACTIVE_GOAL_STATE.md, Verify store and Show audit log do their work; a killed server is
 // restarted and resubscribed; a loopstate.serverPath that does not exist shows the error
@@ -302,6 +302,11 @@ try {
     await waitForItem((text) => text.includes("4 claims"), "4 claims after the restart");
     const now = ourServers();
     if (now.length !== 1 || now[0] === pid) throw new Error(`expected one new loopstate serve, found ${now}`);
+  });
+
+  await check("a run another process creates appears in the Runs tree without input", async () => {
+    cli("run", "create", "--objective", "Document the format", "--done-gate", "docs reviewed", "--asset", "docs", "--harness", "manual");
+    await waitForText("Document the format", "the new run in the Runs tree");
   });
 
   await check("Stop all runs, confirmed in its modal, creates the STOP file and the item turns to halted", async () => {
