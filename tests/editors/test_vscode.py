@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,7 +81,10 @@ def test_unit_and_integration() -> None:
     """vitest: view models, status text, wire types fresh; LiveProjects against a real server."""
     result = _npm("test", timeout=600)
     assert result.returncode == 0, _report(result)
-    assert "Tests" in result.stdout and "failed" not in result.stdout, _report(result)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
+    summaries = re.findall(r"^\s*Tests\s+(.+)$", plain, re.MULTILINE)
+    assert len(summaries) == 2, _report(result)  # test:unit, then test:integration
+    assert all(re.fullmatch(r"\d+ passed \(\d+\)", line.strip()) for line in summaries), summaries
 
 
 @needs_code_server
