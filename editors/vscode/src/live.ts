@@ -140,7 +140,18 @@ export class LiveProjects {
     const wire = this.wire;
     if (wire === null) return;
     const params: SubscribeParams = { root: sub.root, topic: sub.topic, deliver: "snapshot", since: sub.sequence };
-    const result = await wire.sendRequest<SubscribeResult>("loopstate/subscribe", params);
+    let result: SubscribeResult;
+    try {
+      result = await wire.sendRequest<SubscribeResult>("loopstate/subscribe", params);
+    } catch (error) {
+      // Refused (a root the server does not accept, a corrupt stream): that project shows why.
+      if (this.wire !== wire) return;
+      const code = (error as { data?: { code?: string } }).data?.code;
+      const message = error instanceof Error ? error.message : String(error);
+      this.streamProblems.set(sub.root, `subscribing to ${sub.topic} failed: ${message}${code ? ` (${code})` : ""}`);
+      this.settle(sub.root);
+      return;
+    }
     if (this.wire !== wire || !this.topics.has(`${sub.root}\n${sub.topic}`)) return;
     sub.id = result.subscription_id;
     this.byId.set(result.subscription_id, sub);
@@ -152,6 +163,7 @@ export class LiveProjects {
     if (state === undefined) return;
     sub.sequence = head.sequence;
     if (sub.kind === "intent") state.intent = (snapshot ?? null) as IntentSnapshot | null;
+    else if (snapshot === null || snapshot === undefined) (sub.kind === "run" ? state.runs : state.boards).delete(sub.key);
     else if (sub.kind === "run") state.runs.set(sub.key, snapshot as RunStatus);
     else state.boards.set(sub.key, snapshot as GoalBoard);
     this.emit(sub.root);

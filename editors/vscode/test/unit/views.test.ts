@@ -67,6 +67,18 @@ describe("the presenter", () => {
     expect((runs.getTreeItem(stage) as any).collapsibleState).toBe(vscode.TreeItemCollapsibleState.None);
   });
 
+  it("shows a refused subscription as the project's problem, with the server's code", async () => {
+    const refusing = {
+      async sendRequest<R>(_method: string, params: any): Promise<R> {
+        if (params.topic === "intent/snapshot") throw Object.assign(new Error("project root is not acceptable"), { data: { code: "INVALID_ROOT" } });
+        return { subscription_id: "s", topic: params.topic, head: { stream: "s", sequence: 1, hash: null }, snapshot: null, events: null } as R;
+      },
+    };
+    await live.attach(refusing);
+    expect(item.text).toBe("$(error) loopstate");
+    expect(item.tooltip).toContain("subscribing to intent/snapshot failed: project root is not acceptable (INVALID_ROOT)");
+  });
+
   it("says the server is down, then shows the state again when a new server is attached", async () => {
     live.detach("loopstate serve exited; restarting in 1 s");
     expect(item.text).toBe("$(error) loopstate");
