@@ -1,0 +1,285 @@
+/**
+ * The palette and view-title commands. Writes go through the server (`loopstate/execute`,
+ * with a fresh request id, so a retry of the same call is idempotent); what the protocol has
+ * no method for (the project-wide kill switch, verify, the audit log) runs the same
+ * loopstate's CLI. Each failure is shown with the server's or the CLI's own message.
+ */
+
+import { randomUUID } from "node:crypto";
+import * as vscode from "vscode";
+import { CliError, runCli, runCliJson } from "./cli";
+import type { LiveProjects } from "./live";
+import type { Gate } from "./model/projections";
+import type { TreeNode } from "./model/trees";
+import type { LoopstateCommand } from "./serverCommand";
+import { messageOf, type ServerSupervisor } from "./server";
+
+/** What the commands need from the extension. */
+export interface CommandContext {
+  live: LiveProjects;
+  supervisor: ServerSupervisor;
+  output: vscode.LogOutputChannel;
+  /** The active folder's project root and folder name, or null without a folder. */
+  activeRoot(): { root: string; name: string } | null;
+  command(): Promise<LoopstateCommand | null>;
+  /** List the project's runs and goals again and subscribe to the new ones. */
+  refresh(root?: string): Promise<void>;
+}
+
+export const AUDIT_SCHEME = "loopstate-log";
+
+/** The claim facets a person picks from (protocol FACETS), with a plain-words description. */
+const FACET_CHOICES: Array<{ label: string; description: string }> = [
+  { label: "outcome", description: "what the work must achieve" },
+  { label: "hard_constraint", description: "must hold, no exceptions" },
+  { label: "soft_constraint", description: "should hold; may give way" },
+  { label: "tradeoff", description: "what may be given up for what" },
+  { label: "success_signal", description: "how to tell it worked" },
+  { label: "failure_signal", description: "how to tell it did not" },
+  { label: "unknown", description: "an open question" },
+  { label: "result_feedback", description: "feedback on a result" },
+  { label: "disagreement", description: "the user disagrees with a claim" },
+];
+/** The statuses a claim the user types can have (inferred and evidence are an agent's and a tool's). */
+const STATUS_CHOICES: Array<{ label: string; description: string }> = [
+  { label: "explicit", description: "the user said it" },
+  { label: "unknown", description: "the user does not know yet" },
+  { label: "disputed", description: "the user disputes it" },
+];
+
+export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
+  const guarded = (name: string, body: (...args: any[]) => Promise<unknown>) =>
+    vscode.commands.registerCommand(name, async (...args: unknown[]) => {
+      try {
+        await body(...args);
+      } catch (error) {
+        ctx.output.appendLine(`${name}: ${messageOf(error)}`);
+        void vscode.window.showErrorMessage(`loopstate: ${describeError(error)}`, "Show output")
+          .then((choice) => choice && ctx.output.show());
+      }
+    });
+  return [
+    guarded("loopstate.openPanel", () => Promise.resolve(vscode.commands.executeCommand("workbench.view.extension.loopstate"))),
+    guarded("loopstate.showOutput", async () => ctx.output.show()),
+    guarded("loopstate.restartServer", () => ctx.supervisor.restart()),
+    guarded("loopstate.refresh", () => ctx.refresh()),
+    guarded("loopstate.stopAll", () => stopAll(ctx)),
+    guarded("loopstate.addClaim", () => addClaim(ctx)),
+    guarded("loopstate.resolveGate", (node?: TreeNode) => resolveGate(ctx, node)),
+    guarded("loopstate.renderGoalState", (node?: TreeNode) => renderGoalState(ctx, node)),
+    guarded("loopstate.verify", () => verify(ctx)),
+    guarded("loopstate.showAuditLog", () => showAuditLog(ctx)),
+    vscode.workspace.registerTextDocumentContentProvider(AUDIT_SCHEME, new AuditLogProvider(ctx)),
+  ];
+}
+
+/** `error.data.code` and the message of a JSON-RPC error; the message of anything else. */
+export function describeError(error: unknown): string {
+  const data = (error as { data?: { code?: string } } | null)?.data;
+  return data?.code ? `${data.code}: ${messageOf(error)}` : messageOf(error);
+}
+
+function requireRoot(ctx: CommandContext): { root: string; name: string } {
+  const active = ctx.activeRoot();
+  if (active === null) throw new Error("open a folder first: each workspace folder is a loopstate project");
+  return active;
+}
+
+async function requireCommand(ctx: CommandContext): Promise<LoopstateCommand> {
+  const command = await ctx.command();
+  if (command === null) throw new Error("no loopstate found; set loopstate.serverPath");
+  return command;
+}
+
+async function execute(ctx: CommandContext, root: string, command: Record<string, unknown>): Promise<unknown> {
+  const client = ctx.supervisor.running;
+  if (client === null) throw new Error("loopstate serve is not running (see the output)");
+  return client.sendRequest("loopstate/execute", { root, request_id: randomUUID(), command });
+}
+
+async function stopAll(ctx: CommandContext): Promise<void> {
+  const { root, name } = requireRoot(ctx);
+  const confirm = "Stop all runs";
+  const choice = await vscode.window.showWarningMessage(
+    `Stop every run of ${name}?`,
+    {
+      modal: true,
+      detail:
+        "This sets the project's kill switch (the STOP file): every run halts at once and no run starts " +
+        "until you remove the file and resume.",
+    },
+    confirm,
+  );
+  if (choice !== confirm) return;
+  const command = await requireCommand(ctx);
+  const result = await runCliJson<{ kill_switch: string; halted: string[]; failed: unknown[] }>(
+    command, root, ["run", "stop", "--harness", "manual", "--reason", "stopped from VS Code"],
+  );
+  await ctx.refresh(root);
+  void vscode.window.showWarningMessage(
+    `loopstate: kill switch set (${result.kill_switch}); halted ${result.halted.length} run(s).`,
+  );
+}
+
+async function addClaim(ctx: CommandContext): Promise<void> {
+  const { root } = requireRoot(ctx);
+  const tasks = ctx.live.project(root)?.intent?.tasks ?? [];
+  let taskId: string;
+  if (tasks.length === 0) {
+    const label = await vscode.window.showInputBox({
+      title: "Add claim: this project has no task yet",
+      prompt: "A label for the new task the claim belongs to",
+      ignoreFocusOut: true,
+    });
+    if (!label) return;
+    const started = (await execute(ctx, root, { kind: "intent.task_start", label, actor: "user" })) as {
+      events: Array<{ task_id?: string }>;
+    };
+    taskId = started.events[0]?.task_id ?? "";
+  } else if (tasks.length === 1) {
+    taskId = tasks[0].task_id;
+  } else {
+    const picked = await vscode.window.showQuickPick(
+      [...tasks].reverse().map((task) => ({ label: task.label ?? task.task_id, description: task.task_id, id: task.task_id })),
+      { title: "Add claim: to which task?" },
+    );
+    if (!picked) return;
+    taskId = picked.id;
+  }
+  const statement = await vscode.window.showInputBox({
+    title: "Add claim",
+    prompt: "One atomic statement, in your words",
+    ignoreFocusOut: true,
+    validateInput: (text) => (text.trim() === "" ? "a claim needs a statement" : null),
+  });
+  if (!statement) return;
+  const facet = await vscode.window.showQuickPick(FACET_CHOICES, { title: "Add claim: facet" });
+  if (!facet) return;
+  const status = await vscode.window.showQuickPick(STATUS_CHOICES, { title: "Add claim: status" });
+  if (!status) return;
+  // The user's own claim, from a direct user event: role and actor user, a user_event source.
+  await execute(ctx, root, {
+    kind: "intent.claim_add",
+    task_id: taskId,
+    actor: "user",
+    claim: { statement: statement.trim(), role: "user", epistemic_status: status.label, facets: [facet.label] },
+    source: { kind: "user_event", event_id: randomUUID() },
+  });
+}
+
+function openGates(ctx: CommandContext, root: string): Array<{ goalId: string; gate: Gate }> {
+  const boards = ctx.live.project(root)?.boards ?? new Map();
+  const gates: Array<{ goalId: string; gate: Gate }> = [];
+  for (const [goalId, board] of boards) {
+    for (const gate of [...(board.user_inbox ?? []), ...(board.controller_inbox ?? [])]) gates.push({ goalId, gate });
+  }
+  return gates;
+}
+
+async function resolveGate(ctx: CommandContext, node?: TreeNode): Promise<void> {
+  const { root } = requireRoot(ctx);
+  const gates = openGates(ctx, root);
+  let chosen = node?.contextValue === "gate" ? gates.find((g) => node.id === `goals/${g.goalId}/gate/${g.gate.gate_id}`) : undefined;
+  if (chosen === undefined) {
+    if (gates.length === 0) {
+      void vscode.window.showInformationMessage("loopstate: no gate is waiting for a decision.");
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      gates.map((g) => ({ label: `${g.gate.gate_id} ${g.gate.title}`, description: g.goalId, g })),
+      { title: "Resolve gate" },
+    );
+    if (!picked) return;
+    chosen = picked.g;
+  }
+  const decision = await vscode.window.showQuickPick(["approve", "reject", "defer"], { title: `Resolve ${chosen.gate.gate_id}: decision` });
+  if (!decision) return;
+  const rationale = await vscode.window.showInputBox({ title: `Resolve ${chosen.gate.gate_id}`, prompt: "Why (optional, one line)" });
+  if (rationale === undefined) return;
+  await execute(ctx, root, {
+    kind: "goals.resolve",
+    goal_id: chosen.goalId,
+    gate_id: chosen.gate.gate_id,
+    decision,
+    resolved_by: "user",
+    ...(rationale.trim() ? { rationale: rationale.trim() } : {}),
+  });
+}
+
+async function pickGoal(ctx: CommandContext, root: string, node?: TreeNode): Promise<string | undefined> {
+  if (node?.contextValue === "goal") return node.label;
+  const goals = [...(ctx.live.project(root)?.boards.keys() ?? [])].sort();
+  if (goals.length === 0) throw new Error("this project has no goal yet (`loopstate goals add GOAL TITLE` starts one)");
+  return goals.length === 1 ? goals[0] : vscode.window.showQuickPick(goals, { title: "Which goal?" });
+}
+
+async function renderGoalState(ctx: CommandContext, node?: TreeNode): Promise<void> {
+  const { root } = requireRoot(ctx);
+  const goalId = await pickGoal(ctx, root, node);
+  if (!goalId) return;
+  try {
+    await execute(ctx, root, { kind: "goals.render", goal_id: goalId });
+  } catch (error) {
+    // The private workbench may not go where git would publish it: offer the public-safe view.
+    if ((error as { data?: { code?: string } }).data?.code !== "PRIVACY_VIOLATION") throw error;
+    const publicView = "Render the public-safe view";
+    const choice = await vscode.window.showWarningMessage(`loopstate: ${messageOf(error)}`, publicView);
+    if (choice !== publicView) return;
+    await execute(ctx, root, { kind: "goals.render", goal_id: goalId, public: true });
+  }
+  const document = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(vscode.Uri.file(root), "ACTIVE_GOAL_STATE.md"));
+  await vscode.window.showTextDocument(document, { preview: true });
+}
+
+async function verify(ctx: CommandContext): Promise<void> {
+  const { root, name } = requireRoot(ctx);
+  const command = await requireCommand(ctx);
+  const result = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `loopstate: verifying the store of ${name}` },
+    () => runCli(command, root, ["verify", "--json"]),
+  );
+  let report: { ok: boolean; streams: Array<{ stream: string; ok: boolean; events?: number; error?: unknown }> };
+  try {
+    report = JSON.parse(result.stdout);
+  } catch {
+    throw new CliError(`loopstate verify: ${result.stderr.trim() || result.stdout.trim()}`, result.exitCode, result.stderr);
+  }
+  const events = report.streams.reduce((n, s) => n + (s.events ?? 0), 0);
+  if (report.ok) {
+    void vscode.window.showInformationMessage(`loopstate: the store is intact: ${report.streams.length} stream(s), ${events} event(s) verified.`);
+    return;
+  }
+  const broken = report.streams.filter((s) => !s.ok).map((s) => s.stream);
+  ctx.output.appendLine(`verify: ${result.stdout}`);
+  void vscode.window
+    .showErrorMessage(`loopstate: broken stream(s): ${broken.join(", ")}. Run \`loopstate recover\` after reading the output.`, "Show output")
+    .then((choice) => choice && ctx.output.show());
+}
+
+async function showAuditLog(ctx: CommandContext): Promise<void> {
+  const { root } = requireRoot(ctx);
+  const state = ctx.live.project(root);
+  const streams = [
+    "intent",
+    ...[...(state?.runs.keys() ?? [])].map((id) => `runs.${id}`),
+    ...[...(state?.boards.keys() ?? [])].map((id) => `goals.${id}`),
+  ];
+  const stream = await vscode.window.showQuickPick(streams, { title: "Show the audit log of which stream?" });
+  if (!stream) return;
+  const uri = vscode.Uri.from({ scheme: AUDIT_SCHEME, path: `/${stream}.log`, query: new URLSearchParams({ root }).toString() });
+  const document = await vscode.workspace.openTextDocument(uri);
+  await vscode.window.showTextDocument(document, { preview: true });
+}
+
+/** `loopstate log --stream S` as a read-only document (a content provider's documents cannot be edited). */
+class AuditLogProvider implements vscode.TextDocumentContentProvider {
+  constructor(private readonly ctx: CommandContext) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const root = new URLSearchParams(uri.query).get("root") ?? "";
+    const stream = uri.path.replace(/^\//, "").replace(/\.log$/, "");
+    const command = await requireCommand(this.ctx);
+    const result = await runCli(command, root, ["log", "--stream", stream]);
+    return result.exitCode === 0 ? result.stdout : `loopstate log --stream ${stream} failed:\n${result.stderr}`;
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * The live state of every tracked project, kept by `loopstate/subscribe` and the pushed
+ * `loopstate/changed` / `loopstate/streamError` notifications; nothing here polls.
+ *
+ * It knows no VS Code: it talks through ``Wire`` (a LanguageClient in the extension, a
+ * vscode-jsonrpc connection in test/integration), so the same code is tested against a real
+ * `loopstate serve`. After a server restart ``attach`` subscribes every topic again with
+ * ``since`` set to the last sequence seen, so a change made while the server was down is in
+ * the new result and nothing is missed.
+ */
+
+import type { ChangedNotification, Head, StreamErrorNotification, SubscribeParams, SubscribeResult } from "./generated/wire";
+import { emptyProject, type GoalBoard, type IntentSnapshot, type KillSwitch, type ProjectState, type RunStatus } from "./model/projections";
+
+/** What LiveProjects needs of a connection to `loopstate serve`. */
+export interface Wire {
+  sendRequest<R>(method: string, params: unknown): Promise<R>;
+}
+
+type TopicKind = "intent" | "run" | "goal";
+
+interface Subscription {
+  root: string;
+  topic: string;
+  kind: TopicKind;
+  key: string;
+  /** The last sequence this client has folded in (the `since` of a resubscription). */
+  sequence: number | null;
+  id: string | null;
+}
+
+export type Listener = (root: string) => void;
+
+export class LiveProjects {
+  private readonly projects = new Map<string, ProjectState>();
+  private readonly topics = new Map<string, Subscription>(); // root + "\n" + topic
+  private readonly byId = new Map<string, Subscription>();
+  private readonly listeners = new Set<Listener>();
+  private wire: Wire | null = null;
+  /** Why no server is attached (shown on every project), or null while one is. */
+  private serverProblem: string | null = "loopstate serve is not running yet";
+  /** A stream of the project that cannot be read (`loopstate/streamError`), by root. */
+  private readonly streamProblems = new Map<string, string>();
+
+  /** Called after every change to a project's state. */
+  onDidChange(listener: Listener): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  project(root: string): ProjectState | undefined {
+    return this.projects.get(root);
+  }
+
+  /** Whether ``root``'s run or goal ``id`` is followed already. */
+  follows(root: string, kind: "runs" | "goals", id: string): boolean {
+    return this.topics.has(`${root}\n${kind === "runs" ? "runs/status" : "goals/board"}/${id}`);
+  }
+
+  /** Use ``wire`` from now on and subscribe every known topic on it (with ``since`` where known). */
+  async attach(wire: Wire): Promise<void> {
+    this.wire = wire;
+    this.serverProblem = null;
+    this.streamProblems.clear(); // a new server verifies every stream again: it reports what is still broken
+    this.byId.clear();
+    for (const sub of this.topics.values()) sub.id = null;
+    for (const root of this.projects.keys()) this.settle(root);
+    await Promise.all([...this.topics.values()].map((sub) => this.subscribe(sub)));
+  }
+
+  /** The server is gone: keep the last state (marked) until a new one is attached. */
+  detach(reason: string): void {
+    this.wire = null;
+    this.serverProblem = reason;
+    this.byId.clear();
+    for (const root of this.projects.keys()) this.settle(root);
+  }
+
+  /** Follow the project at ``root``: its intent now, then ``runIds`` and ``goalIds``. */
+  async track(root: string, runIds: string[] = [], goalIds: string[] = [], killSwitch: KillSwitch | null = null): Promise<void> {
+    if (!this.projects.has(root)) this.projects.set(root, emptyProject(root));
+    const state = this.projects.get(root)!;
+    if (killSwitch !== null) state.killSwitch = killSwitch;
+    state.problem = this.streamProblems.get(root) ?? this.serverProblem;
+    const wanted: Array<[TopicKind, string, string]> = [
+      ["intent", "intent/snapshot", ""],
+      ...runIds.map((id): [TopicKind, string, string] => ["run", `runs/status/${id}`, id]),
+      ...goalIds.map((id): [TopicKind, string, string] => ["goal", `goals/board/${id}`, id]),
+    ];
+    const fresh: Subscription[] = [];
+    for (const [kind, topic, key] of wanted) {
+      const name = `${root}\n${topic}`;
+      if (this.topics.has(name)) continue;
+      const sub: Subscription = { root, topic, kind, key, sequence: null, id: null };
+      this.topics.set(name, sub);
+      fresh.push(sub);
+    }
+    this.emit(root);
+    if (this.wire !== null) await Promise.all(fresh.map((sub) => this.subscribe(sub)));
+  }
+
+  /** Stop following ``root`` (its folder left the workspace). */
+  async untrack(root: string): Promise<void> {
+    const subs = [...this.topics.values()].filter((sub) => sub.root === root);
+    for (const sub of subs) {
+      this.topics.delete(`${root}\n${sub.topic}`);
+      if (sub.id !== null) this.byId.delete(sub.id);
+    }
+    this.projects.delete(root);
+    this.streamProblems.delete(root);
+    const wire = this.wire;
+    if (wire !== null) {
+      await Promise.all(
+        subs
+          .filter((sub) => sub.id !== null)
+          .map((sub) => wire.sendRequest("loopstate/unsubscribe", { subscription_id: sub.id }).catch(() => undefined)),
+      );
+    }
+  }
+
+  /** A `loopstate/changed` notification. */
+  changed(params: ChangedNotification): void {
+    const sub = this.byId.get(params.subscription_id);
+    if (sub === undefined) return; // a subscription of a folder that has left the workspace
+    this.fold(sub, params.head, params.snapshot ?? null);
+  }
+
+  /** A `loopstate/streamError` notification: the stream cannot be read; show why, never the old state. */
+  streamError(params: StreamErrorNotification): void {
+    const sub = this.byId.get(params.subscription_id);
+    if (sub === undefined) return;
+    this.streamProblems.set(
+      sub.root,
+      `${params.topic}: ${params.message} (${params.error.code}); run \`loopstate verify\`, then \`loopstate recover\``,
+    );
+    this.settle(sub.root);
+  }
+
+  private async subscribe(sub: Subscription): Promise<void> {
+    const wire = this.wire;
+    if (wire === null) return;
+    const params: SubscribeParams = { root: sub.root, topic: sub.topic, deliver: "snapshot", since: sub.sequence };
+    let result: SubscribeResult;
+    try {
+      result = await wire.sendRequest<SubscribeResult>("loopstate/subscribe", params);
+    } catch (error) {
+      // Refused (a root the server does not accept, a corrupt stream): that project shows why.
+      if (this.wire !== wire) return;
+      const code = (error as { data?: { code?: string } }).data?.code;
+      const message = error instanceof Error ? error.message : String(error);
+      this.streamProblems.set(sub.root, `subscribing to ${sub.topic} failed: ${message}${code ? ` (${code})` : ""}`);
+      this.settle(sub.root);
+      return;
+    }
+    if (this.wire !== wire || !this.topics.has(`${sub.root}\n${sub.topic}`)) return;
+    sub.id = result.subscription_id;
+    this.byId.set(result.subscription_id, sub);
+    this.fold(sub, result.head, result.snapshot);
+  }
+
+  private fold(sub: Subscription, head: Head, snapshot: unknown): void {
+    const state = this.projects.get(sub.root);
+    if (state === undefined) return;
+    sub.sequence = head.sequence;
+    if (sub.kind === "intent") state.intent = (snapshot ?? null) as IntentSnapshot | null;
+    else if (snapshot === null || snapshot === undefined) (sub.kind === "run" ? state.runs : state.boards).delete(sub.key);
+    else if (sub.kind === "run") state.runs.set(sub.key, snapshot as RunStatus);
+    else state.boards.set(sub.key, snapshot as GoalBoard);
+    this.emit(sub.root);
+  }
+
+  /** Recompute the project's problem from the server's and its streams', and tell the listeners. */
+  private settle(root: string): void {
+    const state = this.projects.get(root);
+    if (state === undefined) return;
+    state.problem = this.streamProblems.get(root) ?? this.serverProblem;
+    this.emit(root);
+  }
+
+  private emit(root: string): void {
+    for (const listener of this.listeners) listener(root);
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The projections loopstate pushes, as far as the extension reads them.
+ *
+ * The protocol schema types a subscription's `snapshot` as "any" (each topic has its own
+ * shape, documented in docs/intent.md, docs/runs.md, docs/goals.md), so these interfaces
+ * name only the fields the views show; everything is optional where the server may omit it.
+ */
+
+export interface Claim {
+  claim_id: string;
+  task_id?: string;
+  statement: string;
+  role?: string;
+  epistemic_status?: string;
+  scope?: string;
+  facets?: string[];
+  source_ref?: { kind?: string; event_id?: string } | null;
+  direct_user?: boolean;
+}
+
+/** `intent/snapshot`: active claims grouped by facet, then by epistemic status. */
+export interface IntentSnapshot {
+  sequence?: number;
+  tasks?: Array<{ task_id: string; label?: string | null; mode?: string; active_claims?: number }>;
+  by_facet?: Record<string, Record<string, Claim[]>>;
+  disagreements?: Claim[];
+  unknowns?: Claim[];
+  stale?: Array<Claim & { reason?: string }>;
+  active_count?: number;
+}
+
+export interface RunIssue {
+  issue_id: string;
+  title?: string;
+  severity?: string;
+  blocking?: boolean;
+  status?: string;
+}
+
+export interface KillSwitch {
+  set: boolean;
+  paths: string[];
+  config_error?: string | null;
+}
+
+/** `runs/status/<run_id>` (the RunStatus of the protocol package). */
+export interface RunStatus {
+  run_id: string;
+  sequence: number;
+  run: {
+    status: string;
+    stage?: string;
+    objective?: string;
+    mode?: string;
+    created_at?: string;
+    updated_at?: string;
+    terminal_reason?: string | null;
+    budgets?: { max_duration_seconds?: number; max_mutations?: number; max_external_actions?: number; max_cost_usd?: string | null };
+    usage?: { duration_seconds?: number; mutations?: number; external_actions?: number; cost_usd?: string | null };
+    open_blocking_issues?: number;
+    asset?: { name?: string };
+  } | null;
+  lease: { owner?: { actor?: string; session_id?: string } | null; expires_at?: string; lease_id?: string; generation?: number } | null;
+  pending_operation?: unknown;
+  issues: RunIssue[];
+  evidence_ids: string[];
+  lease_expired?: boolean | null;
+  kill_switch?: KillSwitch | null;
+}
+
+export interface Todo {
+  todo_id: string;
+  title: string;
+  role?: string;
+  priority?: string;
+  status?: string;
+}
+
+export interface Gate {
+  gate_id: string;
+  gate_kind?: string;
+  title: string;
+  status?: string;
+}
+
+/** `goals/board/<goal_id>`: todos by role and priority, the gate inboxes. */
+export interface GoalBoard {
+  meta?: { goal_id?: string; last_append_sequence?: number };
+  active?: Array<{ role: string; todos: Todo[] }>;
+  completed?: Todo[];
+  user_inbox?: Gate[];
+  controller_inbox?: Gate[];
+  runs?: unknown[];
+}
+
+/** Everything the extension knows of one project (one workspace folder's root). */
+export interface ProjectState {
+  root: string;
+  intent: IntentSnapshot | null;
+  runs: Map<string, RunStatus>;
+  boards: Map<string, GoalBoard>;
+  killSwitch: KillSwitch | null;
+  /** Why the project cannot be shown (server missing, stream corrupt), if it cannot. */
+  problem: string | null;
+}
+
+export function emptyProject(root: string): ProjectState {
+  return { root, intent: null, runs: new Map(), boards: new Map(), killSwitch: null, problem: null };
+}

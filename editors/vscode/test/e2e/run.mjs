@@ -1,0 +1,358 @@
+// End-to-end test in real VS Code: code-server 4.100.3 (VS Code 1.100) with the built .vsix
+// installed into a private extensions dir, driven by Debian's chromium through puppeteer-core,
+// on a real workspace folder whose store is a private LOOPSTATE_DATA_DIR. `loopstate` must be
+// on PATH (tests/editors/test_vscode.py puts the repository's venv first).
+//
+// It checks what a person would see: the status item shows the project's state; a claim and
+// a todo added by another process (the CLI) reach the status item and the Goals tree with no
+// input, and so does a new run; "loopstate: Stop all runs" (its modal confirmed) creates the STOP file and the item
+// turns to halted; "loopstate: Add claim" records the user's claim; Resolve gate, Render
+// ACTIVE_GOAL_STATE.md, Verify store and Show audit log do their work; a killed server is
+// restarted and resubscribed; a loopstate.serverPath that does not exist shows the error
+// notification.
+// Screenshots go to artifacts/ (gitignored). Prints "N passed, N failed" last.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const extensionDir = path.resolve(here, "../..");
+const e2eModules = path.join(extensionDir, "e2e", "node_modules");
+const codeServer = path.join(e2eModules, "code-server", "out", "node", "entry.js");
+const vsix = path.join(extensionDir, "dist", "loopstate.vsix");
+const artifacts = path.join(extensionDir, "artifacts");
+const chromium = process.env.LOOPSTATE_CHROMIUM ?? "/usr/bin/chromium";
+const WAIT_MS = Number(process.env.LOOPSTATE_E2E_WAIT_MS ?? 60_000); // a bound on each wait, not a timed assertion
+
+const { default: puppeteer } = await import(path.join(e2eModules, "puppeteer-core", "lib", "esm", "puppeteer", "puppeteer-core.js"));
+
+for (const [what, file] of [["code-server", codeServer], ["the .vsix (npm run build)", vsix], ["chromium", chromium]]) {
+  if (!existsSync(file)) {
+    console.error(`missing ${what}: ${file}`);
+    process.exit(2);
+  }
+}
+
+// A short private TMPDIR: code-server's socket paths must stay under 108 bytes.
+const scratch = mkdtempSync("/tmp/lsvs-");
+const dirs = Object.fromEntries(
+  ["tmp", "data", "work", "user", "extensions", "config", "home"].map((name) => [name, path.join(scratch, name)]),
+);
+for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
+const folder = path.join(dirs.work, "proj");
+mkdirSync(folder);
+const env = {
+  ...process.env,
+  TMPDIR: dirs.tmp,
+  LOOPSTATE_DATA_DIR: dirs.data,
+  XDG_CONFIG_HOME: dirs.config,
+  XDG_DATA_HOME: path.join(dirs.home, "data"),
+  XDG_CACHE_HOME: path.join(dirs.home, "cache"),
+};
+
+const results = [];
+async function check(name, body) {
+  try {
+    await body();
+    results.push([name, true]);
+    console.log(`ok - ${name}`);
+  } catch (error) {
+    results.push([name, false]);
+    console.log(`not ok - ${name}: ${error?.stack ?? error}`);
+  }
+}
+
+function cli(...args) {
+  return execFileSync("loopstate", args, { cwd: folder, env, encoding: "utf8" });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let codeServerProcess = null;
+const browserLog = []; // the workbench's console (the extension host's console.log is forwarded there)
+let browser = null;
+try {
+  // The project: a task with one claim, a goal with one todo, one ready run.
+  execFileSync("git", ["init", "-q", folder]);
+  cli("init");
+  cli("intent", "start", "--label", "Ship the parser", "--claim", "outcome:The parser reads the old format");
+  cli("goals", "add", "main", "Write the parser");
+  cli("goals", "gate", "main", "Approve the design");
+  cli("run", "create", "--objective", "Parse the old format", "--done-gate", "tests pass", "--asset", "parser", "--harness", "manual");
+
+  execFileSync(process.execPath, [codeServer, "--install-extension", vsix, "--extensions-dir", dirs.extensions,
+    "--user-data-dir", dirs.user], { env, stdio: "pipe" });
+  mkdirSync(path.join(dirs.user, "User"), { recursive: true });
+  const settingsFile = path.join(dirs.user, "User", "settings.json");
+  // VS Code's server gives extensions the login shell's PATH, not this process's: name the
+  // repository's `loopstate` (first on this PATH) in the setting, as a user of a venv would.
+  const loopstate = execFileSync("sh", ["-c", "command -v loopstate"], { env, encoding: "utf8" }).trim();
+  writeFileSync(settingsFile, JSON.stringify({
+    "workbench.startupEditor": "none",
+    "security.workspace.trust.enabled": false,
+    "telemetry.telemetryLevel": "off",
+    "loopstate.serverPath": loopstate,
+  }));
+
+  const port = await freePort();
+  const serverLog = [];
+  codeServerProcess = spawn(process.execPath, [codeServer, "--auth", "none", "--bind-addr", `127.0.0.1:${port}`,
+    "--disable-workspace-trust", "--disable-telemetry", "--user-data-dir", dirs.user, "--extensions-dir", dirs.extensions, folder],
+    { env, stdio: ["ignore", "pipe", "pipe"] });
+  const ready = new Promise((resolve, reject) => {
+    const onData = (chunk) => {
+      serverLog.push(String(chunk));
+      if (serverLog.join("").includes("HTTP server listening")) resolve();
+    };
+    codeServerProcess.stdout.on("data", onData);
+    codeServerProcess.stderr.on("data", onData);
+    codeServerProcess.once("exit", (code) => reject(new Error(`code-server exited (${code}):\n${serverLog.join("")}`)));
+  });
+  await ready;
+
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", `--user-data-dir=${path.join(dirs.home, "chromium")}`],
+    env,
+  });
+  const page = await browser.newPage();
+  page.on("console", (message) => browserLog.push(message.text()));
+  await page.setViewport({ width: 1400, height: 900 });
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(folder)}`, { waitUntil: "domcontentloaded" });
+  mkdirSync(artifacts, { recursive: true });
+  const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`) });
+
+  // The status item: VS Code gives its element the id `<extension id>.<item id>`.
+  const ITEM = '[id="loopstate.loopstate.loopstate.status"]';
+  const itemText = () => page.$eval(ITEM, (element) => element.textContent ?? "").catch(() => "");
+  async function waitForItem(predicate, what) {
+    try {
+      await page.waitForFunction(
+        (selector, source) => {
+          const element = document.querySelector(selector);
+          return element !== null && new Function("text", `return (${source})(text)`)(element.textContent ?? "");
+        },
+        { timeout: WAIT_MS },
+        ITEM,
+        predicate.toString(),
+      );
+    } catch (error) {
+      throw new Error(`the status item never showed ${what}; it shows ${JSON.stringify(await itemText())}`);
+    }
+  }
+  async function waitForText(text, what) {
+    try {
+      await page.waitForFunction((wanted) => document.body.innerText.includes(wanted), { timeout: WAIT_MS }, text);
+    } catch {
+      throw new Error(`the workbench never showed ${what} (${JSON.stringify(text)})`);
+    }
+  }
+
+  await check("the status item shows the project's state", async () => {
+    await waitForItem((text) => text.includes("1 claim") && text.includes("run ready"), "1 claim and the ready run");
+    await shot("1-status");
+  });
+
+  await check("a claim and a todo added by another process reach the status item and the tree without input", async () => {
+    await page.click(ITEM); // opens the panel (the item's command); the trees are then visible
+    await waitForText("Write the parser", "the Goals tree's first todo");
+    const [task] = JSON.parse(cli("intent", "tasks", "--json"));
+    cli("intent", "add", "--facet", "hard_constraint", task.task_id, "Keep the public API stable");
+    cli("goals", "add", "main", "Document the old format", "--priority", "P1");
+    await waitForItem((text) => text.includes("2 claims"), "2 claims");
+    await waitForText("Document the old format", "the new todo in the Goals tree");
+    await waitForText("Keep the public API stable", "the new claim in the Intent tree");
+    await shot("2-live");
+  });
+
+  async function palette(title) {
+    await page.keyboard.press("F1");
+    await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: WAIT_MS });
+    await page.keyboard.type(`loopstate: ${title}`);
+    await page.waitForFunction(
+      (wanted) => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent.includes(wanted)),
+      { timeout: WAIT_MS },
+      title,
+    );
+    await page.keyboard.press("Enter");
+  }
+  /** Answer the quick input titled ``title``: type ``answer``; for a pick, wait for it to be the focused row. */
+  async function quickInputStep(title, answer, pick) {
+    try {
+      await page.waitForFunction(
+        (wanted) => {
+          const widget = document.querySelector(".quick-input-widget");
+          return widget !== null && widget.style.display !== "none" && (widget.querySelector(".quick-input-title")?.textContent ?? "").includes(wanted);
+        },
+        { timeout: WAIT_MS },
+        title,
+      );
+    } catch {
+      throw new Error(`no quick input titled ${JSON.stringify(title)}`);
+    }
+    await page.keyboard.type(answer);
+    if (pick) {
+      // wait until the filter has narrowed the list to the answer
+      await page.waitForFunction(
+        (wanted) => document.querySelector(".quick-input-list .monaco-list-row.focused")?.textContent?.startsWith(wanted),
+        { timeout: WAIT_MS },
+        answer,
+      );
+    }
+    await page.keyboard.press("Enter");
+  }
+
+  await check("Add claim records the user's explicit claim from a direct user event, shown live", async () => {
+    await palette("Add claim");
+    await quickInputStep("Add claim", "Errors name the offending line", false);
+    await quickInputStep("Add claim: facet", "success_signal", true);
+    await quickInputStep("Add claim: status", "explicit", true);
+    await waitForItem((text) => text.includes("3 claims"), "3 claims");
+    await waitForText("Errors name the offending line", "the new claim in the Intent tree");
+    const shown = JSON.parse(cli("intent", "show", "--json"));
+    const claims = Object.values(shown.by_facet.success_signal ?? {}).flat();
+    const added = claims.find((claim) => claim.statement === "Errors name the offending line");
+    if (!added) throw new Error(`the CLI does not see the claim: ${JSON.stringify(shown.by_facet)}`);
+    if (added.role !== "user" || added.epistemic_status !== "explicit" || added.source_ref.kind !== "user_event" || !added.direct_user) {
+      throw new Error(`not the user's explicit claim from a direct user event: ${JSON.stringify(added)}`);
+    }
+    await shot("3-claim-added");
+  });
+
+  await check("Resolve gate approves the gate in the inbox, and the Goals tree follows", async () => {
+    await waitForText("1 gate", "the open gate");
+    await palette("Resolve gate");
+    await quickInputStep("Resolve gate", "G001", true);
+    await quickInputStep("Resolve G001: decision", "approve", true);
+    await quickInputStep("Resolve G001", "", false);
+    await waitForText("0 gates", "the emptied gate inbox");
+    const board = JSON.parse(cli("goals", "board", "main", "--json"));
+    const resolved = board.resolved_gates.find((gate) => gate.gate_id === "G001");
+    if (board.user_inbox.length !== 0 || !resolved) throw new Error(`the gate is not resolved: ${JSON.stringify(board.resolved_gates)}`);
+  });
+
+  await check("Render ACTIVE_GOAL_STATE.md in a git tree offers the public-safe view, writes it and opens it", async () => {
+    await palette("Render ACTIVE_GOAL_STATE.md");
+    // the folder is a git work tree and the file is not ignored: the private workbench is refused
+    const action = "Render the public-safe view";
+    await page.waitForFunction(
+      (wanted) => [...document.querySelectorAll(".notification-toast .monaco-button")].some((button) => button.textContent.trim() === wanted),
+      { timeout: WAIT_MS },
+      action,
+    );
+    await page.$$eval(".notification-toast .monaco-button", (buttons, wanted) => {
+      buttons.find((button) => button.textContent.trim() === wanted)?.click();
+    }, action);
+    const file = path.join(folder, "ACTIVE_GOAL_STATE.md");
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".tabs-container .tab")].some((tab) => tab.textContent.includes("ACTIVE_GOAL_STATE.md")),
+      { timeout: WAIT_MS },
+    );
+    if (!readFileSync(file, "utf8").includes("Write the parser")) throw new Error("the rendered file lacks the todo");
+  });
+
+  await check("Verify store reports the intact store", async () => {
+    await palette("Verify store");
+    await waitForText("the store is intact", "the verify result");
+  });
+
+  await check("Show audit log opens the stream's log read-only", async () => {
+    await palette("Show audit log");
+    await quickInputStep("Show the audit log of which stream?", "intent", true);
+    await waitForText("task_started", "the intent stream's first event in the log document");
+    await page.keyboard.type("typed");
+    await waitForText("Cannot edit in read-only editor", "the read-only refusal");
+    await shot("4-audit-log");
+  });
+
+  /** The pids of the `loopstate serve` this test's code-server started (found by its private data dir). */
+  function ourServers() {
+    const pids = [];
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+        const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
+        if (argv.includes("serve") && environ.includes(`LOOPSTATE_DATA_DIR=${dirs.data}`)) pids.push(Number(entry));
+      } catch {
+        // gone, or not ours to read
+      }
+    }
+    return pids;
+  }
+
+  await check("a crashed server is restarted and resubscribed: a change made meanwhile shows up", async () => {
+    const [pid, ...others] = ourServers();
+    if (pid === undefined || others.length > 0) throw new Error(`expected one loopstate serve, found ${[pid, ...others]}`);
+    process.kill(pid, "SIGKILL");
+    const [task] = JSON.parse(cli("intent", "tasks", "--json"));
+    cli("intent", "add", "--facet", "unknown", "--status", "unknown", task.task_id, "Which encodings appear?");
+    await waitForItem((text) => text.includes("4 claims"), "4 claims after the restart");
+    const now = ourServers();
+    if (now.length !== 1 || now[0] === pid) throw new Error(`expected one new loopstate serve, found ${now}`);
+  });
+
+  await check("a run another process creates appears in the Runs tree without input", async () => {
+    cli("run", "create", "--objective", "Document the format", "--done-gate", "docs reviewed", "--asset", "docs", "--harness", "manual");
+    await waitForText("Document the format", "the new run in the Runs tree");
+  });
+
+  await check("Stop all runs, confirmed in its modal, creates the STOP file and the item turns to halted", async () => {
+    await palette("Stop all runs");
+    await page.waitForSelector(".monaco-dialog-box", { visible: true, timeout: WAIT_MS });
+    await shot("5-modal");
+    const clicked = await page.$$eval(".monaco-dialog-box a.monaco-button, .monaco-dialog-box .monaco-button", (buttons) => {
+      const button = buttons.find((candidate) => candidate.textContent.trim() === "Stop all runs");
+      button?.click();
+      return button !== undefined;
+    });
+    if (!clicked) throw new Error("the modal has no 'Stop all runs' button");
+    await waitForItem((text) => text.includes("HALTED"), "HALTED");
+    const stop = path.join(folder, ".loopstate", "STOP");
+    if (!existsSync(stop)) throw new Error(`no STOP file at ${stop}`);
+    const status = JSON.parse(cli("run", "list", "--json"));
+    if (!status.kill_switch.set) throw new Error("the CLI does not see the kill switch");
+    await shot("6-halted");
+  });
+
+  await check("a server path that does not exist shows the error notification", async () => {
+    const missing = path.join(scratch, "no-such-loopstate");
+    mkdirSync(path.join(folder, ".vscode"), { recursive: true });
+    writeFileSync(path.join(folder, ".vscode", "settings.json"), JSON.stringify({ "loopstate.serverPath": missing }));
+    await waitForText("could not start", "the server's error notification");
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".notification-toast, .notifications-toasts")].some(
+        (toast) => toast.textContent.includes("Show output") && toast.textContent.includes("Open settings"),
+      ),
+      { timeout: WAIT_MS },
+    );
+    await shot("7-missing-server");
+  });
+} catch (error) {
+  results.push(["set-up", false]);
+  console.log(`not ok - set-up: ${error?.stack ?? error}`);
+} finally {
+  await browser?.close().catch(() => undefined);
+  if (codeServerProcess !== null && codeServerProcess.exitCode === null) {
+    codeServerProcess.kill("SIGTERM");
+    await new Promise((resolve) => codeServerProcess.once("exit", resolve));
+  }
+  if (!process.env.LOOPSTATE_E2E_KEEP) rmSync(scratch, { recursive: true, force: true });
+}
+
+if (results.some(([, ok]) => !ok)) console.log(`browser console:\n${browserLog.join("\n")}`);
+const passed = results.filter(([, ok]) => ok).length;
+console.log(`${passed} passed, ${results.length - passed} failed`);
+process.exit(passed === results.length && results.length > 0 ? 0 : 1);

@@ -1,0 +1,87 @@
+// A small stand-in for the `vscode` module: just what src/views.ts uses, recording the
+// status bar items and tree providers the extension creates so a test can read them back.
+
+export class EventEmitter<T> {
+  private listeners: Array<(value: T) => void> = [];
+  readonly event = (listener: (value: T) => void) => {
+    this.listeners.push(listener);
+    return { dispose: () => (this.listeners = this.listeners.filter((l) => l !== listener)) };
+  };
+  fire(value: T): void {
+    for (const listener of this.listeners) listener(value);
+  }
+  dispose(): void {
+    this.listeners = [];
+  }
+}
+
+export enum TreeItemCollapsibleState {
+  None = 0,
+  Collapsed = 1,
+  Expanded = 2,
+}
+
+export enum StatusBarAlignment {
+  Left = 1,
+  Right = 2,
+}
+
+export class ThemeIcon {
+  constructor(readonly id: string) {}
+}
+
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+
+export class TreeItem {
+  id?: string;
+  description?: string;
+  tooltip?: string;
+  contextValue?: string;
+  iconPath?: ThemeIcon;
+  constructor(readonly label: string, readonly collapsibleState: TreeItemCollapsibleState) {}
+}
+
+export interface FakeStatusBarItem {
+  id: string;
+  name?: string;
+  text: string;
+  tooltip?: string;
+  command?: string;
+  backgroundColor?: ThemeColor;
+  visible: boolean;
+  show(): void;
+  hide(): void;
+  dispose(): void;
+}
+
+export const created = {
+  statusBarItems: [] as FakeStatusBarItem[],
+  treeProviders: new Map<string, unknown>(),
+};
+
+export const window = {
+  createStatusBarItem(id: string): FakeStatusBarItem {
+    const item: FakeStatusBarItem = {
+      id,
+      text: "",
+      visible: false,
+      show() {
+        item.visible = true;
+      },
+      hide() {
+        item.visible = false;
+      },
+      dispose() {
+        item.visible = false;
+      },
+    };
+    created.statusBarItems.push(item);
+    return item;
+  },
+  registerTreeDataProvider(id: string, provider: unknown) {
+    created.treeProviders.set(id, provider);
+    return { dispose: () => created.treeProviders.delete(id) };
+  },
+};

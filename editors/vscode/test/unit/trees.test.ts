@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { goalNodes, intentNodes, runNodes, type TreeNode } from "../../src/model/trees";
+import { board, claim, intent, run } from "./fixtures";
+
+const labels = (nodes: TreeNode[] | undefined) => (nodes ?? []).map((node) => node.label);
+
+describe("the Intent tree", () => {
+  it("groups active claims by facet with status and source kind, disputes last", () => {
+    const nodes = intentNodes(intent());
+    expect(labels(nodes)).toEqual(["Outcomes", "Constraints", "Success signals", "Unknowns", "Disputes"]);
+    expect(labels(nodes[0].children)).toEqual(["The parser reads the old format"]);
+    expect(nodes[0].children![0].description).toBe("explicit · user_event");
+    expect(labels(nodes[1].children)).toEqual(["Keep the public API stable"]);
+    // the unknown claim is listed once, though both by_facet and unknowns name it
+    expect(labels(nodes[3].children)).toEqual(["Which encodings appear?"]);
+    expect(nodes[4].description).toBe("1");
+    expect(nodes[4].children![0].description).toBe("disputed · user_event");
+  });
+
+  it("warns of stale long-term claims", () => {
+    const snapshot = { ...intent(), stale: [{ ...claim("c9", "Always use tabs", "soft_constraint"), scope: "long_term", reason: "not confirmed for 180 days" }] };
+    const stale = intentNodes(snapshot).at(-1)!;
+    expect(stale.label).toBe("Stale long-term claims");
+    expect(stale.children![0]).toMatchObject({ label: "Always use tabs", description: "not confirmed for 180 days", icon: "warning" });
+    expect(intentNodes(intent()).map((node) => node.label)).not.toContain("Stale long-term claims");
+  });
+
+  it("is empty before the first snapshot", () => {
+    expect(intentNodes(null)).toEqual([]);
+  });
+});
+
+describe("the Runs tree", () => {
+  it("lists runs newest first with status, stage, lease, budgets, open issues and evidence", () => {
+    const leased = run("aaaaaaaa-1", "active", { updated_at: "2026-01-15T10:00:00Z" }, {
+      lease: { owner: { actor: "codex" }, expires_at: "2026-01-15T10:15:00Z", lease_id: "l1", generation: 1 },
+      issues: [
+        { issue_id: "i1", title: "Crash on empty input", severity: "high", blocking: true, status: "open" },
+        { issue_id: "i2", title: "Closed one", severity: "low", blocking: false, status: "closed" },
+      ],
+      evidence_ids: ["e1"],
+    });
+    const nodes = runNodes([run("bbbbbbbb-2", "ready"), leased]);
+    expect(labels(nodes)).toEqual(["aaaaaaaa objective of aaaaaaaa-1", "bbbbbbbb objective of bbbbbbbb-2"]);
+    const [top] = nodes;
+    expect(top.description).toBe("active · build");
+    expect(labels(top.children)).toEqual(["stage", "lease", "budgets", "open issues", "evidence"]);
+    expect(top.children![1].description).toBe("codex until 2026-01-15T10:15:00Z");
+    expect(top.children![2].children!.map((n) => `${n.label}: ${n.description}`)).toEqual([
+      "duration (s): 720 / 7200",
+      "mutations: 40 / 100",
+      "external actions: 0 / 0",
+      "cost (USD): 0 / no spending authority",
+    ]);
+    expect(top.children![3].children!.map((n) => `${n.label}: ${n.description}`)).toEqual(["Crash on empty input: high · blocking · open"]);
+    expect(labels(top.children![4].children)).toEqual(["e1"]);
+    expect(nodes[1].children![1].description).toBe("none");
+  });
+
+  it("marks an expired lease and leaves out a run with no record", () => {
+    const expired = run("r", "active", {}, { lease: { owner: { actor: "w" }, expires_at: "t" }, lease_expired: true });
+    expect(runNodes([expired])[0].children![1].description).toBe("w until t (expired)");
+    expect(runNodes([{ ...run("gone", "active"), run: null }])).toEqual([]);
+  });
+});
+
+describe("the Goals tree", () => {
+  it("shows todos by role, each role's by priority, then the gate inbox", () => {
+    const [goal] = goalNodes(new Map([["main", board()]]));
+    expect(goal).toMatchObject({ label: "main", description: "3 open · 1 gate", contextValue: "goal" });
+    expect(labels(goal.children)).toEqual(["agent", "user", "gate inbox"]);
+    expect(labels(goal.children![0].children)).toEqual(["T003 Fix the crash", "T001 Write the parser"]);
+    const inbox = goal.children![2];
+    expect(inbox.children![0]).toMatchObject({ label: "G001 Approve the design", description: "user · open", contextValue: "gate" });
+  });
+
+  it("orders goals by id", () => {
+    expect(labels(goalNodes(new Map([["zeta", {}], ["alpha", {}]])))).toEqual(["alpha", "zeta"]);
+  });
+});
