@@ -339,10 +339,21 @@ def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -
             raise _unsafe(path, "it is not a regular file")
         if existing.st_nlink != 1:
             raise _unsafe(path, f"it has {existing.st_nlink} hard links")
+    replace_with(path, data, durable=durable)
+
+
+def replace_with(path: Path, data: bytes, *, create_mode: int = FILE_MODE, chmod: int | None = None,
+                 durable: bool = True) -> None:
+    """The rename half of ``atomic_write``, for callers that checked the target themselves:
+    ``data`` goes to a sibling temp file created with ``create_mode`` (then set to ``chmod``
+    when given, e.g. to keep a replaced file's own bits), fsynced, renamed over ``path``,
+    and the folder fsynced. A failure removes the temp file and leaves ``path`` as it was."""
     tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, create_mode)
     try:
         write_all(fd, data)
+        if chmod is not None:
+            os.fchmod(fd, chmod)
         if durable:
             os.fsync(fd)
     except BaseException:

@@ -149,20 +149,9 @@ def write_target(t: Target, data: bytes) -> None:
         os.mkdir(folder, 0o777)  # the umask decides, as for any folder the user creates
         safefs.fsync_dir(os.path.dirname(folder))
     info = _check_path(t)
-    tmp = safefs.temp_name(Path(t.path))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    try:
-        safefs.write_all(fd, data)
-        if info is not None:
-            os.fchmod(fd, stat.S_IMODE(info.st_mode))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, t.path)
-    safefs.fsync_dir(Path(t.path).parent)
+    # A new file as any the user makes (the umask decides); a replaced one keeps its own bits.
+    safefs.replace_with(Path(t.path), data, create_mode=0o666,
+                        chmod=None if info is None else stat.S_IMODE(info.st_mode))
 
 
 def remove_target(t: Target) -> None:
