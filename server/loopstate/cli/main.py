@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "loopstate.cli.demo": ("demo",),
     "loopstate.cli.completion": ("completion",),
     "loopstate.cli.hook": ("hook",),
+    "loopstate.cli.compact": ("compact",),
 }
 MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}
 
