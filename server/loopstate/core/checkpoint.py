@@ -154,6 +154,8 @@ def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple
                 stream.name, info.st_size, checkpoint.sequence,
                 f"the file is {info.st_size} bytes but was verified up to byte {checkpoint.offset}: acknowledged events are gone",
             )
+        if not 0 <= checkpoint.line_start < checkpoint.offset:
+            raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
         line = os.pread(fd, checkpoint.offset - checkpoint.line_start, checkpoint.line_start)
         if checkpoint.prefix_sha256:
             prefix = _PrefixDigest(stream.name, fd, checkpoint, in_thread=concurrent)
@@ -162,7 +164,10 @@ def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple
     if not line.endswith(b"\n"):
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
     layout = stream.layout
-    event = canonical.decode(line[:-1]) if line[:1] == b"{" else None
+    try:
+        event = canonical.decode(line[:-1]) if line[:1] == b"{" else None
+    except msgspec.DecodeError:  # not one record there (several, or part of one)
+        event = None
     if not isinstance(event, dict):
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
     before = Position(checkpoint.line_start, checkpoint.sequence - 1, event.get(layout.prev_field))
