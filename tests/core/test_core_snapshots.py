@@ -37,7 +37,7 @@ from loopstate_protocol.errors import ErrorCode
 from tests.goals.test_goals_properties import _apply as goals_history
 from tests.goals.test_goals_properties import commands as goal_commands
 from tests.intent.intentkit import Intent, user_claim
-from tests.runs.conftest import AGENT, Harness
+from tests.runs.conftest import Harness
 from tests.runs.test_runs_properties import TIGHT, WIDE, actions, play
 
 BINDING = Checkpoint(dev=1, ino=2, line_start=0, offset=10, sequence=1, hash="h", prefix_sha256="p", first_hash="f")
@@ -141,23 +141,15 @@ def test_intent_snapshot_plus_tail_folds_to_the_full_fold(ops) -> None:
 @given(script=st.lists(actions, min_size=3, max_size=30))
 def test_runs_snapshot_plus_tail_folds_to_the_full_fold(script) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "workspace"
-        root.mkdir()
-        h = Harness(root, Path(tmp) / "data")
-        grant_id = h.grant(scope=WIDE)
-        run_id = h.create(grant_id, budgets=TIGHT)
-        h.run(g_acquire(run_id))
+        (Path(tmp) / "ws").mkdir()
+        h = Harness(Path(tmp) / "ws", Path(tmp) / "data")
+        run_id = h.create(grant_id := h.grant(scope=WIDE), budgets=TIGHT)
+        h.acquire(run_id)
         play(h, run_id, grant_id, script)
         project = h.service.project(h.root)
         for name in project.stream_names():
             if name.startswith("runs."):
                 assert_every_cut_folds_to_the_full_fold(RUNS, name, stream_events(project.dir, name))
-
-
-def g_acquire(run_id: str):
-    from loopstate_protocol import runs as proto
-
-    return proto.Acquire(run_id=run_id, owner=AGENT)
 
 
 def test_an_intent_snapshot_holds_no_private_task(tmp_path: Path) -> None:
