@@ -3,12 +3,13 @@
     .venv/bin/python tests/bench/bench_reads.py [--sizes 100,10000,100000] [--repeat 3]
 
 For each size it builds one project with an intent ledger of that many events
-(claims added to one task, a quarter of them superseding an earlier one) and a
-goal stream of that many events (todos added, claimed and completed), through
+(claims added to one task, a quarter of them superseding an earlier one), a
+goal stream of that many events (todos added, claimed and completed) and a run
+of that many events (lease renewals, what a long run's log is mostly), through
 the domains' own ``decide`` and a real Ledger (events sealed and appended by
 group commit, a thousand per write+fsync, so a 100k store builds in seconds).
-Then it times the real CLI in a fresh process: `loopstate intent show --task`
-and `loopstate goals board`, first with the snapshot the writer left at its
+Then it times the real CLI in a fresh process: `loopstate intent show --task`,
+`loopstate goals board` and `loopstate run status`, first with the snapshot the writer left at its
 last checkpoint, then at the head after `loopstate compact`, then without any
 snapshot (the file deleted: the cold read folds every event, starting from the
 core checkpoint). Each figure is the best of ``--repeat`` runs: wall time and
@@ -24,6 +25,7 @@ Not part of the test run (the file is not named test_*.py).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -34,11 +36,13 @@ from typing import Any, Callable
 
 from loopstate_protocol import goals as g
 from loopstate_protocol import intent as p
+from loopstate_protocol import runs as r
 
-from loopstate.core.clock import FixedClock
+from loopstate.core.clock import format_time, parse_time
 from loopstate.core.ids import SequentialIds
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.domains.intent import DOMAIN as INTENT
+from loopstate.domains.runs import DOMAIN as RUNS
 from loopstate.service.engine import Service
 
 BATCH = 1000
@@ -52,10 +56,19 @@ def build(service: Service, root: str, domain: Any, stream: str, commands: Calla
 
     def work(tx: Any) -> None:
         nonlocal made
+        effects = service.effects_of(domain)
         for _ in range(min(BATCH, count - made)):
+            command = commands(folded.state, made)
             ctx = service.context(project, f"bench-{made}")
-            events = domain.decide(folded.state, commands(folded.state, made), ctx)
-            tx.append(events, request_id=f"bench-{made}", fp="bench")
+            if effects is not None:
+                ctx = effects.before_decide(service, project, folded.state, command, ctx)
+            try:
+                events = domain.decide(folded.state, command, ctx)
+                tx.append(events, request_id=f"bench-{made}", fp="bench")
+            finally:
+                release = getattr(effects, "release", None)
+                if release is not None:
+                    release(ctx)
             made += len(events)
 
     while made < count:
@@ -81,6 +94,45 @@ def goal_command(state: Any, n: int) -> Any:
     if n % 3 == 1:
         return g.ClaimTodo(goal_id="bench", todo_id=f"T{number}", claimed_by="codex")
     return g.CompleteTodo(goal_id="bench", todo_id=f"T{number}", rationale="done")
+
+
+class SteppingClock:
+    """Service time that moves four minutes at each call past the start: every heartbeat renews."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+OWNER = {"harness": "manual", "actor": "bench", "session_id": "bench"}
+RUN_ID = "00000000-0000-4000-8000-00000000000b"
+
+
+def start_run(service: Service, root: str) -> None:
+    """A grant and an active run leased to OWNER (three events in the run's stream)."""
+    expires = format_time(service.clock() + dt.timedelta(days=3650))
+    grant = "00000000-0000-4000-8000-00000000000a"
+    service.execute(root, r.AuthorityGrant(
+        grant_id=grant, level="attended", actor="bench",
+        scope={"assets": ["app"], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []},
+        risks_shown=["bench"], confirmation_text="bench", expires_at=expires), "r-grant")
+    service.execute(root, r.Create(
+        run_id=RUN_ID, objective="bench", done_gate=["bench"], authority_grant_id=grant, actor=OWNER,
+        asset={"name": "app", "root": ".", "track": "code", "boundaries": ["repository-local files"]},
+        budgets={"max_duration_seconds": 3650 * 86400, "max_mutations": 10, "max_external_actions": 0,
+                 "max_cost_usd": None}), "r-create")
+    service.execute(root, r.Acquire(run_id=RUN_ID, owner=OWNER), "r-acquire")
+
+
+def heartbeat(clock: SteppingClock) -> Callable[[Any, int], Any]:
+    """Lease renewals, what a long run's log is mostly made of: the clock passes each renewal's due time."""
+    def command(state: Any, n: int) -> Any:
+        clock.now += dt.timedelta(minutes=4)
+        lease = state.lease
+        return r.Heartbeat(run_id=RUN_ID, lease_id=lease["lease_id"], generation=lease["generation"])
+    return command
 
 
 def cold(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
@@ -153,15 +205,19 @@ def main() -> None:
         reads = {
             "intent show --task": ["intent", "show", "--task", task_id],
             "goals board": ["goals", "board", "bench"],
+            "run status": ["run", "status", RUN_ID],
         }
         for size in sizes:
             root = Path(tmp) / f"ws{size}"
             root.mkdir()
-            service = Service(data_dir=Path(tmp) / "data", clock=FixedClock("2026-03-02T12:00:00Z"),
-                              new_id=SequentialIds(), domains=[INTENT, GOALS])
+            clock = SteppingClock(parse_time("2026-03-02T12:00:00Z"))
+            service = Service(data_dir=Path(tmp) / "data", clock=clock, new_id=SequentialIds(),
+                              domains=[INTENT, GOALS, RUNS])
             built = time.perf_counter()
             build(service, str(root), INTENT, "intent", intent_command(task_id), size)
             build(service, str(root), GOALS, "goals.bench", goal_command, size)
+            start_run(service, str(root))
+            build(service, str(root), RUNS, f"runs.{RUN_ID}", heartbeat(clock), size - 3)
             store = service.project(str(root)).dir
             print(f"{size:,} events per stream built in {time.perf_counter() - built:.1f} s "
                   f"(intent {os.path.getsize(store / 'streams' / 'intent.jsonl') / 1e6:.1f} MB)")
