@@ -108,6 +108,7 @@ class SteppingClock:
 
 OWNER = {"harness": "manual", "actor": "bench", "session_id": "bench"}
 RUN_ID = "00000000-0000-4000-8000-00000000000b"
+TASK_ID = "00000000-0000-4000-8000-00000000beef"
 
 
 def start_run(service: Service, root: str) -> None:
@@ -188,19 +189,33 @@ def append_cost(data_dir: Path, root: Path, task_id: str, count: int) -> None:
           f"({os.path.getsize(project.dir / 'snapshots' / 'intent.msgpack') / 1e6:.1f} MB)")
 
 
+def build_store(root: str, size: int) -> None:
+    """Every stream of one benchmark project, ``size`` events each (LOOPSTATE_DATA_DIR is the store)."""
+    clock = SteppingClock(parse_time("2026-03-02T12:00:00Z"))
+    service = Service(clock=clock, new_id=SequentialIds(), domains=[INTENT, GOALS, RUNS])
+    build(service, root, INTENT, "intent", intent_command(TASK_ID), size)
+    build(service, root, GOALS, "goals.bench", goal_command, size)
+    start_run(service, root)
+    build(service, root, RUNS, f"runs.{RUN_ID}", heartbeat(clock), size - 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,10000,100000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--build", type=int, help=argparse.SUPPRESS)  # the child that builds one store
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build is not None:
+        return build_store(args.root, args.build)
     sizes = [int(size) for size in args.sizes.split(",")]
     loopstate = [sys.executable, "-m", "loopstate.cli.main"]
-    task_id = "00000000-0000-4000-8000-00000000beef"
+    task_id = TASK_ID
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp) / "data")}
-        floor, _ = cold([sys.executable, "-c", "pass"], env, args.repeat)
-        print(f"process floor (python -c pass): {floor * 1000:.0f} ms\n")
+        floor, floor_rss = cold([sys.executable, "-c", "pass"], env, args.repeat)
+        print(f"process floor (python -c pass): {floor * 1000:.0f} ms, {floor_rss:.0f} MiB peak RSS\n")
         rows: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
         reads = {
             "intent show --task": ["intent", "show", "--task", task_id],
@@ -210,15 +225,11 @@ def main() -> None:
         for size in sizes:
             root = Path(tmp) / f"ws{size}"
             root.mkdir()
-            clock = SteppingClock(parse_time("2026-03-02T12:00:00Z"))
-            service = Service(data_dir=Path(tmp) / "data", clock=clock, new_id=SequentialIds(),
-                              domains=[INTENT, GOALS, RUNS])
             built = time.perf_counter()
-            build(service, str(root), INTENT, "intent", intent_command(task_id), size)
-            build(service, str(root), GOALS, "goals.bench", goal_command, size)
-            start_run(service, str(root))
-            build(service, str(root), RUNS, f"runs.{RUN_ID}", heartbeat(clock), size - 3)
-            store = service.project(str(root)).dir
+            # Built in a child process: a child forked from a parent that had grown would report
+            # the parent's pages as its own peak RSS.
+            subprocess.run([sys.executable, __file__, "--build", str(size), "--root", str(root)], env=env, check=True)
+            store = Service(data_dir=Path(tmp) / "data").project(str(root)).dir
             print(f"{size:,} events per stream built in {time.perf_counter() - built:.1f} s "
                   f"(intent {os.path.getsize(store / 'streams' / 'intent.jsonl') / 1e6:.1f} MB)")
             snapshots = store / "snapshots"
