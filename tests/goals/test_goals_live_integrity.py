@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from loopstate.core.project import Project
-from loopstate.service.goals_effects import snapshot_path
 
 
 def goals_cli(data_dir: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -23,7 +22,7 @@ def test_a_board_read_from_a_snapshot_refuses_a_record_changed_before_it(data_di
         assert goals_cli(data_dir, root, "add", "g1", f"task {number}").returncode == 0
     assert goals_cli(data_dir, root, "compact", "g1").returncode == 0
     assert goals_cli(data_dir, root, "add", "g1", "after the snapshot").returncode == 0
-    assert snapshot_path(Project(str(root), data_dir=data_dir), "goals.g1").exists()
+    assert (Project(str(root), data_dir=data_dir).dir / "snapshots" / "goals.g1.msgpack").exists()
     board = json.loads(goals_cli(data_dir, root, "board", "g1", "--json").stdout)
     assert board["meta"]["last_append_sequence"] == 7
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 
 import msgspec
@@ -13,9 +13,10 @@ from loopstate_protocol import goals as g
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
+from loopstate.core.snapshot import SnapshotFile
 from loopstate.domains.goals.ordering import replay, replay_key, replay_order
 from loopstate.domains.goals.state import state_checksum
-from loopstate.service.goals_effects import load_state, snapshot_path
+from loopstate.service.goals_effects import load_state
 
 
 def _event(sequence: int, recorded_at: str, event_id: str) -> dict:
@@ -77,40 +78,42 @@ def test_snapshot_compaction_speeds_replay_without_replacing_the_lineage(h: Harn
     assert state_checksum(fast.state) == state_checksum(full.state)
 
 
+def _snapshot_path(h: Harness):
+    return h.project.dir / "snapshots" / "goals.g.msgpack"
+
+
+def _rewrite(h: Harness, change) -> None:
+    path = _snapshot_path(h)
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=SnapshotFile)
+    path.write_bytes(msgspec.msgpack.encode(change(envelope)))
+
+
 def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
-    path = snapshot_path(h.project, "goals.g")
-    header, state = path.read_bytes().split(b"\n", 1)
-    assert b'"title":"task 0"' in state
-    path.write_bytes(header + b"\n" + state.replace(b'"title":"task 0"', b'"title":"tampered"'))
+    assert load_state(h.project, "g").snapshot_sequence == 6
+    _rewrite(h, lambda env: msgspec.structs.replace(env, state=env.state.replace(b"task 0", b"tamper")))
     loaded = load_state(h.project, "g")
-    assert loaded.snapshot_sequence is None and loaded.events_folded == 6 and "checksum" in loaded.snapshot_note
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 6
     assert loaded.state.todos["T001"].title == "task 0"
 
 
-@pytest.mark.parametrize("field, note", [
-    ("hash", "the record at the snapshot position changed"),
-    ("prefix_sha256", "the stream bytes before the snapshot changed"),
-])
-def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness, field: str, note: str) -> None:
+@pytest.mark.parametrize("field", ["hash", "prefix_sha256", "first_hash", "sequence"])
+def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness, field: str) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
     assert load_state(h.project, "g").snapshot_sequence == 6
-    path = snapshot_path(h.project, "goals.g")
-    header, state = path.read_bytes().split(b"\n", 1)
-    fields = json.loads(header)
-    fields[field] = "0" * 64
-    path.write_bytes(json.dumps(fields).encode() + b"\n" + state)
+    wrong = 5 if field == "sequence" else "0" * 64
+    _rewrite(h, lambda env: msgspec.structs.replace(env, binding=dataclasses.replace(env.binding, **{field: wrong})))
     loaded = load_state(h.project, "g")
-    assert loaded.snapshot_sequence is None and note in loaded.snapshot_note
+    assert loaded.snapshot_sequence is None
     assert loaded.events_folded == 6 and [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
 
 
 def test_without_its_snapshot_file_a_goal_replays_from_the_first_event(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
-    os.unlink(snapshot_path(h.project, "goals.g"))
+    os.unlink(_snapshot_path(h))
     loaded = load_state(h.project, "g")
     assert (loaded.snapshot_sequence, loaded.events_folded) == (None, 6)
     assert len(loaded.state.todos) == 5

@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "loopstate.cli.completion": ("completion",),
     "loopstate.cli.setup": ("setup", "doctor"),
     "loopstate.cli.hook": ("hook",),
+    "loopstate.cli.compact": ("compact",),
 }
 MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}
 

@@ -109,6 +109,35 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     and only then is the prefix vouched for; a mismatch raises PrefixChanged
     there, and the caller must drop what it folded from the prefix.
     """
+    offset, prefix = _check(stream, checkpoint, concurrent=concurrent)
+    if prefix is not None:
+        if not concurrent:
+            prefix.checked()
+        stream.adopt_digest(checkpoint.offset, prefix.checked)
+    return offset
+
+
+def vouched_digest(stream: Stream, binding: Checkpoint) -> Any:
+    """The checked SHA-256 (a hashlib object) of the bytes before ``binding``, when the
+    file is still the one it names and every one of those bytes is the one hashed
+    then; None for anything else (another file, bytes gone or changed, a binding
+    without a prefix digest or first hash). What a projection snapshot stands on:
+    it vouches for nothing the digest did not cover, so a mismatch only means
+    "fold from the start", never an error of its own (the full read reports one)."""
+    if not binding.prefix_sha256 or binding.first_hash is None:
+        return None
+    try:
+        offset, prefix = _check(stream, binding, concurrent=False)
+        if offset != binding.offset or prefix is None:
+            return None
+        return prefix.checked()
+    except ChainError:  # PrefixChanged included
+        return None
+
+
+def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple[int, "_PrefixDigest | None"]:
+    """Everything ``validate`` checks but the digest comparison: (0, None) for another file,
+    else the checkpoint's offset and its prefix digest, computing (None without one)."""
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
         raise ChainError(stream.name, 0, None, "the stream file is missing but a checkpoint of it exists")
@@ -116,15 +145,17 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     try:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino) or checkpoint.first_hash is None:
-            return 0
+            return 0, None
         first = _first_hash(fd, stream, max(checkpoint.offset, 1))
         if first is not None and first != checkpoint.first_hash:
-            return 0  # another file; one with no first record left is checked below (events are gone)
+            return 0, None  # another file; one with no first record left is checked below (events are gone)
         if info.st_size < checkpoint.offset:
             raise ChainError(
                 stream.name, info.st_size, checkpoint.sequence,
                 f"the file is {info.st_size} bytes but was verified up to byte {checkpoint.offset}: acknowledged events are gone",
             )
+        if not 0 <= checkpoint.line_start < checkpoint.offset:
+            raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
         line = os.pread(fd, checkpoint.offset - checkpoint.line_start, checkpoint.line_start)
         if checkpoint.prefix_sha256:
             prefix = _PrefixDigest(stream.name, fd, checkpoint, in_thread=concurrent)
@@ -133,18 +164,17 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     if not line.endswith(b"\n"):
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
     layout = stream.layout
-    event = canonical.decode(line[:-1]) if line[:1] == b"{" else None
+    try:
+        event = canonical.decode(line[:-1]) if line[:1] == b"{" else None
+    except msgspec.DecodeError:  # not one record there (several, or part of one)
+        event = None
     if not isinstance(event, dict):
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
     before = Position(checkpoint.line_start, checkpoint.sequence - 1, event.get(layout.prev_field))
     checked = check_line(line[:-1], layout, before, stream.name)
     if checked[layout.hash_field] != checkpoint.hash:
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record's hash changed")
-    if prefix is not None:
-        if not concurrent:
-            prefix.checked()
-        stream.adopt_digest(checkpoint.offset, prefix.checked)
-    return checkpoint.offset
+    return checkpoint.offset, prefix
 
 
 class _PrefixDigest:
@@ -206,26 +236,36 @@ def _digest_of_prefix(fd: int, end: int):
     return digest
 
 
-def save(stream: Stream, last_line_start: int) -> None:
-    """Record the stream's current verified head (caller holds the exclusive lock)."""
+def current(stream: Stream, last_line_start: int) -> Checkpoint | None:
+    """The stream's verified head as a checkpoint (caller holds the lock), or None when
+    there is nothing to bind to: no events, or the file at the path is no longer the one read."""
     if stream.identity is None or not stream.position.offset:
-        return
+        return None
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
-        return
+        return None
     try:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != stream.identity:
-            return
+            return None
         first = _first_hash(fd, stream, stream.position.offset)
     finally:
         os.close(fd)
-    record = Checkpoint(
+    return Checkpoint(
         dev=stream.identity[0], ino=stream.identity[1], line_start=last_line_start,
         offset=stream.position.offset, sequence=stream.position.sequence, hash=stream.position.hash or "",
         prefix_sha256=stream.prefix_digest(), first_hash=first,
     )
+
+
+def save(stream: Stream, last_line_start: int) -> Checkpoint | None:
+    """Record the stream's current verified head (caller holds the exclusive lock); returns
+    what was written, which a projection snapshot of the same head binds to."""
+    record = current(stream, last_line_start)
+    if record is None:
+        return None
     target = path_for(stream)
     safefs.ensure_dir(target.parent, stream.base)
     # Not fsynced: a checkpoint lost in a crash only costs a longer verify.
     safefs.atomic_write(target, stream.base, msgspec.json.encode(record), durable=False)
+    return record

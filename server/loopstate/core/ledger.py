@@ -23,8 +23,8 @@ from typing import Any, Callable, Generic, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, safefs
-from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout
+from loopstate.core import canonical, checkpoint, quarantine, safefs, snapshot
+from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
@@ -47,12 +47,18 @@ class Ledger:
         on_reset: Callable[[], None] | None = None,
         keep_requests: bool = True,
         announce_history: bool = True,
+        snapshots: snapshot.Codec | None = None,
     ) -> None:
         """``announce_history=False``: the records found on the first catch-up (the
         history before this ledger opened the stream) are folded but not returned by
         ``refresh`` nor listed in ``Mutation.caught_up``; only what is read after
         that is. A service's listeners want news, and collecting a whole large
-        stream on its first open would hold every event in memory at once."""
+        stream on its first open would hold every event in memory at once.
+
+        ``snapshots``: the owner's state codec. With one, the first open starts
+        from the stream's projection snapshot when it still matches the file
+        (``core/snapshot.py``), folding only the events after it, and each
+        checkpoint the ledger writes gets a snapshot of the same head beside it."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
@@ -60,10 +66,18 @@ class Ledger:
         self.on_reset = on_reset
         self.requests = RequestIndex() if keep_requests else None
         self.announce_history = announce_history
+        self.snapshots = snapshots
+        # A start from a snapshot indexes only the requests after it: the index is
+        # rebuilt from byte 0 before the first mutation, the only thing that reads it.
+        self._requests_from = 0
+        self.started_from: int | None = None  # the sequence of the snapshot the first open started from
         self._swept = False
         self._temp_targets = [
             (os.fspath(path.parent), path.name)
-            for path in (self.stream.path, checkpoint.path_for(self.stream), quarantine.path_for(project.dir, name))
+            for path in (
+                self.stream.path, checkpoint.path_for(self.stream), snapshot.path_for(self.stream),
+                quarantine.path_for(project.dir, name),
+            )
         ]
         self._opened = False
         # The lock file's descriptor stays open between mutations (re-checked
@@ -91,6 +105,8 @@ class Ledger:
         trusted = 0
         if not self._opened and not self.announce_history:
             collect = False
+        if not self._opened and self.snapshots is not None and self._start_from_snapshot():
+            self._opened = True
         if not self._opened:
             saved = checkpoint.load(self.stream)
             if saved is not None:
@@ -138,10 +154,64 @@ class Ledger:
             self._restart()
         return fresh
 
+    def _start_from_snapshot(self) -> bool:
+        """Start from the stream's snapshot if the file is still the one it was folded from.
+
+        Checked in full before anything is trusted: the file's identity and first
+        record, the head record, and the SHA-256 of every byte before it (one pass
+        of hashlib); any mismatch leaves the ledger as it was, to fold from byte 0.
+        """
+        assert self.snapshots is not None
+        loaded = snapshot.load(self.stream, self.snapshots)
+        if loaded is None:
+            return False
+        binding, state = loaded
+        digest = checkpoint.vouched_digest(self.stream, binding)
+        if digest is None:
+            return False
+        self.snapshots.restore(state)
+        self.stream.resume_at(Position(binding.offset, binding.sequence, binding.hash), (binding.dev, binding.ino), digest)
+        self._last_line_start = binding.line_start
+        self._checkpoint_offset = binding.offset
+        self._requests_from = binding.offset if self.requests is not None else 0
+        self.started_from = binding.sequence
+        return True
+
+    def _index_requests_from_start(self) -> None:
+        """Index every request of the stream again, in stream order (the index needs it),
+        for a ledger that started from a snapshot. Runs under the exclusive lock, after
+        the catch-up that checked the file still holds the verified bytes."""
+        assert self.requests is not None
+        self.requests.clear()
+        note = self.requests.note
+        stream = self.stream
+        fd = safefs.open_read(stream.path, stream.base)
+        if fd is None:
+            return
+        try:
+            end, offset, start, pending = stream.position.offset, 0, 0, b""
+            while offset < end:
+                block = os.pread(fd, min(1 << 20, end - offset), offset)
+                if not block:
+                    break
+                offset += len(block)
+                lines = (pending + block).split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if REQUEST_ID.encode() in line:
+                        request_id = canonical.decode(line).get(REQUEST_ID)
+                        if isinstance(request_id, str):
+                            note(request_id, start, start + len(line) + 1)
+                    start += len(line) + 1
+        finally:
+            os.close(fd)
+        self._requests_from = 0
+
     def _restart(self) -> None:
         if self.requests is not None:
             self.requests.clear()
         self._checkpoint_offset = 0
+        self._requests_from = 0
         if self.on_reset is not None:
             self.on_reset()
 
@@ -192,6 +262,8 @@ class Ledger:
         """
         resets = self.stream.resets
         caught_up = self._catch_up()
+        if self._requests_from:
+            self._index_requests_from_start()
         if self.stream.resets != resets:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
@@ -228,8 +300,18 @@ class Ledger:
     def _save_checkpoint_if_due(self) -> None:
         stream = self.stream
         if stream.position.offset - self._checkpoint_offset >= checkpoint.CHECKPOINT_EVERY:
-            checkpoint.save(stream, self._last_line_start)
-            self._checkpoint_offset = stream.position.offset
+            self.save_snapshot()
+
+    def save_snapshot(self) -> bool:
+        """Write the checkpoint of the current head and, with a codec, the snapshot of the
+        state folded through it (caller holds the exclusive lock, with every staged
+        event flushed). True when a snapshot was written."""
+        stream = self.stream
+        binding = checkpoint.save(stream, self._last_line_start)
+        if binding is None:
+            return False
+        self._checkpoint_offset = stream.position.offset
+        return self.snapshots is not None and snapshot.save(stream, binding, self.snapshots)
 
     def _forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file

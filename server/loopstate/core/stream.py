@@ -566,6 +566,17 @@ class Stream:
         if self.digest is None and self.position.offset == 0:
             self._adopt = (offset, vouch)
 
+    def resume_at(self, head: Position, identity: tuple[int, int], digest: Any) -> None:
+        """Take ``head`` of the file ``identity`` as verified, with ``digest`` the checked
+        SHA-256 of every byte before it (a projection snapshot's start; the caller holds
+        the lock and has just checked it): reading goes on after it, and the running
+        digest and the live-integrity checks carry on as after a scan from byte 0."""
+        self.discard_staged()
+        self.position, self.identity = head, identity
+        self.digest, self._digest_at, self._adopt = digest.copy(), head.offset, None
+        self.torn = None
+        self.live.forget()
+
     def forget(self) -> None:
         """Drop everything known about the file: the next read verifies it from byte 0."""
         self.discard_staged()

@@ -20,6 +20,7 @@ import msgspec
 from loopstate_protocol.base import Command, Head, Query
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core import snapshot
 from loopstate.core.clock import ClockFn, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id, fingerprint
@@ -46,16 +47,28 @@ class Outcome:
 class Folded:
     """A ledger and the domain state folded from it."""
 
-    def __init__(self, service: "Service", project: Project, domain: Domain, stream: str) -> None:
+    def __init__(
+        self, service: "Service | None", project: Project, domain: Domain, stream: str, *, snapshots: bool = True,
+    ) -> None:
         self.domain = domain
         self.stream = stream
         self.state = domain.initial(stream)
         # The history found when the service first opens the stream is state, not
         # news: it is folded without being collected (listeners hear what is
         # appended after that), so a large stream's first open holds no event list.
+        # A domain with a snapshot codec starts from its projection snapshot when one
+        # matches the file, and leaves one beside each checkpoint it writes.
+        codec = snapshot.codec_for(domain, stream, self._get_state, self._put_state) if snapshots else None
         self.ledger = Ledger(
             project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
+            snapshots=codec,
         )
+
+    def _get_state(self) -> Any:
+        return self.state
+
+    def _put_state(self, state: Any) -> None:
+        self.state = state
 
     def _on_record(self, record: Record) -> None:
         self.state = self.domain.evolve(self.state, record.event)
@@ -269,6 +282,45 @@ class Service:
                 )
             folded = self.refresh(project, domain, domain.stream_for_view(view, key))
             return folded, domain.view(folded.state, view, key, self.read_context(project, domain, folded.state))
+
+    def compact(self, root: str, streams: list[str] | None = None) -> list[tuple[Head, bool]]:
+        """``loopstate compact``: for each stream (default: every stream of the project), catch
+        up under the exclusive lock and write its checkpoint and projection snapshot now,
+        instead of at the next checkpoint an append is due. Returns each stream's head and
+        whether a snapshot was written (not for a stream whose domain keeps none)."""
+        with self._lock:
+            project = self.project(root)
+            known = project.stream_names() if project.exists() else []
+            if not known:
+                raise LoopstateError(ErrorCode.NOT_FOUND, f"no loopstate store for {project.root}; nothing to compact")
+            for name in streams or ():
+                if name not in known:
+                    raise LoopstateError(
+                        ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; its streams are " + ", ".join(known),
+                        stream=name,
+                    )
+            done = []
+            for name in streams or known:
+                domain = self._domain_of_stream(name)
+                folded = self.folded(project, domain, name)
+                caught_up: list[Record] = []
+                try:
+                    with folded.ledger.mutation() as tx:
+                        caught_up = tx.caught_up
+                        written = folded.ledger.save_snapshot()
+                finally:
+                    self._notify(project, name, caught_up)
+                done.append((folded.head(), written))
+            return done
+
+    def _domain_of_stream(self, stream: str) -> Domain:
+        prefix = stream.split(".", 1)[0]
+        for domain in self.domains.values():
+            if prefix in getattr(domain, "stream_prefixes", (domain.name,)):
+                return domain
+        raise LoopstateError(
+            ErrorCode.NOT_FOUND, f"no domain owns stream {stream!r}; was it written by a newer loopstate?", stream=stream,
+        )
 
     def refresh(self, project: Project, domain: Domain, stream: str) -> Folded:
         """Catch one stream up with other processes' appends; listeners hear of them."""

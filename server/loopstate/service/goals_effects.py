@@ -9,11 +9,10 @@
 - Goal names: before a goal's first event and before a read of a goal with
   none, hand the domain the project's goal ids, so it can refuse a near-miss
   name and say which goals there are.
-- Snapshots: after a ``snapshot_compacted`` event, write the folded state and
-  the chain position it covers next to the store, as a derived cache;
-  ``load_state`` starts from it (after checking it against the stream,
-  including the SHA-256 of every byte before it, as core checkpoints do) and
-  replays only what follows. The stream itself is never rewritten.
+- Snapshots: after a ``snapshot_compacted`` event, write the projection
+  snapshot of the head now (the one mechanism every domain shares:
+  core/snapshot.py); ``load_state`` starts from it when it still matches the
+  stream and folds only what follows. The stream itself is never rewritten.
 """
 
 from __future__ import annotations
@@ -21,47 +20,25 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from loopstate_protocol import goals as proto
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, safefs
-from loopstate.core.chain import Position
+from loopstate.core import safefs
 from loopstate.core.errors import LoopstateError
-from loopstate.core.live_integrity import prefix_sha256, verified_line
 from loopstate.core.project import Project
-from loopstate.core.stream import Stream
 from loopstate.domains.goals import bridge, markdown, names
 from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
 from loopstate.domains.goals.decide import (
     RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY, check_render_target,
 )
-from loopstate.domains.goals.domain import LAYOUT, PREFIX, rendered_text, stream_name, validated
-from loopstate.domains.goals.state import GoalState, evolve, initial, state_bytes
+from loopstate.domains.goals.domain import PREFIX, rendered_text, stream_name, validated
+from loopstate.domains.goals.state import GoalState, initial
 
-SNAPSHOT_FORMAT = "goals_snapshot_v2"  # v2: bound to the SHA-256 of the stream bytes before it
 GIT_TIMEOUT = 10.0
-
-
-class SnapshotHeader(msgspec.Struct, kw_only=True):
-    """The first line of a snapshot file; the canonical state bytes follow it."""
-
-    format: str
-    stream: str
-    dev: int
-    ino: int
-    line_start: int
-    offset: int
-    sequence: int
-    hash: str
-    state_checksum: str
-    prefix_sha256: str
 
 
 @dataclass(frozen=True)
@@ -71,7 +48,6 @@ class Replay:
     state: GoalState
     events_folded: int
     snapshot_sequence: int | None
-    snapshot_note: str | None = None
 
 
 # Render ----------------------------------------------------------------------------------------------------
@@ -230,7 +206,7 @@ class GoalsEffects:
             if event["event_type"] == "projection_rendered" and event["payload"]["projection_kind"] == "markdown":
                 write_rendered(project, folded.state, event)
             elif event["event_type"] == "snapshot_compacted":
-                write_snapshot(project, folded, record)
+                write_snapshot(folded)
 
 
 EFFECTS = GoalsEffects()
@@ -263,84 +239,11 @@ def write_rendered(project: Project, state: GoalState, event: dict[str, Any]) ->
 # Snapshots ------------------------------------------------------------------------------------------------
 
 
-def snapshot_path(project: Project, stream: str) -> Path:
-    return project.dir / "snapshots" / f"{stream}.json"
-
-
-def write_snapshot(project: Project, folded: Any, record: Any) -> None:
-    """Write the state folded through ``record``, bound to the digest of every byte up to it.
-
-    The digest is the one the ledger kept while it verified and wrote those
-    bytes; a ledger that does not know it (opened from a checkpoint that had
-    none) writes no snapshot: one that vouched for bytes nobody hashed would
-    let a reader skip a changed record.
-    """
-    stream = folded.ledger.stream
-    prefix = stream.prefix_digest()
-    if stream.identity is None or prefix is None or stream.position.offset != record.end:
-        return
-    body = state_bytes(folded.state)
-    header = SnapshotHeader(
-        format=SNAPSHOT_FORMAT, stream=stream.name, dev=stream.identity[0], ino=stream.identity[1],
-        line_start=record.start, offset=record.end, sequence=record.event["append_sequence"],
-        hash=record.event["event_hash"], state_checksum="sha256:" + canonical.sha256_hex(body),
-        prefix_sha256=prefix,
-    )
-    path = snapshot_path(project, stream.name)
-    safefs.ensure_dir(path.parent, project.dir)
-    # A cache: losing it in a crash only costs a full replay, so no fsync.
-    safefs.atomic_write(path, project.dir, canonical.encode(header) + b"\n" + body, durable=False)
-
-
-def _usable_snapshot(project: Project, stream: Stream) -> tuple[tuple[SnapshotHeader, GoalState] | None, str | None]:
-    """The snapshot, if it still describes this stream file; else why not."""
-    try:
-        raw = safefs.read_file(snapshot_path(project, stream.name), project.dir)
-    except (OSError, LoopstateError) as exc:
-        return None, f"snapshot unreadable ({exc})"
-    if raw is None:
-        return None, None
-    first, _, body = raw.partition(b"\n")
-    try:
-        snap = msgspec.json.decode(first, type=SnapshotHeader)
-    except msgspec.MsgspecError as exc:
-        return None, f"snapshot header undecodable ({exc})"
-    if snap.format != SNAPSHOT_FORMAT or snap.stream != stream.name:
-        return None, "snapshot of another format or stream"
-    fd = safefs.open_read(stream.path, stream.base)
-    if fd is None:
-        return None, "stream file missing"
-    with ThreadPoolExecutor(1, thread_name_prefix="loopstate-snapshot-prefix") as pool:
-        try:
-            info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) != (snap.dev, snap.ino) or info.st_size < snap.offset:
-                return None, "stream file replaced or shorter than the snapshot"
-            line = os.pread(fd, snap.offset - snap.line_start, snap.line_start)
-            if not line.endswith(b"\n"):
-                return None, "snapshot position is not a record boundary"
-            if not verified_line(line[:-1], snap.line_start, LAYOUT, stream.name, snap.sequence, snap.hash):
-                return None, "the record at the snapshot position changed"
-            # The state stands for every event before it: those bytes must be the ones folded
-            # into it. Hashed in a thread (hashlib lets go of the GIL) while the state decodes.
-            prefix = pool.submit(_prefix_sha256_closing, os.dup(fd), snap.offset)
-        finally:
-            os.close(fd)
-        if "sha256:" + canonical.sha256_hex(body) != snap.state_checksum:
-            return None, "snapshot state does not match its checksum"
-        try:
-            state = msgspec.json.decode(body, type=GoalState)
-        except msgspec.MsgspecError as exc:
-            return None, f"snapshot state undecodable ({exc})"
-        if prefix.result() != snap.prefix_sha256:
-            return None, "the stream bytes before the snapshot changed since it was written"
-    return (snap, state), None
-
-
-def _prefix_sha256_closing(fd: int, end: int) -> str:
-    try:
-        return prefix_sha256(fd, end)
-    finally:
-        os.close(fd)
+def write_snapshot(folded: Any) -> None:
+    """``goals compact``: the projection snapshot of the state folded through the head
+    (the general mechanism, core/snapshot.py), written under the mutation's lock now
+    rather than at the next checkpoint."""
+    folded.ledger.save_snapshot()
 
 
 def load_existing(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
@@ -352,27 +255,26 @@ def load_existing(project: Project, goal_id: str, *, use_snapshot: bool = True) 
 
 
 def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> Replay:
-    """Fold a goal's stream, starting from a valid snapshot when there is one.
-
-    Used by short-lived readers (CLI board, render check). Events after the
-    snapshot are verified and folded as usual; a snapshot that no longer matches
-    its stream is ignored (a full replay), never trusted.
-    """
+    """Fold a goal's stream for a short-lived reader (CLI board, render check, a hook),
+    starting from its projection snapshot when that still matches the file
+    (core/snapshot.py); events after it are verified and folded as usual, and a
+    snapshot that does not match is ignored (a full fold), never trusted."""
     name = stream_name(goal_id)
-    stream = Stream(project.dir, name, LAYOUT)
-    state, since, note = initial(goal_id), None, None
     if not project.exists():
-        return Replay(state, 0, None)
-    with project.lock(name).shared():
-        if use_snapshot:
-            usable, note = _usable_snapshot(project, stream)
-            if usable is not None:
-                snap, state = usable
-                since = snap.sequence
-                stream.position = Position(snap.offset, snap.sequence, snap.hash)
-                stream.identity = (snap.dev, snap.ino)
-        folded = 0
-        for record in stream.read_new():
-            state = evolve(state, record.event)
-            folded += 1
-    return Replay(state, folded, since, note)
+        return Replay(initial(goal_id), 0, None)
+    from loopstate.domains.goals import DOMAIN
+    from loopstate.service.engine import Folded
+
+    folded = Folded(None, project, DOMAIN, name, snapshots=use_snapshot)
+    counted = folded.ledger.on_record
+    count = 0
+
+    def on_record(record: Any) -> None:
+        nonlocal count
+        count += 1
+        counted(record)
+
+    folded.ledger.on_record = on_record
+    folded.ledger.refresh(collect=False)
+    folded.ledger.close()
+    return Replay(folded.state, count, folded.ledger.started_from)

@@ -99,6 +99,10 @@ class GoalsDomain:
     def evolve(self, state: GoalState, event: dict[str, Any]) -> GoalState:
         return evolve(state, event)
 
+    def snapshot_type(self, stream: str) -> type:
+        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
+        return GoalState
+
     def decide(self, state: GoalState, command: Any, ctx: Context) -> list[dict[str, Any]]:
         command = validated(command)
         if state.store.event_count == 0:

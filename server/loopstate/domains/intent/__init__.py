@@ -10,6 +10,8 @@ the dependency points service -> domain.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 from loopstate_protocol import intent as p
@@ -86,6 +88,15 @@ class IntentDomain:
 
     def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
         return evolve(state, event)
+
+    # Projection snapshots (core/snapshot.py): the folded part of the state only.
+    def snapshot_type(self, stream: str) -> type:
+        return IntentState
+
+    def snapshot_state(self, state: IntentState) -> IntentState:
+        """The state without what is not folded from the ledger: the serving process's
+        private tasks and its mirror of the control files never reach a snapshot."""
+        return dataclasses.replace(state, private=None, private_controls=frozenset(), controls_unreadable=False)
 
     def check(self, command: Any, request_id: str) -> None:
         """The refusals a command earns by its own fields and its request id (checked before the store is touched)."""

@@ -49,7 +49,10 @@ def claim_view(claim: Claim, now: dt.datetime, *, minimal_source: bool = False) 
         claim_id=claim.claim_id, task_id=claim.task_id, statement=claim.statement, role=claim.role,
         epistemic_status=claim.epistemic_status, scope=claim.scope, facets=list(claim.facets),
         valid_from=claim.valid_from, last_confirmed=claim.last_confirmed, confidence=claim.confidence,
-        supersedes=list(claim.supersedes), source_ref=source, direct_user=claim.direct_user, state=claim.state,
+        supersedes=list(claim.supersedes), source_ref=source, direct_user=claim.direct_user,
+        # msgspec's omit_defaults omits a str default by identity: a state read back from a
+        # projection snapshot is an equal but distinct "active", so the default is left to it.
+        **({} if claim.state == "active" else {"state": claim.state}),
         superseded_by=claim.superseded_by, invalidated_at=claim.invalidated_at,
         invalidation_reason=claim.invalidation_reason, stale=is_stale(claim, now), imported=claim.imported,
     )

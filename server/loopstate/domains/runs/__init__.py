@@ -97,6 +97,10 @@ class RunsDomain:
             return GrantState(grant_id=stream[len(GRANT_PREFIX):])
         return RunState(run_id=stream[len(RUN_PREFIX):])
 
+    def snapshot_type(self, stream: str) -> type:
+        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
+        return GrantState if stream.startswith(GRANT_PREFIX) else RunState
+
     def evolve(self, state: RunState | GrantState, event: dict[str, Any]) -> RunState | GrantState:
         if isinstance(state, GrantState):
             return evolve_grant(state, event)

@@ -1,0 +1,140 @@
+"""Projection snapshots: a domain's folded state saved beside the core checkpoint, bound to it.
+
+A cold reader (a CLI command, a hook) would otherwise fold the whole stream on
+every start. A snapshot holds the state folded through one head, and carries
+the very checkpoint record written for that head (``checkpoint.Checkpoint``:
+the file's device and inode, the hash of its first record, the head's offset,
+sequence and hash, and the SHA-256 of every byte before it). A reader uses it
+only after ``checkpoint.vouched_digest`` found all of that still true of the
+file: then the bytes the state was folded from are the bytes on disk, and the
+reader starts at the head and folds only what follows. A snapshot that does
+not match in any way is ignored, never trusted and never an error: the reader
+folds from byte 0 as it would without one, and that read reports whatever is
+wrong with the stream.
+
+The file is msgpack (msgspec): a small envelope with a format number, the
+stream and domain names, the binding, and the state's own msgpack bytes with
+their SHA-256. It is written atomically (a 0600 temp file renamed over the
+old one) and not fsynced: a snapshot lost in a crash only costs a full fold.
+
+The domain says what its state is on disk (``snapshot_type(stream)``, and
+optionally ``snapshot_state(state)`` / ``restore_state(stream, obj)`` to leave
+out what is not folded from the stream); this module owns the bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from loopstate.core import safefs
+from loopstate.core.checkpoint import Checkpoint
+from loopstate.core.errors import LoopstateError
+from loopstate.core.stream import Stream
+
+# Bumped whenever the envelope or any domain's snapshot type changes shape: a file
+# of another format is ignored (a full fold), and the next writer replaces it.
+FORMAT = 1
+
+
+class SnapshotFile(msgspec.Struct, kw_only=True):
+    format: int
+    stream: str
+    domain: str
+    binding: Checkpoint
+    state_sha256: str
+    state: bytes
+
+
+@dataclass(frozen=True)
+class Codec:
+    """What a ledger needs to save and restore its owner's folded state.
+
+    ``capture()`` returns the state as an instance of ``state_type`` (nothing
+    that is not folded from the stream); ``restore(obj)`` makes the owner's
+    state the one ``obj`` describes.
+    """
+
+    domain: str
+    state_type: Any
+    capture: Callable[[], Any]
+    restore: Callable[[Any], None]
+
+
+def codec_for(domain: Any, stream: str, get: Callable[[], Any], put: Callable[[Any], None]) -> Codec | None:
+    """The codec of ``domain``'s state on ``stream``; None for a domain without snapshots."""
+    snapshot_type = getattr(domain, "snapshot_type", None)
+    if snapshot_type is None:
+        return None
+    to_snapshot = getattr(domain, "snapshot_state", None)
+    from_snapshot = getattr(domain, "restore_state", None)
+    return Codec(
+        domain=domain.name,
+        state_type=snapshot_type(stream),
+        capture=get if to_snapshot is None else (lambda: to_snapshot(get())),
+        restore=put if from_snapshot is None else (lambda obj: put(from_snapshot(stream, obj))),
+    )
+
+
+def path_for(stream: Stream) -> Path:
+    return stream.base / "snapshots" / f"{stream.name}.msgpack"
+
+
+def encode(stream_name: str, binding: Checkpoint, codec: Codec) -> bytes:
+    state = msgspec.msgpack.encode(codec.capture())
+    return msgspec.msgpack.encode(SnapshotFile(
+        format=FORMAT, stream=stream_name, domain=codec.domain, binding=binding,
+        state_sha256=hashlib.sha256(state).hexdigest(), state=state,
+    ))
+
+
+def decode(data: bytes, stream_name: str, codec: Codec) -> tuple[Checkpoint, Any] | None:
+    """The binding and the state object in ``data``, if it is a whole snapshot of this
+    stream and domain in this format; None otherwise (torn, edited, older, another's)."""
+    try:
+        envelope = msgspec.msgpack.decode(data, type=SnapshotFile)
+    except msgspec.MsgspecError:
+        return None
+    if (envelope.format, envelope.stream, envelope.domain) != (FORMAT, stream_name, codec.domain):
+        return None
+    if hashlib.sha256(envelope.state).hexdigest() != envelope.state_sha256:
+        return None
+    # A large state is hundreds of thousands of new objects, none of them garbage: the
+    # collector would walk them again and again while they are made (about half the time).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return envelope.binding, msgspec.msgpack.decode(envelope.state, type=codec.state_type)
+    except msgspec.MsgspecError:
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def save(stream: Stream, binding: Checkpoint, codec: Codec) -> bool:
+    """Write the snapshot of the state folded through ``binding`` (caller holds the
+    stream's exclusive lock and has folded exactly through that head). A binding
+    without a prefix digest (a process that did not hash every byte) writes nothing:
+    it would vouch for bytes nobody hashed."""
+    if not binding.prefix_sha256 or binding.first_hash is None:
+        return False
+    target = path_for(stream)
+    safefs.ensure_dir(target.parent, stream.base)
+    # Not fsynced: like the checkpoint, a snapshot lost in a crash only costs a longer read.
+    safefs.atomic_write(target, stream.base, encode(stream.name, binding, codec), durable=False)
+    return True
+
+
+def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any] | None:
+    """The stream's snapshot, decoded but not yet checked against the file."""
+    try:
+        data = safefs.read_file(path_for(stream), stream.base)
+    except (OSError, LoopstateError):  # unreadable, or not a safe regular file: not used
+        return None
+    return None if not data else decode(data, stream.name, codec)

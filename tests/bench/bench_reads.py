@@ -1,0 +1,262 @@
+"""Cold reads with and without projection snapshots, each beside the same command at 100 events.
+
+    .venv/bin/python tests/bench/bench_reads.py [--sizes 100,10000,100000] [--repeat 3]
+
+For each size it builds one project with an intent ledger of that many events
+(claims added to one task, a quarter of them superseding an earlier one), a
+goal stream of that many events (todos added, claimed and completed) and a run
+of that many events (lease renewals, what a long run's log is mostly), through
+the domains' own ``decide`` and a real Ledger (events sealed and appended by
+group commit, a thousand per write+fsync, so a 100k store builds in seconds).
+Then it times the real CLI in a fresh process: `loopstate intent show --task`,
+`loopstate goals board` and `loopstate run status`, first with the snapshot the writer left at its
+last checkpoint, then at the head after `loopstate compact`, then without any
+snapshot (the file deleted: the cold read folds every event, starting from the
+core checkpoint). Each figure is the best of ``--repeat`` runs: wall time and
+the child's peak RSS (``wait4``), with `python -c pass` as the process floor.
+Last, the append side (`--appends N`): N single-command durable appends
+(`intent add`'s command through Service.execute, one write+fsync each) on the
+largest store, in alternating rounds with the snapshot codec on and off, and
+the time of one snapshot write of that store's state: the writer pays one per
+checkpoint (about 1,400 such appends).
+Not part of the test run (the file is not named test_*.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from loopstate_protocol import goals as g
+from loopstate_protocol import intent as p
+from loopstate_protocol import runs as r
+
+from loopstate.core.clock import format_time, parse_time
+from loopstate.core.ids import SequentialIds
+from loopstate.domains.goals import DOMAIN as GOALS
+from loopstate.domains.intent import DOMAIN as INTENT
+from loopstate.domains.runs import DOMAIN as RUNS
+from loopstate.service.engine import Service
+
+BATCH = 1000
+
+
+def build(service: Service, root: str, domain: Any, stream: str, commands: Callable[[Any, int], Any], count: int) -> None:
+    """Append ``count`` events decided by ``domain`` from ``commands(state, n)``, a batch per fsync."""
+    project = service.project(root)
+    folded = service.folded(project, domain, stream)
+    made = 0
+
+    def work(tx: Any) -> None:
+        nonlocal made
+        effects = service.effects_of(domain)
+        for _ in range(min(BATCH, count - made)):
+            command = commands(folded.state, made)
+            ctx = service.context(project, f"bench-{made}")
+            if effects is not None:
+                ctx = effects.before_decide(service, project, folded.state, command, ctx)
+            try:
+                events = domain.decide(folded.state, command, ctx)
+                tx.append(events, request_id=f"bench-{made}", fp="bench")
+            finally:
+                release = getattr(effects, "release", None)
+                if release is not None:
+                    release(ctx)
+            made += len(events)
+
+    while made < count:
+        folded.ledger.submit(work)
+
+
+def intent_command(task_id: str) -> Callable[[Any, int], Any]:
+    def command(state: Any, n: int) -> Any:
+        if n == 0:
+            return p.IntentTaskStart(task_id=task_id)
+        claim = p.ClaimInput(statement=f"rule {n}: keep the public API stable", role="user",
+                             epistemic_status="explicit", facets=["hard_constraint"], scope="project")
+        if n % 4 == 0 and state.claims:  # a quarter supersede the claim just before them
+            return p.IntentClaimReplace(task_id=task_id, supersedes=[next(reversed(state.claims))], claim=claim)
+        return p.IntentClaimAdd(task_id=task_id, claim=claim)
+    return command
+
+
+def goal_command(state: Any, n: int) -> Any:
+    number = n // 3 + 1
+    if n % 3 == 0:
+        return g.AddTodo(goal_id="bench", todo_id=f"T{number}", title=f"task {number}", priority="P1")
+    if n % 3 == 1:
+        return g.ClaimTodo(goal_id="bench", todo_id=f"T{number}", claimed_by="codex")
+    return g.CompleteTodo(goal_id="bench", todo_id=f"T{number}", rationale="done")
+
+
+class SteppingClock:
+    """Service time that moves four minutes at each call past the start: every heartbeat renews."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+OWNER = {"harness": "manual", "actor": "bench", "session_id": "bench"}
+RUN_ID = "00000000-0000-4000-8000-00000000000b"
+TASK_ID = "00000000-0000-4000-8000-00000000beef"
+
+
+def start_run(service: Service, root: str) -> None:
+    """A grant and an active run leased to OWNER (three events in the run's stream)."""
+    expires = format_time(service.clock() + dt.timedelta(days=3650))
+    grant = "00000000-0000-4000-8000-00000000000a"
+    service.execute(root, r.AuthorityGrant(
+        grant_id=grant, level="attended", actor="bench",
+        scope={"assets": ["app"], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []},
+        risks_shown=["bench"], confirmation_text="bench", expires_at=expires), "r-grant")
+    service.execute(root, r.Create(
+        run_id=RUN_ID, objective="bench", done_gate=["bench"], authority_grant_id=grant, actor=OWNER,
+        asset={"name": "app", "root": ".", "track": "code", "boundaries": ["repository-local files"]},
+        budgets={"max_duration_seconds": 3650 * 86400, "max_mutations": 10, "max_external_actions": 0,
+                 "max_cost_usd": None}), "r-create")
+    service.execute(root, r.Acquire(run_id=RUN_ID, owner=OWNER), "r-acquire")
+
+
+def heartbeat(clock: SteppingClock) -> Callable[[Any, int], Any]:
+    """Lease renewals, what a long run's log is mostly made of: the clock passes each renewal's due time."""
+    def command(state: Any, n: int) -> Any:
+        clock.now += dt.timedelta(minutes=4)
+        lease = state.lease
+        return r.Heartbeat(run_id=RUN_ID, lease_id=lease["lease_id"], generation=lease["generation"])
+    return command
+
+
+def cold(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
+    """Best wall time (s) and peak RSS (MiB) of ``argv`` in a fresh process."""
+    best, rss = float("inf"), 0.0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        error = child.stderr.read() if child.stderr else b""
+        if child.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed: {error.decode()}")
+        if seconds < best:
+            best, rss = seconds, usage.ru_maxrss / 1024
+    return best, rss
+
+
+def append_cost(data_dir: Path, root: Path, task_id: str, count: int) -> None:
+    """Median durable append with and without snapshots written at each checkpoint."""
+    from loopstate.service.engine import Folded
+
+    medians: dict[str, list[float]] = {"snapshots on": [], "snapshots off": []}
+    made = 0
+    for _ in range(2):
+        for variant in medians:
+            service = Service(data_dir=data_dir, domains=[INTENT])
+            project = service.project(str(root))
+            if variant == "snapshots off":
+                service._folded[(project.project_id, "intent")] = Folded(service, project, INTENT, "intent", snapshots=False)
+            service.refresh(project, INTENT, "intent")
+            times = []
+            for _ in range(count):
+                made += 1
+                claim = p.ClaimInput(statement=f"appended {made}", role="user", epistemic_status="explicit",
+                                     facets=["outcome"], scope="project")
+                start = time.perf_counter()
+                service.execute(str(root), p.IntentClaimAdd(task_id=task_id, claim=claim), f"append-{made}")
+                times.append(time.perf_counter() - start)
+            times.sort()
+            medians[variant].append(times[len(times) // 2])
+            if variant == "snapshots on":
+                ledger = service.folded(project, INTENT, "intent").ledger
+                with ledger.mutation():
+                    start = time.perf_counter()
+                    ledger.save_snapshot()
+                    write = time.perf_counter() - start
+    print(f"\n{count} durable appends per round, median per append over two rounds each:")
+    for variant, values in medians.items():
+        print(f"  {variant}: " + ", ".join(f"{v * 1000:.2f} ms" for v in values))
+    print(f"  one checkpoint + snapshot write of this store's intent state: {write * 1000:.1f} ms "
+          f"({os.path.getsize(project.dir / 'snapshots' / 'intent.msgpack') / 1e6:.1f} MB)")
+
+
+def build_store(root: str, size: int) -> None:
+    """Every stream of one benchmark project, ``size`` events each (LOOPSTATE_DATA_DIR is the store)."""
+    clock = SteppingClock(parse_time("2026-03-02T12:00:00Z"))
+    service = Service(clock=clock, new_id=SequentialIds(), domains=[INTENT, GOALS, RUNS])
+    build(service, root, INTENT, "intent", intent_command(TASK_ID), size)
+    build(service, root, GOALS, "goals.bench", goal_command, size)
+    start_run(service, root)
+    build(service, root, RUNS, f"runs.{RUN_ID}", heartbeat(clock), size - 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100,10000,100000")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--build", type=int, help=argparse.SUPPRESS)  # the child that builds one store
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build is not None:
+        return build_store(args.root, args.build)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    loopstate = [sys.executable, "-m", "loopstate.cli.main"]
+    task_id = TASK_ID
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp) / "data")}
+        floor, floor_rss = cold([sys.executable, "-c", "pass"], env, args.repeat)
+        print(f"process floor (python -c pass): {floor * 1000:.0f} ms, {floor_rss:.0f} MiB peak RSS\n")
+        rows: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
+        reads = {
+            "intent show --task": ["intent", "show", "--task", task_id],
+            "goals board": ["goals", "board", "bench"],
+            "run status": ["run", "status", RUN_ID],
+        }
+        for size in sizes:
+            root = Path(tmp) / f"ws{size}"
+            root.mkdir()
+            built = time.perf_counter()
+            # Built in a child process: a child forked from a parent that had grown would report
+            # the parent's pages as its own peak RSS.
+            subprocess.run([sys.executable, __file__, "--build", str(size), "--root", str(root)], env=env, check=True)
+            store = Service(data_dir=Path(tmp) / "data").project(str(root)).dir
+            print(f"{size:,} events per stream built in {time.perf_counter() - built:.1f} s "
+                  f"(intent {os.path.getsize(store / 'streams' / 'intent.jsonl') / 1e6:.1f} MB)")
+            snapshots = store / "snapshots"
+            for label, argv in reads.items():
+                command = [*loopstate, *argv, "--root", str(root)]
+                rows.setdefault((label, "writer's snapshot"), {})[size] = cold(command, env, args.repeat)
+            subprocess.run([*loopstate, "compact", "--root", str(root)], env=env, check=True, capture_output=True)
+            for label, argv in reads.items():
+                command = [*loopstate, *argv, "--root", str(root)]
+                rows.setdefault((label, "after compact"), {})[size] = cold(command, env, args.repeat)
+            for path in snapshots.iterdir():
+                path.unlink()
+            for label, argv in reads.items():
+                command = [*loopstate, *argv, "--root", str(root)]
+                rows.setdefault((label, "no snapshot"), {})[size] = cold(command, env, args.repeat)
+        print()
+        header = "| read | snapshot | " + " | ".join(f"{size:,} events" for size in sizes) + " |"
+        print(header)
+        print("|" + "---|" * (2 + len(sizes)))
+        for (label, kind), by_size in rows.items():
+            reference = by_size[sizes[0]][0]
+            cells = [f"{by_size[size][0]:.3f} s ({by_size[size][0] / reference:.2f}x, {by_size[size][1]:.0f} MiB)"
+                     for size in sizes]
+            print(f"| `{label}` | {kind} | " + " | ".join(cells) + " |")
+        if args.appends:
+            append_cost(Path(tmp) / "data", Path(tmp) / f"ws{sizes[-1]}", task_id, args.appends)
+
+
+if __name__ == "__main__":
+    main()
