@@ -15,7 +15,7 @@ import pytest
 from loopstate_protocol.runs import COMMANDS
 
 from loopstate.domains.runs import run_id_for_request
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, needs_conformance
 from tests.runs.clikit import Cli, files_under
 
 # The CLI verb of each runs command (tag -> argv words).
@@ -95,7 +95,7 @@ def test_transition_to_a_stage_is_refused_and_says_which_verb_starts_stages(cli)
     assert "build is a stage, not a status" in error["message"] and "loopstate run stage start RUN build" in error["message"]
 
 
-@pytest.mark.skipif(not (CONFORMANCE / "the-loop").is_dir(), reason="needs ../shared/conformance (its route fixture)")
+@needs_conformance  # its route fixture
 def test_route_select_records_a_route_from_a_file(cli):
     run_id = cli.create()
     held = cli.acquire(run_id)
