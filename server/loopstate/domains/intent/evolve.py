@@ -19,6 +19,9 @@ def _claim(
     state: IntentState, event: dict[str, Any], data: dict[str, Any], task_id: str, *, index: int = 0, imported: bool = False,
 ) -> Claim:
     ref = data.get("source_ref") or {}
+    task = state.tasks.get(task_id)
+    if task is not None:
+        task_id = task.task_id  # one string per task, not one per claim (and per edge)
     claim = Claim(
         claim_id=data["claim_id"], task_id=task_id, statement=data["statement"], role=data["role"],
         epistemic_status=data["epistemic_status"], scope=data.get("scope", "task"), facets=list(data["facets"]),

@@ -7,6 +7,9 @@ those reads select, and ``evolve`` keeps every index as it folds:
 - ``tasks``, ``candidates``, ``project_ids``: project-wide and small;
 - one ``Section`` per task: the task's claims in ledger order (every
   lifecycle), its active claims, and the supersession edges that touch them;
+  a retired (superseded or invalidated) claim, which only the audit views and
+  error messages read, is held as its msgpack bytes (about a third of the
+  object's size) and decoded when one of them asks for it;
 - ``wide``: the active project-wide and long-term claims of every task (each
   task's view shows them), the same objects as in their sections;
 - ``active_counts``: how many active claims each task has.
@@ -38,9 +41,12 @@ EdgeRow = tuple[int, str, str, str, str]
 
 
 class SectionRecord(msgspec.Struct, array_like=True, gc=False):
-    """One task's section as a snapshot holds it."""
+    """One task's section as a snapshot holds it: every claim's id and bytes, in ledger order,
+    and which of them are active (decoded when the section is; the others stay bytes)."""
 
-    claims: list[Claim]
+    ids: list[str]
+    claims: list[msgspec.Raw]
+    active: list[int]
     edges: list[tuple[int, str, str, str, str]]
 
 
@@ -61,21 +67,37 @@ class SnapshotForm(msgspec.Struct, array_like=True):
 
 LAYOUT = "intent-sections-1"
 _SECTION = msgspec.msgpack.Decoder(SectionRecord)
+_CLAIM = msgspec.msgpack.Decoder(Claim)
 _ENCODER = msgspec.msgpack.Encoder()
 
 
 class Section:
-    """One task's claims (ledger order), the active ones among them, and the edges that touch them."""
+    """One task's claims (ledger order: active ones as objects, retired ones as bytes), the active
+    ones among them, and the edges that touch them."""
 
     __slots__ = ("claims", "active", "edges")
 
     def __init__(self) -> None:
-        self.claims: dict[str, Claim] = {}
+        self.claims: dict[str, Claim | msgspec.Raw] = {}
         self.active: dict[str, Claim] = {}
         self.edges: list[EdgeRow] = []
 
+    def get(self, claim_id: str) -> Claim | None:
+        """The claim (a retired one decoded afresh: change it only through ``IntentState.retire``)."""
+        value = self.claims.get(claim_id)
+        return _CLAIM.decode(value) if isinstance(value, msgspec.Raw) else value
+
+    def ordered(self) -> list[Claim]:
+        return [_CLAIM.decode(v) if isinstance(v, msgspec.Raw) else v for v in self.claims.values()]
+
     def record(self) -> SectionRecord:
-        return SectionRecord(claims=list(self.claims.values()), edges=self.edges)
+        values = list(self.claims.values())
+        return SectionRecord(
+            ids=list(self.claims),
+            claims=[v if isinstance(v, msgspec.Raw) else msgspec.Raw(_ENCODER.encode(v)) for v in values],
+            active=[i for i, v in enumerate(values) if not isinstance(v, msgspec.Raw)],
+            edges=self.edges,
+        )
 
 
 class IntentState:
@@ -113,7 +135,7 @@ class IntentState:
         for task_id in self.section_ids():
             section = self.section(task_id)
             assert section is not None
-            sections[task_id] = (list(section.claims.items()), sorted(section.active), section.edges)
+            sections[task_id] = ([(c.claim_id, c) for c in section.ordered()], sorted(section.active), section.edges)
         return (
             self.sequence, self.head, self.tasks, self.candidates, self.project_ids, self.wide,
             {k: n for k, n in self.active_counts.items() if n}, self.edge_count, sections, self._edge_tasks,
@@ -140,13 +162,13 @@ class IntentState:
             return None
         record = _SECTION.decode(raw)
         section = Section()
+        section.claims = dict(zip(record.ids, record.claims))
         wide = self.wide
-        for claim in record.claims:
+        for index in record.active:
+            claim_id = record.ids[index]
             # The wide index and the section must hold the same object: an event retires it through either.
-            claim = wide.get(claim.claim_id, claim)
-            section.claims[claim.claim_id] = claim
-            if claim.state == "active":
-                section.active[claim.claim_id] = claim
+            claim = wide.get(claim_id) or _CLAIM.decode(record.claims[index])
+            section.claims[claim_id] = section.active[claim_id] = claim
         section.edges = [tuple(edge) for edge in record.edges]  # type: ignore[misc]
         self._sections[task_id] = section
         return section
@@ -173,11 +195,11 @@ class IntentState:
         if near is not None:
             section = self.section(near)
             if section is not None and claim_id in section.claims:
-                return section.claims[claim_id]
+                return section.get(claim_id)
         for task_id in self.section_ids():
             section = self.section(task_id)
             if section is not None and claim_id in section.claims:
-                return section.claims[claim_id]
+                return section.get(claim_id)
         return None
 
     def add_claim(self, claim: Claim) -> None:
@@ -199,11 +221,13 @@ class IntentState:
         claim.state = lifecycle
         for name, value in fields.items():
             setattr(claim, name, value)
+        section.claims[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
 
     def add_edge(self, new: Claim | None, new_id: str, old: Claim | None, old_id: str, task_id: str) -> None:
         """Record that ``new_id`` supersedes ``old_id``, in the sections of both ends' tasks."""
         new_task = new.task_id if new is not None else task_id
         old_task = old.task_id if old is not None else ""
+        old_id = old.claim_id if old is not None else old_id  # the string the section already holds
         row = (self.edge_count, new_id, new_task, old_id, old_task)
         self.edge_count += 1
         self._changing(new_task).edges.append(row)
@@ -219,8 +243,8 @@ class IntentState:
             if hit or any(edge[1] in removed or edge[3] in removed for edge in section.edges):
                 section = self._changing(task_id)
                 for claim_id in hit:
-                    if section.claims.pop(claim_id).active:
-                        del section.active[claim_id]
+                    del section.claims[claim_id]
+                    if section.active.pop(claim_id, None) is not None:
                         self.active_counts[task_id] -= 1
                         self.wide.pop(claim_id, None)
                 section.edges = [e for e in section.edges if e[1] not in removed and e[3] not in removed]
@@ -232,7 +256,16 @@ class IntentState:
     def task_claims(self, task_id: str) -> list[Claim]:
         """Every claim of the task, in ledger order."""
         section = self.section(task_id)
-        return [] if section is None else list(section.claims.values())
+        return [] if section is None else section.ordered()
+
+    def task_claim_ids(self, task_id: str) -> list[str]:
+        section = self.section(task_id)
+        return [] if section is None else list(section.claims)
+
+    def claims_of(self, task_id: str, claim_ids: list[str]) -> list[Claim]:
+        """Claims of the task by id (decoding only these)."""
+        section = self.section(task_id)
+        return [section.get(claim_id) for claim_id in claim_ids] if section is not None else []  # type: ignore[misc]
 
     def visible_active(self, task_id: str | None) -> Iterable[Claim]:
         """The active claims a task's view shows: its own and the project-wide ones (every active claim for None)."""
