@@ -17,7 +17,6 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
-from loopstate.core.redaction import contains_secret
 from loopstate.domains.base import Context
 from loopstate.domains.intent import projections, rules
 from loopstate.domains.intent.decide import check_task_start, decide, find_task
@@ -96,7 +95,7 @@ class IntentDomain:
 
     def check(self, command: Any, request_id: str) -> None:
         """The refusals a command earns by its own fields and its request id (checked before the store is touched)."""
-        if contains_secret(request_id):
+        if rules.contains_secret(request_id):
             # The request id is stored verbatim in every event; a credential must never be.
             raise rules.refuse(
                 "request_id: contains a credential; send an opaque id (a fresh UUID) instead", field="request_id",
