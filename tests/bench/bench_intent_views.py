@@ -73,12 +73,11 @@ def commands(count: int) -> Callable[[Any, int], Any]:
     return command
 
 
-def build_store(data_dir: Path, root: Path, size: int) -> str:
+def build_store(data_dir: Path, root: Path, size: int) -> None:
     os.environ["LOOPSTATE_DATA_DIR"] = str(data_dir)
     count = size // PER_TASK * PER_TASK
     service = Service(data_dir=data_dir, clock=FixedClock(START), new_id=SequentialIds(), domains=[INTENT])
     build(service, str(root), INTENT, "intent", commands(count), count)
-    return task_id(count // PER_TASK - 1)
 
 
 def median_ms(call: Callable[[], Any], n: int) -> float:
@@ -167,10 +166,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warm", type=int, default=300)
     parser.add_argument("--fold", type=int, default=0, help="also fold this many events in memory and print the RSS")
+    parser.add_argument("--store", help="build the stores in this folder and keep them (a later run reuses them)")
     parser.add_argument("--fold-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--build-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fold_child:
         fold_rss(args.fold_child)
+        return 0
+    if args.build_child:
+        data_dir, root, size = args.build_child
+        build_store(Path(data_dir), Path(root), int(size))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f}, python {sys.version.split()[0]}")
@@ -179,12 +184,20 @@ def main() -> int:
     rows: dict[str, dict[int, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-intent-views-") as tmp:
         for size in sizes:
-            data_dir, root = Path(tmp, f"data-{size}"), Path(tmp, f"root-{size}")
-            root.mkdir()
-            (root / ".git").mkdir()
-            began = time.perf_counter()
-            task = build_store(data_dir, root, size)
-            print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
+            base = Path(args.store or tmp)
+            data_dir, root = base / f"data-{size}", base / f"root-{size}"
+            if (root / ".git").exists():
+                task = task_id(size // PER_TASK - 1)
+                print(f"reusing the store of {size} events in {base}", flush=True)
+            else:
+                (root / ".git").mkdir(parents=True)
+                began = time.perf_counter()
+                # In a child: a child's peak RSS counts the pages it was forked with, so this
+                # process must not hold the folded store when it starts the cold reads.
+                subprocess.run([sys.executable, os.path.abspath(__file__), "--build-child", str(data_dir), str(root), str(size)],
+                               check=True)
+                task = task_id(size // PER_TASK - 1)
+                print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
             env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
             cli = [sys.executable, "-m", "loopstate.cli.main", "--root", str(root), "intent"]
             for name, argv in (("hook-context", [*cli, "hook-context", task]), ("show --task", [*cli, "show", "--task", task])):

@@ -42,12 +42,13 @@ EdgeRow = tuple[int, str, str, str, str]
 
 class SectionRecord(msgspec.Struct, array_like=True, gc=False):
     """One task's section as a snapshot holds it: every claim's id and bytes, in ledger order,
-    and which of them are active (decoded when the section is; the others stay bytes)."""
+    which of them are active (decoded when the section is; the others stay bytes), and the
+    edges, with null for a task id that is the section's own (most edges: 70 bytes less each)."""
 
     ids: list[str]
     claims: list[msgspec.Raw]
     active: list[int]
-    edges: list[tuple[int, str, str, str, str]]
+    edges: list[tuple[int, str, str | None, str, str | None]]
 
 
 class SnapshotForm(msgspec.Struct, array_like=True):
@@ -90,13 +91,13 @@ class Section:
     def ordered(self) -> list[Claim]:
         return [_CLAIM.decode(v) if isinstance(v, msgspec.Raw) else v for v in self.claims.values()]
 
-    def record(self) -> SectionRecord:
+    def record(self, task_id: str) -> SectionRecord:
         values = list(self.claims.values())
         return SectionRecord(
             ids=list(self.claims),
             claims=[v if isinstance(v, msgspec.Raw) else msgspec.Raw(_ENCODER.encode(v)) for v in values],
             active=[i for i, v in enumerate(values) if not isinstance(v, msgspec.Raw)],
-            edges=self.edges,
+            edges=[(n, new, None if t == task_id else t, old, None if u == task_id else u) for n, new, t, old, u in self.edges],
         )
 
 
@@ -169,7 +170,9 @@ class IntentState:
             # The wide index and the section must hold the same object: an event retires it through either.
             claim = wide.get(claim_id) or _CLAIM.decode(record.claims[index])
             section.claims[claim_id] = section.active[claim_id] = claim
-        section.edges = [tuple(edge) for edge in record.edges]  # type: ignore[misc]
+        section.edges = [
+            (n, new, task_id if t is None else t, old, task_id if u is None else u) for n, new, t, old, u in record.edges
+        ]
         self._sections[task_id] = section
         return section
 
@@ -355,7 +358,7 @@ class IntentState:
         encoded = self._encoded
         for task_id, section in self._sections.items():
             if task_id not in encoded:
-                encoded[task_id] = msgspec.Raw(_ENCODER.encode(section.record()))
+                encoded[task_id] = msgspec.Raw(_ENCODER.encode(section.record(task_id)))
         return SnapshotForm(
             layout=LAYOUT, sequence=self.sequence, head=self.head, tasks=list(self.tasks.values()),
             candidates=list(self.candidates.values()), project_ids=sorted(self.project_ids),
