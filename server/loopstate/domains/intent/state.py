@@ -18,7 +18,9 @@ A task's view is its section's active claims plus ``wide``: O(what it
 returns), whatever the project holds.
 
 Projection snapshots (core/snapshot.py) hold each section as its own msgpack
-bytes (``SnapshotForm.sections``, ``msgspec.Raw``). A restored state keeps a
+bytes (``SnapshotForm.sections``: msgpack ``bin``, decoded as a memoryview of
+the snapshot's buffer, so the decoder steps over a section without parsing it
+and copies nothing). A restored state keeps a
 section encoded until a read or an event first touches it, so a cold read of
 one task decodes that task's section and the project-wide part only. The
 encoded bytes of a section stay with the state while the section is clean: the
@@ -63,7 +65,7 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     edge_count: int
     active_counts: dict[str, int]
     wide: list[Claim]
-    sections: dict[str, msgspec.Raw]
+    sections: dict[str, memoryview]  # bytes when written
 
 
 LAYOUT = "intent-sections-1"
@@ -121,7 +123,7 @@ class IntentState:
         self.active_counts: dict[str, int] = {}
         self.edge_count = 0
         self._sections: dict[str, Section] = {}
-        self._encoded: dict[str, msgspec.Raw] = {}  # the snapshot bytes of every clean section
+        self._encoded: dict[str, bytes | memoryview] = {}  # the snapshot bytes of every clean section
         # Set on a view restricted to one project: edges whose other end is a claim of another project are left out.
         self._edge_tasks: frozenset[str] | None = None
         self.private: Any = None
@@ -358,7 +360,7 @@ class IntentState:
         encoded = self._encoded
         for task_id, section in self._sections.items():
             if task_id not in encoded:
-                encoded[task_id] = msgspec.Raw(_ENCODER.encode(section.record(task_id)))
+                encoded[task_id] = _ENCODER.encode(section.record(task_id))
         return SnapshotForm(
             layout=LAYOUT, sequence=self.sequence, head=self.head, tasks=list(self.tasks.values()),
             candidates=list(self.candidates.values()), project_ids=sorted(self.project_ids),
