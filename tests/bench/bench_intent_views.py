@@ -42,7 +42,7 @@ from loopstate_protocol import intent as p  # noqa: E402
 from loopstate_protocol.client import LoopstateClient  # noqa: E402
 
 from loopstate.core.clock import FixedClock, parse_time  # noqa: E402
-from loopstate.core.ids import SequentialIds  # noqa: E402
+from loopstate.core.ids import random_uuid  # noqa: E402
 from loopstate.domains.intent import DOMAIN as INTENT  # noqa: E402
 from loopstate.service.engine import Service  # noqa: E402
 
@@ -76,7 +76,8 @@ def commands(count: int) -> Callable[[Any, int], Any]:
 def build_store(data_dir: Path, root: Path, size: int) -> None:
     os.environ["LOOPSTATE_DATA_DIR"] = str(data_dir)
     count = size // PER_TASK * PER_TASK
-    service = Service(data_dir=data_dir, clock=FixedClock(START), new_id=SequentialIds(), domains=[INTENT])
+    # Random claim ids, as a real store has (sequential ones would flatter the snapshot's compression).
+    service = Service(data_dir=data_dir, clock=FixedClock(START), new_id=random_uuid, domains=[INTENT])
     build(service, str(root), INTENT, "intent", commands(count), count)
 
 
@@ -146,17 +147,17 @@ def fold_rss(count: int) -> None:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-    ids = SequentialIds()
     state = INTENT.initial("intent")
-    make = commands(count // PER_TASK * PER_TASK)
+    total = count // PER_TASK * PER_TASK
+    make = commands(total)
     print(f"  before the fold: {rss():.1f} MiB", flush=True)
-    for n in range(count // PER_TASK * PER_TASK):
-        ctx = Context(now=START, new_id=ids, project_id="p" * 64, project_root="/bench", request_id=f"r{n}")
+    for n in range(total):
+        ctx = Context(now=START, new_id=random_uuid, project_id="p" * 64, project_root="/bench", request_id=f"r{n}")
         for event in INTENT.decide(state, make(state, n), ctx):
             event["sequence"] = n + 1
             event["event_hash"] = f"{n:064x}"
             INTENT.evolve(state, event)
-        if (n + 1) % (count // 10) == 0:
+        if (n + 1) % (count // 10) == 0 or n + 1 == total:
             print(f"  {n + 1} events: {rss():.1f} MiB", flush=True)
 
 

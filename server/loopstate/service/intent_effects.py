@@ -13,8 +13,8 @@ dies in between, the exact retry (or any later mutation) finishes the cleanup.
 Purge. A user-confirmed purge of one claim or one task rewrites the intent
 stream under the exclusive lock: the kept events are re-chained from sequence
 1 and written with an atomic replace, quarantine summaries lose their hashes,
-the checkpoint is dropped, the task's controls are removed, and a purge record
-keeps only counts, sequences and the new head (nothing of what was removed).
+the checkpoint and the projection snapshot (which holds the folded claims) are
+dropped, the task's controls are removed, and a purge record keeps only counts, sequences and the new head (nothing of what was removed).
 The record is made durable before the stream is replaced, and marked done
 after: a purge cut short by a crash is finished by its retry. Readers notice
 the new file identity and fold again from the start.
@@ -32,7 +32,7 @@ from typing import Any
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs
+from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs, snapshot
 from loopstate.core.chain import Position, rebatch, seal
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
@@ -536,6 +536,9 @@ class IntentEffects:
                 "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_digest": digest,
             })
             checkpoint.drop(stream)  # before the replace: the new file may get the old one's inode number
+            # The projection snapshot holds the folded state, purged claims and all: a mismatched
+            # one is never used, but its bytes would still be on disk.
+            safefs.unlink_durably(snapshot.path_for(stream), project.dir)
             if data is not None:
                 safefs.atomic_write(stream.path, project.dir, b"".join(lines))
             self._scrub_quarantine(project)

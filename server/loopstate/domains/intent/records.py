@@ -64,7 +64,7 @@ class Claim(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     """One claim and its lifecycle, as folded from the ledger.
 
     A msgspec Struct rather than a dataclass: a project holds one per claim it
-    ever recorded, and a Struct is a third of the size (no per-object dict),
+    ever recorded, and a Struct is half the size of a dataclass and its dict,
     encodes to a projection snapshot as a plain array and is skipped by the
     garbage collector (it holds no reference cycle). ``added_sequence`` and
     ``added_index`` (the claim's place in the event that added it) are the

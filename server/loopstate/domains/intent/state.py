@@ -20,9 +20,9 @@ returns), whatever the project holds.
 Projection snapshots (core/snapshot.py) hold each section as its own msgpack
 bytes (``SnapshotForm.sections``: msgpack ``bin``, decoded as a memoryview of
 the snapshot's buffer, so the decoder steps over a section without parsing it
-and copies nothing). A restored state keeps a
-section encoded until a read or an event first touches it, so a cold read of
-one task decodes that task's section and the project-wide part only. The
+and copies nothing). A restored state keeps a section encoded until a read or
+an event first touches it, so a cold read of one task decodes that task's
+section (and in it, the active claims only) and the project-wide part. The
 encoded bytes of a section stay with the state while the section is clean: the
 next snapshot re-encodes only the sections an event changed since the last one.
 
