@@ -14,8 +14,9 @@ Purge. A user-confirmed purge of one claim or one task rewrites the intent
 stream under the exclusive lock: the kept events are re-chained from sequence
 1 and written with an atomic replace, quarantine summaries lose their hashes,
 the checkpoint and the projection snapshot (which holds the folded claims) are
-dropped, the task's controls are removed, and a purge record keeps only counts, sequences and the new head (nothing of what was removed).
-The record is made durable before the stream is replaced, and marked done
+dropped, the task's controls are removed, and a purge record keeps only
+counts, sequences and the new head (nothing of what was removed). The record
+is made durable before the stream is replaced, and marked done
 after: a purge cut short by a crash is finished by its retry. Readers notice
 the new file identity and fold again from the start.
 """
