@@ -1249,7 +1249,10 @@ export interface GrantShow {
   grant_id: string;
 }
 /**
- * Every claim with its lifecycle and supersession edges.
+ * Claims with their lifecycle and supersession edges, in ledger order, a page at a time.
+ *
+ * ``limit`` (1-1000) claims per page; ``cursor`` is the ``next_cursor`` of the
+ * page before (none: the first page). The result counts the claims after the page.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "IntentAudit".
@@ -1257,6 +1260,8 @@ export interface GrantShow {
 export interface IntentAudit {
   kind: "intent.audit";
   task_id?: string | null;
+  limit?: number;
+  cursor?: string | null;
 }
 /**
  * Candidate signals grouped by signal key, with their distinct task counts.
