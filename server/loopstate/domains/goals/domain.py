@@ -121,7 +121,7 @@ class GoalsDomain:
             raise names.missing_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS))
         now = format_time(ctx.now)
         if isinstance(query, proto.GetBoard):
-            return build_board(state, generated_at=now, public=query.public)
+            return build_board(state, generated_at=now, public=query.public, limit=query.limit, cursor=query.cursor)
         if isinstance(query, proto.PreviewMarkdown):
             board = build_board(state, generated_at=now, public=query.public)
             text = markdown.render(board)
@@ -134,7 +134,9 @@ class GoalsDomain:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the goals domain has no query {type(query).__name__}")
 
     def view(self, state: GoalState, view: str, key: str | None, ctx: Context) -> proto.Board:
-        return build_board(state, generated_at=format_time(ctx.now), public=view == "public_board")
+        """A subscription pushes the default page (the first page, ``BOARD_LIMIT`` todos), with its counts."""
+        return build_board(state, generated_at=format_time(ctx.now), public=view == "public_board",
+                           limit=proto.BOARD_LIMIT)
 
 
 def rendered_text(state: GoalState, event: dict[str, Any]) -> str:
