@@ -148,10 +148,10 @@ def _start(state: GoalState, cursor: str) -> int:
     board key, ``c.<sequence>`` a completed one by its completion: each stays meaningful
     after appends, so the next page starts where the order is now past that point."""
     kind, _, rest = cursor.partition(".")
-    try:
-        numbers = [int(n) for n in rest.split(".")]
-    except ValueError:
-        raise _bad_cursor(cursor, "is not a board cursor") from None
+    parts = rest.split(".")
+    if not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+        raise _bad_cursor(cursor, "is not a board cursor (a.<4 numbers> or c.<number>)")
+    numbers = [int(part) for part in parts]
     if kind == "a" and len(numbers) == 4:
         return bisect.bisect_left(state.order, (numbers[0], numbers[1], numbers[2], numbers[3] + 1))
     if kind == "c" and len(numbers) == 1:
