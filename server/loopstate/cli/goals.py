@@ -13,7 +13,6 @@ they fold the stream from its snapshot checkpoint when there is a valid one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import typing
@@ -258,6 +257,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _payload(text: str) -> dict[str, Any]:
     """A JSON object from the argument, or from stdin for ``-``."""
+    import json
+
     raw = sys.stdin.read() if text == "-" else text
     try:
         value = json.loads(raw)

@@ -28,6 +28,7 @@ from loopstate.domains.goals.markdown import render, text_checksum
 from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.projection import build_board, open_gates_for
 from loopstate.domains.goals import eventids
+from loopstate.domains.goals.envelope import body_digest
 from loopstate.domains.goals.state import Done, GoalState, Todo, find_todo, state_checksum, todo_added_by, todo_total
 
 Event = dict[str, Any]
@@ -365,7 +366,7 @@ def repeat_or_conflict(state: GoalState, event: Event, *, caller_time: bool = Tr
         return False
     timed = known.same_time(event["recorded_at"]) or (not caller_time and known.recorded_at is None)
     if timed and (
-            known.same_body(ev.body_digest(event)) or any(known.same_body(d) for d in ev.spelled_out_digests(event))):
+            known.same_body(body_digest(event)) or any(known.same_body(d) for d in ev.spelled_out_digests(event))):
         return True
     raise LoopstateError(
         ErrorCode.EVENT_ID_CONFLICT,

@@ -21,8 +21,7 @@ from loopstate_protocol.goals import (
 )
 
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.goals import events as ev
-from loopstate.domains.goals import packed
+from loopstate.domains.goals import envelope, packed
 from loopstate.domains.goals.privacy import LOCAL_PRIVATE, PUBLIC_SAFE, scrub
 from loopstate.domains.goals.state import RECENT_DONE, Done, Gate, GoalState, Todo
 
@@ -76,9 +75,9 @@ class _Shower:
 def meta(state: GoalState, generated_at: str, public: bool) -> ProjectionMeta:
     head = state.content
     return ProjectionMeta(
-        schema_version=ev.PROJECTION_SCHEMA, goal_id=state.goal_id, generated_at=generated_at,
+        schema_version=envelope.PROJECTION_SCHEMA, goal_id=state.goal_id, generated_at=generated_at,
         source_event_count=head.event_count, last_event_id=head.last_event_id,
-        last_append_sequence=head.last_append_sequence, projection_version=ev.PROJECTION_VERSION,
+        last_append_sequence=head.last_append_sequence, projection_version=envelope.PROJECTION_VERSION,
         source_checksum=head.source_checksum, privacy=PUBLIC_SAFE if public else LOCAL_PRIVATE,
         store_sequence=state.store.last_append_sequence,
     )

@@ -33,8 +33,7 @@ import msgspec
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.goals import eventids, packed
-from loopstate.domains.goals import events as ev
+from loopstate.domains.goals import envelope, eventids, packed
 from loopstate.domains.goals.privacy import LOCAL_PRIVATE
 
 RECENT_LIMIT = 50  # timeline entries kept in memory per kind (runs, refreshes)
@@ -263,7 +262,7 @@ def _set(record: Any, payload: dict[str, Any], names: tuple[str, ...], is_privat
 def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     event_id = event["event_id"]
     sequence = event["append_sequence"]
-    marks = ev.body_digest(event)
+    marks = envelope.body_digest(event)
     kind = event.get("event_type")
     if kind not in _APPLY:
         raise _unreadable(state, event, f"its event_type {kind!r} is not one of the fourteen this version knows")
@@ -292,7 +291,7 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         raise _unreadable(state, event, f"its payload does not fit {kind} ({type(exc).__name__}: {exc})") from None
     eventids.add(state.event_ids, event_id, sequence, marks, event["recorded_at"])
     _advance(state.store, event_id, sequence, checksum)
-    if kind not in ev.BOOKKEEPING:
+    if kind not in envelope.BOOKKEEPING:
         _advance(state.content, event_id, sequence, checksum)
     return state
 
@@ -518,7 +517,7 @@ _APPLY = {
     "projection_rendered": _projection_rendered,
     "snapshot_compacted": _snapshot_compacted,
 }
-assert set(_APPLY) == set(ev.EVENT_TYPES)
+assert set(_APPLY) == set(envelope.EVENT_TYPES)
 
 
 def state_bytes(state: GoalState) -> bytes:
