@@ -30,7 +30,7 @@ import msgspec
 
 WORD = 8
 MIN_SLOTS = 64
-MAX_LOAD = 0.75
+MAX_LOAD = 0.8
 
 
 def tag_of(key: str) -> int:
@@ -97,10 +97,11 @@ def _place(slots: bytearray, width: int, capacity: int, tag: int, words: tuple[i
 
 
 def _grow(table: TagTable) -> None:
-    """Double the slots and re-place every entry in the order of the old slots (deterministic)."""
+    """Half as many slots again (a table is 53-80% full, not 40-80%: snapshots carry every slot),
+    and every entry re-placed in the order of the old slots (deterministic)."""
     width = table.width
     old = table.slots
-    capacity = max(MIN_SLOTS, _capacity(table) * 2)
+    capacity = max(MIN_SLOTS, _capacity(table) * 3 // 2)
     fresh = bytearray(capacity * width * WORD)
     view = memoryview(old).cast("Q")
     try:
