@@ -33,6 +33,7 @@ WIDTH = 3
 FOREIGN_TIME = 1 << 63
 _EPOCH = dt.datetime(1970, 1, 1)
 _MICRO = dt.timedelta(microseconds=1)
+_last: tuple[str, int] = ("", 0)
 
 
 def table() -> packed.TagTable:
@@ -40,7 +41,17 @@ def table() -> packed.TagTable:
 
 
 def time_word(text: str) -> int:
-    """``recorded_at`` as one word: microseconds for the store's own form, else a marked tag."""
+    """``recorded_at`` as one word: microseconds for the store's own form, else a marked tag.
+    The last answer is kept: events appended together share their time."""
+    global _last
+    if text == _last[0]:
+        return _last[1]
+    word = _time_word(text)
+    _last = (text, word)
+    return word
+
+
+def _time_word(text: str) -> int:
     if len(text) in (20, 27) and text[-1] == "Z" and text[4] == "-" and text[10] == "T" and text[16] == ":":
         try:
             moment = dt.datetime.fromisoformat(text[:-1])
@@ -85,14 +96,33 @@ class Known:
         return time_text(self.time)
 
 
-def lookup(ids: packed.TagTable, event_id: str) -> Known | None:
-    words = packed.first(ids, packed.tag_of(event_id))
+def _known(words: tuple[int, ...] | None) -> Known | None:
     if words is None:
         return None
     marks, time = words
     return Known(sequence=marks & 0xFFFFFFFF, digest_mark=marks >> 32, time=time)
 
 
-def add(ids: packed.TagTable, event_id: str, sequence: int, digest: str, recorded_at: str) -> None:
-    packed.insert(ids, packed.tag_of(event_id), ((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF),
-                                                 time_word(recorded_at)))
+def lookup(ids: packed.TagTable, event_id: str) -> Known | None:
+    """What the table holds of ``event_id``."""
+    return _known(packed.first(ids, packed.tag_of(event_id)))
+
+
+@dataclass
+class Slot:
+    """Where an event id is (``known``) or would go: the fold looks an id up, applies the event, then adds it."""
+
+    tag: int
+    slot: int
+    known: Known | None
+
+
+def find(ids: packed.TagTable, event_id: str) -> Slot:
+    tag = packed.tag_of(event_id)
+    slot, words = packed.probe(ids, tag)
+    return Slot(tag, slot, _known(words))
+
+
+def add(ids: packed.TagTable, at: Slot, sequence: int, digest: str, recorded_at: str) -> None:
+    """Record the id ``find`` did not know, in the slot it gave (nothing inserted in between)."""
+    packed.put(ids, at.slot, at.tag, ((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF), time_word(recorded_at)))

@@ -56,61 +56,103 @@ def values(table: TagTable, tag: int) -> Iterator[tuple[int, ...]]:
     width = table.width
     view = memoryview(table.slots).cast("Q")
     try:
-        index = tag % capacity
+        base = (tag % capacity) * width
+        end = capacity * width
         while True:
-            base = index * width
             found = view[base]
             if found == 0:
                 return
             if found == tag:
                 yield tuple(view[base + 1:base + width])
-            index = (index + 1) % capacity
+            base += width
+            if base == end:
+                base = 0
     finally:
         view.release()
 
 
+def probe(table: TagTable, tag: int) -> tuple[int, tuple[int, ...] | None]:
+    """The first slot holding ``tag`` and its words, or the free slot where ``tag`` would go
+    (words None): a caller that looks a key up and then adds it probes once (``put``)."""
+    if (table.count + 1) > _capacity(table) * MAX_LOAD:
+        _grow(table)
+    width = table.width
+    end = len(table.slots) // WORD
+    with memoryview(table.slots).cast("Q") as view:
+        base = (tag % (end // width)) * width
+        while True:
+            found = view[base]
+            if found == tag:
+                return base, tuple(view[base + 1:base + width])
+            if found == 0:
+                return base, None
+            base += width
+            if base == end:
+                base = 0
+
+
+def put(table: TagTable, slot: int, tag: int, words: tuple[int, ...]) -> None:
+    """Fill the free slot ``probe`` gave (no insert in between)."""
+    with memoryview(table.slots).cast("Q") as view:
+        view[slot] = tag
+        for offset, word in enumerate(words, 1):
+            view[slot + offset] = word
+    table.count += 1
+
+
 def first(table: TagTable, tag: int) -> tuple[int, ...] | None:
-    """The words of the first slot holding ``tag``, or None."""
-    return next(values(table, tag), None)
+    """The words of the first slot holding ``tag``, or None (``values`` without a generator: the fold
+    asks this once per event)."""
+    capacity = _capacity(table)
+    if not capacity:
+        return None
+    width = table.width
+    with memoryview(table.slots).cast("Q") as view:
+        base = (tag % capacity) * width
+        end = capacity * width
+        while True:
+            found = view[base]
+            if found == tag:
+                return tuple(view[base + 1:base + width])
+            if found == 0:
+                return None
+            base += width
+            if base == end:
+                base = 0
 
 
 def insert(table: TagTable, tag: int, words: tuple[int, ...]) -> None:
     """Add a slot for ``tag`` (after any with the same tag); grows the table past MAX_LOAD."""
     if (table.count + 1) > _capacity(table) * MAX_LOAD:
         _grow(table)
-    _place(table.slots, table.width, _capacity(table), tag, words)
+    with memoryview(table.slots).cast("Q") as view:
+        _place(view, table.width, _capacity(table), tag, words)
     table.count += 1
 
 
-def _place(slots: bytearray, width: int, capacity: int, tag: int, words: tuple[int, ...]) -> None:
-    view = memoryview(slots).cast("Q")
-    try:
-        index = tag % capacity
-        while view[index * width]:
-            index = (index + 1) % capacity
-        base = index * width
-        view[base] = tag
-        for offset, word in enumerate(words, 1):
-            view[base + offset] = word
-    finally:
-        view.release()
+def _place(view: memoryview, width: int, capacity: int, tag: int, words: tuple[int, ...]) -> None:
+    base = (tag % capacity) * width
+    end = capacity * width
+    while view[base]:
+        base += width
+        if base == end:
+            base = 0
+    view[base] = tag
+    for offset, word in enumerate(words, 1):
+        view[base + offset] = word
 
 
 def _grow(table: TagTable) -> None:
     """Half as many slots again (a table is 53-80% full, not 40-80%: snapshots carry every slot),
     and every entry re-placed in the order of the old slots (deterministic)."""
     width = table.width
-    old = table.slots
     capacity = max(MIN_SLOTS, _capacity(table) * 3 // 2)
     fresh = bytearray(capacity * width * WORD)
-    view = memoryview(old).cast("Q")
-    try:
-        for base in range(0, len(view), width):
-            tag = view[base]
+    with memoryview(table.slots).cast("Q") as old, memoryview(fresh).cast("Q") as new:
+        for base in range(0, len(old), width):
+            tag = old[base]
             if tag:
-                _place(fresh, width, capacity, tag, tuple(view[base + 1:base + width]))
-    finally:
-        view.release()
+                _place(new, width, capacity, tag, tuple(old[base + 1:base + width]))
     table.slots = fresh
 
 

@@ -271,7 +271,8 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         # (ids differing only in case, on a case-insensitive file system) or a copied line.
         raise _unreadable(state, event, f"it belongs to goal {event.get('goal_id')!r} (goal ids that differ only in "
                           "case share one file on a case-insensitive file system; use one spelling)")
-    known = eventids.lookup(state.event_ids, event_id)
+    at = eventids.find(state.event_ids, event_id)
+    known = at.known
     if known is not None:
         if known.same_body(marks) and known.same_time(event["recorded_at"]):
             return state  # the seed's consumer rule: ignore an identical duplicate
@@ -289,7 +290,7 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         # decide validated every event it wrote; a line that still fails here was written by
         # something else (a hand-sealed chain, an incompatible tool) and is not trusted.
         raise _unreadable(state, event, f"its payload does not fit {kind} ({type(exc).__name__}: {exc})") from None
-    eventids.add(state.event_ids, event_id, sequence, marks, event["recorded_at"])
+    eventids.add(state.event_ids, at, sequence, marks, event["recorded_at"])
     _advance(state.store, event_id, sequence, checksum)
     if kind not in envelope.BOOKKEEPING:
         _advance(state.content, event_id, sequence, checksum)
