@@ -123,7 +123,8 @@ def test_a_snapshot_at_any_cut_plus_the_tail_folds_to_the_full_fold(commands, cu
     partial = DOMAIN.initial("goals.p")
     for event in log[:cut]:
         partial = DOMAIN.evolve(partial, event)
-    restored = msgspec.msgpack.decode(msgspec.msgpack.encode(partial), type=DOMAIN.snapshot_type("goals.p"))
+    saved = msgspec.msgpack.encode(DOMAIN.snapshot_state(partial))
+    restored = DOMAIN.restore_state("goals.p", msgspec.msgpack.decode(saved, type=DOMAIN.snapshot_type("goals.p")))
     for event in log[cut:]:
         restored = DOMAIN.evolve(restored, event)
     assert state_checksum(restored) == state_checksum(state)
@@ -212,3 +213,31 @@ def test_the_packed_tables_hold_many_keys_exactly() -> None:
     assert known.same_body(f"{42:08x}" + "0" * 24) and not known.same_body(f"{43:08x}" + "0" * 24)
     assert known.recorded_at == "2026-03-02T12:00:00.000001Z"
     assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(GoalState(goal_id="p")), type=GoalState), GoalState)
+
+
+def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
+    """Layout 1 held the state bare (every todo in ``todos``, a ``seen`` dict): read as today's
+    layout it would lack the archive and the event ids, so it must not decode at all."""
+    from loopstate.core import snapshot
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 14):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence is not None  # today's layout is used
+    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    current = msgspec.msgpack.decode(envelope.state)
+    bare = {**current["state"], "seen": {}}  # what layout 1 wrote: the state itself
+    for name in ("order", "status_counts", "recent_done", "done", "done_ids", "event_ids"):
+        del bare[name]
+    old = msgspec.msgpack.encode(bare)
+    envelope.state, envelope.state_sha256 = old, __import__("hashlib").sha256(old).hexdigest()
+    path.write_bytes(msgspec.msgpack.encode(envelope))
+    loaded = load_state(h.project, "g")
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 27  # a full fold instead
+    assert h.fresh().query(h.root, g.GetBoard(goal_id="g")).page.completed_total == 13
+    with pytest.raises(LoopstateError) as info:  # the event ids are there: a changed repeat conflicts
+        h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="changed", event_id="add-1"), "r-again")
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT

@@ -29,7 +29,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.goals import envelope, names
 from loopstate.domains.goals.projection import build_board
-from loopstate.domains.goals.state import GoalState, evolve, initial
+from loopstate.domains.goals.state import STATE_LAYOUT, GoalSnapshot, GoalState, evolve, initial
 
 GOAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 PREFIX = "goals."
@@ -103,8 +103,15 @@ class GoalsDomain:
         return evolve(state, event)
 
     def snapshot_type(self, stream: str) -> type:
-        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
-        return GoalState
+        """Projection snapshots (core/snapshot.py) hold the state as it is (every field is folded),
+        wrapped with its layout so a snapshot of another layout is never decoded as this one."""
+        return GoalSnapshot
+
+    def snapshot_state(self, state: GoalState) -> GoalSnapshot:
+        return GoalSnapshot(layout=STATE_LAYOUT, state=state)
+
+    def restore_state(self, stream: str, snapshot: GoalSnapshot) -> GoalState:
+        return snapshot.state
 
     def decide(self, state: GoalState, command: Any, ctx: Context) -> list[dict[str, Any]]:
         command = validated(command)

@@ -26,7 +26,7 @@ grows with the live todos, not with the goal's age:
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -194,6 +194,20 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     last_render: Render | None = None
     last_snapshot: Snapshot | None = None
     event_ids: packed.TagTable = msgspec.field(default_factory=eventids.table)
+
+
+STATE_LAYOUT = 2  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
+
+
+class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):
+    """A goal state as its projection snapshot holds it, with the layout it was written in.
+
+    Layout 1 (before the live/history split) had no wrapper: its bytes do not decode as
+    this type, so such a snapshot is ignored (a full fold) instead of read as a state
+    that lacks its archive and event ids."""
+
+    layout: Literal[2]
+    state: GoalState
 
 
 def done_record(state: GoalState, todo_id: str) -> Done | None:
