@@ -95,9 +95,9 @@ def warm_in_process(service: Service, root: str) -> None:
           f"   (whole board: {whole_ms:8.1f} ms, {len(msgspec.json.encode(whole)):,} bytes)")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS:") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -122,11 +122,11 @@ def warm_sidecar(env: dict[str, str], root: str, reference_root: str, reference_
           f"   (first query {first_ms:.1f} ms; 100-event goal: {reference_ms:.2f} ms)")
 
 
-def subscribed_rss(env: dict[str, str], root: str) -> float:
+def subscribed_rss(env: dict[str, str], root: str) -> tuple[float, float]:
+    """RSS and peak RSS (MiB) of a server that answered a subscription to the goal's board."""
     with serve(env) as client:
         client.subscribe(root, "goals/board/bench", timeout=600)
-        client.next_change(timeout=600)
-        return rss_mib(client.process.pid)
+        return rss_mib(client.process.pid), rss_mib(client.process.pid, "VmHWM:")
 
 
 def main() -> None:
@@ -157,8 +157,10 @@ def main() -> None:
             print(f"\n{args.memory_events:,} todo events")
             make_store(base, args.memory_events)
             root, env = store_paths(base, args.memory_events)
-            print(f"  sidecar subscribed to the board: {subscribed_rss(env, root):7.1f} MiB RSS"
-                  f"   ({sizes[0]}-event goal: {subscribed_rss(small_env, small_root):.1f} MiB)")
+            rss, peak = subscribed_rss(env, root)
+            small, _ = subscribed_rss(small_env, small_root)
+            print(f"  sidecar subscribed to the board: {rss:7.1f} MiB RSS (peak {peak:.1f})"
+                  f"   ({sizes[0]}-event goal: {small:.1f} MiB)")
 
 
 if __name__ == "__main__":

@@ -108,21 +108,16 @@ def lookup(ids: packed.TagTable, event_id: str) -> Known | None:
     return _known(packed.first(ids, packed.tag_of(event_id)))
 
 
-@dataclass
-class Slot:
-    """Where an event id is (``known``) or would go: the fold looks an id up, applies the event, then adds it."""
-
-    tag: int
-    slot: int
-    known: Known | None
+Slot = tuple[int, int, "Known | None"]  # the id's tag, its slot (or the free one), what is known of it
 
 
 def find(ids: packed.TagTable, event_id: str) -> Slot:
+    """Where an event id is, or would go: the fold looks an id up, applies the event, then adds it."""
     tag = packed.tag_of(event_id)
     slot, words = packed.probe(ids, tag)
-    return Slot(tag, slot, _known(words))
+    return tag, slot, None if words is None else _known(words)
 
 
 def add(ids: packed.TagTable, at: Slot, sequence: int, digest: str, recorded_at: str) -> None:
     """Record the id ``find`` did not know, in the slot it gave (nothing inserted in between)."""
-    packed.put(ids, at.slot, at.tag, ((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF), time_word(recorded_at)))
+    packed.put(ids, at[1], at[0], ((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF), time_word(recorded_at)))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import struct
 from typing import Any, Iterator
 
 import msgspec
@@ -93,11 +94,11 @@ def probe(table: TagTable, tag: int) -> tuple[int, tuple[int, ...] | None]:
 
 def put(table: TagTable, slot: int, tag: int, words: tuple[int, ...]) -> None:
     """Fill the free slot ``probe`` gave (no insert in between)."""
-    with memoryview(table.slots).cast("Q") as view:
-        view[slot] = tag
-        for offset, word in enumerate(words, 1):
-            view[slot + offset] = word
+    _SLOT[table.width].pack_into(table.slots, slot * WORD, tag, *words)
     table.count += 1
+
+
+_SLOT = {width: struct.Struct(f"<{width}Q") for width in (1, 2, 3, 4)}
 
 
 def first(table: TagTable, tag: int) -> tuple[int, ...] | None:

@@ -286,7 +286,7 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         raise _unreadable(state, event, f"it belongs to goal {event.get('goal_id')!r} (goal ids that differ only in "
                           "case share one file on a case-insensitive file system; use one spelling)")
     at = eventids.find(state.event_ids, event_id)
-    known = at.known
+    known = at[2]
     if known is not None:
         if known.same_body(marks) and known.same_time(event["recorded_at"]):
             return state  # the seed's consumer rule: ignore an identical duplicate
