@@ -83,10 +83,10 @@ def meta(state: GoalState, generated_at: str, public: bool) -> ProjectionMeta:
     )
 
 
-def open_gates_for(state: GoalState, todo: Todo | Done) -> list[str]:
+def open_gates_for(state: GoalState, todo: Todo) -> list[str]:
     """Gates that block this todo's completion: tied to it, or named by its block, and unresolved."""
     ids = {g for g in state.pending_gates if state.gates[g].todo_id == todo.todo_id}
-    ids.update(getattr(todo, "gate_ids", ()))
+    ids.update(todo.gate_ids)
     return sorted(i for i in ids if i in state.gates and state.gates[i].status in ("open", "deferred"))
 
 
