@@ -1229,6 +1229,14 @@ export interface ExecuteResult {
   replayed: boolean;
 }
 /**
+ * One page of the board. Its todos are in one order: the active ones (priority,
+ * planner order, append order), then the completed ones, newest first. A page lists
+ * up to ``limit`` of them after ``cursor`` (a previous page's ``page.next_cursor``);
+ * the first page (no cursor) lists the active todos and at most the ten newest
+ * completed ones. ``limit: null`` asks for the whole board in one answer (what the
+ * Markdown workbench renders). Gates, runs, refreshes and evidence are the same on
+ * every page: the pending gates, and the latest of the rest with their totals.
+ *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "GetBoard".
  */
@@ -1239,6 +1247,8 @@ export interface GetBoard {
    */
   goal_id: string;
   public?: boolean;
+  limit?: number | null;
+  cursor?: string | null;
 }
 /**
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
