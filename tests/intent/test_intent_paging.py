@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from intentkit import Intent, user_claim
+from intentkit import Intent
 from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode

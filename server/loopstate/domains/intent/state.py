@@ -351,6 +351,7 @@ class IntentState:
         view.tasks, view.candidates, view.project_ids = self.tasks, self.candidates, self.project_ids
         view.wide, view.active_counts, view.edge_count = self.wide, dict(self.active_counts), self.edge_count
         view._sections, view._encoded, view._edge_tasks = dict(self._sections), dict(self._encoded), self._edge_tasks
+        view.private, view.private_controls, view.controls_unreadable = self.private, self.private_controls, self.controls_unreadable
         return view
 
     # --- projection snapshots -------------------------------------------------------
