@@ -248,7 +248,8 @@ def build_board(state: GoalState, *, generated_at: str, public: bool, limit: int
         page=BoardPage(
             limit=limit, cursor=cursor, next_cursor=_cursor_at(state, end - 1) if end < total else None,
             before=start, after=total - end, active_total=active_total, completed_total=done_total,
-            status_counts=dict(sorted({**state.status_counts, **({"completed": done_total} if done_total else {})}.items())),
+            status_counts=dict(sorted({**state.status_counts, **({"completed": done_total} if done_total else {})}
+                                      .items())),
             resolved_gates_total=len(state.resolved_order), evidence_total=len(state.evidence),
         ),
         last_render=None if render is None else RenderView(
