@@ -231,6 +231,7 @@ def build_board(state: GoalState, *, generated_at: str, public: bool, limit: int
         for e in evidence
     ]
     total = active_total + done_total
+    counts = {**state.status_counts, "completed": done_total} if done_total else state.status_counts
     render = state.last_render
     return Board(
         meta=meta(state, generated_at, public),
@@ -248,7 +249,7 @@ def build_board(state: GoalState, *, generated_at: str, public: bool, limit: int
         page=BoardPage(
             limit=limit, cursor=cursor, next_cursor=_cursor_at(state, end - 1) if end < total else None,
             before=start, after=total - end, active_total=active_total, completed_total=done_total,
-            status_counts=dict(sorted({**state.status_counts, **({"completed": done_total} if done_total else {})}.items())),
+            status_counts=dict(sorted(counts.items())),
             resolved_gates_total=len(state.resolved_order), evidence_total=len(state.evidence),
         ),
         last_render=None if render is None else RenderView(
