@@ -66,9 +66,9 @@ def wrong_prefix_and_forged_state(path: Path) -> None:
     matches no file: a reader shows FORGED exactly when it used the snapshot without hashing
     the prefix, i.e. when it trusted the mark."""
     envelope = msgspec.msgpack.decode(path.read_bytes(), type=SnapshotFile)
-    state = envelope.state.replace(b"task 0", b"FORGED")
+    state = bytes(envelope.state).replace(b"task 0", b"FORGED")
     path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(
-        envelope, state=state, state_sha256=hashlib.sha256(state).hexdigest(),
+        envelope, state=msgspec.Raw(state), state_sha256=hashlib.sha256(state).hexdigest(),
         binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64))))
 
 

@@ -106,6 +106,7 @@ class Ledger:
         # The snapshot file's size, as last written or started from: the next one is due
         # when the tail since it passes a share of that (``_snapshot_due``).
         self._snapshot_bytes = 0
+        self._taken_snapshot: snapshot.Pending | None = None  # written once the lock is released
         # The verified mark (``verified_mark``): written after each durable append to a file
         # this ledger vouches for, and renewed by a read that verified every byte of a file
         # whose mark was stale.
@@ -404,7 +405,7 @@ class Ledger:
             self._vouched_at = self.stream.live.seen
             self._write_mark()
         if self._snapshot_due():
-            self.save_snapshot()
+            self.save_snapshot(after_release=True)
         self._save_requests_if_due()
 
     def _mark_describes(self, seen: Seen) -> bool:
@@ -439,10 +440,13 @@ class Ledger:
             return tail >= checkpoint.CHECKPOINT_EVERY
         return tail >= SNAPSHOT_MIN_TAIL and tail * SNAPSHOT_TAIL_SHARE >= self._snapshot_bytes
 
-    def save_snapshot(self) -> bool:
+    def save_snapshot(self, *, after_release: bool = False) -> bool:
         """Write the checkpoint of the current head and, with a codec, the snapshot of the
         state folded through it (caller holds the exclusive lock, with every staged
-        event flushed). True when a snapshot was written."""
+        event flushed). True when a snapshot was written, or, ``after_release``, taken:
+        then only the binding and the state's encoding are taken now, and the checksum,
+        envelope and file write happen once the mutation's lock is released
+        (``_write_taken_snapshot``)."""
         stream = self.stream
         binding = checkpoint.save(stream, self._last_line_start)
         if binding is None:
@@ -450,10 +454,26 @@ class Ledger:
         self._checkpoint_offset = stream.position.offset
         if self.snapshots is None:
             return False
-        written = snapshot.save(stream, binding, self.snapshots)
+        taken = snapshot.capture(stream.name, binding, self.snapshots)
+        if taken is None:
+            return False
+        self._snapshot_bytes = taken.size()
+        if after_release:
+            self._taken_snapshot = taken
+            return True
+        written = taken.write(stream)
         if written:
             self._snapshot_bytes = written
         return bool(written)
+
+    def _write_taken_snapshot(self) -> None:
+        """Write the snapshot taken under the lock just released, if any (outside the lock:
+        the snapshot checks itself against the stream when read, see core/snapshot.py)."""
+        taken, self._taken_snapshot = self._taken_snapshot, None
+        if taken is not None:
+            written = taken.write(self.stream)
+            if written:
+                self._snapshot_bytes = written
 
     def _forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file
@@ -615,6 +635,7 @@ class _Scope:
             self.ledger._lock.release()
         finally:
             self.ledger._using.release()
+        self.ledger._write_taken_snapshot()
 
 
 class _Job(Generic[T]):
