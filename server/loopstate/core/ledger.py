@@ -440,6 +440,12 @@ class Ledger:
             return tail >= checkpoint.CHECKPOINT_EVERY
         return tail >= SNAPSHOT_MIN_TAIL and tail * SNAPSHOT_TAIL_SHARE >= self._snapshot_bytes
 
+    def snapshot_behind(self) -> bool:
+        """Whether the verified tail since this ledger's last checkpoint calls for a new
+        snapshot (``_snapshot_due``): for a long-lived reader that has folded others'
+        appends, so it can write one while idle. Without a codec, or before a first read, no."""
+        return self._opened and self.snapshots is not None and self._snapshot_due()
+
     def save_snapshot(self, *, after_release: bool = False) -> bool:
         """Write the checkpoint of the current head and, with a codec, the snapshot of the
         state folded through it (caller holds the exclusive lock, with every staged
