@@ -10,8 +10,6 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
 from array import array
 from pathlib import Path
@@ -21,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corekit import TEST_LAYOUT
+from corekit import TEST_LAYOUT, cli
 from loopstate.core import ledger as ledger_module
 from loopstate.core import request_file
 from loopstate.core.checkpoint import Checkpoint
@@ -34,11 +32,6 @@ from loopstate_protocol import goals as g
 from loopstate_protocol.errors import ErrorCode
 
 REQUESTS = ledger_module.REQUESTS_MIN_HELD + 200
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--root", str(root)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
 
 
 def ledger_of(service: Service, root: Path):

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corekit import cli, cli_ok as ok
 from loopstate.core import canonical, snapshot, verified_mark
 from loopstate.core.checkpoint import Checkpoint
 from loopstate.core.clock import FixedClock, parse_time
@@ -172,17 +173,6 @@ def test_an_intent_snapshot_holds_no_private_task(tmp_path: Path) -> None:
 
 
 # Real stores: the snapshot is used exactly when it matches -----------------------------------------------
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--root", str(root)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
-
-
-def ok(root: Path, *args: str) -> str:
-    done = cli(root, *args)
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 def store_dir(root: Path, data_dir: Path) -> Path:

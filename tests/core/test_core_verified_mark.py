@@ -10,36 +10,20 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from corekit import cli, cli_ok as ok
 from loopstate.core import checkpoint, snapshot, verified_mark
 from loopstate.core.canonical import decode as decode_line
 from loopstate.core.snapshot import SnapshotFile
 from loopstate.core.stream import Stream
+from tests.core.test_core_snapshots import forged, goal_store, rewrite  # noqa: F401 (goal_store: a fixture)
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.service import Service
 from loopstate_protocol import goals as g
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--root", str(root)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
-
-
-def ok(root: Path, *args: str) -> str:
-    done = cli(root, *args)
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
-
-
-def store_dir(data_dir: Path) -> Path:
-    (project,) = (data_dir / "projects").iterdir()
-    return project
 
 
 def titles(root: Path, goal: str = "g") -> list[str]:
@@ -65,21 +49,14 @@ def wrong_prefix_and_forged_state(path: Path) -> None:
     """Rewrite the snapshot with a todo renamed (checksum redone) and a prefix digest that
     matches no file: a reader shows FORGED exactly when it used the snapshot without hashing
     the prefix, i.e. when it trusted the mark."""
-    envelope = msgspec.msgpack.decode(path.read_bytes(), type=SnapshotFile)
-    state = bytes(envelope.state).replace(b"task 0", b"FORGED")
-    path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(
-        envelope, state=msgspec.Raw(state), state_sha256=hashlib.sha256(state).hexdigest(),
-        binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64))))
+    rewrite(path, lambda envelope: msgspec.structs.replace(
+        forged(envelope), binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64)))
 
 
 @pytest.fixture
-def store(data_dir: Path, root: Path) -> Path:
-    """goals.g: four todos, a snapshot, one todo after it (that append wrote the mark)."""
-    for number in range(4):
-        ok(root, "goals", "add", "g", f"task {number}")
-    ok(root, "compact")
-    ok(root, "goals", "add", "g", "after the snapshot")
-    return store_dir(data_dir)
+def store(goal_store: Path) -> Path:
+    """goals.g: four todos, a snapshot, one todo after it (that append wrote the mark); the project folder."""
+    return goal_store.parent.parent
 
 
 EXPECTED = ["task 0", "task 1", "task 2", "task 3", "after the snapshot"]

@@ -44,7 +44,6 @@ import msgspec
 
 from loopstate.core import checkpoint, safefs
 from loopstate.core.checkpoint import Checkpoint
-from loopstate.core.errors import LoopstateError
 from loopstate.core.stream import Stream
 
 MAGIC = b"LSRQ"
@@ -141,10 +140,7 @@ def _swapped(words: array) -> bytes:
 def load(stream: Stream, offset_bits: int) -> RequestFile | None:
     """The stream's request file, opened, if it is whole and bound to the chain ``stream``
     has verified (the caller holds the lock, caught up); None otherwise."""
-    try:
-        fd = safefs.open_read(path_for(stream), stream.base)
-    except (OSError, LoopstateError):  # not a safe regular file: not used
-        return None
+    fd = safefs.open_cache(path_for(stream), stream.base)
     if fd is None:
         return None
     try:
