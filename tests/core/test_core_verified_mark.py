@@ -14,16 +14,20 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from corekit import cli, cli_ok as ok
 from loopstate.core import checkpoint, snapshot, verified_mark
 from loopstate.core.canonical import decode as decode_line
+from loopstate.core.errors import LoopstateError
 from loopstate.core.snapshot import SnapshotFile
 from loopstate.core.stream import Stream
 from tests.core.test_core_snapshots import forged, goal_store, rewrite  # noqa: F401 (goal_store: a fixture)
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.service import Service
 from loopstate_protocol import goals as g
+from loopstate_protocol.errors import ErrorCode
 
 
 def titles(root: Path, goal: str = "g") -> list[str]:
@@ -222,3 +226,37 @@ def test_a_read_renews_a_stale_mark_but_creates_none(store: Path, data_dir: Path
     assert not target.exists()
     ok(root, "goals", "add", "g", "a write")  # a writer creates it
     assert verified_mark.load(ledger.stream).matches(os.stat(store / "streams" / "goals.g.jsonl"))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.floats(0, 1, exclude_max=True), flip=st.integers(1, 255))
+def test_any_byte_changed_before_the_snapshot_is_never_covered_by_the_mark(
+    tmp_path_factory: pytest.TempPathFactory, where: float, flip: int,
+) -> None:
+    """For any byte before the snapshot's head and any change of it, same size, mtime put
+    back: the cold read is CORRUPT_LEDGER, never the snapshot's state."""
+    base = tmp_path_factory.mktemp("flip")
+    (base / "workspace").mkdir()
+    writer = Service(data_dir=base / "data", domains=[GOALS])
+    root = str(base / "workspace")
+    for number in range(4):
+        writer.execute(root, g.AddTodo(goal_id="g", title=f"task {number}"), f"req-{number}")
+    writer.compact(root)
+    writer.execute(root, g.AddTodo(goal_id="g", title="after"), "req-after")
+    ledger = writer.folded(writer.project(root), GOALS, "goals.g").ledger
+    mark = verified_mark.load(ledger.stream)
+    stream = ledger.stream.path
+    assert mark is not None and mark.matches(os.stat(stream))
+    head = msgspec.msgpack.decode(snapshot.path_for(ledger.stream).read_bytes(), type=SnapshotFile).binding.offset
+    at = int(where * head)
+    before = os.stat(stream)
+    with open(stream, "r+b") as out:
+        out.seek(at)
+        byte = out.read(1)[0]
+        out.seek(at)
+        out.write(bytes([byte ^ flip]))
+    os.utime(stream, ns=(before.st_atime_ns, before.st_mtime_ns))
+    cold = Service(data_dir=base / "data", domains=[GOALS])
+    with pytest.raises(LoopstateError) as refused:
+        cold.refresh(cold.project(root), GOALS, "goals.g")
+    assert refused.value.code is ErrorCode.CORRUPT_LEDGER
