@@ -69,8 +69,10 @@ class Ledger:
 
         ``snapshots``: the owner's state codec. With one, the first open starts
         from the stream's projection snapshot when it still matches the file
-        (``core/snapshot.py``), folding only the events after it, and each
-        checkpoint the ledger writes gets a snapshot of the same head beside it."""
+        (``core/snapshot.py``), folding only the events after it; it writes a
+        snapshot with the checkpoint of its head whenever the tail since the last one
+        is due (``_snapshot_due``), and stores its request index beside it
+        (``core/request_file.py``)."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
