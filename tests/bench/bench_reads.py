@@ -2,14 +2,19 @@
 
     .venv/bin/python tests/bench/bench_reads.py [--sizes 100,10000,100000] [--repeat 3]
 
-For each size it builds one project with an intent ledger of that many events
-(claims added to one task, a quarter of them superseding an earlier one), a
-goal stream of that many events (todos added, claimed and completed) and a run
-of that many events (lease renewals, what a long run's log is mostly), through
+For each size it builds one project with the shape issue 17 calls "a year of
+history": an intent ledger of that many events spread over tasks of 50 events
+each (2,000 tasks at 100k: a start, one claim, then 48 claims each superseding
+the one before, so most claims are superseded and each task has one active), a
+goal stream of that many events (todos added, claimed and completed: nearly
+all completed) and a run of that many events (lease renewals, what a long
+run's log is mostly), through
 the domains' own ``decide`` and a real Ledger (events sealed and appended by
 group commit, a thousand per write+fsync, so a 100k store builds in seconds).
-Then it times the real CLI in a fresh process: `loopstate intent show --task`,
-`loopstate goals board` and `loopstate run status`, first with the snapshot the writer left at its
+Then it times the real CLI in a fresh process, each read asking about one
+thing: `loopstate intent show --task` and `loopstate intent hook-context` for
+one task (the middle one), the default `loopstate goals board` and
+`loopstate run status` of the run, first with the snapshot the writer left at its
 last checkpoint, then at the head after `loopstate compact`, then without any
 snapshot (the file deleted: the cold read folds every event, starting from the
 core checkpoint). Each figure is the best of ``--repeat`` runs: wall time and
@@ -17,8 +22,8 @@ the child's peak RSS (``wait4``), with `python -c pass` as the process floor.
 Last, the append side (`--appends N`): N single-command durable appends
 (`intent add`'s command through Service.execute, one write+fsync each) on the
 largest store, in alternating rounds with the snapshot codec on and off, and
-the time of one snapshot write of that store's state: the writer pays one per
-checkpoint (about 1,400 such appends).
+the time of one snapshot write of that store's state (a writer pays one each
+time its tail passes 64 KiB and an eighth of the last snapshot's size).
 Not part of the test run (the file is not named test_*.py).
 """
 
@@ -46,6 +51,7 @@ from loopstate.domains.runs import DOMAIN as RUNS
 from loopstate.service.engine import Service
 
 BATCH = 1000
+TASK_EVENTS = 50  # events per intent task: a start, a claim, then claims superseding the one before
 
 
 def build(service: Service, root: str, domain: Any, stream: str, commands: Callable[[Any, int], Any], count: int) -> None:
@@ -75,17 +81,26 @@ def build(service: Service, root: str, domain: Any, stream: str, commands: Calla
         folded.ledger.submit(work)
 
 
-def intent_command(task_id: str) -> Callable[[Any, int], Any]:
-    def command(state: Any, n: int) -> Any:
-        if n == 0:
-            return p.IntentTaskStart(task_id=task_id)
-        claim = p.ClaimInput(statement=f"rule {n}: keep the public API stable", role="user",
-                             epistemic_status="explicit", facets=["hard_constraint"], scope="project")
-        section = state.section(task_id)
-        if n % 4 == 0 and section is not None and section.claims:  # a quarter supersede the claim just before them
-            return p.IntentClaimReplace(task_id=task_id, supersedes=[next(reversed(section.claims))], claim=claim)
-        return p.IntentClaimAdd(task_id=task_id, claim=claim)
-    return command
+def task_id(number: int) -> str:
+    return f"00000000-0000-4000-8000-{number:012d}"
+
+
+def intent_command(state: Any, n: int) -> Any:
+    """Task ``n // TASK_EVENTS``: its start, one claim, then claims each superseding the one before."""
+    number, step = divmod(n, TASK_EVENTS)
+    if step == 0:
+        return p.IntentTaskStart(task_id=task_id(number), label=f"task {number}")
+    claim = p.ClaimInput(statement=f"rule {n} of task {number}: keep the public API stable", role="user",
+                         epistemic_status="explicit", facets=["hard_constraint"], scope="task")
+    if step == 1:
+        return p.IntentClaimAdd(task_id=task_id(number), claim=claim)
+    last = next(reversed(state.section(task_id(number)).claims))  # the task's newest claim
+    return p.IntentClaimReplace(task_id=task_id(number), supersedes=[last], claim=claim)
+
+
+def asked_task(size: int) -> str:
+    """The task the intent reads ask about: the middle one of the store."""
+    return task_id(max(0, (size - 1) // TASK_EVENTS) // 2)
 
 
 def goal_command(state: Any, n: int) -> Any:
@@ -109,7 +124,6 @@ class SteppingClock:
 
 OWNER = {"harness": "manual", "actor": "bench", "session_id": "bench"}
 RUN_ID = "00000000-0000-4000-8000-00000000000b"
-TASK_ID = "00000000-0000-4000-8000-00000000beef"
 
 
 def start_run(service: Service, root: str) -> None:
@@ -194,7 +208,7 @@ def build_store(root: str, size: int) -> None:
     """Every stream of one benchmark project, ``size`` events each (LOOPSTATE_DATA_DIR is the store)."""
     clock = SteppingClock(parse_time("2026-03-02T12:00:00Z"))
     service = Service(clock=clock, new_id=SequentialIds(), domains=[INTENT, GOALS, RUNS])
-    build(service, root, INTENT, "intent", intent_command(TASK_ID), size)
+    build(service, root, INTENT, "intent", intent_command, size)
     build(service, root, GOALS, "goals.bench", goal_command, size)
     start_run(service, root)
     build(service, root, RUNS, f"runs.{RUN_ID}", heartbeat(clock), size - 3)
@@ -212,18 +226,18 @@ def main() -> None:
         return build_store(args.root, args.build)
     sizes = [int(size) for size in args.sizes.split(",")]
     loopstate = [sys.executable, "-m", "loopstate.cli.main"]
-    task_id = TASK_ID
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp) / "data")}
         floor, floor_rss = cold([sys.executable, "-c", "pass"], env, args.repeat)
         print(f"process floor (python -c pass): {floor * 1000:.0f} ms, {floor_rss:.0f} MiB peak RSS\n")
         rows: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
-        reads = {
-            "intent show --task": ["intent", "show", "--task", task_id],
-            "goals board": ["goals", "board", "bench"],
-            "run status": ["run", "status", RUN_ID],
-        }
         for size in sizes:
+            reads = {
+                "intent show --task": ["intent", "show", "--task", asked_task(size)],
+                "intent hook-context": ["intent", "hook-context", asked_task(size)],
+                "goals board": ["goals", "board", "bench"],
+                "run status": ["run", "status", RUN_ID],
+            }
             root = Path(tmp) / f"ws{size}"
             root.mkdir()
             built = time.perf_counter()
@@ -256,7 +270,7 @@ def main() -> None:
                      for size in sizes]
             print(f"| `{label}` | {kind} | " + " | ".join(cells) + " |")
         if args.appends:
-            append_cost(Path(tmp) / "data", Path(tmp) / f"ws{sizes[-1]}", task_id, args.appends)
+            append_cost(Path(tmp) / "data", Path(tmp) / f"ws{sizes[-1]}", asked_task(sizes[-1]), args.appends)
 
 
 if __name__ == "__main__":

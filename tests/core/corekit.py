@@ -121,3 +121,15 @@ def spawn(data_dir: Path, *args: str, **kwargs: Any) -> subprocess.Popen:
 
 def sha256(data: bytes) -> str:
     return canonical.sha256_hex(data)
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a fresh process, on ``root`` (the data dir from the environment)."""
+    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--root", str(root)],
+                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+
+
+def cli_ok(root: Path, *args: str) -> str:
+    done = cli(root, *args)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout

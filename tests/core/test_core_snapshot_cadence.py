@@ -1,10 +1,11 @@
-"""When a writer writes a snapshot (core/ledger.py ``_snapshot_due``): once the verified tail
+"""When and how a writer writes a snapshot (core/ledger.py ``_snapshot_due``): once the verified tail
 since the last one passes both SNAPSHOT_MIN_TAIL and 1/SNAPSHOT_TAIL_SHARE of the last
 snapshot's size, at the first append that crosses it, so a cold reader folds at most that
 tail. Real ledgers of the goals domain on real files."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import msgspec
 import pytest
 
 from loopstate.core import ledger as ledger_module
+from loopstate.core import snapshot
 from loopstate.core.snapshot import SnapshotFile
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.service import Service
@@ -85,3 +87,34 @@ def test_a_cold_reader_folds_at_most_the_tail_the_cadence_allows(data_dir: Path,
     tail = size - envelope.binding.offset
     assert tail < max(ledger_module.SNAPSHOT_MIN_TAIL, length // ledger_module.SNAPSHOT_TAIL_SHARE) + 1024
     assert os.path.getsize(cold.project(str(root)).dir / "streams" / "goals.g.jsonl") == size
+
+
+def test_a_due_snapshot_is_written_once_the_append_released_the_lock(data_dir: Path, root: Path, monkeypatch) -> None:
+    """Under the lock only the binding and the state's encoding are taken; the file is
+    written after the release (another descriptor can take the stream's lock right then).
+    `compact` writes under its lock, which the same probe sees held."""
+    lock_free: list[bool] = []
+    real_write = snapshot.Pending.write
+
+    def write_probing_the_lock(self, stream):
+        fd = os.open(stream.base / "locks" / f"{stream.name}.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            lock_free.append(True)
+        except BlockingIOError:
+            lock_free.append(False)
+        finally:
+            os.close(fd)
+        return real_write(self, stream)
+
+    monkeypatch.setattr(snapshot.Pending, "write", write_probing_the_lock)
+    for _, found in grow(data_dir, root, 400):
+        if found is not None:
+            break
+    assert lock_free and all(lock_free)
+    service = Service(data_dir=data_dir, domains=[GOALS])
+    service.compact(str(root))
+    assert lock_free[-1] is False
+    cold = Service(data_dir=data_dir, domains=[GOALS])
+    assert cold.refresh(cold.project(str(root)), GOALS, "goals.g").ledger.started_from is not None

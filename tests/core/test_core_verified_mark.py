@@ -10,36 +10,24 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from corekit import cli, cli_ok as ok
 from loopstate.core import checkpoint, snapshot, verified_mark
 from loopstate.core.canonical import decode as decode_line
+from loopstate.core.errors import LoopstateError
 from loopstate.core.snapshot import SnapshotFile
 from loopstate.core.stream import Stream
+from tests.core.test_core_snapshots import forged, goal_store, rewrite  # noqa: F401 (goal_store: a fixture)
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.service import Service
 from loopstate_protocol import goals as g
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args, "--root", str(root)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
-
-
-def ok(root: Path, *args: str) -> str:
-    done = cli(root, *args)
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
-
-
-def store_dir(data_dir: Path) -> Path:
-    (project,) = (data_dir / "projects").iterdir()
-    return project
+from loopstate_protocol.errors import ErrorCode
 
 
 def titles(root: Path, goal: str = "g") -> list[str]:
@@ -65,21 +53,14 @@ def wrong_prefix_and_forged_state(path: Path) -> None:
     """Rewrite the snapshot with a todo renamed (checksum redone) and a prefix digest that
     matches no file: a reader shows FORGED exactly when it used the snapshot without hashing
     the prefix, i.e. when it trusted the mark."""
-    envelope = msgspec.msgpack.decode(path.read_bytes(), type=SnapshotFile)
-    state = envelope.state.replace(b"task 0", b"FORGED")
-    path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(
-        envelope, state=state, state_sha256=hashlib.sha256(state).hexdigest(),
-        binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64))))
+    rewrite(path, lambda envelope: msgspec.structs.replace(
+        forged(envelope), binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64)))
 
 
 @pytest.fixture
-def store(data_dir: Path, root: Path) -> Path:
-    """goals.g: four todos, a snapshot, one todo after it (that append wrote the mark)."""
-    for number in range(4):
-        ok(root, "goals", "add", "g", f"task {number}")
-    ok(root, "compact")
-    ok(root, "goals", "add", "g", "after the snapshot")
-    return store_dir(data_dir)
+def store(goal_store: Path) -> Path:
+    """goals.g: four todos, a snapshot, one todo after it (that append wrote the mark); the project folder."""
+    return goal_store.parent.parent
 
 
 EXPECTED = ["task 0", "task 1", "task 2", "task 3", "after the snapshot"]
@@ -245,3 +226,37 @@ def test_a_read_renews_a_stale_mark_but_creates_none(store: Path, data_dir: Path
     assert not target.exists()
     ok(root, "goals", "add", "g", "a write")  # a writer creates it
     assert verified_mark.load(ledger.stream).matches(os.stat(store / "streams" / "goals.g.jsonl"))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.floats(0, 1, exclude_max=True), flip=st.integers(1, 255))
+def test_any_byte_changed_before_the_snapshot_is_never_covered_by_the_mark(
+    tmp_path_factory: pytest.TempPathFactory, where: float, flip: int,
+) -> None:
+    """For any byte before the snapshot's head and any change of it, same size, mtime put
+    back: the cold read is CORRUPT_LEDGER, never the snapshot's state."""
+    base = tmp_path_factory.mktemp("flip")
+    (base / "workspace").mkdir()
+    writer = Service(data_dir=base / "data", domains=[GOALS])
+    root = str(base / "workspace")
+    for number in range(4):
+        writer.execute(root, g.AddTodo(goal_id="g", title=f"task {number}"), f"req-{number}")
+    writer.compact(root)
+    writer.execute(root, g.AddTodo(goal_id="g", title="after"), "req-after")
+    ledger = writer.folded(writer.project(root), GOALS, "goals.g").ledger
+    mark = verified_mark.load(ledger.stream)
+    stream = ledger.stream.path
+    assert mark is not None and mark.matches(os.stat(stream))
+    head = msgspec.msgpack.decode(snapshot.path_for(ledger.stream).read_bytes(), type=SnapshotFile).binding.offset
+    at = int(where * head)
+    before = os.stat(stream)
+    with open(stream, "r+b") as out:
+        out.seek(at)
+        byte = out.read(1)[0]
+        out.seek(at)
+        out.write(bytes([byte ^ flip]))
+    os.utime(stream, ns=(before.st_atime_ns, before.st_mtime_ns))
+    cold = Service(data_dir=base / "data", domains=[GOALS])
+    with pytest.raises(LoopstateError) as refused:
+        cold.refresh(cold.project(root), GOALS, "goals.g")
+    assert refused.value.code is ErrorCode.CORRUPT_LEDGER

@@ -92,7 +92,7 @@ def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) 
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
     assert load_state(h.project, "g").snapshot_sequence == 6
-    _rewrite(h, lambda env: msgspec.structs.replace(env, state=env.state.replace(b"task 0", b"tamper")))
+    _rewrite(h, lambda env: msgspec.structs.replace(env, state=msgspec.Raw(bytes(env.state).replace(b"task 0", b"tamper"))))
     loaded = load_state(h.project, "g")
     assert loaded.snapshot_sequence is None and loaded.events_folded == 6
     assert loaded.state.todos["T001"].title == "task 0"

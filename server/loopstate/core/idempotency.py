@@ -8,17 +8,21 @@ REQUEST_ID_REUSED.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID
 from loopstate.core.errors import LoopstateError
+
+if TYPE_CHECKING:
+    from loopstate.core.request_file import RequestFile
 
 MAX_REQUEST_ID = 200
 
@@ -42,6 +46,12 @@ def check_request_id(request_id: Any) -> str:
             field="request_id",
         )
     return request_id
+
+
+def stable_hash(request_id: str) -> int:
+    """64 bits of BLAKE2b of the id: the same in every process, so words can be stored
+    (``request_file``); Python's ``hash`` is salted per process."""
+    return int.from_bytes(hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
 def fingerprint(operation: str, params: Any) -> str:
@@ -77,12 +87,15 @@ class RequestIndex:
     fold pays for rebuilding the whole table at once. Offsets too large for a
     word go to a dict by request id instead (beyond 1 TiB by default).
 
-    ``hash`` is Python's ``hash(str)``: the index lives in one process and
-    every fold rebuilds it; it is never stored.
+    ``hash`` is ``stable_hash`` (BLAKE2b), the same in every process: the
+    words of every request before one head can be stored (``request_file``)
+    and the index then holds only the words after it (``base``: the stored
+    file, consulted first, since its requests came first).
     """
 
     def __init__(
-        self, *, offset_bits: int = OFFSET_BITS, bucket_size: int = BUCKET_SIZE, hash_fn: Callable[[str], int] = hash,
+        self, *, offset_bits: int = OFFSET_BITS, bucket_size: int = BUCKET_SIZE,
+        hash_fn: Callable[[str], int] = stable_hash,
     ) -> None:
         self._offset_bits = offset_bits
         self._tag_mask = _WORD >> offset_bits << offset_bits
@@ -92,10 +105,16 @@ class RequestIndex:
         self.clear()
 
     def clear(self) -> None:
+        """Forget every request, the stored file's included."""
+        self.base: RequestFile | None = None
+        self._forget_words()
+
+    def _forget_words(self) -> None:
         self._dir: list[array[int]] = [array("Q")]
         self._local = bytearray(1)  # leading bits shared by the words of each slot's bucket
         self._shift = 64  # 64 - directory depth: a word's slot is word >> _shift
         self._spill: dict[str, int] = {}
+        self._held = 0  # words in memory
         self._last: str | None = None
         self._end = 0  # end of the last event noted: a lookup never reads past it
 
@@ -114,10 +133,48 @@ class RequestIndex:
             word = (self._hash(request_id) & self._tag_mask) | start
             bucket = self._dir[word >> self._shift]
             bucket.append(word)
+            self._held += 1
             if len(bucket) > self._bucket_size:
                 self._split(word >> self._shift)
         else:
             self._spill.setdefault(request_id, start)
+
+    @property
+    def offset_bits(self) -> int:
+        return self._offset_bits
+
+    def in_memory(self) -> int:
+        """How many requests the index holds in memory (not in its stored file)."""
+        return self._held + len(self._spill)
+
+    def storable(self) -> bool:
+        """Whether every word fits the stored layout: the stable hash, none spilled past the offset bits."""
+        return not self._spill and self._hash is stable_hash
+
+    def words(self) -> list[int]:
+        """Every word held in memory, sorted."""
+        buckets = {id(bucket): bucket for bucket in self._dir}.values()
+        return sorted(word for bucket in buckets for word in bucket)
+
+    def stand_on(self, base: "RequestFile") -> None:
+        """``base`` holds every request before its head, this index's included: keep only
+        the file (what follows is noted as before)."""
+        last, end = self._last, max(self._end, base.binding.offset)
+        self._forget_words()
+        self.base, self._last, self._end = base, last, end
+
+    def attach(self, base: "RequestFile") -> None:
+        """``base`` holds every request before its head; this index holds those after
+        some point at or before it (duplicates cost nothing: the earliest match wins)."""
+        self.base = base
+        self._end = max(self._end, base.binding.offset)
+
+    def note_earlier(self, request_id: str, start: int, end: int) -> None:
+        """``note`` for an event before those already noted (a range indexed afterwards)."""
+        last, latest = self._last, self._end
+        self._last = None
+        self.note(request_id, start, end)
+        self._last, self._end = last, max(latest, end)
 
     def _split(self, slot: int) -> None:
         """Split the bucket at ``slot`` in two by the first bit after the ones its words share.
@@ -181,10 +238,13 @@ class RequestIndex:
         return None
 
     def _candidates(self, request_id: str) -> list[int]:
-        """Offsets whose tag is this id's, earliest first (then the spilled one, if any)."""
+        """Offsets whose tag is this id's, earliest first: the stored file's, then memory's
+        (then the spilled one, if any)."""
         low = self._hash(request_id) & self._tag_mask
         high = low + (1 << self._offset_bits)
         found = sorted(word - low for word in self._dir[low >> self._shift] if low <= word < high)
+        if self.base is not None:
+            found = self.base.candidates(low) + found
         spilled = self._spill.get(request_id)
         return found if spilled is None else [*found, spilled]
 

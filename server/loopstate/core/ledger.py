@@ -15,15 +15,17 @@ caller returns only after that fsync.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import weakref
+from array import array
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, safefs, snapshot, verified_mark
+from loopstate.core import canonical, checkpoint, quarantine, request_file, safefs, snapshot, verified_mark
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
@@ -41,6 +43,9 @@ T = TypeVar("T")
 # 1/SNAPSHOT_TAIL_SHARE of the last snapshot's size (``Ledger._snapshot_due``).
 SNAPSHOT_MIN_TAIL = 64 << 10
 SNAPSHOT_TAIL_SHARE = 8
+# The request index is stored (``request_file``) once memory holds this many requests and
+# 1/SNAPSHOT_TAIL_SHARE of the stored file's (``Ledger._save_requests_if_due``).
+REQUESTS_MIN_HELD = 1024
 
 
 class Ledger:
@@ -64,8 +69,10 @@ class Ledger:
 
         ``snapshots``: the owner's state codec. With one, the first open starts
         from the stream's projection snapshot when it still matches the file
-        (``core/snapshot.py``), folding only the events after it, and each
-        checkpoint the ledger writes gets a snapshot of the same head beside it."""
+        (``core/snapshot.py``), folding only the events after it; it writes a
+        snapshot with the checkpoint of its head whenever the tail since the last one
+        is due (``_snapshot_due``), and stores its request index beside it
+        (``core/request_file.py``)."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
@@ -83,7 +90,7 @@ class Ledger:
             (os.fspath(path.parent), path.name)
             for path in (
                 self.stream.path, checkpoint.path_for(self.stream), snapshot.path_for(self.stream),
-                quarantine.path_for(project.dir, name),
+                request_file.path_for(self.stream), quarantine.path_for(project.dir, name),
             )
         ]
         self._opened = False
@@ -101,6 +108,7 @@ class Ledger:
         # The snapshot file's size, as last written or started from: the next one is due
         # when the tail since it passes a share of that (``_snapshot_due``).
         self._snapshot_bytes = 0
+        self._taken_snapshot: snapshot.Pending | None = None  # written once the lock is released
         # The verified mark (``verified_mark``): written after each durable append to a file
         # this ledger vouches for, and renewed by a read that verified every byte of a file
         # whose mark was stale.
@@ -216,19 +224,36 @@ class Ledger:
             self._marked = self._vouched_at  # the mark that vouched is the file's
         return True
 
-    def _index_requests_from_start(self) -> None:
-        """Index every request of the stream again, in stream order (the index needs it),
-        for a ledger that started from a snapshot. Runs under the exclusive lock, after
-        the catch-up that checked the file still holds the verified bytes."""
-        assert self.requests is not None
-        self.requests.clear()
-        note = self.requests.note
+    def _complete_requests(self) -> None:
+        """Make the request index hold every request of the stream again, for a ledger that
+        started from a snapshot (it noted only those after it). Runs under the exclusive
+        lock, after the catch-up that checked the file still holds the verified bytes.
+
+        With the stored request file (``request_file``: whole, and bound to this verified
+        chain) only the requests between its head and the snapshot's are read; without
+        one, every request from byte 0, in stream order."""
+        requests = self.requests
+        assert requests is not None
+        stored = request_file.load(self.stream, requests.offset_bits) if self._stores_requests() else None
+        if stored is not None:
+            requests.attach(stored)
+            if stored.binding.offset < self._requests_from:
+                self._index_requests(stored.binding.offset, self._requests_from, requests.note_earlier)
+        else:
+            requests.clear()
+            self._index_requests(0, self.stream.position.offset, requests.note)
+        self._requests_from = 0
+
+    def _index_requests(self, begin: int, end: int, note: Callable[[str, int, int], None]) -> None:
+        """Note each request id of the verified lines in [begin, end) (``begin`` a line start):
+        a decode of each line carrying one, no fold, no re-hash."""
         stream = self.stream
         fd = safefs.open_read(stream.path, stream.base)
         if fd is None:
             return
+        marker = REQUEST_ID.encode()
         try:
-            end, offset, start, pending = stream.position.offset, 0, 0, b""
+            offset, start, pending = begin, begin, b""
             while offset < end:
                 block = os.pread(fd, min(1 << 20, end - offset), offset)
                 if not block:
@@ -237,14 +262,38 @@ class Ledger:
                 lines = (pending + block).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
-                    if REQUEST_ID.encode() in line:
+                    if marker in line:
                         request_id = canonical.decode(line).get(REQUEST_ID)
                         if isinstance(request_id, str):
                             note(request_id, start, start + len(line) + 1)
                     start += len(line) + 1
         finally:
             os.close(fd)
-        self._requests_from = 0
+
+    def _stores_requests(self) -> bool:
+        """Whether this ledger keeps a stored request file: one with a request index and a
+        snapshot codec (its cold starts need it), whose words fit the stored layout."""
+        return self.requests is not None and self.snapshots is not None and self.requests.storable()
+
+    def _save_requests_if_due(self) -> None:
+        """Store the request index once the requests held in memory pass both
+        REQUESTS_MIN_HELD and 1/SNAPSHOT_TAIL_SHARE of the stored file's: then this
+        process holds only the words after it (the amortized cost of a rewrite per request
+        is a constant, as a snapshot's per byte). Under the exclusive lock, after a flush."""
+        requests = self.requests
+        if requests is None or self._requests_from or not self._stores_requests():
+            return
+        held, stored = requests.in_memory(), requests.base
+        if held < REQUESTS_MIN_HELD or held * SNAPSHOT_TAIL_SHARE < (stored.count if stored is not None else 0):
+            return
+        binding = checkpoint.current(self.stream, self._last_line_start)
+        if binding is None or binding.first_hash is None:
+            return
+        words = array("Q", sorted(itertools.chain(stored.words() if stored is not None else (), requests.words())))
+        request_file.save(self.stream, binding, words, requests.offset_bits)
+        reopened = request_file.load(self.stream, requests.offset_bits)
+        if reopened is not None and reopened.binding == binding:
+            requests.stand_on(reopened)
 
     def _restart(self) -> None:
         self._vouched_at = self._marked = None
@@ -303,7 +352,7 @@ class Ledger:
         resets = self.stream.resets
         caught_up = self._catch_up()
         if self._requests_from:
-            self._index_requests_from_start()
+            self._complete_requests()
         if self.stream.resets != resets:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
@@ -358,7 +407,8 @@ class Ledger:
             self._vouched_at = self.stream.live.seen
             self._write_mark()
         if self._snapshot_due():
-            self.save_snapshot()
+            self.save_snapshot(after_release=True)
+        self._save_requests_if_due()
 
     def _mark_describes(self, seen: Seen) -> bool:
         """Whether the mark on disk vouches for the file as ``seen`` (this ledger's identity)."""
@@ -392,10 +442,19 @@ class Ledger:
             return tail >= checkpoint.CHECKPOINT_EVERY
         return tail >= SNAPSHOT_MIN_TAIL and tail * SNAPSHOT_TAIL_SHARE >= self._snapshot_bytes
 
-    def save_snapshot(self) -> bool:
+    def snapshot_behind(self) -> bool:
+        """Whether the verified tail since this ledger's last checkpoint calls for a new
+        snapshot (``_snapshot_due``): for a long-lived reader that has folded others'
+        appends, so it can write one while idle. Without a codec, or before a first read, no."""
+        return self._opened and self.snapshots is not None and self._snapshot_due()
+
+    def save_snapshot(self, *, after_release: bool = False) -> bool:
         """Write the checkpoint of the current head and, with a codec, the snapshot of the
         state folded through it (caller holds the exclusive lock, with every staged
-        event flushed). True when a snapshot was written."""
+        event flushed). True when a snapshot was written, or, ``after_release``, taken:
+        then only the binding and the state's encoding are taken now, and the checksum,
+        envelope and file write happen once the mutation's lock is released
+        (``_write_taken_snapshot``)."""
         stream = self.stream
         binding = checkpoint.save(stream, self._last_line_start)
         if binding is None:
@@ -403,10 +462,26 @@ class Ledger:
         self._checkpoint_offset = stream.position.offset
         if self.snapshots is None:
             return False
-        written = snapshot.save(stream, binding, self.snapshots)
+        taken = snapshot.capture(stream.name, binding, self.snapshots)
+        if taken is None:
+            return False
+        self._snapshot_bytes = taken.size()
+        if after_release:
+            self._taken_snapshot = taken
+            return True
+        written = taken.write(stream)
         if written:
             self._snapshot_bytes = written
         return bool(written)
+
+    def _write_taken_snapshot(self) -> None:
+        """Write the snapshot taken under the lock just released, if any (outside the lock:
+        the snapshot checks itself against the stream when read, see core/snapshot.py)."""
+        taken, self._taken_snapshot = self._taken_snapshot, None
+        if taken is not None:
+            written = taken.write(self.stream)
+            if written:
+                self._snapshot_bytes = written
 
     def _forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file
@@ -568,6 +643,7 @@ class _Scope:
             self.ledger._lock.release()
         finally:
             self.ledger._using.release()
+        self.ledger._write_taken_snapshot()
 
 
 class _Job(Generic[T]):

@@ -190,6 +190,16 @@ def open_read(path: Path, base: Path) -> int | None:
     return _checked(fd, path)
 
 
+def open_cache(path: Path, base: Path) -> int | None:
+    """Open a cache file (a checkpoint's mark, a stored index) for reading; None when it is
+    absent, unreadable or not a safe regular file: a cache that cannot be read safely is
+    simply not used."""
+    try:
+        return open_read(path, base)
+    except (OSError, LoopstateError):
+        return None
+
+
 def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
     """Open read-write (for lock files); None when absent and ``create`` is false.
 

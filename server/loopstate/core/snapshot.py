@@ -16,13 +16,31 @@ trusted and never an error: the reader folds from byte 0 as it would without
 one, and that read reports whatever is wrong with the stream.
 
 The file is msgpack (msgspec): a small envelope with a format number, the
-stream and domain names, the binding, and the state's own msgpack bytes with
-their SHA-256. It is written atomically (a 0600 temp file renamed over the
-old one) and not fsynced: a snapshot lost in a crash only costs a full fold.
+stream and domain names, the binding, the SHA-256 of the state's msgpack
+encoding, and that encoding itself, embedded as the envelope's last value
+(``msgspec.Raw``: the reader checks and decodes it where it lies in the file's
+bytes, without a copy). It is written atomically (a 0600 temp file renamed over
+the old one) and not fsynced: a snapshot lost in a crash only costs a full fold.
 
 The domain says what its state is on disk (``snapshot_type(stream)``, and
 optionally ``snapshot_state(state)`` / ``restore_state(stream, obj)`` to leave
-out what is not folded from the stream); this module owns the bytes.
+out what is not folded from the stream); this module owns the bytes. The
+contract for the state type: anything msgspec encodes and decodes. Fields
+typed ``msgspec.Raw`` are passed through untouched both ways: on the way in,
+a Raw (say, a section the domain decoded lazily and never changed) is written
+as the very bytes it holds, with no decode and re-encode; on the way out each
+Raw field is a zero-copy slice of the snapshot file's bytes, which the domain
+decodes when, and if, it needs that part (and which keeps the file's bytes
+alive as long as it is held).
+
+Writing is split for the writer's lock (``capture`` then ``Pending.write``):
+under the stream's exclusive lock only what must be taken at that head is
+taken, the binding and the state's encoding (the state is folded further in
+place once the lock is released); the checksum, the envelope and the file
+write come after the lock is released. That is safe because a snapshot checks
+itself: whichever of two racing writers renames last, the file at the name is
+whole and bound to the head it was taken at, and a reader checks that binding
+against the stream before it uses anything.
 """
 
 from __future__ import annotations
@@ -42,7 +60,8 @@ from loopstate.core.stream import Stream
 
 # Bumped whenever the envelope or any domain's snapshot type changes shape: a file
 # of another format is ignored (a full fold), and the next writer replaces it.
-FORMAT = 1
+# 2: the state embedded as msgpack (read as msgspec.Raw), no longer a bin of it.
+FORMAT = 2
 
 
 class SnapshotFile(msgspec.Struct, kw_only=True):
@@ -51,7 +70,7 @@ class SnapshotFile(msgspec.Struct, kw_only=True):
     domain: str
     binding: Checkpoint
     state_sha256: str
-    state: bytes
+    state: msgspec.Raw  # last: the state's own msgpack, where it lies in the file
 
 
 @dataclass(frozen=True)
@@ -88,17 +107,57 @@ def path_for(stream: Stream) -> Path:
     return stream.base / "snapshots" / f"{stream.name}.msgpack"
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A snapshot taken under the lock, to be written after it is released."""
+
+    stream_name: str
+    domain: str
+    binding: Checkpoint
+    state: bytes
+
+    def encode(self) -> bytes:
+        return msgspec.msgpack.encode(SnapshotFile(
+            format=FORMAT, stream=self.stream_name, domain=self.domain, binding=self.binding,
+            state_sha256=hashlib.sha256(self.state).hexdigest(), state=msgspec.Raw(self.state),
+        ))
+
+    def size(self) -> int:
+        """About what the file will be: the state's encoding dominates it."""
+        return len(self.state)
+
+    def write(self, stream: Stream) -> int:
+        """Write it (atomically, not fsynced: a snapshot lost in a crash only costs a
+        longer read); returns the file's size, 0 when it could not be written (another
+        writer's first mutation swept the temp file away, a full disk): only a cache."""
+        target = path_for(stream)
+        data = self.encode()
+        try:
+            safefs.ensure_dir(target.parent, stream.base)
+            safefs.atomic_write(target, stream.base, data, durable=False)
+        except (OSError, LoopstateError):
+            return 0
+        return len(data)
+
+
+def capture(stream_name: str, binding: Checkpoint, codec: Codec) -> Pending | None:
+    """What a snapshot of the state folded through ``binding`` needs from under the lock
+    (the caller holds it and has folded exactly through that head): the state's encoding.
+    None for a binding with no first record's hash: it names no file it could be checked
+    against."""
+    if binding.first_hash is None:
+        return None
+    return Pending(stream_name, codec.domain, binding, msgspec.msgpack.encode(codec.capture()))
+
+
 def encode(stream_name: str, binding: Checkpoint, codec: Codec) -> bytes:
-    state = msgspec.msgpack.encode(codec.capture())
-    return msgspec.msgpack.encode(SnapshotFile(
-        format=FORMAT, stream=stream_name, domain=codec.domain, binding=binding,
-        state_sha256=hashlib.sha256(state).hexdigest(), state=state,
-    ))
+    return Pending(stream_name, codec.domain, binding, msgspec.msgpack.encode(codec.capture())).encode()
 
 
 def decode(data: bytes, stream_name: str, codec: Codec) -> tuple[Checkpoint, Any] | None:
     """The binding and the state object in ``data``, if it is a whole snapshot of this
-    stream and domain in this format; None otherwise (torn, edited, older, another's)."""
+    stream and domain in this format; None otherwise (torn, edited, older, another's).
+    The state is checked and decoded in place (``msgspec.Raw``: no copy of its bytes)."""
     try:
         envelope = msgspec.msgpack.decode(data, type=SnapshotFile)
     except msgspec.MsgspecError:
@@ -121,18 +180,11 @@ def decode(data: bytes, stream_name: str, codec: Codec) -> tuple[Checkpoint, Any
 
 
 def save(stream: Stream, binding: Checkpoint, codec: Codec) -> int:
-    """Write the snapshot of the state folded through ``binding`` (caller holds the
+    """Write the snapshot of the state folded through ``binding`` now (caller holds the
     stream's exclusive lock and has folded exactly through that head); returns its size
-    in bytes, 0 when nothing was written. A binding with no first record's hash names
-    no file it could be checked against: nothing is written."""
-    if binding.first_hash is None:
-        return 0
-    target = path_for(stream)
-    safefs.ensure_dir(target.parent, stream.base)
-    data = encode(stream.name, binding, codec)
-    # Not fsynced: like the checkpoint, a snapshot lost in a crash only costs a longer read.
-    safefs.atomic_write(target, stream.base, data, durable=False)
-    return len(data)
+    in bytes, 0 when nothing was written."""
+    pending = capture(stream.name, binding, codec)
+    return 0 if pending is None else pending.write(stream)
 
 
 def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any, int] | None:

@@ -108,10 +108,7 @@ def decode(name: str, data: bytes) -> Mark | None:
 
 def load(stream: Stream) -> Mark | None:
     """The stream's mark, or None (absent, unreadable, torn, another stream's, another format)."""
-    try:
-        fd = safefs.open_read(path_for(stream), stream.base)
-    except (OSError, LoopstateError):  # not a safe regular file: not used
-        return None
+    fd = safefs.open_cache(path_for(stream), stream.base)
     if fd is None:
         return None
     try:

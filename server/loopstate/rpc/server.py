@@ -44,6 +44,9 @@ log = logging.getLogger("loopstate.rpc")
 
 MAX_IN_FLIGHT = 64  # requests read but not answered; the reader waits beyond this
 MAX_SINCE_EVENTS = 10_000  # events one subscribe with since may return
+# Seconds without a request after which the server writes the projection snapshots its
+# streams are due (``Service.snapshot_idle``), and how often it looks again.
+IDLE_SNAPSHOT_AFTER = 2.0
 
 
 class LoopstateServer(LanguageServer):
@@ -63,6 +66,9 @@ class LoopstateServer(LanguageServer):
         self.room = asyncio.Event()  # set while fewer than MAX_IN_FLIGHT requests are in flight
         self.room.set()
         self.shutting_down = False
+        self._last_request = 0.0  # loop time a request last started or ended
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_running = False
         for name, params_type, job in METHOD_TABLE:
             self.feature(name)(self._handler(name, params_type, job))
 
@@ -92,23 +98,57 @@ class LoopstateServer(LanguageServer):
         if running:
             await asyncio.gather(*running, return_exceptions=True)
         await asyncio.sleep(0)  # their responses are sent from done-callbacks: let those run
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         if self.hub is not None:
             self.hub.stop()
+
+    def _idle_check(self) -> None:
+        """Every IDLE_SNAPSHOT_AFTER seconds once a first request came: when none is in
+        flight and none came for that long, hand the service worker the idle snapshot job.
+
+        The worker runs one job at a time, so the job never runs beside a request's; it
+        stops before each stream as soon as a request is in flight (``busy``), so a request
+        that arrives meanwhile waits for at most one stream's snapshot capture."""
+        loop = asyncio.get_running_loop()
+        self._idle_timer = None
+        if self.shutting_down:
+            return
+        quiet = not self.inflight and loop.time() - self._last_request >= IDLE_SNAPSHOT_AFTER
+        if quiet and not self._idle_running:
+            self._idle_running = True
+            job = loop.run_in_executor(self.worker, self.service.snapshot_idle, self._busy)
+            job.add_done_callback(self._idle_done)
+        self._idle_timer = loop.call_later(IDLE_SNAPSHOT_AFTER, self._idle_check)
+
+    def _busy(self) -> bool:
+        return bool(self.inflight) or self.shutting_down
+
+    def _idle_done(self, job: asyncio.Future) -> None:
+        self._idle_running = False
+        if not job.cancelled() and job.exception() is not None:
+            log.error("idle snapshots: %s", job.exception())
+        elif not job.cancelled() and job.result():
+            log.info("idle snapshots written: %s", ", ".join(job.result()))
 
     def _handler(self, name: str, params_type: type, job: Callable[..., Any]):
         async def handle(params: Any) -> Any:
             task = asyncio.current_task()
             self.inflight.add(task)
+            loop = asyncio.get_running_loop()
+            self._last_request = loop.time()
+            if self._idle_timer is None and not self.shutting_down:
+                self._idle_timer = loop.call_later(IDLE_SNAPSHOT_AFTER, self._idle_check)
             if len(self.inflight) >= MAX_IN_FLIGHT:
                 self.room.clear()
             try:
                 decoded = decode_params(name, params, params_type)
-                loop = asyncio.get_running_loop()
                 reply = await loop.run_in_executor(self.worker, job, self, decoded)
             except BaseException as exc:  # noqa: BLE001 - every fault becomes an answer
                 raise from_exception(name, exc) from None
             finally:
                 self.inflight.discard(task)
+                self._last_request = loop.time()
                 if len(self.inflight) < MAX_IN_FLIGHT:
                     self.room.set()
             if isinstance(reply, Reply):

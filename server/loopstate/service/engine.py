@@ -313,6 +313,32 @@ class Service:
                 done.append((folded.head(), written))
             return done
 
+    def snapshot_idle(self, busy: Callable[[], bool]) -> list[str]:
+        """For a long-lived server with nothing else to do: write the projection snapshot of
+        each stream it holds whose tail since its last snapshot passed the writers' threshold
+        (``Ledger.snapshot_behind``: others appended, or it started from an old snapshot),
+        so the next cold reader folds a short tail. Checks ``busy()`` before each stream and
+        stops as soon as a request waits; each write is a mutation's lock hold (the snapshot
+        file itself is written after the release). Returns the streams written."""
+        written = []
+        for folded in list(self._folded.values()):
+            if busy():
+                break
+            if not folded.ledger.snapshot_behind():
+                continue
+            with self._lock:
+                caught_up: list[Record] = []
+                try:
+                    with folded.ledger.mutation() as tx:
+                        caught_up = tx.caught_up
+                        if folded.ledger.snapshot_behind() and folded.ledger.save_snapshot(after_release=True):
+                            written.append(folded.stream)
+                except LoopstateError:
+                    continue  # a broken or busy stream: the next request that reads it names it
+                finally:
+                    self._notify(folded.ledger.project, folded.stream, caught_up)
+        return written
+
     def _domain_of_stream(self, stream: str) -> Domain:
         prefix = stream.split(".", 1)[0]
         for domain in self.domains.values():
