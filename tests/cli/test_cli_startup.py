@@ -71,3 +71,21 @@ def test_top_level_help_lists_every_verb(root: Path) -> None:
     for verbs in SUBCOMMANDS.values():
         for verb in verbs:
             assert verb in done.stdout, verb
+
+
+def test_the_plain_hook_form_builds_no_parser_and_any_other_form_is_parsed(root: Path, data_dir: Path) -> None:
+    """`hook HOST EVENT` is what every host registration runs: answered without argparse. Help, an option
+    or a stray word still go through the hook's parser, which says what is wrong."""
+    from loopstate.cli.main import is_plain_hook
+
+    assert is_plain_hook(["hook", "claude", "PreToolUse"]) and is_plain_hook(["hook"])
+    assert not is_plain_hook(["hook", "--help"]) and not is_plain_hook(["hook", "claude", "PreToolUse", "x"])
+    assert not is_plain_hook(["--root", str(root), "hook", "claude", "PreToolUse"])
+    modules = loaded_by("hook", "claude", "PostToolUse", cwd=root)
+    assert "loopstate.cli.hook" in modules and not {"argparse", "loopstate.cli.parser"} & modules
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "hook", "claude", "PreToolUse", "extra"],
+                          cwd=root, capture_output=True, text=True, timeout=60, input="")
+    assert done.returncode == 2 and "unrecognized arguments: extra" in done.stderr and done.stdout == ""
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "hook", "--help"], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "usage: loopstate hook" in done.stdout

@@ -76,8 +76,23 @@ def parser_for(argv: list[str]):
     return build_parser()
 
 
+def is_plain_hook(argv: list[str]) -> bool:
+    """``hook [HOST [EVENT]]`` and nothing else: what a host's hook registration runs, on every event.
+
+    That form is answered without argparse (whose import, with the ``shutil``
+    and ``gettext`` it brings, is ~5 ms of a ~40 ms tool-call hook); anything
+    else (``--help``, an option, a third word) goes to the parser, which says
+    what is wrong with it.
+    """
+    return argv[:1] == ["hook"] and len(argv) <= 3 and not any(item.startswith("-") for item in argv[1:])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if is_plain_hook(argv):
+        from loopstate.cli.hook import answer_hook
+
+        return answer_hook(*argv[1:])
     try:
         args = parser_for(argv).parse_args(argv)
         if not getattr(args, "func", None):
