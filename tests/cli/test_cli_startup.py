@@ -36,6 +36,10 @@ def test_version_imports_neither_the_service_nor_any_verb_nor_msgspec(root: Path
     (["intent", "show"], "loopstate.cli.intent", ("loopstate.cli.goals", "loopstate.cli.runs", "loopstate.domains.runs", "loopstate.domains.goals")),
     (["goals", "list"], "loopstate.cli.goals", ("loopstate.cli.intent", "loopstate.cli.runs", "loopstate.domains.intent")),
     (["verify"], "loopstate.cli.store", ("loopstate.cli.intent", "loopstate.cli.goals", "loopstate.cli.runs")),
+    # A runs read folds with the domain's state and projections; its decide side is a command's.
+    (["run", "list"], "loopstate.domains.runs.state", ("loopstate.domains.runs.decide", "loopstate.domains.runs.grants",
+                                                       "loopstate.domains.runs.plan", "getpass",
+                                                       "loopstate.domains.intent", "loopstate.domains.goals")),
 ])
 def test_a_read_imports_only_its_own_verb_module(root: Path, data_dir: Path, argv: list[str], module: str,
                                                 absent: tuple[str, ...]) -> None:
@@ -89,3 +93,41 @@ def test_the_plain_hook_form_builds_no_parser_and_any_other_form_is_parsed(root:
     done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "hook", "--help"], cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "usage: loopstate hook" in done.stdout
+
+
+def _verbs_of(parser: argparse.ArgumentParser) -> dict[str, object]:
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_the_narrow_parser_builds_only_the_sub_verb_argv_names() -> None:
+    """`run status RUN` builds `run` and `status`, not the other 28 parsers of `run`'s tree."""
+    from loopstate.cli.main import parser_for
+
+    run = _verbs_of(parser_for(["run", "status", "R"]))["run"]
+    built = {name for name, parser in _verbs_of(run).items() if isinstance(parser, argparse.ArgumentParser)}
+    assert built == {"status"}
+    assert set(_verbs_of(run)) == set(_verbs_of(_verbs_of(build_parser())["run"]))  # every name is still known
+    grant = _verbs_of(_verbs_of(_verbs_of(parser_for(["run", "authority", "grant"]))["run"])["authority"])
+    assert isinstance(grant["grant"], argparse.ArgumentParser) and not isinstance(grant["revoke"], argparse.ArgumentParser)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "stauts", "R"], ["run", "--help"], ["run"], ["run", "status"], ["run", "status", "R", "--jsn"],
+    ["run", "authority", "grant", "--help"], ["run", "authority", "revok"], ["goals", "bord", "g"],
+    ["goals", "board", "--help"], ["intent", "show", "--help"], ["intent", "hook-context"], ["intent", "sho"],
+    ["setup", "plan", "--host", "nope"], ["run", "issue", "open", "R", "--help"],
+])
+def test_the_narrow_parser_says_what_the_whole_one_says(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Help, usage and every refusal read the same from the narrow parser as from the whole one."""
+    from loopstate.cli.main import parser_for
+
+    def said(parser: argparse.ArgumentParser) -> tuple[object, ...]:
+        try:
+            parsed = {k: v for k, v in vars(parser.parse_args(argv)).items() if k not in ("func", "build")}
+            code = None
+        except SystemExit as stop:
+            parsed, code = None, stop.code
+        out = capsys.readouterr()
+        return code, out.out, out.err, parsed
+
+    assert said(parser_for(argv)) == said(build_parser())

@@ -2,8 +2,9 @@
 
 A hook starts a fresh process on every prompt, so startup is paid each time.
 `main` therefore looks at argv for the verb and imports only the module that
-registers it; the whole parser (every module) is built only when nothing
-narrower will do: top-level help, shell completion, an unknown verb.
+registers it, and builds of that verb's tree only the sub-verbs argv names
+(cli/parser.only_subverbs_in); the whole parser (every module) is built only
+when nothing narrower will do: top-level help, shell completion, an unknown verb.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ def parser_for(argv: list[str]):
     """The narrowest parser that parses argv exactly as the whole one would."""
     module = MODULE_OF.get(peek_verb(argv) or "")
     if module is not None:
-        return build_parser([module])
+        from loopstate.cli.parser import only_subverbs_in
+
+        with only_subverbs_in(argv):
+            return build_parser([module])
     if "--version" in argv and peek_verb(argv[: argv.index("--version")]) is None:
         return build_parser([])  # --version prints before any verb is looked at
     return build_parser()
