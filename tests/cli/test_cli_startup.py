@@ -131,3 +131,17 @@ def test_the_narrow_parser_says_what_the_whole_one_says(argv: list[str], capsys:
         return code, out.out, out.err, parsed
 
     assert said(parser_for(argv)) == said(build_parser())
+
+
+def test_a_read_compiles_no_redaction_pattern(root: Path, data_dir: Path) -> None:
+    """The ~25 credential patterns are compiled for the first text redacted, which a read never has."""
+    probe = ("import sys\n"
+             "from loopstate.cli.main import main\n"
+             "try:\n    main()\n"
+             "except SystemExit:\n    pass\n"
+             "from loopstate.core import redaction\n"
+             "sys.stderr.write('\\nCOMPILED %d' % redaction._patterns.cache_info().currsize)\n")
+    done = subprocess.run([sys.executable, "-c", probe, "run", "list"], cwd=root, capture_output=True, text=True,
+                          timeout=60)
+    assert "loopstate.core.redaction" in loaded_by("run", "list", cwd=root)
+    assert done.stderr.rsplit("COMPILED ", 1)[1] == "0"
