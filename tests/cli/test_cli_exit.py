@@ -1,0 +1,85 @@
+"""How a `loopstate` process ends: at once after its output is flushed, unless something waits for the exit.
+
+The console script runs ``cli.main.run``: ``main``, then ``finish``, which
+skips the interpreter's teardown (freeing every object of a read's state one
+by one) when no other thread runs and no ``atexit`` handler is registered.
+Each test is a real process; what it checks is what a caller sees.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+# Runs the entry point as the console script does, with something of the test's own set up first.
+ENTRY = ("import sys\n{setup}\n"
+         "sys.argv = ['loopstate', *{argv!r}]\n"
+         "from loopstate.cli.main import run\n"
+         "run()\n")
+
+
+def entry(setup: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = ENTRY.format(setup=setup, argv=list(argv))
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_nothing_waiting_means_no_teardown_and_the_exit_code_is_kept(root: Path, data_dir: Path) -> None:
+    """An object of __main__ that says so when torn down is never torn down; stdout and the code are intact."""
+    setup = ("class Said:\n"
+             "    def __del__(self):\n"
+             "        sys.stderr.write('TORN DOWN')\n"
+             "said = Said()")
+    done = entry(setup, "root", cwd=root)
+    assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
+    assert "TORN DOWN" not in done.stderr
+    failed = entry(setup, "run", "status", "nope", cwd=root)
+    assert failed.returncode == 1 and "NOT_FOUND" in failed.stderr and "TORN DOWN" not in failed.stderr
+
+
+def test_an_atexit_handler_still_runs(root: Path, data_dir: Path) -> None:
+    done = entry("import atexit\natexit.register(lambda: sys.stderr.write('HANDLER RAN'))", "root", cwd=root)
+    assert done.returncode == 0 and "HANDLER RAN" in done.stderr, done
+
+
+def test_another_thread_is_waited_for(root: Path, data_dir: Path, tmp_path: Path) -> None:
+    """A thread still working when the command returns (a writer's snapshot, say) finishes before the exit."""
+    marker = tmp_path / "thread-finished"
+    setup = ("import threading, time\n"
+             "def work():\n"
+             "    time.sleep(0.5)\n"
+             f"    open({str(marker)!r}, 'w').write('done')\n"
+             "threading.Thread(target=work).start()")
+    done = entry(setup, "root", cwd=root)
+    assert done.returncode == 0, done
+    assert marker.read_text() == "done"
+
+
+def test_a_large_output_reaches_a_pipe_whole(root: Path, data_dir: Path) -> None:
+    """~130 KB of JSON Schema through a pipe: every byte is flushed before the process ends."""
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "schema"], cwd=root, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0
+    assert len(done.stdout) > 64 * 1024
+    assert isinstance(json.loads(done.stdout), dict)
+
+
+def test_the_console_script_is_the_finishing_entry() -> None:
+    """pyproject's `loopstate` script runs cli.main:run (main alone would exit through the teardown)."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["loopstate"] == "loopstate.cli.main:run"
+
+
+def test_a_server_ends_with_the_usual_exit(root: Path, data_dir: Path) -> None:
+    """`serve` hands its streams to pygls: when its stdin closes, it exits through the normal teardown."""
+    setup = ("class Said:\n"
+             "    def __del__(self):\n"
+             "        sys.stderr.write('TORN DOWN')\n"
+             "said = Said()")
+    code = ENTRY.format(setup=setup, argv=["serve"])
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, input="", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "stdin closed before shutdown" in done.stderr, done  # the server's own rule
+    assert "TORN DOWN" in done.stderr
