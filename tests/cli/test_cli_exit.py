@@ -1,9 +1,10 @@
-"""How a `loopstate` process ends: at once after its output is flushed, unless something waits for the exit.
+"""How a `loopstate` process runs and ends: no cyclic GC, and at once after its output is flushed.
 
-The console script runs ``cli.main.run``: ``main``, then ``finish``, which
-skips the interpreter's teardown (freeing every object of a read's state one
-by one) when no other thread runs and no ``atexit`` handler is registered.
-Each test is a real process; what it checks is what a caller sees.
+The console script runs ``cli.main.run``: ``main`` with the cyclic garbage
+collector off, then ``finish``, which skips the interpreter's teardown
+(freeing every object of a read's state one by one) when no other thread runs
+and no ``atexit`` handler is registered. The servers (``serve``, ``mcp``)
+keep both. Each test is a real process; what it checks is what a caller sees.
 """
 
 from __future__ import annotations
@@ -83,3 +84,12 @@ def test_a_server_ends_with_the_usual_exit(root: Path, data_dir: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, input="", capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "stdin closed before shutdown" in done.stderr, done  # the server's own rule
     assert "TORN DOWN" in done.stderr
+
+
+def test_a_command_runs_without_the_cyclic_collector_and_a_server_with_it(root: Path, data_dir: Path) -> None:
+    said = "import atexit, gc\natexit.register(lambda: sys.stderr.write('GC %s' % gc.isenabled()))"
+    command = entry(said, "root", cwd=root)
+    assert command.returncode == 0 and "GC False" in command.stderr, command
+    server = subprocess.run([sys.executable, "-c", ENTRY.format(setup=said, argv=["serve"])], cwd=root, input="",
+                            capture_output=True, text=True, timeout=60)
+    assert "GC True" in server.stderr, server

@@ -117,11 +117,23 @@ SERVERS = ("serve", "mcp")
 
 
 def run() -> None:
-    """The `loopstate` console script: ``main``, then ``finish`` (a server: the usual exit)."""
-    code = main()
+    """The `loopstate` console script: ``main`` with the cyclic garbage collector off, then ``finish``.
+
+    A command is one short-lived process. The collector's passes over its
+    growing live state (the folded projection, the query's rows) were ~40 ms
+    of a ~200 ms `intent show` of a 10k-event store and 3-17 ms of the other
+    reads, while peak RSS was the same with it off (within 1 MiB for
+    `intent show`, `goals board`, `compact` and `verify` there): what the
+    folds leave in cycles stays reachable to the end anyway. A server
+    (``serve``, ``mcp``) lives for a session: it keeps the collector and the
+    usual exit.
+    """
     if peek_verb(sys.argv[1:]) in SERVERS:
-        sys.exit(code)
-    finish(code)
+        sys.exit(main())
+    import gc
+
+    gc.disable()
+    finish(main())
 
 
 def finish(code: int) -> None:
