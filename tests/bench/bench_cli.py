@@ -158,8 +158,10 @@ def main() -> None:
             "python -c pass": ([sys.executable, "-c", "pass"], tmp, env),
             'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], tmp, env),
         }
+        # An older tree runs as `python -m loopstate.cli.main`: the venv's script names this tree's entry point.
+        entry = {tag: ls if not tag else [sys.executable, "-m", "loopstate.cli.main"] for tag in trees}
         for tag, tree_env in trees.items():
-            commands[f"loopstate --version{tag}"] = ([*ls, "--version"], tmp, tree_env)
+            commands[f"loopstate --version{tag}"] = ([*entry[tag], "--version"], tmp, tree_env)
         built = {}
         for size in sizes:
             root = Path(tmp) / f"project-{size}"
@@ -170,7 +172,7 @@ def main() -> None:
                   f"(built in {time.perf_counter() - started:.1f} s)")
         for size, (root, ids) in built.items():
             for tag, tree_env in trees.items():
-                for name, argv in reads(ls, ids, f" @{size}{tag}").items():
+                for name, argv in reads(entry[tag], ids, f" @{size}{tag}").items():
                     commands[f"loopstate {name}"] = (argv, str(root), tree_env)
         # Beside each read of the smallest store, a process that only imports what that read
         # imports: the rest of its wall is work (most of which grows with history).
