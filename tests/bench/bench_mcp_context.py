@@ -9,7 +9,8 @@ is paid again and again. This prints it for:
   ``anyOf [T, null]``), read over real stdio from a `loopstate mcp` process;
 - the same nine tools with the SDK's default schemas (what the compaction saves);
 - a one-verb-per-tool design covering the same verbs (17 tools; seed 000's
-  own server has about 15): the same fields, one tool per verb, with the
+  own server has about 15): the same fields (a ``request_id`` on each verb
+  that changes the store, as loopstate's own tools have), one tool per verb, with the
   SDK's default schemas, and again with loopstate's compaction. Its tools are
   signatures only: they are listed by a real MCPServer, never called. A
   15-tool design of that kind is 15 times its per-tool figure.
@@ -48,7 +49,7 @@ def counters() -> dict[str, Any]:
 
 # The one-verb-per-tool reference: the same fields as loopstate's tools, one tool per verb. -----------
 
-async def intent_task_start(label: str | None = Opt) -> dict[str, Any]:
+async def intent_task_start(label: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Start an intent task for this session."""
 
 
@@ -59,7 +60,7 @@ async def intent_task_resume(task_id: str | None = Opt) -> dict[str, Any]:
 async def intent_claim_add(statement: str, status: Literal["explicit", "inferred", "evidence", "unknown", "disputed"],
                            facets: list[str], by: Literal["user", "agent", "evidence"] = "agent",
                            confidence: float | None = Opt, source: dict[str, Any] | None = Opt,
-                           task_id: str | None = Opt) -> dict[str, Any]:
+                           task_id: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Record a claim about the user's intent."""
 
 
@@ -67,12 +68,12 @@ async def intent_claim_replace(supersedes: list[str], statement: str,
                                status: Literal["explicit", "inferred", "evidence", "unknown", "disputed"],
                                facets: list[str], by: Literal["user", "agent", "evidence"] = "agent",
                                confidence: float | None = Opt, source: dict[str, Any] | None = Opt,
-                               task_id: str | None = Opt) -> dict[str, Any]:
+                               task_id: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Replace claims by a new one."""
 
 
 async def intent_claim_invalidate(claim_id: str, reason: str | None = Opt, by: Literal["user", "agent", "evidence"] = "agent",
-                                  source: dict[str, Any] | None = Opt, task_id: str | None = Opt) -> dict[str, Any]:
+                                  source: dict[str, Any] | None = Opt, task_id: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Invalidate a claim."""
 
 
@@ -84,35 +85,35 @@ async def run_status(run_id: str) -> dict[str, Any]:
     """A run's state, lease, pending operation, issues and evidence."""
 
 
-async def run_heartbeat(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
+async def run_heartbeat(run_id: str, lease_id: str, generation: int, request_id: str | None = Opt) -> dict[str, Any]:
     """Renew your lease on a run."""
 
 
 async def run_intend(run_id: str, lease_id: str, generation: int, completion_event_type: str,
                      completion_data: dict[str, Any], operation: str, destination: str,
-                     cost_usd: str | None = Opt) -> dict[str, Any]:
+                     cost_usd: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Announce an operation before doing it."""
 
 
 async def run_complete(run_id: str, lease_id: str, generation: int, operation_id: str, completion_event_type: str,
-                       completion_data: dict[str, Any], record: dict[str, Any] | None = Opt) -> dict[str, Any]:
+                       completion_data: dict[str, Any], record: dict[str, Any] | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Report an intended operation's completion."""
 
 
 async def run_issue_open(run_id: str, lease_id: str, generation: int, title: str,
                          severity: Literal["critical", "high", "medium", "low"], blocking: bool,
-                         evidence_ids: list[str] | None = Opt) -> dict[str, Any]:
+                         evidence_ids: list[str] | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Open an issue on a run."""
 
 
 async def run_issue_update(run_id: str, lease_id: str, generation: int, issue_id: str,
                            status: Literal["open", "acknowledged", "resolving", "verification_pending", "closed",
                                            "reopened", "deferred"],
-                           resolution: str | None = Opt, evidence_ids: list[str] | None = Opt) -> dict[str, Any]:
+                           resolution: str | None = Opt, evidence_ids: list[str] | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Update an issue of a run."""
 
 
-async def run_evidence_add(run_id: str, lease_id: str, generation: int, evidence: dict[str, Any]) -> dict[str, Any]:
+async def run_evidence_add(run_id: str, lease_id: str, generation: int, evidence: dict[str, Any], request_id: str | None = Opt) -> dict[str, Any]:
     """Add evidence to a run."""
 
 
@@ -121,17 +122,17 @@ async def todo_ready(goal_id: str) -> dict[str, Any]:
 
 
 async def todo_claim(goal_id: str, todo_id: str, by: str, lease_seconds: int | None = Opt,
-                     note: str | None = Opt) -> dict[str, Any]:
+                     note: str | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Claim a goal's todo."""
 
 
 async def todo_complete(goal_id: str, todo_id: str, rationale: str,
-                        evidence_ids: list[str] | None = Opt) -> dict[str, Any]:
+                        evidence_ids: list[str] | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Complete a goal's todo."""
 
 
 async def todo_update(goal_id: str, todo_id: str, title: str | None = Opt,
-                      priority: Literal["P0", "P1", "P2", "P3", "P4"] | None = Opt) -> dict[str, Any]:
+                      priority: Literal["P0", "P1", "P2", "P3", "P4"] | None = Opt, request_id: str | None = Opt) -> dict[str, Any]:
     """Update a goal's todo."""
 
 

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from corekit import event, snapshot, write_stream
-from loopstate.core import checkpoint, quarantine
+from loopstate.core import checkpoint, quarantine, verified_mark
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger
 from loopstate.core.lock import StoreLock
@@ -123,9 +123,22 @@ def test_writing_a_checkpoint_over_a_hard_link_is_refused(core_project, victim):
     ledger = Ledger(core_project, "core", TEST_LAYOUT)
     ledger.refresh()
     target = checkpoint.path_for(ledger.stream)
-    target.parent.mkdir(mode=0o700)
+    target.parent.mkdir(mode=0o700, exist_ok=True)  # the read above may have written the verified mark there
     os.link(victim, target)
     _refused(ErrorCode.UNSAFE_PATH, lambda: checkpoint.save(ledger.stream, 0))
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_verified_mark_at_a_hard_link_is_never_written_through(core_project, victim):
+    """The mark is a cache written on reads and appends: a link planted at its name is
+    refused without failing the read or the append, and the file outside keeps its bytes."""
+    _seeded(core_project)
+    target = verified_mark.path_for(Ledger(core_project, "core", TEST_LAYOUT).stream)
+    target.unlink()  # the append above wrote one
+    os.link(victim, target)
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    ledger.refresh()
+    _mutate(core_project)
     assert victim.read_bytes() == b"precious\n"
 
 

@@ -3,6 +3,7 @@ what it must not mistake for a change, and that its own appends stay one stat.""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -124,13 +125,27 @@ def test_a_consistent_same_size_rechain_written_in_place_is_still_a_change(new_l
     assert "not the ones that were verified" in refused.value.reason
 
 
-def test_a_head_moved_by_hand_without_a_digest_fails_closed(new_ledger, core_project) -> None:
+def test_a_head_without_a_digest_verifies_the_chain_again_when_the_file_is_written_in_place(new_ledger, core_project) -> None:
+    """A stream started from a snapshot the verified mark vouched for keeps no digest of
+    the bytes before its head: a stat change without growth re-verifies every record from
+    byte 0. A chmod (ctime moves, no byte does) is no change, and the digest that verify
+    computed is the stream's from then on; a consistent same-size re-chain is one."""
     ledger = new_ledger()
-    append(ledger, 1, 2)
-    by_hand = Stream(core_project.dir, ledger.name, TEST_LAYOUT)  # as a reader starting from a snapshot does
+    for n in (1, 2, 3):
+        append(ledger, n)
+    by_hand = Stream(core_project.dir, ledger.name, TEST_LAYOUT)  # as a reader starting from a marked snapshot does
     by_hand.position, by_hand.identity = ledger.stream.position, ledger.stream.identity
     assert list(by_hand.read_new()) == [] and by_hand.prefix_digest() is None
-    os.chmod(stream_file(ledger), 0o600)
+    path = stream_file(ledger)
+    os.chmod(path, 0o600)
+    assert list(by_hand.read_new()) == []
+    assert by_hand.prefix_digest() == hashlib.sha256(path.read_bytes()).hexdigest()
+    by_hand.digest, by_hand._digest_at = None, -1  # without one again
+    _, lines = sealed_lines([event(1), event(7), event(3)], TEST_LAYOUT)  # a valid chain, same length
+    forged = b"".join(lines)
+    assert len(forged) == path.stat().st_size and forged != path.read_bytes()
+    with open(path, "r+b") as out:
+        out.write(forged)
     with pytest.raises(ChainError) as refused:
         list(by_hand.read_new())
-    assert "keeps no digest" in refused.value.reason
+    assert "not the ones that were verified" in refused.value.reason

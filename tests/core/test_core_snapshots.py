@@ -19,12 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopstate.core import canonical, snapshot
+from loopstate.core import canonical, snapshot, verified_mark
 from loopstate.core.checkpoint import Checkpoint
 from loopstate.core.clock import FixedClock, parse_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import SequentialIds
 from loopstate.core.snapshot import SnapshotFile
+from loopstate.core.stream import Stream
 from loopstate.domains.base import Context
 from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.domains.goals.projection import build_board
@@ -226,14 +227,27 @@ def test_a_cold_cli_read_starts_from_a_matching_snapshot(goal_store: Path, root:
     assert "FORGED" not in json.dumps(json.loads(ok(root, "goals", "board", "g", "--json", "--no-snapshot")))
 
 
+@pytest.mark.parametrize("mark", ["matching", "absent"])
 @pytest.mark.parametrize("field, wrong", [
     ("hash", "0" * 64), ("prefix_sha256", "0" * 64), ("first_hash", "0" * 64), ("sequence", 3),
     ("offset", 10), ("line_start", 0), ("ino", 1), ("dev", 1),
 ])
-def test_a_snapshot_whose_binding_does_not_match_is_never_used(goal_store: Path, root: Path, field: str, wrong) -> None:
+def test_a_snapshot_whose_binding_does_not_match_is_never_used(
+    goal_store: Path, data_dir: Path, root: Path, field: str, wrong, mark: str,
+) -> None:
+    """With the verified mark matching the file the prefix is vouched for by the mark and the
+    head record's hash, and the prefix digest is not read (a wrong one is believed, as a
+    consistent forgery is): every other field still has to match. Without the mark, every
+    field does, the prefix digest included."""
     rewrite(goal_store, lambda env: msgspec.structs.replace(
         forged(env), binding=dataclasses.replace(env.binding, **{field: wrong})))
-    assert board_titles(root) == ["task 0", "task 1", "task 2", "task 3", "after the snapshot"]
+    if mark == "absent":
+        (store_dir(root, data_dir) / "checkpoints" / "goals.g.mark").unlink()
+    titles = board_titles(root)
+    if field == "prefix_sha256" and mark == "matching":
+        assert "FORGED" in titles
+    else:
+        assert titles == ["task 0", "task 1", "task 2", "task 3", "after the snapshot"]
 
 
 @pytest.mark.parametrize("change", ["format", "stream", "domain", "checksum", "torn", "garbage", "empty"])
@@ -313,8 +327,9 @@ def test_a_ledger_started_from_a_snapshot_appends_verifies_and_snapshots_again(d
     cold = Service(data_dir=data_dir, domains=[GOALS])
     cold.execute(str(root), g.AddTodo(goal_id="g", title="task 5"), "req-5")
     folded = cold.folded(cold.project(str(root)), GOALS, "goals.g")
-    assert folded.ledger.started_from == 5 and folded.ledger.stream.prefix_digest() is not None
-    ((head, written),) = cold.compact(str(root))  # the running digest carried on from the snapshot's
+    # The verified mark vouched for the prefix: no byte before the snapshot was hashed.
+    assert folded.ledger.started_from == 5 and folded.ledger.stream.prefix_digest() is None
+    ((head, written),) = cold.compact(str(root))  # a snapshot bound through the head hash and the mark
     assert written and head.sequence == 6
     third = Service(data_dir=data_dir, domains=[GOALS])
     state = third.refresh(third.project(str(root)), GOALS, "goals.g").state
@@ -366,15 +381,22 @@ def test_sigkill_while_a_snapshot_is_written_leaves_a_whole_snapshot_or_none(dat
         child.kill()
         child.communicate()
         mid_write += any(".loopstate-tmp-" in path.name for path in target.parent.iterdir())
+        mark = verified_mark.load(Stream(project.dir, "goals.g", GOALS.layout))
+        marked = mark is not None and mark.matches(os.stat(project.dir / "streams" / "goals.g.jsonl"))
         cold = Service(data_dir=data_dir, domains=[GOALS])
         folded = cold.refresh(cold.project(str(root)), GOALS, "goals.g")
         assert folded.state == fold(GOALS, "goals.g", stream_events(project.dir, "goals.g"))
-        if target.exists():  # whole, and used: an append after it only extends the stream it binds to
+        if target.exists():
+            # Whole; and used when something vouches for its prefix: its digest, or the mark
+            # (a kill between an append's fsync and its mark leaves the older one, which
+            # matches nothing: then a snapshot written by a writer that never hashed the
+            # prefix has nothing to stand on, and the read folds from byte 0).
             box = [None]
             codec = snapshot.codec_for(GOALS, "goals.g", lambda: box[0], lambda s: box.__setitem__(0, s))
             binding, _ = snapshot.decode(target.read_bytes(), "goals.g", codec)
-            assert folded.ledger.started_from == binding.sequence
-            used += 1
+            vouched = marked or binding.prefix_sha256 is not None
+            assert folded.ledger.started_from == (binding.sequence if vouched else None)
+            used += vouched
         else:
             assert folded.ledger.started_from is None
         # The next mutation sweeps what a kill left half-written beside the snapshot.

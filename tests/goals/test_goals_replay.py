@@ -105,6 +105,8 @@ def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness
     assert load_state(h.project, "g").snapshot_sequence == 6
     wrong = 5 if field == "sequence" else "0" * 64
     _rewrite(h, lambda env: msgspec.structs.replace(env, binding=dataclasses.replace(env.binding, **{field: wrong})))
+    if field == "prefix_sha256":  # read only without a verified mark matching the file (docs/storage.md)
+        os.unlink(h.project.dir / "checkpoints" / "goals.g.mark")
     loaded = load_state(h.project, "g")
     assert loaded.snapshot_sequence is None
     assert loaded.events_folded == 6 and [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]

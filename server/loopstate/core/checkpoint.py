@@ -24,11 +24,11 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import msgspec
 
-from loopstate.core import canonical, safefs
+from loopstate.core import canonical, safefs, verified_mark
 from loopstate.core.chain import ChainError, Position, check_line
 from loopstate.core.stream import Stream
 
@@ -61,9 +61,10 @@ def path_for(stream: Stream) -> Path:
 
 
 def drop(stream: Stream) -> None:
-    """Delete the stream's checkpoint durably (its folder fsynced), before a
-    re-chaining command replaces the stream it describes."""
+    """Delete the stream's checkpoint and verified mark durably (their folder fsynced),
+    before a re-chaining command replaces the stream they describe."""
     safefs.unlink_durably(path_for(stream), stream.base)
+    verified_mark.drop(stream)
 
 
 def _first_hash(fd: int, stream: Stream, limit: int) -> str | None:
@@ -109,7 +110,7 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     and only then is the prefix vouched for; a mismatch raises PrefixChanged
     there, and the caller must drop what it folded from the prefix.
     """
-    offset, prefix = _check(stream, checkpoint, concurrent=concurrent)
+    offset, prefix, _ = _check(stream, checkpoint, concurrent=concurrent)
     if prefix is not None:
         if not concurrent:
             prefix.checked()
@@ -117,27 +118,64 @@ def validate(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool = False
     return offset
 
 
-def vouched_digest(stream: Stream, binding: Checkpoint) -> Any:
-    """The checked SHA-256 (a hashlib object) of the bytes before ``binding``, when the
-    file is still the one it names and every one of those bytes is the one hashed
-    then; None for anything else (another file, bytes gone or changed, a binding
-    without a prefix digest or first hash). What a projection snapshot stands on:
-    it vouches for nothing the digest did not cover, so a mismatch only means
-    "fold from the start", never an error of its own (the full read reports one)."""
-    if not binding.prefix_sha256 or binding.first_hash is None:
+class Vouched(NamedTuple):
+    """Why a binding's prefix may be trusted: ``digest`` is the checked SHA-256 of the bytes
+    before it (a hashlib object), or None when the verified mark vouched instead; ``seen`` is
+    the stream's fstat as it was checked."""
+
+    digest: Any
+    seen: os.stat_result
+
+
+def vouch(stream: Stream, binding: Checkpoint) -> Vouched | None:
+    """Whether the file is still the one ``binding`` names and every byte before its head
+    is the one a verified read saw: the same (device, inode) and first record, the head
+    record there re-hashing to the binding's hash, and then either the verified mark
+    matching the file's fstat (``verified_mark``: nobody wrote it since a process that
+    had verified it through at least this head; O(1)) or the SHA-256 of the bytes before
+    the head equal to ``prefix_sha256`` (O(history)). None for anything else (another
+    file, bytes gone or changed, neither a matching mark nor a prefix digest). What a
+    projection snapshot stands on: it vouches for nothing the mark or the digest did not
+    cover, so a mismatch only means "fold from the start", never an error of its own
+    (the full read reports one)."""
+    if binding.first_hash is None:
         return None
+    mark = verified_mark.load(stream)
+
+    def marked(info: os.stat_result) -> bool:
+        return mark is not None and mark.matches(info) and binding.offset <= mark.offset
+
     try:
-        offset, prefix = _check(stream, binding, concurrent=False)
-        if offset != binding.offset or prefix is None:
+        offset, prefix, info = _check(stream, binding, concurrent=False, trusted=marked)
+        if offset != binding.offset:
             return None
-        return prefix.checked()
+        if marked(info):
+            return Vouched(None, info)
+        return None if prefix is None else Vouched(prefix.checked(), info)
     except ChainError:  # PrefixChanged included
         return None
 
 
-def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple[int, "_PrefixDigest | None"]:
+def head_holds(stream: Stream, binding: Checkpoint) -> bool:
+    """Whether the record ``binding`` names is where it says in the same file (identity,
+    first record), re-hashing to its hash: for a caller that has itself verified the bytes
+    up to at least ``binding.offset`` (so that record is one of the verified chain), and
+    needs only to know the binding names it. No prefix digest is computed."""
+    if binding.first_hash is None:
+        return False
+    try:
+        offset, _, _ = _check(stream, binding, concurrent=False, trusted=lambda info: True)
+    except ChainError:
+        return False
+    return offset == binding.offset
+
+
+def _check(
+    stream: Stream, checkpoint: Checkpoint, *, concurrent: bool, trusted: Callable[[os.stat_result], bool] | None = None,
+) -> tuple[int, "_PrefixDigest | None", os.stat_result]:
     """Everything ``validate`` checks but the digest comparison: (0, None) for another file,
-    else the checkpoint's offset and its prefix digest, computing (None without one)."""
+    else the checkpoint's offset and its prefix digest, computing (None without one, or
+    when ``trusted(fstat)`` says the prefix needs no digest), with the file's fstat."""
     fd = safefs.open_read(stream.path, stream.base)
     if fd is None:
         raise ChainError(stream.name, 0, None, "the stream file is missing but a checkpoint of it exists")
@@ -145,10 +183,10 @@ def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple
     try:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != (checkpoint.dev, checkpoint.ino) or checkpoint.first_hash is None:
-            return 0, None
+            return 0, None, info
         first = _first_hash(fd, stream, max(checkpoint.offset, 1))
         if first is not None and first != checkpoint.first_hash:
-            return 0, None  # another file; one with no first record left is checked below (events are gone)
+            return 0, None, info  # another file; one with no first record left is checked below (events are gone)
         if info.st_size < checkpoint.offset:
             raise ChainError(
                 stream.name, info.st_size, checkpoint.sequence,
@@ -157,7 +195,7 @@ def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple
         if not 0 <= checkpoint.line_start < checkpoint.offset:
             raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record is not where it was")
         line = os.pread(fd, checkpoint.offset - checkpoint.line_start, checkpoint.line_start)
-        if checkpoint.prefix_sha256:
+        if checkpoint.prefix_sha256 and (trusted is None or not trusted(info)):
             prefix = _PrefixDigest(stream.name, fd, checkpoint, in_thread=concurrent)
     finally:
         os.close(fd)
@@ -174,7 +212,7 @@ def _check(stream: Stream, checkpoint: Checkpoint, *, concurrent: bool) -> tuple
     checked = check_line(line[:-1], layout, before, stream.name)
     if checked[layout.hash_field] != checkpoint.hash:
         raise ChainError(stream.name, checkpoint.line_start, checkpoint.sequence, "the checkpointed record's hash changed")
-    return checkpoint.offset, prefix
+    return checkpoint.offset, prefix, info
 
 
 class _PrefixDigest:
@@ -260,10 +298,16 @@ def current(stream: Stream, last_line_start: int) -> Checkpoint | None:
 
 def save(stream: Stream, last_line_start: int) -> Checkpoint | None:
     """Record the stream's current verified head (caller holds the exclusive lock); returns
-    what was written, which a projection snapshot of the same head binds to."""
+    the record of that head, which a projection snapshot of the same head binds to
+    (written to the checkpoint file only with a prefix digest)."""
     record = current(stream, last_line_start)
-    if record is None:
-        return None
+    if record is None or record.prefix_sha256 is None:
+        # Without the digest of every byte before the head (a start the verified mark
+        # vouched for, a head moved by hand) the file is left as it is: a checkpoint
+        # without one would let a later open skip re-hashing bytes nobody hashed. The
+        # record is still what a snapshot of this head binds to (``vouch`` then takes
+        # only the mark).
+        return record
     target = path_for(stream)
     safefs.ensure_dir(target.parent, stream.base)
     # Not fsynced: a checkpoint lost in a crash only costs a longer verify.

@@ -23,17 +23,24 @@ from typing import Any, Callable, Generic, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, safefs, snapshot
+from loopstate.core import canonical, checkpoint, quarantine, safefs, snapshot, verified_mark
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
+from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.stream import ProgressFn, Record, Stream
 
 RecordFn = Callable[[Record], None]
 T = TypeVar("T")
+
+# A ledger with a snapshot codec writes a snapshot once the verified tail since the last
+# one is at least SNAPSHOT_MIN_TAIL bytes (~90 intent-sized events) and at least
+# 1/SNAPSHOT_TAIL_SHARE of the last snapshot's size (``Ledger._snapshot_due``).
+SNAPSHOT_MIN_TAIL = 64 << 10
+SNAPSHOT_TAIL_SHARE = 8
 
 
 class Ledger:
@@ -91,6 +98,19 @@ class Ledger:
         self._using = threading.Lock()
         self._checkpoint_offset = 0
         self._last_line_start = 0
+        # The snapshot file's size, as last written or started from: the next one is due
+        # when the tail since it passes a share of that (``_snapshot_due``).
+        self._snapshot_bytes = 0
+        # The verified mark (``verified_mark``): written after each durable append to a file
+        # this ledger vouches for, and renewed by a read that verified every byte of a file
+        # whose mark was stale.
+        self._marks = verified_mark.MarkWriter(self.stream)
+        # The file's stat (``Seen``) at which this ledger knows every byte before its head
+        # was verified: it hashed them all, or a mark matching that stat vouched for them,
+        # or it appended to such a file. Growth by another process leaves it behind: that
+        # growth is vouched for only by the mark its writer left (``_vouched_before_write``).
+        self._vouched_at: Seen | None = None
+        self._marked: Seen | None = None  # the stat the mark on disk is known to describe
         self._group = threading.Lock()
         self._queue: list[_Job[Any]] = []
         self._leading = False
@@ -103,6 +123,9 @@ class Ledger:
         if self._opened and self.stream.unchanged():
             return []  # the common case before an append: one stat call, nothing new
         trusted = 0
+        # Whether a read from byte 0 hashes every byte it trusts: not past a checkpoint from
+        # before prefix digests, whose prefix only the links vouch for.
+        every_byte_hashed = True
         if not self._opened and not self.announce_history:
             collect = False
         if not self._opened and self.snapshots is not None and self._start_from_snapshot():
@@ -115,9 +138,11 @@ class Ledger:
                 # gets to the checkpoint (PrefixChanged, handled below).
                 trusted = checkpoint.validate(self.stream, saved, concurrent=True)
                 self._checkpoint_offset = trusted
+                every_byte_hashed = not trusted or bool(saved.prefix_sha256)
             self._opened = True
         stream = self.stream
-        resets = stream.resets
+        resets = read_resets = stream.resets
+        from_zero = stream.position.offset == 0
         fresh: list[Record] = []
         # What _fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
@@ -152,29 +177,43 @@ class Ledger:
             self._last_line_start = start
         if stream.resets != resets:
             self._restart()
+        if ((from_zero and every_byte_hashed) or stream.resets != read_resets) and stream.prefix_digest() is not None:
+            self._vouched_at = stream.live.seen  # every byte hashed, and the digest checked where one was due
+        seen = stream.live.seen
+        if seen is not None and seen == self._vouched_at and seen != self._marked and not self._mark_describes(seen):
+            # The mark found was stale (a writer crashed before writing its own): renewed in place.
+            self._write_mark(create=False)
         return fresh
 
     def _start_from_snapshot(self) -> bool:
         """Start from the stream's snapshot if the file is still the one it was folded from.
 
-        Checked in full before anything is trusted: the file's identity and first
-        record, the head record, and the SHA-256 of every byte before it (one pass
-        of hashlib); any mismatch leaves the ledger as it was, to fold from byte 0.
+        Checked in full before anything is trusted (``checkpoint.vouch``): the file's
+        identity and first record, the head record, and then either the verified mark
+        (nobody wrote the file since a process verified it through that head: O(1)) or
+        the SHA-256 of every byte before the head (one pass of hashlib); any mismatch
+        leaves the ledger as it was, to fold from byte 0.
         """
         assert self.snapshots is not None
         loaded = snapshot.load(self.stream, self.snapshots)
         if loaded is None:
             return False
-        binding, state = loaded
-        digest = checkpoint.vouched_digest(self.stream, binding)
-        if digest is None:
+        binding, state, size = loaded
+        vouched = checkpoint.vouch(self.stream, binding)
+        if vouched is None:
             return False
         self.snapshots.restore(state)
-        self.stream.resume_at(Position(binding.offset, binding.sequence, binding.hash), (binding.dev, binding.ino), digest)
+        self.stream.resume_at(
+            Position(binding.offset, binding.sequence, binding.hash), (binding.dev, binding.ino), vouched.digest, vouched.seen,
+        )
         self._last_line_start = binding.line_start
         self._checkpoint_offset = binding.offset
+        self._snapshot_bytes = size
         self._requests_from = binding.offset if self.requests is not None else 0
         self.started_from = binding.sequence
+        self._vouched_at = seen_in(vouched.seen)
+        if vouched.digest is None:
+            self._marked = self._vouched_at  # the mark that vouched is the file's
         return True
 
     def _index_requests_from_start(self) -> None:
@@ -208,6 +247,7 @@ class Ledger:
         self._requests_from = 0
 
     def _restart(self) -> None:
+        self._vouched_at = self._marked = None
         if self.requests is not None:
             self.requests.clear()
         self._checkpoint_offset = 0
@@ -296,11 +336,61 @@ class Ledger:
     def _close_kept(self) -> None:
         self._lock.close()
         self.stream.close()
+        self._marks.close()
 
-    def _save_checkpoint_if_due(self) -> None:
+    def _vouched_before_write(self) -> bool:
+        """Whether every byte before the head is vouched for, as the file is now (under the
+        exclusive lock, caught up, before a write): none at all, or this ledger verified
+        the file at this very stat, or the mark on disk (its last writer's) describes it.
+        Growth by a process that left no mark (one that crashed before it, or one that
+        does not take the lock) is vouched for by nobody: the mark stays as it was."""
         stream = self.stream
-        if stream.position.offset - self._checkpoint_offset >= checkpoint.CHECKPOINT_EVERY:
+        if stream.position.offset == 0:
+            return True
+        seen = stream.live.seen
+        return seen is not None and (seen == self._vouched_at or self._mark_describes(seen))
+
+    def _after_flush(self, vouched: bool) -> None:
+        """After a durable append, under the exclusive lock: the verified mark of the file
+        as this write left it (one pwrite) when the file before it was ``vouched`` for;
+        then a checkpoint and snapshot when one is due."""
+        if vouched:
+            self._vouched_at = self.stream.live.seen
+            self._write_mark()
+        if self._snapshot_due():
             self.save_snapshot()
+
+    def _mark_describes(self, seen: Seen) -> bool:
+        """Whether the mark on disk vouches for the file as ``seen`` (this ledger's identity)."""
+        if seen == self._marked:
+            return True
+        mark = verified_mark.load(self.stream)
+        identity = self.stream.identity
+        return mark is not None and identity is not None and mark.describes(identity, seen)
+
+    def _write_mark(self, *, create: bool = True) -> None:
+        """Write the verified mark of the file as last seen under the lock (which this
+        ledger vouches for: the caller checked ``_vouched_at``); ``create=False`` for a
+        read, which creates no file."""
+        if self._marks.write(self.stream, create=create):
+            self._marked = self.stream.live.seen
+
+    def _snapshot_due(self) -> bool:
+        """Whether the verified bytes past the last checkpoint call for a new one.
+
+        Without a snapshot codec: every CHECKPOINT_EVERY bytes (the checkpoint spares
+        re-hashing only). With one: once the tail passes both SNAPSHOT_MIN_TAIL and
+        1/SNAPSHOT_TAIL_SHARE of the last snapshot's size. A cold reader then folds at most
+        that tail after decoding the snapshot (its fold is bounded by a fixed share of
+        what it decodes anyway, and by 64 KiB for a small state), and a writer pays one
+        snapshot of S bytes per S/SNAPSHOT_TAIL_SHARE appended bytes: its amortized cost
+        per appended byte is a constant (SNAPSHOT_TAIL_SHARE times the encode cost of a
+        byte), whatever the state's size.
+        """
+        tail = self.stream.position.offset - self._checkpoint_offset
+        if self.snapshots is None:
+            return tail >= checkpoint.CHECKPOINT_EVERY
+        return tail >= SNAPSHOT_MIN_TAIL and tail * SNAPSHOT_TAIL_SHARE >= self._snapshot_bytes
 
     def save_snapshot(self) -> bool:
         """Write the checkpoint of the current head and, with a codec, the snapshot of the
@@ -311,7 +401,12 @@ class Ledger:
         if binding is None:
             return False
         self._checkpoint_offset = stream.position.offset
-        return self.snapshots is not None and snapshot.save(stream, binding, self.snapshots)
+        if self.snapshots is None:
+            return False
+        written = snapshot.save(stream, binding, self.snapshots)
+        if written:
+            self._snapshot_bytes = written
+        return bool(written)
 
     def _forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file
@@ -374,13 +469,14 @@ class Ledger:
                         with self._group:
                             batch += self._queue
                             self._queue = []
+                    vouched = self._vouched_before_write()
                     self.stream.flush()
                 except BaseException:
                     # Folded but never written (the write failed, or the group was
                     # interrupted): drop it all and rebuild from the file.
                     self._forget_unwritten()
                     raise
-                self._save_checkpoint_if_due()
+                self._after_flush(vouched)
         except BaseException as exc:
             for job in batch:
                 job.error = exc
@@ -528,6 +624,7 @@ class Mutation:
             for record in records:
                 ledger._fold(record)
             return records
+        vouched = ledger._vouched_before_write()
         try:
             for record in records:
                 ledger._fold(record)
@@ -535,5 +632,5 @@ class Mutation:
         except BaseException:
             ledger._forget_unwritten()
             raise
-        ledger._save_checkpoint_if_due()
+        ledger._after_flush(vouched)
         return records

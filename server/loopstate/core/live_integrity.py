@@ -127,19 +127,45 @@ def _prefix_changed(stream: "Stream", fd: int) -> str | None:
     """Why the bytes before the head are not the verified ones (None: they are): one
     SHA-256 pass over them, against the running prefix digest the stream keeps.
 
-    Every ledger keeps that digest (it sees every byte from 0, or adopts a
-    checkpoint's checked one). A stream whose head was moved without one (by
-    hand) cannot tell, and fails closed.
+    A stream that keeps no digest (it started from a snapshot the verified mark vouched
+    for, or its head was moved by hand) verifies every record again from byte 0 through
+    the head instead, which must end exactly at the head with the head's hash; the digest
+    that read computes is the stream's from then on.
     """
     head = stream.position
     known = stream.prefix_digest()
     if known is None:
-        return ("the file was written without growing, and this process keeps no digest of the bytes it verified "
-                "to check them against")
+        return _chain_changed(stream)
     if prefix_sha256(fd, head.offset) == known:
         return None
     return (f"the file was written without growing, and its bytes before the verified head at byte {head.offset} "
             "are not the ones that were verified (an edit in place)")
+
+
+def _chain_changed(stream: "Stream") -> str | None:
+    """Why a fresh verify of ``[0, head)`` does not end at the verified head (None: it does)."""
+    from loopstate.core.stream import Stream  # stream imports this module
+
+    head = stream.position
+    fresh = Stream(stream.base, stream.name, stream.layout)
+    reads = fresh.read_new()
+    last = None
+    try:
+        for record in reads:
+            last = record
+            if record.end >= head.offset:
+                break
+    except ChainError:  # the caller's full verify names the record
+        return f"the file was written without growing, and a record before the verified head at byte {head.offset} changed"
+    finally:
+        reads.close()
+    if last is None or last.end != head.offset or last.event.get(stream.layout.hash_field) != head.hash:
+        return (f"the file was written without growing, and its records before the verified head at byte {head.offset} "
+                "are not the ones that were verified (an edit in place)")
+    digest = fresh.digest if fresh.prefix_digest() is not None and fresh.position.offset == head.offset else None
+    if digest is not None:
+        stream.take_digest(digest, head.offset)
+    return None
 
 
 def prefix_sha256(fd: int, end: int) -> str:

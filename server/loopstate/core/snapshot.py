@@ -2,15 +2,18 @@
 
 A cold reader (a CLI command, a hook) would otherwise fold the whole stream on
 every start. A snapshot holds the state folded through one head, and carries
-the very checkpoint record written for that head (``checkpoint.Checkpoint``:
-the file's device and inode, the hash of its first record, the head's offset,
-sequence and hash, and the SHA-256 of every byte before it). A reader uses it
-only after ``checkpoint.vouched_digest`` found all of that still true of the
-file: then the bytes the state was folded from are the bytes on disk, and the
-reader starts at the head and folds only what follows. A snapshot that does
-not match in any way is ignored, never trusted and never an error: the reader
-folds from byte 0 as it would without one, and that read reports whatever is
-wrong with the stream.
+the checkpoint record of that head (``checkpoint.Checkpoint``: the file's
+device and inode, the hash of its first record, the head's offset, sequence
+and hash, and the SHA-256 of every byte before it when the writer knew it). A
+reader uses it only after ``checkpoint.vouch`` found the file still the one it
+names, the head record there re-hashing to the binding's hash, and the bytes
+before it vouched for: by the verified mark (``verified_mark``: nobody wrote
+the file since a process that had verified it through at least that head; an
+O(1) check) or else by the prefix digest. Then the bytes the state was folded
+from are the bytes on disk, and the reader starts at the head and folds only
+what follows. A snapshot that does not match in any way is ignored, never
+trusted and never an error: the reader folds from byte 0 as it would without
+one, and that read reports whatever is wrong with the stream.
 
 The file is msgpack (msgspec): a small envelope with a format number, the
 stream and domain names, the binding, and the state's own msgpack bytes with
@@ -117,24 +120,27 @@ def decode(data: bytes, stream_name: str, codec: Codec) -> tuple[Checkpoint, Any
             gc.enable()
 
 
-def save(stream: Stream, binding: Checkpoint, codec: Codec) -> bool:
+def save(stream: Stream, binding: Checkpoint, codec: Codec) -> int:
     """Write the snapshot of the state folded through ``binding`` (caller holds the
-    stream's exclusive lock and has folded exactly through that head). A binding
-    without a prefix digest (a process that did not hash every byte) writes nothing:
-    it would vouch for bytes nobody hashed."""
-    if not binding.prefix_sha256 or binding.first_hash is None:
-        return False
+    stream's exclusive lock and has folded exactly through that head); returns its size
+    in bytes, 0 when nothing was written. A binding with no first record's hash names
+    no file it could be checked against: nothing is written."""
+    if binding.first_hash is None:
+        return 0
     target = path_for(stream)
     safefs.ensure_dir(target.parent, stream.base)
+    data = encode(stream.name, binding, codec)
     # Not fsynced: like the checkpoint, a snapshot lost in a crash only costs a longer read.
-    safefs.atomic_write(target, stream.base, encode(stream.name, binding, codec), durable=False)
-    return True
+    safefs.atomic_write(target, stream.base, data, durable=False)
+    return len(data)
 
 
-def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any] | None:
-    """The stream's snapshot, decoded but not yet checked against the file."""
+def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any, int] | None:
+    """The stream's snapshot (its binding, its state object and the file's size), decoded
+    but not yet checked against the file."""
     try:
         data = safefs.read_file(path_for(stream), stream.base)
     except (OSError, LoopstateError):  # unreadable, or not a safe regular file: not used
         return None
-    return None if not data else decode(data, stream.name, codec)
+    decoded = None if not data else decode(data, stream.name, codec)
+    return None if decoded is None else (*decoded, len(data))

@@ -566,16 +566,25 @@ class Stream:
         if self.digest is None and self.position.offset == 0:
             self._adopt = (offset, vouch)
 
-    def resume_at(self, head: Position, identity: tuple[int, int], digest: Any) -> None:
-        """Take ``head`` of the file ``identity`` as verified, with ``digest`` the checked
-        SHA-256 of every byte before it (a projection snapshot's start; the caller holds
-        the lock and has just checked it): reading goes on after it, and the running
-        digest and the live-integrity checks carry on as after a scan from byte 0."""
+    def resume_at(self, head: Position, identity: tuple[int, int], digest: Any, seen: os.stat_result) -> None:
+        """Take ``head`` of the file ``identity`` as verified (a projection snapshot's start;
+        the caller holds the lock and has just checked it, and ``seen`` is the file's fstat
+        as checked): reading goes on after it, and the live-integrity checks carry on from
+        ``seen``. ``digest``, the checked SHA-256 of every byte before the head, lets the
+        running digest carry on as after a scan from byte 0; None (the verified mark vouched
+        for the prefix instead) leaves the stream without one, like a head moved by hand."""
         self.discard_staged()
         self.position, self.identity = head, identity
-        self.digest, self._digest_at, self._adopt = digest.copy(), head.offset, None
+        self.digest, self._digest_at, self._adopt = (None, -1, None) if digest is None else (digest.copy(), head.offset, None)
         self.torn = None
         self.live.forget()
+        self.live.saw(seen)
+
+    def take_digest(self, digest: Any, offset: int) -> None:
+        """``digest`` is the checked SHA-256 of bytes [0, ``offset``); it becomes the running
+        digest when ``offset`` is the head (the live-integrity check computed it afresh)."""
+        if offset == self.position.offset and not self._staged:
+            self.digest, self._digest_at = digest, offset
 
     def forget(self) -> None:
         """Drop everything known about the file: the next read verifies it from byte 0."""

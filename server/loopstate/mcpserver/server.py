@@ -45,7 +45,7 @@ log = logging.getLogger("loopstate.mcp")
 INSTRUCTIONS = (
     "loopstate keeps this project's durable state. Start or resume your task with intent_task, record the user's "
     "intent with intent_claim (explicit only for the user's own words), act on runs under your lease (run_*), "
-    "work goals with todo_ready and todo. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
+    "work goals with todo_ready and todo. To retry a change, resend its request_id. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
     "(intent, runs, goals) can be subscribed to."
 )
 
@@ -142,8 +142,10 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
     call_root: contextvars.ContextVar[str] = contextvars.ContextVar("call_root")  # per call: calls may overlap
 
-    async def execute(command: Any) -> dict[str, Any]:
-        outcome = await on_worker(service.execute, call_root.get(), command, random_uuid())
+    async def execute(command: Any, request_id: str | None = None) -> dict[str, Any]:
+        """Apply ``command`` under the caller's request id (an exact retry returns the first
+        result, replayed), or a fresh one when the caller gave none."""
+        outcome = await on_worker(service.execute, call_root.get(), command, request_id or random_uuid())
         return {"events": outcome.events, "head": msgspec.to_builtins(outcome.head), "replayed": outcome.replayed}
 
     async def query(message: Any) -> Any:

@@ -12,6 +12,11 @@ Schemas stay small on purpose (the whole ``tools/list`` is measured by
 tests/bench/bench_mcp_context.py): related verbs share one tool through an
 ``action`` field, descriptions are one line, and optional fields default to
 None so that an absent field is the protocol's own default.
+
+Each tool that changes the store takes an optional ``request_id``: the
+request id of the command it applies, so a host that lost an answer can call
+again with the same id and get the first result (``replayed``) instead of a
+second append; without one, each call gets a fresh id.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.errors import LoopstateError
 
 Call = Callable[..., Awaitable[Any]]
+
 
 
 class Source(BaseModel):
@@ -67,10 +73,12 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         action: Literal["start", "resume"],
         task_id: str | None = Opt("resume: default the newest"),
         label: str | None = Opt("start: a short label"),
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         """Start or resume this session's intent task (claims default to it)."""
         if action == "start":
-            outcome = await execute(build({"label": label, "task_id": task_id, "actor": "agent"}, intent_proto.IntentTaskStart))
+            outcome = await execute(build({"label": label, "task_id": task_id, "actor": "agent"}, intent_proto.IntentTaskStart),
+                                    request_id)
             session.task_id = outcome["events"][0]["task_id"]
             return {"task_id": session.task_id, **outcome}
         tasks = [t for t in await query(intent_proto.IntentTasks()) if task_id in (None, t["task_id"])]
@@ -95,6 +103,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         claim_id: str | None = Opt("invalidate"),
         reason: str | None = Opt("invalidate"),
         task_id: str | None = None,
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         """Record, replace or invalidate a claim about the user's intent."""
         common = {"task_id": task_id or session.task_id, "actor": by,
@@ -103,11 +112,11 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
             raise LoopstateError(ErrorCode.INVALID_PARAMS, "no task: give task_id, or call intent_task first")
         if action == "invalidate":
             return await execute(build({**common, "claim_id": claim_id, "reason": reason},
-                                       intent_proto.IntentClaimInvalidate, action))
+                                       intent_proto.IntentClaimInvalidate, action), request_id)
         claim = {"statement": statement, "role": by, "epistemic_status": status, "facets": facets, "confidence": confidence}
         cls = intent_proto.IntentClaimAdd if action == "add" else intent_proto.IntentClaimReplace
         return await execute(build({**common, "claim": {k: v for k, v in claim.items() if v is not None},
-                                    "supersedes": supersedes}, cls, action))
+                                    "supersedes": supersedes}, cls, action), request_id)
 
     async def intent_show(
         compact: bool = False,
@@ -123,9 +132,10 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         """A run's state, lease, pending operation, issues and evidence."""
         return await query(build({"run_id": run_id}, runs_proto.Status))
 
-    async def run_heartbeat(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
+    async def run_heartbeat(run_id: str, lease_id: str, generation: int,
+                            request_id: str | None = None) -> dict[str, Any]:
         """Renew your lease (lease_id, generation: from run_status) on a run."""
-        return await execute(build(_lease(run_id, lease_id, generation), runs_proto.Heartbeat))
+        return await execute(build(_lease(run_id, lease_id, generation), runs_proto.Heartbeat), request_id)
 
     async def run_operation(
         action: Literal["intend", "complete"],
@@ -138,14 +148,15 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         destination: str | None = Opt("intend: e.g. repository"),
         cost_usd: str | None = None,
         record: dict[str, Any] | None = Opt("complete: the evidence/issue/route record"),
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         """Announce an operation before doing it (intend), then report its completion."""
         fields = {**_lease(run_id, lease_id, generation), "completion_event_type": completion_event_type,
                   "completion_data": completion_data, "operation_id": operation_id}
         if action == "intend":
             return await execute(build({**fields, "action": operation, "destination": destination, "cost_usd": cost_usd},
-                                       runs_proto.Intend, action))
-        return await execute(build({**fields, "record": record}, runs_proto.Complete, action))
+                                       runs_proto.Intend, action), request_id)
+        return await execute(build({**fields, "record": record}, runs_proto.Complete, action), request_id)
 
     async def run_issue(
         action: Literal["open", "update", "evidence"],
@@ -159,16 +170,19 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         resolution: str | None = None,
         evidence: dict[str, Any] | None = Opt("evidence: the record"),
         evidence_ids: list[str] | None = None,
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         """Open or update an issue on a run, or add evidence to it."""
         lease = _lease(run_id, lease_id, generation)
         if action == "open":
             return await execute(build({**lease, "title": title, "severity": severity, "blocking": blocking,
-                                        "issue_id": issue_id, "evidence_ids": evidence_ids}, runs_proto.IssueOpen, action))
+                                        "issue_id": issue_id, "evidence_ids": evidence_ids}, runs_proto.IssueOpen, action),
+                                 request_id)
         if action == "update":
             return await execute(build({**lease, "issue_id": issue_id, "status": status, "resolution": resolution,
-                                        "evidence_ids": evidence_ids}, runs_proto.IssueUpdate, action))
-        return await execute(build({**lease, "evidence": evidence}, runs_proto.EvidenceAdd, action))
+                                        "evidence_ids": evidence_ids}, runs_proto.IssueUpdate, action),
+                                 request_id)
+        return await execute(build({**lease, "evidence": evidence}, runs_proto.EvidenceAdd, action), request_id)
 
     async def todo_ready(goal_id: str) -> dict[str, Any]:
         """A goal's open todos that wait for no gate, in board order."""
@@ -186,15 +200,16 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         priority: Literal["P0", "P1", "P2", "P3", "P4"] | None = Opt("update"),
         rationale: str | None = Opt("complete"),
         evidence_ids: list[str] | None = Opt("complete"),
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         """Claim, update or complete a goal's todo (open gates refuse completion)."""
         ids = {"goal_id": goal_id, "todo_id": todo_id}
         if action == "claim":
             return await execute(build({**ids, "claimed_by": by, "lease_seconds": lease_seconds, "note": note},
-                                       goals_proto.ClaimTodo, action))
+                                       goals_proto.ClaimTodo, action), request_id)
         if action == "update":
-            return await execute(build({**ids, "title": title, "priority": priority}, goals_proto.UpdateTodo, action))
+            return await execute(build({**ids, "title": title, "priority": priority}, goals_proto.UpdateTodo, action), request_id)
         return await execute(build({**ids, "rationale": rationale, "evidence_ids": evidence_ids},
-                                   goals_proto.CompleteTodo, action))
+                                   goals_proto.CompleteTodo, action), request_id)
 
     return [intent_task, intent_claim, intent_show, run_status, run_heartbeat, run_operation, run_issue, todo_ready, todo]
