@@ -145,3 +145,16 @@ def test_a_read_compiles_no_redaction_pattern(root: Path, data_dir: Path) -> Non
                           timeout=60)
     assert "loopstate.core.redaction" in loaded_by("run", "list", cwd=root)
     assert done.stderr.rsplit("COMPILED ", 1)[1] == "0"
+
+
+def test_a_sub_verb_the_narrow_parser_did_not_build_is_parsed_by_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should argparse ever choose a sub-verb by less than its whole name, the unbuilt one says so and
+    main's parse falls back to the whole tree (here forced: a parser narrowed to other words)."""
+    from loopstate.cli import main as entry
+    from loopstate.cli.parser import NotBuilt
+
+    narrowed_elsewhere = entry.parser_for(["run", "status", "R"])
+    with pytest.raises(NotBuilt):
+        narrowed_elsewhere.parse_args(["run", "list"])
+    monkeypatch.setattr(entry, "parser_for", lambda argv: narrowed_elsewhere)
+    assert entry.parse_argv(["run", "list", "--json"]).json is True

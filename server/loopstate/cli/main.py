@@ -80,6 +80,16 @@ def parser_for(argv: list[str]):
     return build_parser()
 
 
+def parse_argv(argv: list[str]):
+    """argv parsed by the narrowest parser, or by the whole one if the narrow one lacks the sub-verb chosen."""
+    from loopstate.cli.parser import NotBuilt
+
+    try:
+        return parser_for(argv).parse_args(argv)
+    except NotBuilt:
+        return build_parser().parse_args(argv)
+
+
 def is_plain_hook(argv: list[str]) -> bool:
     """``hook [HOST [EVENT]]`` and nothing else: what a host's hook registration runs, on every event.
 
@@ -98,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return answer_hook(*argv[1:])
     try:
-        args = parser_for(argv).parse_args(argv)
+        args = parse_argv(argv)
         if not getattr(args, "func", None):
             build_parser().print_help()
             return 2

@@ -31,8 +31,9 @@ def only_subverbs_in(argv: list[str]) -> Iterator[None]:
     """Parsers built in this block build a sub-verb only when argv holds its name or an alias.
 
     argparse picks a sub-verb by one whole argv item equal to its name or an
-    alias (never an abbreviation), so the parser that argv can choose is built;
-    the others are never parsed with.
+    alias, so the parser that argv can choose is built; the others are never
+    parsed with (were one chosen, it raises NotBuilt and ``cli.main.parse_argv``
+    parses with the whole tree).
     """
     global _wanted
     previous, _wanted = _wanted, frozenset(argv)
@@ -40,6 +41,10 @@ def only_subverbs_in(argv: list[str]) -> Iterator[None]:
         yield
     finally:
         _wanted = previous
+
+
+class NotBuilt(Exception):
+    """The narrow parser was asked to parse with a sub-verb it did not build (the caller parses with the whole one)."""
 
 
 class Unbuilt:
@@ -55,7 +60,9 @@ class Unbuilt:
         return self
 
     def parse_known_args(self, args=None, namespace=None):
-        raise RuntimeError("loopstate: a sub-verb that argv does not name was chosen; please report this")
+        # Not reached by argv the parser was narrowed to (see only_subverbs_in), unless an argparse
+        # matched a sub-verb by something other than its whole name: then the whole tree answers.
+        raise NotBuilt
 
 
 class SubVerbs(argparse._SubParsersAction):
