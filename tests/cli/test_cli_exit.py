@@ -2,7 +2,7 @@
 
 The console script runs ``cli.main.run``: ``main`` with the cyclic garbage
 collector off, then ``finish``, which skips the interpreter's teardown
-(freeing every object of a read's state one by one) when no other thread runs
+(freeing every object of a read's state one by one) when no other non-daemon thread runs
 and no ``atexit`` handler is registered. The servers (``serve``, ``mcp``)
 keep both. Each test is a real process; what it checks is what a caller sees.
 """
@@ -55,6 +55,19 @@ def test_another_thread_is_waited_for(root: Path, data_dir: Path, tmp_path: Path
     done = entry(setup, "root", cwd=root)
     assert done.returncode == 0, done
     assert marker.read_text() == "done"
+
+
+def test_a_daemon_thread_does_not_hold_the_exit(root: Path, data_dir: Path) -> None:
+    """The interpreter never waits for a daemon thread; neither does the fast exit (no teardown either)."""
+    setup = ("import threading, time\n"
+             "class Said:\n"
+             "    def __del__(self):\n"
+             "        sys.stderr.write('TORN DOWN')\n"
+             "said = Said()\n"
+             "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()")
+    done = entry(setup, "root", cwd=root)
+    assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
+    assert "TORN DOWN" not in done.stderr
 
 
 def test_a_large_output_reaches_a_pipe_whole(root: Path, data_dir: Path) -> None:

@@ -153,9 +153,10 @@ def finish(code: int) -> None:
     store that was 10-20 ms of a ~100 ms command (its state, the modules), all
     of it memory the kernel takes back at once anyway. So once stdout and
     stderr are flushed, the process ends at once, unless something still
-    counts on the normal exit: another thread (a writer's snapshot, a
-    server's I/O; the interpreter joins them) or an ``atexit`` handler (a
-    library's, a coverage tool's); then it exits as usual.
+    counts on the normal exit: another non-daemon thread (the interpreter
+    joins those; a daemon thread, such as the prefix-digest reader, it
+    abandons either way) or an ``atexit`` handler (a library's, a coverage
+    tool's); then it exits as usual.
     """
     import atexit
     import os
@@ -166,7 +167,9 @@ def finish(code: int) -> None:
     except (OSError, ValueError):  # a closed pipe or stream: the usual exit deals with it as it always has
         sys.exit(code)
     threading = sys.modules.get("threading")
-    if (threading is None or threading.active_count() == 1) and atexit._ncallbacks() == 0:
+    waited = threading is not None and any(
+        not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread())
+    if not waited and atexit._ncallbacks() == 0:
         os._exit(code)
     sys.exit(code)
 
