@@ -210,9 +210,25 @@ COMMANDS = (
 # Queries -----------------------------------------------------------------------------------
 
 
+BOARD_LIMIT = 100  # todos on a board page unless the caller asks for another number
+MAX_BOARD_LIMIT = 5000
+BoardCursor = Annotated[str, msgspec.Meta(min_length=1, max_length=120,
+                                          description="a board page's next_cursor, as given")]
+
+
 class GetBoard(Query, tag="goals.board"):
+    """One page of the board. Its todos are in one order: the active ones (priority,
+    planner order, append order), then the completed ones, newest first. A page lists
+    up to ``limit`` of them after ``cursor`` (a previous page's ``page.next_cursor``);
+    the first page (no cursor) lists the active todos and at most the ten newest
+    completed ones. ``limit: null`` asks for the whole board in one answer (what the
+    Markdown workbench renders). Gates, runs, refreshes and evidence are the same on
+    every page: the pending gates, and the latest of the rest with their totals."""
+
     goal_id: GoalId
     public: bool = False
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_BOARD_LIMIT)] | None = BOARD_LIMIT
+    cursor: BoardCursor | None = None
 
 
 class PreviewMarkdown(Query, tag="goals.markdown"):
@@ -345,8 +361,34 @@ class RenderView(msgspec.Struct, kw_only=True):
     append_sequence: int
 
 
+class BoardPage(msgspec.Struct, kw_only=True):
+    """Where a board page sits in the goal's todos, and the counts of what it leaves out.
+
+    ``before`` todos come before this page in the board order (earlier pages),
+    ``after`` after it: ``next_cursor`` continues there (null: nothing is left).
+    A cursor stays valid across appends: the next page starts after the todo it
+    names, in the order as it is then (a todo that changed place meanwhile may be
+    on neither page or on both; the counts are always of the current state)."""
+
+    limit: int | None
+    cursor: str | None
+    next_cursor: str | None
+    before: int
+    after: int
+    active_total: int
+    completed_total: int
+    status_counts: dict[str, int]  # every todo of the goal, by status
+    resolved_gates_total: int
+    evidence_total: int
+
+
 class Board(msgspec.Struct, kw_only=True):
-    """The goal's event projection: what the Markdown workbench and dashboards show."""
+    """The goal's event projection: what the Markdown workbench and dashboards show.
+
+    One page of it (``page``): ``completed`` holds the page's todos among the ten
+    newest completed, in full; ``archive_candidates`` the older completed ones, in
+    their compact form (id, title, role, priority, status). ``resolved_gates`` and
+    ``evidence`` hold the latest ten unless the whole board was asked for."""
 
     meta: ProjectionMeta
     active: list[RoleGroup]
@@ -361,6 +403,7 @@ class Board(msgspec.Struct, kw_only=True):
     quota: list[QuotaLine]
     evidence: list[EvidenceView]
     omissions: list[str]
+    page: BoardPage
     last_render: RenderView | None = None
 
 

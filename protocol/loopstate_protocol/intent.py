@@ -221,10 +221,19 @@ class IntentSnapshot(Query, tag="intent.snapshot"):
     task_id: str | None = None
 
 
+AUDIT_PAGE = 200
+
+
 class IntentAudit(Query, tag="intent.audit"):
-    """Every claim with its lifecycle and supersession edges."""
+    """Claims with their lifecycle and supersession edges, in ledger order, a page at a time.
+
+    ``limit`` (1-1000) claims per page; ``cursor`` is the ``next_cursor`` of the
+    page before (none: the first page). The result counts the claims after the page.
+    """
 
     task_id: str | None = None
+    limit: int = AUDIT_PAGE
+    cursor: str | None = None
 
 
 class IntentCompact(Query, tag="intent.compact"):
@@ -332,11 +341,18 @@ class Edge(msgspec.Struct, kw_only=True):
 
 
 class AuditView(msgspec.Struct, kw_only=True):
+    """One page of the audit: ``claims`` in ledger order, the ``edges`` that touch them,
+    ``total`` claims in the audit, ``remaining`` after this page and the cursor of the next
+    page (null on the last)."""
+
     project_id: str
     task_id: str | None
     sequence: int
     claims: list[ClaimView]
     edges: list[Edge]
+    total: int
+    remaining: int
+    next_cursor: str | None
 
 
 class CompactItem(msgspec.Struct, kw_only=True, omit_defaults=True):

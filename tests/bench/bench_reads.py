@@ -81,8 +81,9 @@ def intent_command(task_id: str) -> Callable[[Any, int], Any]:
             return p.IntentTaskStart(task_id=task_id)
         claim = p.ClaimInput(statement=f"rule {n}: keep the public API stable", role="user",
                              epistemic_status="explicit", facets=["hard_constraint"], scope="project")
-        if n % 4 == 0 and state.claims:  # a quarter supersede the claim just before them
-            return p.IntentClaimReplace(task_id=task_id, supersedes=[next(reversed(state.claims))], claim=claim)
+        section = state.section(task_id)
+        if n % 4 == 0 and section is not None and section.claims:  # a quarter supersede the claim just before them
+            return p.IntentClaimReplace(task_id=task_id, supersedes=[next(reversed(section.claims))], claim=claim)
         return p.IntentClaimAdd(task_id=task_id, claim=claim)
     return command
 

@@ -14,46 +14,24 @@ import time
 from pathlib import Path
 
 import msgspec
+from bench_reads import build as build_events
+from bench_reads import goal_command
 
 from loopstate_protocol import goals as g
 
 from loopstate.core.clock import FixedClock
-from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
-from loopstate.domains.base import Context
 from loopstate.domains.goals import DOMAIN
 from loopstate.domains.goals.domain import LAYOUT
 from loopstate.service.engine import Service
 from loopstate.service.goals_effects import load_state
 
-BATCH = 1000
-
-
-def build(project: Project, count: int, clock: FixedClock) -> None:
-    """Append ``count`` realistic events (adds, claims, completions) in fsynced batches."""
-    state = DOMAIN.initial("goals.bench")
-    ledger = Ledger(project, "goals.bench", LAYOUT, on_record=lambda r: DOMAIN.evolve(state, r.event))
-    made = 0
-    while made < count:
-        with ledger.mutation() as tx:
-            batch = []
-            for _ in range(min(BATCH, count - made)):
-                made += 1
-                ctx = Context(now=clock(), new_id=lambda: "", project_id="", project_root="", request_id=f"b{made}")
-                number = (made + 2) // 3
-                if made % 3 == 1:
-                    command = g.AddTodo(goal_id="bench", todo_id=f"T{number}", title=f"task {number}", priority="P1")
-                elif made % 3 == 2:
-                    command = g.ClaimTodo(goal_id="bench", todo_id=f"T{number}", claimed_by="codex")
-                else:
-                    command = g.CompleteTodo(goal_id="bench", todo_id=f"T{number}", rationale="done")
-                (event,) = DOMAIN.decide(state, command, ctx)
-                event = {**event, "append_sequence": made}  # provisional, for the local fold only
-                DOMAIN.evolve(state, {**event, "event_hash": ""})
-                batch.append({k: v for k, v in event.items() if k != "append_sequence"})
-            state.seen.clear()
-            tx.append(batch)
+def build(data: Path, root: Path, count: int, clock: FixedClock) -> None:
+    """Append ``count`` realistic events (adds, claims, completions) through the domain's decide and a
+    real Ledger, a thousand per write+fsync (bench_reads.build)."""
+    service = Service(data_dir=data, clock=clock, domains=[DOMAIN])
+    build_events(service, str(root), DOMAIN, "goals.bench", goal_command, count)
 
 
 def timed(label: str, count: int, fn) -> float:
@@ -71,8 +49,7 @@ def main() -> None:
         root.mkdir()
         clock = FixedClock("2026-03-02T12:00:00Z")
         project = Project(root, data_dir=data)
-        project.ensure()
-        build(project, count, clock)
+        build(data, root, count, clock)
         path = project.dir / "streams" / "goals.bench.jsonl"
         decoder = msgspec.json.Decoder()
 

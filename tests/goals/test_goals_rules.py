@@ -134,7 +134,14 @@ def test_completed_todos_beyond_the_recent_window_become_archive_candidates(h: H
         h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
     board = h.ask(g.GetBoard(goal_id="g"))
     assert [t.todo_id for t in board.completed][:2] == ["T013", "T012"] and len(board.completed) == 10
-    assert [t.todo_id for t in board.archive_candidates] == ["T003", "T002", "T001"]
+    # The default page stops after the completed tail and says what it left out.
+    assert board.archive_candidates == [] and (board.page.after, board.page.completed_total) == (3, 13)
+    rest = h.ask(g.GetBoard(goal_id="g", cursor=board.page.next_cursor))
+    assert [t.todo_id for t in rest.archive_candidates] == ["T003", "T002", "T001"] and rest.page.next_cursor is None
+    whole = h.ask(g.GetBoard(goal_id="g", limit=None))
+    assert [t.todo_id for t in whole.archive_candidates] == ["T003", "T002", "T001"]
+    # Archive candidates are compact: what the Markdown's archive section shows of them.
+    assert whole.archive_candidates[0].rationale is None and whole.completed[0].rationale == "done"
     text = h.ask(g.PreviewMarkdown(goal_id="g")).text
     assert "## Archive candidates" in text
     assert h.ask(g.BridgeMarkdown(goal_id="g", markdown=text)).clean

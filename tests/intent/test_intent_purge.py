@@ -261,3 +261,14 @@ def test_a_purge_accepts_the_id_in_upper_case(it: Intent, data_dir):
     claim = it.add(task, DOOMED)
     purge(it, "claim", claim.upper())
     assert DOOMED.encode() not in store_bytes(data_dir)
+
+
+def test_a_purge_leaves_no_projection_snapshot_of_what_it_removed(it: Intent, svc, data_dir, root):
+    task = it.start(user_claim("Keep the API stable"))
+    doomed = it.add(task, DOOMED)
+    ((_, written),) = svc.compact(str(root))  # a snapshot holding the doomed claim, at the head
+    assert written and DOOMED.encode() in store_bytes(data_dir)
+    purge(it, "claim", doomed)
+    data = store_bytes(data_dir)
+    assert DOOMED.encode() not in data and doomed.encode() not in data
+    assert {c.statement for c in fresh(data_dir, root).audit(task).claims} == {"Keep the API stable"}

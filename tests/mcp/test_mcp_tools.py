@@ -198,3 +198,17 @@ async def test_resume_picks_a_named_or_the_newest_task_and_says_when_there_is_no
                                                    "facets": ["soft_constraint"], "confidence": 0.4})
         assert claimed["events"][0]["task_id"] == first  # claims go to the resumed task
         await client.refused("intent_task", {"action": "resume", "task_id": "0" * 8}, "NOT_FOUND")
+
+
+async def test_todo_ready_reads_every_page_of_a_board_with_more_active_todos_than_one_page(root, data_dir):
+    from loopstate_protocol import goals as goals_proto
+
+    service = Service(data_dir=data_dir)
+    count = goals_proto.BOARD_LIMIT + 25
+    for n in range(count):
+        service.execute(str(root), goals_proto.AddTodo(goal_id="big", title=f"todo {n}"), random_uuid())
+    service.execute(str(root), goals_proto.CompleteTodo(goal_id="big", todo_id="T001", rationale="done"), random_uuid())
+    async with connected(data_dir, "--root", str(root)) as client:
+        ready = await client.ok("todo_ready", {"goal_id": "big"})
+    assert len(ready["ready"]) == count - 1
+    assert len({t["todo_id"] for t in ready["ready"]}) == count - 1 and "T001" not in {t["todo_id"] for t in ready["ready"]}

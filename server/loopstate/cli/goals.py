@@ -13,7 +13,6 @@ they fold the stream from its snapshot checkpoint when there is a valid one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import typing
@@ -229,9 +228,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    renders=False)
     render.set_defaults(func=cmd_render)
 
-    board = verbs.add_parser("board", help="the goal's projection: todos by role and priority, gates, runs, quota")
+    board = verbs.add_parser(
+        "board", help="the goal's projection: todos by role and priority, gates, runs, quota (one page at a time)",
+        description="The goal's board, one page at a time: the active todos and the ten newest completed ones "
+                    "first, then older completed todos on the pages --cursor continues to. A line at the end says "
+                    "what the page left out and how to see it.")
     board.add_argument("goal")
     board.add_argument("--public", action="store_true", help="the redacted public projection")
+    board.add_argument("--limit", type=int, default=proto.BOARD_LIMIT, metavar="N",
+                       help=f"todos on the page (default {proto.BOARD_LIMIT}, at most {proto.MAX_BOARD_LIMIT})")
+    board.add_argument("--cursor", metavar="CURSOR", help="continue after the page that gave this next cursor")
+    board.add_argument("--all", action="store_true", help="the whole board in one answer (every todo)")
     board.add_argument("--no-snapshot", action="store_true", help="replay from the first event")
     add_common(board)
     board.set_defaults(func=cmd_board)
@@ -250,6 +257,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _payload(text: str) -> dict[str, Any]:
     """A JSON object from the argument, or from stdin for ``-``."""
+    import json
+
     raw = sys.stdin.read() if text == "-" else text
     try:
         value = json.loads(raw)
@@ -295,16 +304,37 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_board(args: argparse.Namespace) -> int:
     from loopstate.core.clock import format_time, system_clock
+    from loopstate.domains.goals.domain import validated
     from loopstate.domains.goals.projection import build_board
     from loopstate.service.front import goal_state
 
+    if args.all and args.cursor:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, "--all shows the whole board; leave out --cursor (or --all)")
+    query = validated(proto.GetBoard(goal_id=args.goal, public=args.public, limit=None if args.all else args.limit,
+                                     cursor=args.cursor))
     loaded = goal_state(project_root(args), args.goal, use_snapshot=not args.no_snapshot)
-    board = build_board(loaded.state, generated_at=format_time(system_clock()), public=args.public)
+    board = build_board(loaded.state, generated_at=format_time(system_clock()), public=query.public,
+                        limit=query.limit, cursor=query.cursor)
     if args.json:
         emit_json(msgspec.to_builtins(board))
     else:
         print_board(board)
+        print(page_line(board.page, args.goal, public=args.public))
     return 0
+
+
+def page_line(page: proto.BoardPage, goal: str, *, public: bool) -> str:
+    """What the page showed of the goal's todos, what it left out, and how to see the rest."""
+    total = page.active_total + page.completed_total
+    shown = total - page.before - page.after
+    counts = ", ".join(f"{n} {status}" for status, n in page.status_counts.items()) or "none"
+    where = f"todos {page.before + 1}-{page.before + shown} of {total}" if shown else f"no todos of {total}"
+    line = f"\nShown: {where} ({counts})."
+    if page.after:
+        flags = " --public" if public else ""
+        line += (f" {page.after} more: `loopstate goals board {goal}{flags} --cursor {page.next_cursor}`"
+                 f" (or --all for every todo).")
+    return line
 
 
 def cmd_bridge(args: argparse.Namespace) -> int:
@@ -369,9 +399,13 @@ def print_board(board: proto.Board) -> None:
     if rows:
         print("\n".join(_table(rows, ["ROLE", "PRI", "ID", "STATUS", "TITLE", "NOTE"])))
     if board.completed:
-        print(f"\nCompleted (latest {len(board.completed)}; {len(board.archive_candidates)} archive candidates)")
+        print(f"\nCompleted, newest first ({len(board.completed)} of {board.page.completed_total} on this page)")
         print("\n".join(_table([[t.role, t.priority, t.todo_id, t.title, _note(t)] for t in board.completed],
                                ["ROLE", "PRI", "ID", "TITLE", "RATIONALE"])))
+    if board.archive_candidates:
+        print(f"\nArchive candidates (older completed todos: {len(board.archive_candidates)} on this page)")
+        print("\n".join(_table([[t.role, t.priority, t.todo_id, t.title] for t in board.archive_candidates],
+                               ["ROLE", "PRI", "ID", "TITLE"])))
     for title, gates in (("User inbox", board.user_inbox), ("Controller inbox", board.controller_inbox)):
         if gates:
             print(f"\n{title}")

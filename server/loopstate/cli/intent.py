@@ -15,7 +15,7 @@ import sys
 from typing import Any, Union
 
 import msgspec
-from loopstate_protocol.intent import ACTORS, FACETS, SCOPES, STATUSES
+from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, STATUSES
 from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
 from loopstate.cli.output import add_common, emit_json, project_root
@@ -388,7 +388,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentAudit
 
-    view = _query(args, IntentAudit(task_id=args.task))
+    view = _query(args, IntentAudit(task_id=args.task, limit=args.limit, cursor=args.cursor))
     if args.json:
         emit_json(view)
         return 0
@@ -399,6 +399,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     for edge in view.edges:
         print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
+    if view.remaining:
+        again = ["loopstate intent audit"] + (["--task", view.task_id] if view.task_id else [])
+        if args.limit != AUDIT_PAGE:
+            again += ["--limit", str(args.limit)]
+        print(
+            f"{view.remaining} more claim(s) not shown ({view.total} in all); the next page: "
+            + " ".join(again + ["--cursor", view.next_cursor or ""])
+        )
     return 0
 
 
@@ -635,9 +643,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--task")
     show.set_defaults(func=cmd_show)
 
-    audit = verbs.add_parser("audit", help="every claim with its lifecycle and supersession edges")
+    audit = verbs.add_parser("audit", help="claims with their lifecycle and supersession edges, a page at a time")
     add_common(audit)
     audit.add_argument("--task")
+    audit.add_argument("--limit", type=int, default=AUDIT_PAGE, help=f"claims per page, 1-1000 (default {AUDIT_PAGE})")
+    audit.add_argument("--cursor", help="where the page starts: the cursor the page before printed (default: the first page)")
     audit.set_defaults(func=cmd_audit)
 
     compact = verbs.add_parser("compact", help="the compact handoff, capped by records and characters")

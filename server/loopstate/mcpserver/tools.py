@@ -186,8 +186,13 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
 
     async def todo_ready(goal_id: str) -> dict[str, Any]:
         """A goal's open todos that wait for no gate, in board order."""
+        # Board pages in board order, active todos first: read on until every active one was seen.
         board = await query(build({"goal_id": goal_id}, goals_proto.GetBoard))
-        ready = [t for group in board["active"] for t in group["todos"] if t["status"] == "open" and not t.get("open_gate_ids")]
+        active = [t for group in board["active"] for t in group["todos"]]
+        while len(active) < board["page"]["active_total"] and board["page"]["next_cursor"]:
+            board = await query(build({"goal_id": goal_id, "cursor": board["page"]["next_cursor"]}, goals_proto.GetBoard))
+            active += [t for group in board["active"] for t in group["todos"]]
+        ready = [t for t in active if t["status"] == "open" and not t.get("open_gate_ids")]
         return {"goal_id": goal_id, "ready": ready, "store_sequence": board["meta"]["last_append_sequence"]}
 
     async def todo(

@@ -79,7 +79,9 @@ TOPIC_NOTES: dict[str, str] = {
     "intent/audit": "`intent/audit[/<task_id>]`: every claim with its lifecycle and supersession edges",
     "intent/tasks": "`intent/tasks`: the project's durable tasks",
     "runs/status": "`runs/status/<run_id>`: run, lease, pending operation, issues; a kill switch that appears halts the run at once",
-    "goals/board": "`goals/board/<goal_id>`: todos, gates, runs and quota of one goal, with `meta.last_append_sequence`",
+    "goals/board": "`goals/board/<goal_id>`: the default board page of one goal (active todos, the newest "
+                   "completed, gates, runs, quota), with `meta.last_append_sequence` and the `page` counts of what "
+                   "it leaves out",
     "goals/public_board": "`goals/public_board/<goal_id>`: the same board with only public-safe content",
 }
 

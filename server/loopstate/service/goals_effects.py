@@ -13,13 +13,16 @@
   snapshot of the head now (the one mechanism every domain shares:
   core/snapshot.py); ``load_state`` starts from it when it still matches the
   stream and folds only what follows. The stream itself is never rewritten.
+
+A read (``goals board``, a hook's gate check) imports this module to load a
+goal's state: git (subprocess), the Markdown code, the bridge and the decision
+rules are imported by the functions that render, check or decide, not here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,11 +33,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core import safefs
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.domains.goals import bridge, markdown, names
-from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
-from loopstate.domains.goals.decide import (
-    RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY, check_render_target,
-)
+from loopstate.domains.goals import names
 from loopstate.domains.goals.domain import PREFIX, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, initial
 
@@ -55,6 +54,8 @@ class Replay:
 
 def target_path(root: str, target: str) -> Path:
     """The rendered file's path: a Markdown file below the project root, reached through real folders."""
+    from loopstate.domains.goals.decide import check_render_target
+
     path = Path(root) / check_render_target(target)
     try:
         safefs.check_inside(path, Path(root))
@@ -79,6 +80,8 @@ def git_tracked(root: str, path: Path) -> bool:
 
     Outside a git work tree (or without git) the file is local state: False.
     """
+    import subprocess
+
     def git(*args: str) -> int:
         try:
             return subprocess.run(("git", "-C", root, *args), capture_output=True, timeout=GIT_TIMEOUT).returncode
@@ -109,8 +112,10 @@ def read_text(root: str, path: Path) -> str | None:
                              "or choose another file", path=path.name) from None
 
 
-def load_config(root: str) -> GoalsConfig:
+def load_config(root: str) -> Any:
     """The project's goals config (``.loopstate/goals.json``), or the seed's defaults."""
+    from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
+
     data = safefs.read_file(Path(root) / CONFIG_PATH, Path(root))
     return GoalsConfig() if data is None else parse_config(data)
 
@@ -179,6 +184,9 @@ class GoalsEffects:
         return _with_known_goals(project, state, ctx)
 
     def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
+        from loopstate.domains.goals import bridge
+        from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY
+
         ctx = _with_known_goals(project, state, ctx)
         run_target = _evidence_run_target(command)
         if run_target is not None:
@@ -213,6 +221,8 @@ EFFECTS = GoalsEffects()
 
 
 def write_rendered(project: Project, state: GoalState, event: dict[str, Any]) -> None:
+    from loopstate.domains.goals import markdown
+
     text = rendered_text(state, event)
     if markdown.text_checksum(text) != event["payload"]["checksum"]:
         raise LoopstateError(

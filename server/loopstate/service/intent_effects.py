@@ -13,9 +13,10 @@ dies in between, the exact retry (or any later mutation) finishes the cleanup.
 Purge. A user-confirmed purge of one claim or one task rewrites the intent
 stream under the exclusive lock: the kept events are re-chained from sequence
 1 and written with an atomic replace, quarantine summaries lose their hashes,
-the checkpoint is dropped, the task's controls are removed, and a purge record
-keeps only counts, sequences and the new head (nothing of what was removed).
-The record is made durable before the stream is replaced, and marked done
+the checkpoint and the projection snapshot (which holds the folded claims) are
+dropped, the task's controls are removed, and a purge record keeps only
+counts, sequences and the new head (nothing of what was removed). The record
+is made durable before the stream is replaced, and marked done
 after: a purge cut short by a crash is finished by its retry. Readers notice
 the new file identity and fold again from the start.
 """
@@ -32,7 +33,7 @@ from typing import Any
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs
+from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs, snapshot
 from loopstate.core.chain import Position, rebatch, seal
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
@@ -42,7 +43,8 @@ from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
 from loopstate.domains.intent.purge import confirmation_family, purge_events
-from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState, Task
+from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
+from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
 
 CONTROL_DIR = "private-sessions"
@@ -476,8 +478,8 @@ class IntentEffects:
         if command.target == "task":
             known = target_id in state.tasks or target_id in memory.tasks
         else:
-            known = target_id in state.claims or target_id in state.candidates or any(
-                target_id in t.state.claims for t in memory.tasks.values()
+            known = state.find_claim(target_id) is not None or target_id in state.candidates or any(
+                t.state.find_claim(target_id) is not None for t in memory.tasks.values()
             )
         state_of_purge = purge_state(project, ctx.request_id)
         if state_of_purge == "done" and known:
@@ -514,7 +516,7 @@ class IntentEffects:
             events = [canonical.decode(line) for line in (data or b"").split(b"\n") if line]
             kept, counts = purge_events(events, command.target, target_id)
             memory = self.memory(service, project)
-            in_memory = target_id in memory.tasks or any(target_id in t.state.claims for t in memory.tasks.values())
+            in_memory = target_id in memory.tasks or any(t.state.find_claim(target_id) is not None for t in memory.tasks.values())
             if counts.kept_events == len(events) and not counts.rewritten_events and not in_memory:
                 raise LoopstateError(
                     ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (purged meanwhile?)", id=target_id,
@@ -535,6 +537,9 @@ class IntentEffects:
                 "new_head_sequence": position.sequence, "new_head_hash": position.hash, "request_digest": digest,
             })
             checkpoint.drop(stream)  # before the replace: the new file may get the old one's inode number
+            # The projection snapshot holds the folded state, purged claims and all: a mismatched
+            # one is never used, but its bytes would still be on disk.
+            safefs.unlink_durably(snapshot.path_for(stream), project.dir)
             if data is not None:
                 safefs.atomic_write(stream.path, project.dir, b"".join(lines))
             self._scrub_quarantine(project)
@@ -572,11 +577,7 @@ class IntentEffects:
 
 def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:
     """Drop a purged claim (or candidate) from a private task's memory, with the requests that named it."""
-    for claim_id in removed & set(task.state.claims):
-        del task.state.claims[claim_id]
-    for candidate_id in removed & set(task.state.candidates):
-        del task.state.candidates[candidate_id]
-    task.state.edges = [(new, old) for new, old in task.state.edges if new not in removed and old not in removed]
+    task.state.forget(removed)
     marks = [claim_id.encode() for claim_id in removed]
     task.requests = {
         rid: (fp, events) for rid, (fp, events) in task.requests.items()

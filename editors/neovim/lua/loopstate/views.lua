@@ -105,8 +105,14 @@ function M.board_lines(goal_id, board)
       table.insert(lines, ('    gate %s [%s, %s] %s'):format(gate.gate_id, gate.status, inbox == 'user_inbox' and 'you' or 'controller', gate.title))
     end
   end
-  if #(board.completed or {}) > 0 then
-    table.insert(lines, ('    %d completed'):format(#board.completed))
+  local page = type(board.page) == 'table' and board.page or {}
+  local completed = page.completed_total or #(board.completed or {})
+  if completed > 0 then
+    table.insert(lines, ('    %d completed'):format(completed))
+  end
+  -- The board arrives one page at a time: say what this page leaves out and where to see it.
+  if (page.after or 0) > 0 then
+    table.insert(lines, ('    %d more todos not shown (loopstate goals board %s --all)'):format(page.after, goal_id))
   end
   return lines
 end

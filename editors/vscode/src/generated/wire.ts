@@ -1229,6 +1229,14 @@ export interface ExecuteResult {
   replayed: boolean;
 }
 /**
+ * One page of the board. Its todos are in one order: the active ones (priority,
+ * planner order, append order), then the completed ones, newest first. A page lists
+ * up to ``limit`` of them after ``cursor`` (a previous page's ``page.next_cursor``);
+ * the first page (no cursor) lists the active todos and at most the ten newest
+ * completed ones. ``limit: null`` asks for the whole board in one answer (what the
+ * Markdown workbench renders). Gates, runs, refreshes and evidence are the same on
+ * every page: the pending gates, and the latest of the rest with their totals.
+ *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "GetBoard".
  */
@@ -1239,6 +1247,8 @@ export interface GetBoard {
    */
   goal_id: string;
   public?: boolean;
+  limit?: number | null;
+  cursor?: string | null;
 }
 /**
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1249,7 +1259,10 @@ export interface GrantShow {
   grant_id: string;
 }
 /**
- * Every claim with its lifecycle and supersession edges.
+ * Claims with their lifecycle and supersession edges, in ledger order, a page at a time.
+ *
+ * ``limit`` (1-1000) claims per page; ``cursor`` is the ``next_cursor`` of the
+ * page before (none: the first page). The result counts the claims after the page.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "IntentAudit".
@@ -1257,6 +1270,8 @@ export interface GrantShow {
 export interface IntentAudit {
   kind: "intent.audit";
   task_id?: string | null;
+  limit?: number;
+  cursor?: string | null;
 }
 /**
  * Candidate signals grouped by signal key, with their distinct task counts.

@@ -91,6 +91,8 @@ export interface GoalBoard {
   user_inbox?: Gate[];
   controller_inbox?: Gate[];
   runs?: unknown[];
+  /** The page the subscription pushes (the default board page) and the counts of what it leaves out. */
+  page?: { after?: number; active_total?: number; completed_total?: number; next_cursor?: string | null };
 }
 
 /** Everything the extension knows of one project (one workspace folder's root). */

@@ -209,14 +209,22 @@ export function goalNodes(boards: Map<string, GoalBoard>): TreeNode[] {
         contextValue: "gate",
       })),
     };
-    const open = roles.reduce((n, role) => n + role.children.length, 0);
+    const open = board.page?.active_total ?? roles.reduce((n, role) => n + role.children.length, 0);
+    // The board arrives one page at a time: say what this page leaves out and where to see it.
+    const leftOut = board.page?.after ?? 0;
+    const more: TreeNode[] = leftOut > 0 ? [{
+      id: `goals/${goalId}/more`,
+      label: `${leftOut} more todo${leftOut === 1 ? "" : "s"} not shown`,
+      description: `loopstate goals board ${goalId} --all`,
+      icon: "ellipsis",
+    }] : [];
     return {
       id: `goals/${goalId}`,
       label: goalId,
       description: `${open} open · ${gates.length} gate${gates.length === 1 ? "" : "s"}`,
       icon: "checklist",
       contextValue: "goal",
-      children: [...roles, inbox],
+      children: [...roles, ...more, inbox],
     };
   });
 }

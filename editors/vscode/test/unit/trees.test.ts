@@ -74,6 +74,14 @@ describe("the Goals tree", () => {
     expect(inbox.children![0]).toMatchObject({ label: "G001 Approve the design", description: "user · open", contextValue: "gate" });
   });
 
+  it("counts every active todo and says what a board page leaves out", () => {
+    const paged = { ...board(), page: { after: 12, active_total: 40, completed_total: 9, next_cursor: "a.2.1.0.7" } };
+    const [goal] = goalNodes(new Map([["main", paged]]));
+    expect(goal.description).toBe("40 open · 1 gate");
+    expect(labels(goal.children)).toEqual(["agent", "user", "12 more todos not shown", "gate inbox"]);
+    expect(goal.children![2].description).toBe("loopstate goals board main --all");
+  });
+
   it("orders goals by id", () => {
     expect(labels(goalNodes(new Map([["zeta", {}], ["alpha", {}]])))).toEqual(["alpha", "zeta"]);
   });

@@ -27,11 +27,11 @@ from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid
 from loopstate.domains.base import Context
+from loopstate.domains.goals import eventids, privacy
 from loopstate.domains.goals import events as ev
-from loopstate.domains.goals import privacy
 from loopstate.domains.goals.decide import free_id, normalize_time, repeat_or_conflict
 from loopstate.domains.goals.markdown import ParsedTodo, parse, text_checksum
-from loopstate.domains.goals.state import GoalState
+from loopstate.domains.goals.state import GoalState, todo_added_by, todo_statuses
 
 MAX_UNPARSED_SHOWN = 5
 
@@ -76,7 +76,9 @@ class _Importer:
     def earlier_id(self, line: int, event_type: str, records: dict[str, Any]) -> str | None:
         """The id an earlier import of this very file gave the item on ``line`` (for items without one)."""
         event_id = self.event_id(line, event_type)
-        if event_id not in self.state.seen:
+        if event_type == "todo_added":
+            return todo_added_by(self.state, event_id)
+        if eventids.lookup(self.state.event_ids, event_id) is None:
             return None
         return next((key for key, record in records.items() if record.added_event_id == event_id), None)
 
@@ -84,13 +86,15 @@ class _Importer:
         """Append one event for ``line``; ``at`` is the time the file gives the record (runs, refreshes)."""
         state, command = self.state, self.command
         event_id = self.event_id(line, event_type)
-        known = state.seen.get(event_id)
+        known = eventids.lookup(state.event_ids, event_id)
+        caller_time = at is not None or command.recorded_at is not None
         if at is not None:
             at = _time(at, self, line)
         elif command.recorded_at is not None:
             at = normalize_time(command.recorded_at, "recorded_at")
         else:
-            at = known[2] if known is not None else format_time(self.ctx.now)
+            original = None if known is None else known.recorded_at
+            at = original if original is not None else format_time(self.ctx.now)
         clean = {k: v for k, v in payload.items() if v is not None and v != [] and v != {}}
         refs = {"source": f"markdown:{command.source_label}", "source_line": str(line), "source_sha256": self.sha}
         for name in ("todo_id", "gate_id", "run_id", "evidence_id"):
@@ -105,7 +109,7 @@ class _Importer:
         except LoopstateError as exc:
             raise LoopstateError(exc.code, f"{command.source_label} line {line}: {exc.message}", line=line,
                                  **exc.details) from None
-        if not repeat_or_conflict(state, event):
+        if not repeat_or_conflict(state, event, caller_time=caller_time):
             self.events.append(event)
 
 
@@ -140,15 +144,16 @@ def backfill_events(state: GoalState, command: proto.Backfill, ctx: Context) -> 
             f"{label}: no items found; backfill reads '## Todos' (with '### <role>' headings), '## Completed', "
             "'## Gates', '## Runs', '## Refresh timeline', '## Quota' and '## Evidence' sections",
         )
-    todos = _with_ids(label, parsed.todos, set(state.todos), "T",
-                      lambda t: t.todo_id or importer.earlier_id(t.line, "todo_added", state.todos))
+    statuses = todo_statuses(state)  # every todo of the goal: a bulk import reads the archive once
+    todos = _with_ids(label, parsed.todos, set(statuses), "T",
+                      lambda t: t.todo_id or importer.earlier_id(t.line, "todo_added", {}))
     gates = _with_ids(label, parsed.gates, set(state.gates), "G",
                       lambda g: g.gate_id or importer.earlier_id(g.line, "gate_added", state.gates))
-    new_todos = [(i, t) for i, t in todos if i not in state.todos]
+    new_todos = [(i, t) for i, t in todos if i not in statuses]
     new_gates = [(i, g) for i, g in gates if i not in state.gates]
-    known_todos = {**{i: t.status for i, t in state.todos.items()}, **{i: t.status for i, t in todos}}
+    known_todos = {**statuses, **{i: t.status for i, t in todos}}
     gate_status = {**{i: g.status for i, g in state.gates.items()}, **{i: g.status for i, g in gates}}
-    _check_links(label, todos, gates, known_todos, gate_status, state)
+    _check_links(label, todos, gates, known_todos, gate_status, statuses)
 
     for todo_id, todo in new_todos:
         importer.emit(todo.line, "todo_added", {
@@ -235,7 +240,7 @@ def _with_ids(label: str, items: list, taken: set[str], prefix: str, id_of) -> l
     return out
 
 
-def _check_links(label, todos, gates, known_todos, gate_status, state) -> None:
+def _check_links(label, todos, gates, known_todos, gate_status, statuses) -> None:
     for gate_id, gate in gates:
         if gate.todo_id is not None and gate.todo_id not in known_todos:
             raise _refuse(label, gate.line, f"gate {gate_id!r} names todo {gate.todo_id!r}, which neither the file nor the goal has")
@@ -243,7 +248,7 @@ def _check_links(label, todos, gates, known_todos, gate_status, state) -> None:
         for gate_id in todo.gate_ids:
             if gate_id not in gate_status:
                 raise _refuse(label, todo.line, f"todo {todo_id!r} is blocked by gate {gate_id!r}, which neither the file nor the goal has")
-        if todo.status == "completed" and todo_id not in state.todos:
+        if todo.status == "completed" and todo_id not in statuses:
             tied = {g for g, item in gates if item.todo_id == todo_id} | set(todo.gate_ids)
             pending = sorted(g for g in tied if gate_status.get(g) in ("open", "deferred"))
             if pending:

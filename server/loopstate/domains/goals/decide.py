@@ -27,7 +27,9 @@ from loopstate.domains.goals.config import StatePrivacy, render_rule
 from loopstate.domains.goals.markdown import render, text_checksum
 from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.projection import build_board, open_gates_for
-from loopstate.domains.goals.state import GoalState, Todo, state_checksum
+from loopstate.domains.goals import eventids
+from loopstate.domains.goals.envelope import body_digest
+from loopstate.domains.goals.state import Done, GoalState, Todo, find_todo, state_checksum, todo_added_by, todo_total
 
 Event = dict[str, Any]
 # ctx.extra keys the service's effects fill in before a render.
@@ -54,8 +56,8 @@ def event_id_for(command: proto.GoalCommand, ctx: Context) -> str:
     return derived_uuid(f"goals:{command.goal_id}", ctx.request_id)
 
 
-def _todo(state: GoalState, todo_id: str) -> Todo:
-    todo = state.todos.get(todo_id)
+def _todo(state: GoalState, todo_id: str) -> Todo | Done:
+    todo = find_todo(state, todo_id)
     if todo is None:
         raise LoopstateError(
             ErrorCode.NOT_FOUND,
@@ -67,7 +69,7 @@ def _todo(state: GoalState, todo_id: str) -> Todo:
 
 def _open_todo(state: GoalState, todo_id: str, verb: str) -> Todo:
     todo = _todo(state, todo_id)
-    if todo.status == "completed":
+    if not isinstance(todo, Todo):
         raise LoopstateError(
             ErrorCode.INVALID_TRANSITION,
             f"todo {todo_id!r} is completed and cannot be {verb}; events never rewrite a closed todo: "
@@ -97,16 +99,30 @@ def _gates_resolved(state: GoalState, todo: Todo, verb: str) -> None:
         )
 
 
-def free_id(taken, prefix: str) -> str:
-    number = len(taken) + 1
+def free_id(taken, prefix: str, count: int | None = None) -> str:
+    """The first readable id (T001, ...) from ``count`` + 1 (default: how many are ``taken``) that is free."""
+    number = (len(taken) if count is None else count) + 1
     while f"{prefix}{number:03d}" in taken:
         number += 1
     return f"{prefix}{number:03d}"
 
 
+class _TodoIds:
+    """Every todo id of the goal, live or completed, as ``free_id`` asks about them."""
+
+    def __init__(self, state: GoalState) -> None:
+        self.state = state
+
+    def __len__(self) -> int:
+        return todo_total(self.state)
+
+    def __contains__(self, todo_id: object) -> bool:
+        return isinstance(todo_id, str) and find_todo(self.state, todo_id) is not None
+
+
 def _auto_id(state: GoalState, collection: dict[str, Any], prefix: str, event_id: str) -> str:
-    """A new readable id (T001, G001, E001), or the one an earlier append of this event id chose."""
-    if event_id in state.seen:
+    """A new readable id (G001, E001), or the one an earlier append of this event id chose."""
+    if eventids.lookup(state.event_ids, event_id) is not None:
         for key, record in collection.items():
             if record.added_event_id == event_id:
                 return key
@@ -118,7 +134,8 @@ def _auto_id(state: GoalState, collection: dict[str, Any], prefix: str, event_id
 
 def _add(state, c: proto.AddTodo, at: str, eid: str) -> dict:
     return {
-        "todo_id": c.todo_id or _auto_id(state, state.todos, "T", eid), "title": c.title, "role": c.role,
+        "todo_id": c.todo_id or todo_added_by(state, eid) or free_id(_TodoIds(state), "T"), "title": c.title,
+        "role": c.role,
         "priority": c.priority, "planner_order": c.planner_order, "metadata": c.metadata,
         "details": c.details, "pointer": c.pointer,
     }
@@ -190,7 +207,7 @@ def _evidence(state, c: proto.AttachEvidence, at: str, eid: str) -> dict:
 
 
 def _rules_add(state: GoalState, p: dict, ctx: Context) -> None:
-    known = state.todos.get(p["todo_id"])
+    known = find_todo(state, p["todo_id"])
     if known is not None:
         raise LoopstateError(
             ErrorCode.RULE_VIOLATION,
@@ -321,7 +338,7 @@ def _refs(state: GoalState, command: proto.GoalCommand, payload: dict) -> dict[s
             )
         refs[name] = value
     parent = refs.get("parent_event_id")
-    if parent is not None and parent not in state.seen:
+    if parent is not None and eventids.lookup(state.event_ids, parent) is None:
         raise LoopstateError(
             ErrorCode.RULE_VIOLATION,
             f"refs.parent_event_id {parent!r} is not an event of goal {state.goal_id!r}; a child event must point "
@@ -334,24 +351,28 @@ def recorded_at_for(state: GoalState, command: proto.GoalCommand, event_id: str,
     """The caller's time; else, for a repeat of a known event id, the original's; else now."""
     if command.recorded_at is not None:
         return normalize_time(command.recorded_at, "recorded_at")
-    known = state.seen.get(event_id)
-    return known[2] if known is not None else format_time(ctx.now)
+    known = eventids.lookup(state.event_ids, event_id)
+    original = None if known is None else known.recorded_at
+    return original if original is not None else format_time(ctx.now)
 
 
-def repeat_or_conflict(state: GoalState, event: Event) -> bool:
+def repeat_or_conflict(state: GoalState, event: Event, *, caller_time: bool = True) -> bool:
     """True when ``event`` repeats a stored event exactly (a no-op), whether the stored body spelled its
-    defaults out or not; raises on a conflicting repeat."""
-    known = state.seen.get(event["event_id"])
+    defaults out or not; raises on a conflicting repeat. Without a time from the caller (``caller_time``
+    False) the event has the original's; when that could not be given back (another writer stored it in
+    a form of its own, which the table keeps only as a tag) the body alone decides."""
+    known = eventids.lookup(state.event_ids, event["event_id"])
     if known is None:
         return False
-    if known[2] == event["recorded_at"] and (
-            known[1] == ev.body_digest(event) or known[1] in ev.spelled_out_digests(event)):
+    timed = known.same_time(event["recorded_at"]) or (not caller_time and known.recorded_at is None)
+    if timed and (
+            known.same_body(body_digest(event)) or any(known.same_body(d) for d in ev.spelled_out_digests(event))):
         return True
     raise LoopstateError(
         ErrorCode.EVENT_ID_CONFLICT,
         f"event_id {event['event_id']!r} was already appended to goal {state.goal_id!r} at append_sequence "
-        f"{known[0]} with a different body; an event id names one event forever: use a new event id",
-        event_id=event["event_id"], first_sequence=known[0],
+        f"{known.sequence} with a different body; an event id names one event forever: use a new event id",
+        event_id=event["event_id"], first_sequence=known.sequence,
     )
 
 
@@ -375,7 +396,7 @@ def decide(state: GoalState, command: Any, ctx: Context) -> list[Event]:
     if verb is not None:
         event_type, builder, rules = verb
         event = _envelope(state, command, ctx, event_type, lambda at, eid: builder(state, command, at, eid))
-        if repeat_or_conflict(state, event):
+        if repeat_or_conflict(state, event, caller_time=command.recorded_at is not None):
             return []
         rules(state, event["payload"], ctx)
         return [event]
@@ -408,7 +429,7 @@ def _raw_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
 def _append(state: GoalState, command: proto.AppendEvent, ctx: Context) -> list[Event]:
     event = _envelope(state, command, ctx, command.event_type,
                       lambda at, eid: _raw_payload(command.event_type, command.payload))
-    if repeat_or_conflict(state, event):
+    if repeat_or_conflict(state, event, caller_time=command.recorded_at is not None):
         return []
     RULES[command.event_type](state, event["payload"], ctx)
     return [event]
@@ -475,7 +496,7 @@ def _render(state: GoalState, command: proto.RenderMarkdown, ctx: Context) -> li
                 "rendered_through_sequence": state.content.last_append_sequence, "public": command.public}
 
     event = _envelope(state, command, ctx, "projection_rendered", build)
-    return [] if repeat_or_conflict(state, event) else [event]
+    return [] if repeat_or_conflict(state, event, caller_time=command.recorded_at is not None) else [event]
 
 
 def _compact(state: GoalState, command: proto.Compact, ctx: Context) -> list[Event]:
@@ -489,4 +510,4 @@ def _compact(state: GoalState, command: proto.Compact, ctx: Context) -> list[Eve
                 "source_checksum": state.store.source_checksum, "state_checksum": state_checksum(state)}
 
     event = _envelope(state, command, ctx, "snapshot_compacted", build)
-    return [] if repeat_or_conflict(state, event) else [event]
+    return [] if repeat_or_conflict(state, event, caller_time=command.recorded_at is not None) else [event]

@@ -7,6 +7,10 @@ goal id: ``goals/board/<goal_id>`` (the local board) and
 The impure glue (Markdown files, git checks, snapshot files) is
 ``loopstate.service.goals_effects``; the service registry binds it to this
 domain, so nothing here imports the service.
+
+A short-lived reader (``goals board``, a hook) imports this module for the fold
+and the board: the decision rules, the Markdown renderer and parser, backfill
+and the bridge are imported by the methods that use them, not here.
 """
 
 from __future__ import annotations
@@ -23,19 +27,16 @@ from loopstate.core.chain import ChainLayout
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
-from loopstate.domains.goals import bridge, events, markdown, names
-from loopstate.domains.goals.backfill import backfill_events
-from loopstate.domains.goals.decide import decide as decide_command
-from loopstate.domains.goals.decide import markdown_for
+from loopstate.domains.goals import envelope, names
 from loopstate.domains.goals.projection import build_board
-from loopstate.domains.goals.state import GoalState, evolve, initial
+from loopstate.domains.goals.state import STATE_LAYOUT, GoalSnapshot, GoalState, evolve, initial
 
 GOAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 PREFIX = "goals."
 
 LAYOUT = ChainLayout(
     sequence_field="append_sequence", prev_field="prev_hash", hash_field="event_hash",
-    schema_field="schema_version", classify_schema=events.classify_schema,
+    schema_field="schema_version", classify_schema=envelope.classify_schema,
 )
 
 
@@ -57,7 +58,9 @@ def validated(message: Any) -> Any:
         msgspec.json.encode(message)
         return msgspec.convert(msgspec.to_builtins(message), type(message))
     except msgspec.ValidationError as exc:
-        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {events.readable(str(exc), cls=type(message))}") from None
+        from loopstate.domains.goals.events import readable
+
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{tag}: {readable(str(exc), cls=type(message))}") from None
     except UnicodeEncodeError:
         raise LoopstateError(
             ErrorCode.INVALID_PARAMS,
@@ -100,8 +103,15 @@ class GoalsDomain:
         return evolve(state, event)
 
     def snapshot_type(self, stream: str) -> type:
-        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
-        return GoalState
+        """Projection snapshots (core/snapshot.py) hold the state as it is (every field is folded),
+        wrapped with its layout so a snapshot of another layout is never decoded as this one."""
+        return GoalSnapshot
+
+    def snapshot_state(self, state: GoalState) -> GoalSnapshot:
+        return GoalSnapshot(layout=STATE_LAYOUT, state=state)
+
+    def restore_state(self, stream: str, snapshot: GoalSnapshot) -> GoalState:
+        return snapshot.state
 
     def decide(self, state: GoalState, command: Any, ctx: Context) -> list[dict[str, Any]]:
         command = validated(command)
@@ -110,7 +120,11 @@ class GoalsDomain:
                 raise names.missing_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS))
             names.check_new_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS, ()), command.new_goal)
         if isinstance(command, proto.Backfill):
+            from loopstate.domains.goals.backfill import backfill_events
+
             return backfill_events(state, command, ctx)
+        from loopstate.domains.goals.decide import decide as decide_command
+
         return decide_command(state, command, ctx)
 
     def query(self, state: GoalState, query: Any, ctx: Context) -> Any:
@@ -121,7 +135,9 @@ class GoalsDomain:
             raise names.missing_goal(state.goal_id, ctx.extra.get(names.KNOWN_GOALS))
         now = format_time(ctx.now)
         if isinstance(query, proto.GetBoard):
-            return build_board(state, generated_at=now, public=query.public)
+            return build_board(state, generated_at=now, public=query.public, limit=query.limit, cursor=query.cursor)
+        from loopstate.domains.goals import bridge, markdown
+
         if isinstance(query, proto.PreviewMarkdown):
             board = build_board(state, generated_at=now, public=query.public)
             text = markdown.render(board)
@@ -134,7 +150,9 @@ class GoalsDomain:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the goals domain has no query {type(query).__name__}")
 
     def view(self, state: GoalState, view: str, key: str | None, ctx: Context) -> proto.Board:
-        return build_board(state, generated_at=format_time(ctx.now), public=view == "public_board")
+        """A subscription pushes the default page (the first page, ``BOARD_LIMIT`` todos), with its counts."""
+        return build_board(state, generated_at=format_time(ctx.now), public=view == "public_board",
+                           limit=proto.BOARD_LIMIT)
 
 
 def rendered_text(state: GoalState, event: dict[str, Any]) -> str:
@@ -143,4 +161,6 @@ def rendered_text(state: GoalState, event: dict[str, Any]) -> str:
     Bookkeeping events do not change projection content, so the state after the
     event renders the same text the decision checksummed.
     """
+    from loopstate.domains.goals.decide import markdown_for
+
     return markdown_for(state, event["recorded_at"], bool(event["payload"].get("public")))

@@ -13,7 +13,6 @@ normalized form that the event-id idempotency rule compares.
 from __future__ import annotations
 
 import itertools
-import operator
 import re
 import typing
 from typing import Annotated, Any, Literal
@@ -24,18 +23,14 @@ from loopstate_protocol import goals as proto
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.goals import Body, Decision, GateKind, Label, Priority, RefId, RefreshKind, TargetKind
 
-from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
 from loopstate.core.redaction import redact as redact_credentials
 from loopstate.domains.goals import privacy
+from loopstate.domains.goals.envelope import EVENT_TYPES, PROJECTION_VERSION, SCHEMA_VERSION, body_digest
 
-SCHEMA_VERSION = "loopx_state_event_v0"
-PROJECTION_VERSION = "goals_projection_v0"
-PROJECTION_SCHEMA = "loopx_state_projection_v0"
 DEFAULT_PRODUCER = "loopstate.goals"
 BACKFILL_PRODUCER = "loopx.backfill"
 
-_SCHEMA = re.compile(r"^loopx_state_event_v(0|[1-9][0-9]*)$")
 REF_KEY = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_REFS = 16
 Sha = Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -54,20 +49,6 @@ Ids = Annotated[list[RefId], msgspec.Meta(max_length=MAX_ITEMS)]
 Lines = Annotated[list[Line], msgspec.Meta(max_length=MAX_ITEMS)]
 Sequence = Annotated[int, msgspec.Meta(ge=0)]
 
-# Store-assigned fields: never part of an event's normalized body.
-CHAIN_FIELDS = ("append_sequence", "prev_hash", "event_hash", "request_id", "request_fingerprint")
-BODY_FIELDS = (
-    "schema_version", "event_id", "goal_id", "event_type", "producer", "privacy",
-    "projection_version", "refs", "payload",
-)
-
-
-def classify_schema(value: Any) -> str:
-    """``ok`` for v0, ``future`` for a later version, ``invalid`` otherwise."""
-    match = _SCHEMA.match(value) if isinstance(value, str) else None
-    if match is None:
-        return "invalid"
-    return "ok" if match.group(1) == "0" else "future"
 
 
 class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
@@ -210,11 +191,9 @@ PAYLOADS: dict[str, type[_Payload]] = {
     "projection_rendered": ProjectionRendered,
     "snapshot_compacted": SnapshotCompacted,
 }
-EVENT_TYPES = tuple(PAYLOADS)
+assert EVENT_TYPES == tuple(PAYLOADS)
 # Per event type, the scalar defaults other than None (None and empty collections msgspec omits itself).
 _DEFAULTS = {event_type: _scalar_defaults(cls) for event_type, cls in PAYLOADS.items()}
-# Events about projections rather than sources of them.
-BOOKKEEPING = frozenset({"projection_rendered", "snapshot_compacted"})
 # Payload fields that may hold private material; pointers are exempt from the
 # public text check because they are the compact stand-in for such material.
 PRIVATE_BODY_FIELDS = ("details",)
@@ -393,22 +372,6 @@ def make_event(
         "refs": clean_refs,
         "payload": normalized,
     }
-
-
-_body = operator.itemgetter(*BODY_FIELDS)
-
-
-def body_digest(event: dict[str, Any]) -> str:
-    """The digest of an event's normalized body (its fields minus store-assigned ones
-    and ``recorded_at``): what event-id idempotency compares, with ``recorded_at``
-    compared on its own. The fields are encoded as a tuple in BODY_FIELDS order
-    (nested objects with sorted keys), which is as canonical as the dict and cheaper
-    on every replayed event."""
-    try:
-        values = _body(event)
-    except KeyError:
-        values = tuple(event.get(name) for name in BODY_FIELDS)
-    return canonical.sha256_hex(canonical.encode(values))[:32]
 
 
 def spelled_out_digests(event: dict[str, Any]) -> list[str]:

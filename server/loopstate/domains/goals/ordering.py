@@ -7,7 +7,8 @@ other keys matter when events from several sources (an export, a merge of
 backfilled files) are replayed together.
 
 Projection: priority (P0 first), then ``planner_order`` when present (todos
-without one come after those with one), then ``append_sequence``.
+without one come after those with one), then ``append_sequence``: that is
+``state.board_key``, which the fold keeps the live todos sorted by.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Iterable
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.goals.state import GoalState, Todo, evolve, initial
+from loopstate.domains.goals.state import GoalState, evolve, initial
 
 
 def instant(text: str) -> dt.datetime:
@@ -56,15 +57,3 @@ def replay(goal_id: str, events: Iterable[dict[str, Any]], state: GoalState | No
         state = evolve(state, event)
     return state
 
-
-PRIORITY_RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3, "P4": 4}
-
-
-def todo_key(todo: Todo) -> tuple[int, int, int, int]:
-    order = todo.planner_order
-    return (
-        PRIORITY_RANK.get(todo.priority, 9),
-        0 if order is not None else 1,
-        order if order is not None else 0,
-        todo.added_sequence,
-    )

@@ -18,7 +18,6 @@ from typing import Any, Iterator
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.core.redaction import redact as redact_credentials
 
 PUBLIC_SAFE = "public_safe"
 LOCAL_PRIVATE = "local_private"
@@ -72,6 +71,13 @@ def find_local_path(text: str) -> str | None:
     return match.group(0) if match else None
 
 
+def _redact(text: str) -> Any:
+    """Credentials taken out (core/redaction.py, imported here: a reader of a local board never pays for it)."""
+    from loopstate.core.redaction import redact
+
+    return redact(text)
+
+
 def scrub(text: str) -> tuple[str, list[str]]:
     """Text safe to show publicly, and the kinds of material taken out.
 
@@ -80,7 +86,7 @@ def scrub(text: str) -> tuple[str, list[str]]:
     raw = find_raw_material(text)
     if raw is not None:
         return RAW_MARK.format(kind=raw.replace("_", " ")), [raw]
-    redacted = redact_credentials(text)
+    redacted = _redact(text)
     out, count = _LOCAL_PATH.subn(PATH_MARK, redacted.text)
     kinds = list(redacted.kinds)
     if count:
@@ -106,7 +112,7 @@ def check_public_text(event_type: str, where: str, value: Any) -> None:
     for path, text in strings_in(value, where):
         reason = None
         raw = find_raw_material(text)
-        if redact_credentials(text).changed:
+        if _redact(text).changed:
             reason = "a credential"
         elif find_local_path(text) is not None:
             reason = "an absolute local path"

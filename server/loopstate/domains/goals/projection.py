@@ -10,19 +10,23 @@ defence.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Any
 
+from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.goals import (
-    Board, EvidenceView, GateView, ProjectionMeta, QuotaLine, RefreshView, RenderView, RoleGroup, RunView, TodoView,
+    Board, BoardPage, EvidenceView, GateView, ProjectionMeta, QuotaLine, RefreshView, RenderView, RoleGroup, RunView,
+    TodoView,
 )
 
-from loopstate.domains.goals import events as ev
-from loopstate.domains.goals.ordering import todo_key
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.goals import envelope, packed
 from loopstate.domains.goals.privacy import LOCAL_PRIVATE, PUBLIC_SAFE, scrub
-from loopstate.domains.goals.state import Gate, GoalState, Todo
+from loopstate.domains.goals.state import RECENT_DONE, Done, Gate, GoalState, Todo
 
-RECENT_COMPLETED = 10  # completed todos shown in full; older ones are archive candidates
-RECENT_TIMELINE = 10  # runs and refreshes shown
+RECENT_COMPLETED = RECENT_DONE  # completed todos shown in full; older ones are archive candidates
+RECENT_TIMELINE = 10  # runs, refreshes, resolved gates and evidence shown on a page
 OMITTED = "[omitted: private]"
 USER_GATES = ("user", "owner")
 
@@ -71,9 +75,9 @@ class _Shower:
 def meta(state: GoalState, generated_at: str, public: bool) -> ProjectionMeta:
     head = state.content
     return ProjectionMeta(
-        schema_version=ev.PROJECTION_SCHEMA, goal_id=state.goal_id, generated_at=generated_at,
+        schema_version=envelope.PROJECTION_SCHEMA, goal_id=state.goal_id, generated_at=generated_at,
         source_event_count=head.event_count, last_event_id=head.last_event_id,
-        last_append_sequence=head.last_append_sequence, projection_version=ev.PROJECTION_VERSION,
+        last_append_sequence=head.last_append_sequence, projection_version=envelope.PROJECTION_VERSION,
         source_checksum=head.source_checksum, privacy=PUBLIC_SAFE if public else LOCAL_PRIVATE,
         store_sequence=state.store.last_append_sequence,
     )
@@ -81,7 +85,7 @@ def meta(state: GoalState, generated_at: str, public: bool) -> ProjectionMeta:
 
 def open_gates_for(state: GoalState, todo: Todo) -> list[str]:
     """Gates that block this todo's completion: tied to it, or named by its block, and unresolved."""
-    ids = {g.gate_id for g in state.gates.values() if g.todo_id == todo.todo_id}
+    ids = {g for g in state.pending_gates if state.gates[g].todo_id == todo.todo_id}
     ids.update(todo.gate_ids)
     return sorted(i for i in ids if i in state.gates and state.gates[i].status in ("open", "deferred"))
 
@@ -108,6 +112,16 @@ def todo_view(state: GoalState, todo: Todo, show: _Shower) -> TodoView:
     )
 
 
+def archived_view(done: Done, show: _Shower) -> TodoView:
+    """An archive candidate's compact view: what the Markdown's archive section shows of it."""
+    subject = f"todo {done.todo_id}"
+    return TodoView(
+        todo_id=done.todo_id, title=show.text(subject, done, "title", done.title) or "",
+        role=show.text(subject, done, "role", done.role) or "", priority=done.priority, status="completed",
+        append_sequence=done.added_sequence,
+    )
+
+
 def gate_view(gate: Gate, show: _Shower) -> GateView:
     subject = f"gate {gate.gate_id}"
     return GateView(
@@ -118,22 +132,81 @@ def gate_view(gate: Gate, show: _Shower) -> GateView:
     )
 
 
-def build_board(state: GoalState, *, generated_at: str, public: bool) -> Board:
-    show = _Shower(public)
-    todos = sorted(state.todos.values(), key=todo_key)
-    groups: dict[str, list[TodoView]] = {}
-    for todo in todos:
-        if todo.status != "completed":
-            view = todo_view(state, todo, show)
-            groups.setdefault(view.role, []).append(view)
-    done = sorted(
-        (t for t in todos if t.status == "completed"),
-        key=lambda t: (t.completed_sequence or 0, t.added_sequence), reverse=True,
+def _bad_cursor(cursor: str, why: str) -> LoopstateError:
+    return LoopstateError(
+        ErrorCode.INVALID_PARAMS,
+        f"board cursor {cursor!r} {why}; pass the page.next_cursor a board page gave, as it was given, "
+        "or leave the cursor out for the first page", field="cursor",
     )
-    gates = sorted(state.gates.values(), key=lambda g: g.added_sequence)
-    pending = [g for g in gates if g.status in ("open", "deferred")]
-    resolved = sorted((g for g in gates if g.status in ("approved", "rejected")),
-                      key=lambda g: g.resolved_sequence or 0, reverse=True)
+
+
+def _start(state: GoalState, cursor: str) -> int:
+    """The position in the board order of the todo after the one ``cursor`` names.
+
+    ``a.<priority>.<has order>.<order>.<append sequence>`` names an active todo by its
+    board key, ``c.<sequence>`` a completed one by its completion: each stays meaningful
+    after appends, so the next page starts where the order is now past that point."""
+    kind, _, rest = cursor.partition(".")
+    parts = rest.split(".")
+    if not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+        raise _bad_cursor(cursor, "is not a board cursor (a.<4 numbers> or c.<number>)")
+    numbers = [int(part) for part in parts]
+    if kind == "a" and len(numbers) == 4:
+        return bisect.bisect_left(state.order, (numbers[0], numbers[1], numbers[2], numbers[3] + 1))
+    if kind == "c" and len(numbers) == 1:
+        newer = packed.size(state.done) - packed.count_below(state.done, numbers[0])
+        return len(state.order) + newer
+    raise _bad_cursor(cursor, "is not a board cursor (a.<4 numbers> or c.<number>)")
+
+
+def _cursor_at(state: GoalState, position: int) -> str:
+    active = len(state.order)
+    if position < active:
+        rank, flag, order, sequence, _ = state.order[position]
+        return f"a.{rank}.{flag}.{order}.{sequence}"
+    number = packed.size(state.done) - 1 - (position - active)
+    return f"c.{packed.record(state.done, number, Done).completed_sequence}"
+
+
+def _page_bounds(state: GoalState, limit: int | None, cursor: str | None) -> tuple[int, int]:
+    """Positions [start, end) of the page in the board order (active, then completed newest first)."""
+    active, total = len(state.order), len(state.order) + packed.size(state.done)
+    start = 0 if cursor is None else _start(state, cursor)
+    if limit is None:
+        return start, total
+    if cursor is None:
+        shown = min(limit, active)
+        if shown == active:
+            shown += min(RECENT_COMPLETED, limit - shown, total - active)
+        return 0, shown
+    return start, min(total, start + limit)
+
+
+def build_board(state: GoalState, *, generated_at: str, public: bool, limit: int | None = None,
+                cursor: str | None = None) -> Board:
+    """One page of the board (``limit`` None: the whole board). It costs O(what it shows): the live
+    todos are kept in board order by the fold, completed ones are read from the archive by position."""
+    show = _Shower(public)
+    start, end = _page_bounds(state, limit, cursor)
+    active_total, done_total = len(state.order), packed.size(state.done)
+    groups: dict[str, list[TodoView]] = {}
+    completed: list[TodoView] = []
+    archive: list[TodoView] = []
+    for position in range(start, end):
+        if position < active_total:
+            view = todo_view(state, state.todos[state.order[position][4]], show)
+            groups.setdefault(view.role, []).append(view)
+            continue
+        newer = position - active_total  # completed todos newer than this one
+        if newer < RECENT_COMPLETED:
+            completed.append(todo_view(state, state.recent_done[-1 - newer], show))
+        else:
+            archive.append(archived_view(packed.record(state.done, done_total - 1 - newer, Done), show))
+    pending = [state.gates[g] for g in state.pending_gates]
+    shown_resolved = len(state.resolved_order) if limit is None else RECENT_TIMELINE
+    resolved = [state.gates[g] for g in itertools.islice(reversed(state.resolved_order), shown_resolved)]
+    shown_evidence = len(state.evidence) if limit is None else RECENT_TIMELINE
+    evidence = list(itertools.islice(reversed(state.evidence.values()), shown_evidence))[::-1]
     runs = [
         RunView(
             run_id=r.run_id, status=r.status, recorded_at=r.recorded_at, append_sequence=r.append_sequence,
@@ -149,28 +222,36 @@ def build_board(state: GoalState, *, generated_at: str, public: bool) -> Board:
         )
         for r in state.refreshes[-RECENT_TIMELINE:]
     ]
-    evidence = [
+    evidence_views = [
         EvidenceView(
             evidence_id=e.evidence_id, target_kind=e.target_kind, target_id=e.target_id,
             ref=show.text(f"evidence {e.evidence_id}", e, "ref", e.ref) or "",
             append_sequence=e.append_sequence, summary=show.text(f"evidence {e.evidence_id}", e, "summary", e.summary),
         )
-        for e in sorted(state.evidence.values(), key=lambda e: e.append_sequence)
+        for e in evidence
     ]
+    total = active_total + done_total
+    counts = {**state.status_counts, "completed": done_total} if done_total else state.status_counts
     render = state.last_render
     return Board(
         meta=meta(state, generated_at, public),
         active=[RoleGroup(role=role, todos=items) for role, items in sorted(groups.items())],
-        completed=[todo_view(state, t, show) for t in done[:RECENT_COMPLETED]],
-        archive_candidates=[todo_view(state, t, show) for t in done[RECENT_COMPLETED:]],
+        completed=completed,
+        archive_candidates=archive,
         user_inbox=[gate_view(g, show) for g in pending if g.gate_kind in USER_GATES],
         controller_inbox=[gate_view(g, show) for g in pending if g.gate_kind not in USER_GATES],
         resolved_gates=[gate_view(g, show) for g in resolved],
         runs=runs, run_count=state.run_count, refreshes=refreshes,
         quota=[QuotaLine(unit=q.unit, category=q.category, amount=q.amount, entries=q.entries)
                for _, q in sorted(state.quota.items())],
-        evidence=evidence,
+        evidence=evidence_views,
         omissions=sorted(set(show.omissions)),
+        page=BoardPage(
+            limit=limit, cursor=cursor, next_cursor=_cursor_at(state, end - 1) if end < total else None,
+            before=start, after=total - end, active_total=active_total, completed_total=done_total,
+            status_counts=dict(sorted(counts.items())),
+            resolved_gates_total=len(state.resolved_order), evidence_total=len(state.evidence),
+        ),
         last_render=None if render is None else RenderView(
             projection_kind=render.projection_kind, target=render.target, checksum=render.checksum,
             rendered_through_sequence=render.rendered_through_sequence, public=render.public,

@@ -7,21 +7,38 @@ replay of many todos does not pay for collector passes over them. ``evolve`` upd
 replaces its state with the return value). It also applies the consumer rule
 of the seed: an event id seen before with an identical body is ignored, one
 with a different body stops the replay with EVENT_ID_CONFLICT (fail closed).
+
+Live state and history are held apart, so what a long-lived process keeps
+grows with the live todos, not with the goal's age:
+
+- ``todos`` holds the todos that are not completed, in full, with ``order``
+  (their board order: priority, planner order, append order) and
+  ``status_counts`` kept by the fold, so a board page is a bisect and a slice.
+- A completed todo leaves ``todos``: the latest ``RECENT_DONE`` stay in full in
+  ``recent_done`` (the board's completed tail); every one is a compact ``Done``
+  record in the ``done`` archive (packed bytes, in completion order: what the
+  board's archive pages and the Markdown's archive section show), found by id
+  through ``done_ids``.
+- The event ids seen (the seed's event-id idempotency) are ``event_ids``, a
+  packed table of 24 bytes a slot, not a dict of strings (``eventids.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from typing import Any, Literal
 
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.goals import events as ev
+from loopstate.domains.goals import envelope, eventids, packed
 from loopstate.domains.goals.privacy import LOCAL_PRIVATE
 
 RECENT_LIMIT = 50  # timeline entries kept in memory per kind (runs, refreshes)
+RECENT_DONE = 10  # completed todos kept in full: the board's completed tail
+PRIORITY_RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3, "P4": 4}
 
 
 class Head(msgspec.Struct, kw_only=True, gc=False):
@@ -58,6 +75,29 @@ class Todo(msgspec.Struct, kw_only=True, gc=False):
     source: str | None = None
     # Fields whose current value came from a non-public event: public views omit them.
     private_fields: list[str] = []
+
+
+class Done(msgspec.Struct, array_like=True, gc=False):
+    """A completed todo as the archive keeps it: what the compact (archive) view shows."""
+
+    todo_id: str
+    title: str
+    role: str
+    priority: str
+    added_sequence: int
+    completed_sequence: int
+    private_fields: list[str] = []  # of title and role
+
+    @property
+    def status(self) -> str:
+        return "completed"
+
+
+def board_key(todo: Todo) -> tuple[int, int, int, int]:
+    """The projection order: priority (P0 first), planner order when present, then append order."""
+    order = todo.planner_order
+    return (PRIORITY_RANK.get(todo.priority, 9), 0 if order is not None else 1, order if order is not None else 0,
+            todo.added_sequence)
 
 
 class Gate(msgspec.Struct, kw_only=True, gc=False):
@@ -136,8 +176,15 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     goal_id: str
     store: Head = msgspec.field(default_factory=Head)  # every event
     content: Head = msgspec.field(default_factory=Head)  # lifecycle events (projection sources)
-    todos: dict[str, Todo] = {}
+    todos: dict[str, Todo] = {}  # todos not completed
+    order: list[tuple[int, int, int, int, str]] = []  # board_key + todo_id of each todo in ``todos``, sorted
+    status_counts: dict[str, int] = {}  # of the todos in ``todos``
+    recent_done: list[Todo] = []  # the latest RECENT_DONE completed todos, oldest first
+    done: packed.Archive = msgspec.field(default_factory=packed.Archive)  # every completed todo, keyed by completion
+    done_ids: packed.TagTable = msgspec.field(default_factory=lambda: packed.TagTable(width=2))  # tag -> record number
     gates: dict[str, Gate] = {}
+    pending_gates: list[str] = []  # open or deferred gates, in the order they were added
+    resolved_order: list[str] = []  # approved or rejected gates, in the order they were resolved
     runs: list[Run] = []
     run_count: int = 0
     run_ids: dict[str, int] = {}  # every run id recorded, with how often (runs keeps only the latest)
@@ -146,8 +193,63 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     evidence: dict[str, Evidence] = {}
     last_render: Render | None = None
     last_snapshot: Snapshot | None = None
-    # event_id -> (append_sequence, body digest, recorded_at)
-    seen: dict[str, tuple[int, str, str]] = {}
+    event_ids: packed.TagTable = msgspec.field(default_factory=eventids.table)
+
+
+STATE_LAYOUT = 2  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
+
+
+class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):
+    """A goal state as its projection snapshot holds it, with the layout it was written in.
+
+    Layout 1 (before the live/history split) had no wrapper: its bytes do not decode as
+    this type, so such a snapshot is ignored (a full fold) instead of read as a state
+    that lacks its archive and event ids."""
+
+    layout: Literal[2]
+    state: GoalState
+
+
+def done_record(state: GoalState, todo_id: str) -> Done | None:
+    """The archive record of a completed todo, checked by id (tags may collide)."""
+    for (number,) in packed.values(state.done_ids, packed.tag_of(todo_id)):
+        done = packed.record(state.done, number, Done)
+        if done.todo_id == todo_id:
+            return done
+    return None
+
+
+def find_todo(state: GoalState, todo_id: str) -> Todo | Done | None:
+    """A todo of the goal: live in full, or completed as its compact record."""
+    todo = state.todos.get(todo_id)
+    return todo if todo is not None else done_record(state, todo_id)
+
+
+def todo_total(state: GoalState) -> int:
+    return len(state.todos) + packed.size(state.done)
+
+
+def todo_statuses(state: GoalState) -> dict[str, str]:
+    """Every todo id of the goal with its status: O(history), for a bulk import (backfill)."""
+    out = {todo_id: todo.status for todo_id, todo in state.todos.items()}
+    for number in range(packed.size(state.done)):
+        out[packed.record(state.done, number, Done).todo_id] = "completed"
+    return out
+
+
+def todo_added_by(state: GoalState, event_id: str) -> str | None:
+    """The id of the todo an earlier todo_added with this event id added (None when there is none)."""
+    known = eventids.lookup(state.event_ids, event_id)
+    if known is None:
+        return None
+    for todo in state.todos.values():
+        if todo.added_sequence == known.sequence:
+            return todo.todo_id
+    for number in range(packed.size(state.done) - 1, -1, -1):  # a rare path: a repeated add of a completed todo
+        done = packed.record(state.done, number, Done)
+        if done.added_sequence == known.sequence:
+            return done.todo_id
+    return None
 
 
 def initial(goal_id: str) -> GoalState:
@@ -174,7 +276,7 @@ def _set(record: Any, payload: dict[str, Any], names: tuple[str, ...], is_privat
 def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     event_id = event["event_id"]
     sequence = event["append_sequence"]
-    marks = ev.body_digest(event)
+    marks = envelope.body_digest(event)
     kind = event.get("event_type")
     if kind not in _APPLY:
         raise _unreadable(state, event, f"its event_type {kind!r} is not one of the fourteen this version knows")
@@ -183,15 +285,16 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         # (ids differing only in case, on a case-insensitive file system) or a copied line.
         raise _unreadable(state, event, f"it belongs to goal {event.get('goal_id')!r} (goal ids that differ only in "
                           "case share one file on a case-insensitive file system; use one spelling)")
-    known = state.seen.get(event_id)
+    at = eventids.find(state.event_ids, event_id)
+    known = at[2]
     if known is not None:
-        if known[1] == marks and known[2] == event["recorded_at"]:
+        if known.same_body(marks) and known.same_time(event["recorded_at"]):
             return state  # the seed's consumer rule: ignore an identical duplicate
         raise LoopstateError(
             ErrorCode.EVENT_ID_CONFLICT,
             f"goal {state.goal_id!r}: event_id {event_id!r} at append_sequence {sequence} repeats the one at "
-            f"{known[0]} with a different body; the stream fails closed (run `loopstate verify`)",
-            event_id=event_id, first_sequence=known[0], sequence=sequence,
+            f"{known.sequence} with a different body; the stream fails closed (run `loopstate verify`)",
+            event_id=event_id, first_sequence=known.sequence, sequence=sequence,
         )
     checksum = "sha256:" + event["event_hash"] if event.get("event_hash") else None
     try:
@@ -201,9 +304,9 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
         # decide validated every event it wrote; a line that still fails here was written by
         # something else (a hand-sealed chain, an incompatible tool) and is not trusted.
         raise _unreadable(state, event, f"its payload does not fit {kind} ({type(exc).__name__}: {exc})") from None
-    state.seen[event_id] = (sequence, marks, event["recorded_at"])
+    eventids.add(state.event_ids, at, sequence, marks, event["recorded_at"])
     _advance(state.store, event_id, sequence, checksum)
-    if kind not in ev.BOOKKEEPING:
+    if kind not in envelope.BOOKKEEPING:
         _advance(state.content, event_id, sequence, checksum)
     return state
 
@@ -242,11 +345,32 @@ def _todo_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
         shown = ("title", "metadata", "details", "pointer", "source") + (("role",) if todo.role != "agent" else ())
         todo.private_fields = sorted(n for n in shown if getattr(todo, n))
     state.todos[todo.todo_id] = todo
+    bisect.insort(state.order, (*board_key(todo), todo.todo_id))
+    _count(state, "open", 1)
+
+
+def _count(state: GoalState, status: str, change: int) -> None:
+    left = state.status_counts.get(status, 0) + change
+    if left:
+        state.status_counts[status] = left
+    else:
+        state.status_counts.pop(status, None)
+
+
+def _set_status(state: GoalState, todo: Todo, status: str) -> None:
+    _count(state, todo.status, -1)
+    _count(state, status, 1)
+    todo.status = status
+
+
+def _unorder(state: GoalState, todo: Todo) -> None:
+    entry = (*board_key(todo), todo.todo_id)
+    del state.order[bisect.bisect_left(state.order, entry)]
 
 
 def _todo_claimed(state: GoalState, event: dict, p: dict, private: bool) -> None:
     todo = state.todos[p["todo_id"]]
-    todo.status = "claimed"
+    _set_status(state, todo, "claimed")
     todo.claimed_by = p["claimed_by"]
     todo.lease_expires_at = p.get("lease_expires_at")
     todo.blocker_reason, todo.gate_ids = None, []
@@ -256,7 +380,9 @@ def _todo_claimed(state: GoalState, event: dict, p: dict, private: bool) -> None
 
 def _todo_updated(state: GoalState, event: dict, p: dict, private: bool) -> None:
     todo = state.todos[p["todo_id"]]
+    _unorder(state, todo)
     _set(todo, p, ("title", "role", "priority", "planner_order", "details", "pointer"), private)
+    bisect.insort(state.order, (*board_key(todo), todo.todo_id))
     if p.get("metadata") is not None:
         todo.metadata = {**todo.metadata, **p["metadata"]}
         todo.private_fields = _private(todo.private_fields, ["metadata"], private or "metadata" in todo.private_fields)
@@ -264,7 +390,7 @@ def _todo_updated(state: GoalState, event: dict, p: dict, private: bool) -> None
 
 def _todo_blocked(state: GoalState, event: dict, p: dict, private: bool) -> None:
     todo = state.todos[p["todo_id"]]
-    todo.status = "blocked"
+    _set_status(state, todo, "blocked")
     todo.blocker_reason = p["reason"]
     todo.gate_ids = list(p.get("gate_ids", []))
     todo.private_fields = _private(todo.private_fields, ["blocker_reason"], private)
@@ -272,7 +398,7 @@ def _todo_blocked(state: GoalState, event: dict, p: dict, private: bool) -> None
 
 def _todo_deferred(state: GoalState, event: dict, p: dict, private: bool) -> None:
     todo = state.todos[p["todo_id"]]
-    todo.status = "deferred"
+    _set_status(state, todo, "deferred")
     todo.resume_when = p["resume_when"]
     todo.resume_until = p.get("until")
     todo.claimed_by, todo.lease_expires_at = None, None
@@ -281,13 +407,24 @@ def _todo_deferred(state: GoalState, event: dict, p: dict, private: bool) -> Non
 
 def _todo_completed(state: GoalState, event: dict, p: dict, private: bool) -> None:
     todo = state.todos[p["todo_id"]]
+    _unorder(state, todo)
+    _count(state, todo.status, -1)  # status_counts counts the todos in ``todos``
     todo.status = "completed"
+    del state.todos[todo.todo_id]
     todo.rationale = p["rationale"]
     todo.validation_refs = list(p.get("validation_refs", []))
     todo.evidence_ids = sorted(set(todo.evidence_ids) | set(p.get("evidence_ids", [])))
     todo.completed_sequence = event["append_sequence"]
     todo.lease_expires_at = None
     todo.private_fields = _private(todo.private_fields, ["rationale", "validation_refs"], private)
+    state.recent_done = [*state.recent_done[-(RECENT_DONE - 1):], todo]
+    done = Done(
+        todo_id=todo.todo_id, title=todo.title, role=todo.role, priority=todo.priority,
+        added_sequence=todo.added_sequence, completed_sequence=todo.completed_sequence,
+        private_fields=[n for n in todo.private_fields if n in ("title", "role")],
+    )
+    number = packed.append(state.done, done, todo.completed_sequence)
+    packed.insert(state.done_ids, packed.tag_of(todo.todo_id), (number,))
 
 
 def _gate_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
@@ -297,6 +434,7 @@ def _gate_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
         private_fields=["title"] if private else [],
     )
     state.gates[gate.gate_id] = gate
+    state.pending_gates.append(gate.gate_id)
 
 
 _GATE_STATUS = {"approve": "approved", "reject": "rejected", "defer": "deferred"}
@@ -310,6 +448,10 @@ def _gate_resolved(state: GoalState, event: dict, p: dict, private: bool) -> Non
     gate.resolved_by = p.get("resolved_by")
     gate.resolved_sequence = event["append_sequence"]
     gate.private_fields = _private(gate.private_fields, ["rationale", "resolved_by"], private)
+    if gate.status in ("approved", "rejected"):
+        if gate.gate_id in state.pending_gates:
+            state.pending_gates.remove(gate.gate_id)
+        state.resolved_order.append(gate.gate_id)
 
 
 def _run_recorded(state: GoalState, event: dict, p: dict, private: bool) -> None:
@@ -350,9 +492,13 @@ def _evidence_attached(state: GoalState, event: dict, p: dict, private: bool) ->
         private_fields=[n for n in ("ref", "summary") if p.get(n)] if private else [],
     )
     state.evidence[evidence.evidence_id] = evidence
-    if p["target_kind"] == "todo" and p["target_id"] in state.todos:
-        todo = state.todos[p["target_id"]]
-        todo.evidence_ids = sorted({*todo.evidence_ids, evidence.evidence_id})
+    if p["target_kind"] == "todo":
+        # A completed todo keeps its evidence ids in full while it is in the completed tail;
+        # its archive record (the compact view) shows none.
+        todo = state.todos.get(p["target_id"]) or next(
+            (t for t in state.recent_done if t.todo_id == p["target_id"]), None)
+        if todo is not None:
+            todo.evidence_ids = sorted({*todo.evidence_ids, evidence.evidence_id})
 
 
 def _projection_rendered(state: GoalState, event: dict, p: dict, private: bool) -> None:
@@ -386,7 +532,7 @@ _APPLY = {
     "projection_rendered": _projection_rendered,
     "snapshot_compacted": _snapshot_compacted,
 }
-assert set(_APPLY) == set(ev.EVENT_TYPES)
+assert set(_APPLY) == set(envelope.EVENT_TYPES)
 
 
 def state_bytes(state: GoalState) -> bytes:

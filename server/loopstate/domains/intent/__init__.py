@@ -10,8 +10,6 @@ the dependency points service -> domain.
 
 from __future__ import annotations
 
-import dataclasses
-
 from typing import Any
 
 from loopstate_protocol import intent as p
@@ -19,13 +17,13 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
-from loopstate.core.redaction import contains_secret
 from loopstate.domains.base import Context
 from loopstate.domains.intent import projections, rules
 from loopstate.domains.intent.decide import check_task_start, decide, find_task
 from loopstate.domains.intent.evolve import evolve
 from loopstate.domains.intent.importing import export_graph
-from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, IntentState
+from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM
+from loopstate.domains.intent.state import IntentState, SnapshotForm
 
 
 def classify_schema(value: Any) -> SchemaVerdict:
@@ -51,14 +49,7 @@ def own_project(state: IntentState, project_id: str) -> IntentState:
     """
     if state.project_ids <= {project_id}:
         return state
-    tasks = {k: t for k, t in state.tasks.items() if t.project_id == project_id}
-    claims = {k: c for k, c in state.claims.items() if c.task_id in tasks}
-    return IntentState(
-        sequence=state.sequence, head=state.head, tasks=tasks, claims=claims,
-        candidates={k: c for k, c in state.candidates.items() if c.task_id in tasks},
-        edges=[(new, old) for new, old in state.edges if new in claims and old in claims],
-        project_ids={project_id}, private=state.private,
-    )
+    return state.restricted({k for k, t in state.tasks.items() if t.project_id == project_id}, project_id)
 
 
 def private_tasks(state: IntentState) -> dict[str, Any]:
@@ -89,18 +80,22 @@ class IntentDomain:
     def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
         return evolve(state, event)
 
-    # Projection snapshots (core/snapshot.py): the folded part of the state only.
+    # Projection snapshots (core/snapshot.py): the folded part of the state only, one
+    # encoded section per task (state.py), decoded when a read or an event first needs it.
     def snapshot_type(self, stream: str) -> type:
-        return IntentState
+        return SnapshotForm
 
-    def snapshot_state(self, state: IntentState) -> IntentState:
+    def snapshot_state(self, state: IntentState) -> SnapshotForm:
         """The state without what is not folded from the ledger: the serving process's
         private tasks and its mirror of the control files never reach a snapshot."""
-        return dataclasses.replace(state, private=None, private_controls=frozenset(), controls_unreadable=False)
+        return state.snapshot()
+
+    def restore_state(self, stream: str, form: SnapshotForm) -> IntentState:
+        return IntentState.restore(form)
 
     def check(self, command: Any, request_id: str) -> None:
         """The refusals a command earns by its own fields and its request id (checked before the store is touched)."""
-        if contains_secret(request_id):
+        if rules.contains_secret(request_id):
             # The request id is stored verbatim in every event; a credential must never be.
             raise rules.refuse(
                 "request_id: contains a credential; send an opaque id (a fresh UUID) instead", field="request_id",
@@ -125,22 +120,17 @@ class IntentDomain:
         if private is None:
             find_task(state, task_id, ctx)
             return own_project(state, ctx.project_id)
-        state = own_project(state, ctx.project_id)
-        merged = IntentState(
-            sequence=state.sequence, head=state.head,
-            tasks={**state.tasks, **private.tasks},
-            claims={**state.claims, **private.claims},
-            candidates={**state.candidates, **private.candidates},
-            edges=[*state.edges, *private.edges],
-        )
-        return merged
+        return own_project(state, ctx.project_id).overlay(private)
 
     def query(self, state: IntentState, query: Any, ctx: Context) -> Any:
         now = ctx.now
         if isinstance(query, p.IntentSnapshot):
             return projections.current(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
         if isinstance(query, p.IntentAudit):
-            return projections.audit(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
+            return projections.audit(
+                self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now,
+                limit=query.limit, cursor=query.cursor,
+            )
         if isinstance(query, p.IntentCompact):
             if not 1 <= query.max_records <= 500:
                 raise LoopstateError(

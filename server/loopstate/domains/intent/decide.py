@@ -24,9 +24,9 @@ from loopstate.domains.intent.records import (
     PROMOTION_TASKS,
     SCHEMA_VERSION,
     Claim,
-    IntentState,
     Task,
 )
+from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.rules import rule
 from loopstate.domains.intent.wording import article, op
 
@@ -83,9 +83,10 @@ def _writable(state: IntentState, task_id: str, ctx: Context, *, semantic: bool 
     return task
 
 
-def find_claim(state: IntentState, claim_id: str, ctx: Context) -> Claim:
+def find_claim(state: IntentState, claim_id: str, ctx: Context, near: str | None = None) -> Claim:
+    """The claim with this id (``near``: the acting task, whose section is looked in first)."""
     claim_id = rules.check_uuid(claim_id, "claim_id")
-    claim = state.claims.get(claim_id)
+    claim = state.find_claim(claim_id, near)
     if claim is None:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"claim {claim_id} does not exist in this project; pass a claim id from {op('intent.snapshot')} or {op('intent.audit')}", claim_id=claim_id)
     find_task(state, claim.task_id, ctx)
@@ -216,7 +217,7 @@ def _supersedes(state: IntentState, ids: list[str], task: Task, ctx: Context) ->
     if len(set(ids)) != len(ids):
         raise rules.refuse("supersedes: each claim id may appear once", field="supersedes")
     return [
-        _visible_from(find_claim(state, rules.check_uuid(claim_id, "supersedes"), ctx), task, "superseded")
+        _visible_from(find_claim(state, rules.check_uuid(claim_id, "supersedes"), ctx, task.task_id), task, "superseded")
         for claim_id in ids
     ]
 
@@ -241,7 +242,7 @@ def claim_replace(state: IntentState, cmd: p.IntentClaimReplace, ctx: Context) -
 
 def claim_invalidate(state: IntentState, cmd: p.IntentClaimInvalidate, ctx: Context) -> list[dict[str, Any]]:
     task = _writable(state, cmd.task_id, ctx)
-    old = _visible_from(find_claim(state, cmd.claim_id, ctx), task, "invalidated")
+    old = _visible_from(find_claim(state, cmd.claim_id, ctx, task.task_id), task, "invalidated")
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     _may_displace(old, actor=cmd.actor, ref=ref, new_status=None, verb="invalidated")
     payload: dict[str, Any] = {"claim_id": old.claim_id, "source_ref": ref}
@@ -253,7 +254,7 @@ def claim_invalidate(state: IntentState, cmd: p.IntentClaimInvalidate, ctx: Cont
 def claim_confirm(state: IntentState, cmd: p.IntentClaimConfirm, ctx: Context) -> list[dict[str, Any]]:
     """A user review: the claim is re-issued with last_confirmed = now, superseding itself."""
     task = _writable(state, cmd.task_id, ctx)
-    old = _visible_from(find_claim(state, cmd.claim_id, ctx), task, "confirmed")
+    old = _visible_from(find_claim(state, cmd.claim_id, ctx, task.task_id), task, "confirmed")
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     if not rules.direct_user(cmd.actor, ref):
         raise rule("only a direct user event confirms a claim; acceptance or silence never does", field="actor")
@@ -344,7 +345,7 @@ def compaction_observe(state: IntentState, cmd: p.IntentCompactionObserve, ctx: 
     task = _writable(state, cmd.task_id, ctx, semantic=False)
     payload: dict[str, Any] = {
         "trigger": cmd.trigger,
-        "active_claims": sum(1 for c in state.claims.values() if c.task_id == task.task_id and c.active),
+        "active_claims": state.active_count(task.task_id),
     }
     if cmd.host_event_id is not None:
         payload["host_event_id"] = rules.opaque_id(cmd.host_event_id, "host_event_id")

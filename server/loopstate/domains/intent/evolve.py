@@ -2,19 +2,26 @@
 
 Lifecycle is event-derived: claim_invalidated makes a claim inactive,
 claim_replaced adds a claim and marks the ids it supersedes. The state object
-is owned by the one ledger reader that folds it, so it is updated in place.
+is owned by the one ledger reader that folds it, so it is updated in place,
+through the state's own methods, which keep its indexes (state.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from loopstate.domains.intent.records import Candidate, Claim, IntentState, Task
+from loopstate.domains.intent.records import Candidate, Claim, Task
+from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.rules import direct_user
 
 
-def _claim(state: IntentState, event: dict[str, Any], data: dict[str, Any], task_id: str, *, imported: bool = False) -> Claim:
+def _claim(
+    state: IntentState, event: dict[str, Any], data: dict[str, Any], task_id: str, *, index: int = 0, imported: bool = False,
+) -> Claim:
     ref = data.get("source_ref") or {}
+    task = state.tasks.get(task_id)
+    if task is not None:
+        task_id = task.task_id  # one string per task, not one per claim (and per edge)
     claim = Claim(
         claim_id=data["claim_id"], task_id=task_id, statement=data["statement"], role=data["role"],
         epistemic_status=data["epistemic_status"], scope=data.get("scope", "task"), facets=list(data["facets"]),
@@ -23,20 +30,20 @@ def _claim(state: IntentState, event: dict[str, Any], data: dict[str, Any], task
         # A claim is the user's own words only when the user made it (role) from the user's own event:
         # a promotion the user confirmed stays a system inference.
         direct_user=(not imported) and data["role"] == "user" and direct_user(event["actor"], ref),
-        added_sequence=event.get("sequence", 0),
+        added_sequence=event.get("sequence", 0), added_index=index,
         imported=imported,
     )
-    state.claims[claim.claim_id] = claim
+    state.add_claim(claim)
     return claim
 
 
-def _supersede(state: IntentState, new_id: str, old_ids: list[str]) -> None:
+def _supersede(state: IntentState, new: Claim | None, new_id: str, old_ids: list[str], task_id: str, near: dict[str, Claim]) -> None:
+    """``near``: claims the event itself added (an import's), looked up before the state."""
     for old_id in old_ids:
-        old = state.claims.get(old_id)
+        old = near.get(old_id) or state.find_claim(old_id, task_id)
         if old is not None:
-            old.state = "superseded"
-            old.superseded_by = new_id
-        state.edges.append((new_id, old_id))
+            state.retire(old, "superseded", superseded_by=new_id)
+        state.add_edge(new, new_id, old, old_id, task_id)
 
 
 def _task(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) -> Task:
@@ -55,8 +62,8 @@ def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
     task_id = event["task_id"]
     if kind == "task_started":
         _task(state, event, payload)
-        for data in payload.get("initial_claims", ()):
-            _claim(state, event, data, task_id)
+        for index, data in enumerate(payload.get("initial_claims", ())):
+            _claim(state, event, data, task_id, index=index)
     elif kind == "mode_set":
         task = state.tasks.get(task_id)
         if task is not None:
@@ -65,13 +72,11 @@ def evolve(state: IntentState, event: dict[str, Any]) -> IntentState:
         _claim(state, event, payload["claim"], task_id)
     elif kind == "claim_replaced":
         claim = _claim(state, event, payload["claim"], task_id)
-        _supersede(state, claim.claim_id, payload.get("superseded", claim.supersedes))
+        _supersede(state, claim, claim.claim_id, payload.get("superseded", claim.supersedes), task_id, {})
     elif kind == "claim_invalidated":
-        claim = state.claims.get(payload["claim_id"])
+        claim = state.find_claim(payload["claim_id"], task_id)
         if claim is not None:
-            claim.state = "invalidated"
-            claim.invalidated_at = event["occurred_at"]
-            claim.invalidation_reason = payload.get("reason")
+            state.retire(claim, "invalidated", invalidated_at=event["occurred_at"], invalidation_reason=payload.get("reason"))
     elif kind == "candidate_added":
         state.candidates[payload["candidate_id"]] = Candidate(
             candidate_id=payload["candidate_id"], task_id=task_id, signal_key=payload["signal_key"],
@@ -99,16 +104,17 @@ def _import(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) 
             started_at=data.get("started_at", event["occurred_at"]), label=data.get("label"),
             history_incomplete=True, sequence=event.get("sequence", 0),
         )
-    for data in payload.get("claims", ()):
-        claim = _claim(state, event, data, data["task_id"], imported=True)
+    added: dict[str, Claim] = {}
+    for index, data in enumerate(payload.get("claims", ())):
+        claim = added[data["claim_id"]] = _claim(state, event, data, data["task_id"], index=index, imported=True)
         lifecycle = data.get("lifecycle") or {}
         if lifecycle.get("state") == "invalidated":
-            claim.state = "invalidated"
-            claim.invalidated_at = lifecycle.get("invalidated_at")
-            claim.invalidation_reason = lifecycle.get("reason")
+            state.retire(
+                claim, "invalidated", invalidated_at=lifecycle.get("invalidated_at"), invalidation_reason=lifecycle.get("reason"),
+            )
     for data in payload.get("claims", ()):
         if data.get("supersedes"):
-            _supersede(state, data["claim_id"], data["supersedes"])
+            _supersede(state, added.get(data["claim_id"]), data["claim_id"], data["supersedes"], data["task_id"], added)
     for data in payload.get("candidates", ()):
         state.candidates[data["candidate_id"]] = Candidate(
             candidate_id=data["candidate_id"], task_id=data["task_id"], signal_key=data["signal_key"],

@@ -19,7 +19,8 @@ from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
-from loopstate.domains.intent.records import SCOPES, SOURCE_KINDS, IntentState
+from loopstate.domains.intent.records import SCOPES, SOURCE_KINDS
+from loopstate.domains.intent.state import IntentState
 
 FORMAT = "loopstate-intent-graph"
 VERSION = 1
@@ -34,17 +35,18 @@ def export_graph(state: IntentState, project_id: str, task_id: str | None, now: 
     """The graph of the project (or one task): tasks, claims with lifecycle and edges, candidates."""
     tasks = [t for t in state.tasks.values() if task_id is None or t.task_id == task_id]
     wanted = {t.task_id for t in tasks}
+    every = {c.claim_id: c for task in tasks for c in state.task_claims(task.task_id)}
+    # Where each exported claim's superseder lives (the edges say), so it is found without a search.
+    superseder_task = {e[3]: e[2] for task in tasks for e in state.edges_touching(task.task_id)}
     claims = []
-    for c in state.claims.values():
-        if c.task_id not in wanted:
-            continue
+    for c in sorted(every.values(), key=lambda c: c.position):
         item: dict[str, Any] = {
             "claim_id": c.claim_id, "task_id": c.task_id, "statement": c.statement, "role": c.role,
             "epistemic_status": c.epistemic_status, "source_ref": c.source_ref, "scope": c.scope,
             "valid_from": c.valid_from, "last_confirmed": c.last_confirmed,
-            "supersedes": [s for s in c.supersedes if state.claims.get(s) and state.claims[s].task_id in wanted],
+            "supersedes": [s for s in c.supersedes if s in every],
             "facets": list(c.facets), "direct_user": c.direct_user,
-            "lifecycle": _lifecycle(c, state, wanted),
+            "lifecycle": _lifecycle(c, state, superseder_task.get(c.claim_id), wanted),
         }
         if c.confidence is not None:
             item["confidence"] = c.confidence
@@ -69,7 +71,7 @@ def export_graph(state: IntentState, project_id: str, task_id: str | None, now: 
     }
 
 
-def _lifecycle(claim, state: IntentState, wanted: set[str]) -> dict[str, Any]:
+def _lifecycle(claim, state: IntentState, superseder_task: str | None, wanted: set[str]) -> dict[str, Any]:
     """A claim's lifecycle as the graph can carry it.
 
     A claim superseded by a claim of a task outside this export would name a
@@ -77,7 +79,7 @@ def _lifecycle(claim, state: IntentState, wanted: set[str]) -> dict[str, Any]:
     exported as inactive instead: invalidated when its superseder became
     valid, with a reason that says so.
     """
-    superseder = state.claims.get(claim.superseded_by) if claim.superseded_by else None
+    superseder = state.find_claim(claim.superseded_by, superseder_task) if claim.superseded_by else None
     if claim.state == "superseded" and superseder is not None and superseder.task_id not in wanted:
         return {
             "state": "invalidated", "invalidated_at": superseder.valid_from,

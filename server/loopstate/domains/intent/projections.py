@@ -19,7 +19,9 @@ import datetime as dt
 from loopstate_protocol import intent as p
 
 from loopstate.core.clock import parse_time
-from loopstate.domains.intent.records import FACETS, STALE_DAYS, STATUSES, Claim, IntentState, Task
+from loopstate.domains.intent import paging
+from loopstate.domains.intent.records import FACETS, STALE_DAYS, STATUSES, Claim, Task
+from loopstate.domains.intent.state import IntentState
 
 # Handoff priority: what the user said first, then hard limits, then goals.
 FACET_ORDER = {facet: i for i, facet in enumerate((
@@ -62,13 +64,8 @@ def task_view(state: IntentState, task: Task) -> p.TaskView:
     return p.TaskView(
         task_id=task.task_id, mode=task.mode, started_at=task.started_at, label=task.label,
         history_incomplete=task.history_incomplete,
-        active_claims=sum(1 for c in state.claims.values() if c.task_id == task.task_id and c.active),
+        active_claims=state.active_count(task.task_id),
     )
-
-
-def _in_scope(claim: Claim, task_id: str | None) -> bool:
-    """A task's view also shows the project's project-wide and long-term claims."""
-    return task_id is None or claim.task_id == task_id or claim.scope in ("project", "long_term")
 
 
 def _order(claim: Claim) -> tuple:
@@ -77,7 +74,9 @@ def _order(claim: Claim) -> tuple:
 
 
 def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
-    return sorted((c for c in state.claims.values() if c.active and _in_scope(c, task_id)), key=_order)
+    """The active claims of a task's view (its own, and the project's project-wide and long-term claims), in
+    handoff order; every active claim of the project for None. Read from the state's indexes: O(what it returns)."""
+    return sorted(state.visible_active(task_id), key=_order)
 
 
 def current(state: IntentState, project_id: str, task_id: str | None, now: dt.datetime) -> p.CurrentView:
@@ -113,13 +112,24 @@ def current(state: IntentState, project_id: str, task_id: str | None, now: dt.da
     )
 
 
-def audit(state: IntentState, project_id: str, task_id: str | None, now: dt.datetime) -> p.AuditView:
-    claims = [c for c in state.claims.values() if task_id is None or c.task_id == task_id]
-    ids = {c.claim_id for c in claims}
+def audit(
+    state: IntentState, project_id: str, task_id: str | None, now: dt.datetime, *, limit: int, cursor: str | None,
+) -> p.AuditView:
+    """One page of the task's claims (the project's without a task) in ledger order, with the edges that touch them."""
+    # A task's page decodes only the claims it shows (its retired claims are held as bytes);
+    # the project's is in ledger order across tasks, which takes every claim.
+    every = {c.claim_id: c for c in state.all_claims()} if task_id is None else None
+    listed = list(every) if every is not None else state.task_claim_ids(task_id)  # type: ignore[arg-type]
+    page_ids, remaining, following = paging.page(
+        listed, str, listing="audit", scope=task_id or "project", limit=limit, cursor=cursor,
+    )
+    shown = [every[i] for i in page_ids] if every is not None else state.claims_of(task_id, page_ids)  # type: ignore[arg-type]
+    ids = {c.claim_id for c in shown}
     return p.AuditView(
         project_id=project_id, task_id=task_id, sequence=state.sequence,
-        claims=[claim_view(c, now) for c in claims],
-        edges=[p.Edge(new=new, old=old) for new, old in state.edges if new in ids or old in ids],
+        claims=[claim_view(c, now) for c in shown],
+        edges=[p.Edge(new=e[1], old=e[3]) for e in state.edges_touching(task_id) if e[1] in ids or e[3] in ids],
+        total=len(listed), remaining=remaining, next_cursor=following,
     )
 
 

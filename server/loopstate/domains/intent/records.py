@@ -1,16 +1,17 @@
-"""The intent domain's vocabulary and its folded state.
+"""The intent domain's vocabulary and the records its folded state is made of.
 
 The vocabulary is seed 000's claim table (roles, epistemic statuses, scopes,
 facets, source kinds), defined once in the protocol package and re-exported here
-beside the rules that use it. The state is what ``evolve`` folds from the verified
-ledger: tasks, claims with their lifecycle, candidates and supersession edges.
-It is never written anywhere: the ledger is the only authority.
+beside the rules that use it. The records (tasks, claims with their lifecycle,
+candidates) are what ``evolve`` folds from the verified ledger into the indexed
+state (state.py). None of it is authoritative: the ledger is the only authority.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol.intent import ACTORS as ROLES
 from loopstate_protocol.intent import FACETS, SCOPES, SOURCE_KINDS, STATUSES
@@ -49,8 +50,7 @@ STALE_DAYS = 90
 PROMOTION_TASKS = 3
 
 
-@dataclass
-class Task:
+class Task(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     task_id: str
     project_id: str
     mode: str
@@ -60,9 +60,16 @@ class Task:
     sequence: int = 0
 
 
-@dataclass
-class Claim:
-    """One claim and its lifecycle, as folded from the ledger."""
+class Claim(msgspec.Struct, kw_only=True, array_like=True, gc=False):
+    """One claim and its lifecycle, as folded from the ledger.
+
+    A msgspec Struct rather than a dataclass: a project holds one per claim it
+    ever recorded, and a Struct is half the size of a dataclass and its dict,
+    encodes to a projection snapshot as a plain array and is skipped by the
+    garbage collector (it holds no reference cycle). ``added_sequence`` and
+    ``added_index`` (the claim's place in the event that added it) are the
+    claim's position in the ledger: audit views are ordered, and paged, by it.
+    """
 
     claim_id: str
     task_id: str
@@ -78,6 +85,7 @@ class Claim:
     source_ref: dict[str, Any]
     direct_user: bool
     added_sequence: int
+    added_index: int = 0
     state: str = "active"  # active | superseded | invalidated
     superseded_by: str | None = None
     invalidated_at: str | None = None
@@ -89,12 +97,20 @@ class Claim:
         return self.state == "active"
 
     @property
+    def project_wide(self) -> bool:
+        """Shown in every task's view of the project (not only its own task's)."""
+        return self.scope != "task"
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.added_sequence, self.added_index)
+
+    @property
     def user_explicit(self) -> bool:
         return self.role == "user" and self.epistemic_status == "explicit"
 
 
-@dataclass
-class Candidate:
+class Candidate(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     candidate_id: str
     task_id: str
     signal_key: str
@@ -102,29 +118,3 @@ class Candidate:
     facets: list[str]
     source_ref: dict[str, Any]
     promoted: bool = False
-
-
-@dataclass
-class IntentState:
-    """Everything folded from one project's intent ledger.
-
-    ``private`` is not folded from the ledger: it is the serving process's
-    in-memory store of private tasks, attached by the service's intent effects
-    (see service/intent_effects.py) and never written to disk. Likewise
-    ``private_controls`` / ``controls_unreadable`` mirror the control files, so
-    that the hook context of a task private in another process injects nothing.
-    """
-
-    sequence: int = 0
-    head: str | None = None
-    tasks: dict[str, Task] = field(default_factory=dict)
-    claims: dict[str, Claim] = field(default_factory=dict)
-    candidates: dict[str, Candidate] = field(default_factory=dict)
-    edges: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
-    project_ids: set[str] = field(default_factory=set)  # every project id the ledger's tasks were recorded under
-    private: Any = None
-    # Task ids that have a private-session control beside the ledger, and whether
-    # a control could not be read; attached by the service's effects on each read.
-    private_controls: frozenset[str] = frozenset()
-    controls_unreadable: bool = False
-

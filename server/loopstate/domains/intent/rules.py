@@ -18,7 +18,6 @@ from loopstate_protocol.intent import ClaimInput, SourceInput
 from loopstate.core import canonical
 from loopstate.core.clock import format_time, parse_time
 from loopstate.core.errors import LoopstateError
-from loopstate.core.redaction import contains_secret, redact
 from loopstate.domains.base import Context
 from loopstate.domains.intent.records import (
     ACTOR_SOURCES,
@@ -32,6 +31,20 @@ from loopstate.domains.intent.records import (
     STATUSES,
 )
 from loopstate.domains.intent.wording import article, nearest, op
+
+def redact(text: str) -> Any:
+    """core.redaction's redact, imported on first use: its patterns are the largest import of this
+    package, and a read (a hook's context, `intent show`) never redacts anything."""
+    from loopstate.core.redaction import redact as run
+
+    return run(text)
+
+
+def contains_secret(text: str) -> bool:
+    from loopstate.core.redaction import contains_secret as run
+
+    return run(text)
+
 
 MAX_SOURCE_TEXT = 1 << 20
 MAX_OPAQUE_ID = 200

@@ -14,7 +14,6 @@ parser and each method against the protocol, so the table cannot go stale.
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
 CLI_VERBS = {
@@ -42,7 +41,11 @@ def article(word: str) -> str:
 
 
 def nearest(value: str, choices: Iterable[str]) -> str:
-    """' (did you mean 'x'?)' for the choice closest to ``value`` ignoring case, or ''."""
+    """' (did you mean 'x'?)' for the choice closest to ``value`` ignoring case, or ''.
+
+    difflib is imported here, for a refusal only: every read imports this module."""
+    import difflib
+
     choices = list(choices)
     by_lower = {choice.lower(): choice for choice in choices}
     match = difflib.get_close_matches(value.lower().replace("-", "_"), list(by_lower), n=1, cutoff=0.6)

@@ -1,0 +1,243 @@
+"""The indexed, paged board against a plain recomputation from the events.
+
+The fold keeps the live todos in board order and the completed ones in an
+archive; these properties check, for any accepted history, that the pages
+walked with any limit list exactly the todos the old full computation listed
+(active by priority, planner order and append order; completed newest first),
+that each page's counts say what it left out, and that a state restored from a
+snapshot at any cut and folded on equals the full fold.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import msgspec
+import pytest
+from goalkit import Harness
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_goals_properties import _apply, _seal
+
+from loopstate_protocol import goals as g
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.goals import DOMAIN
+from loopstate.domains.goals.projection import RECENT_COMPLETED, build_board
+from loopstate.domains.goals.state import GoalState, state_checksum
+
+AT = "2026-03-02T12:00:00Z"
+RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
+pool = st.sampled_from([f"T{n:03d}" for n in range(1, 31)])
+adds = st.builds(g.AddTodo, goal_id=st.just("p"), todo_id=pool, title=st.sampled_from(["a", "b", "c"]),
+                role=st.sampled_from(["agent", "user"]), priority=st.sampled_from(list(RANK)),
+                planner_order=st.none() | st.integers(0, 2), privacy=st.sampled_from(["public_safe", "local_private"]))
+# Adds first (so that most later commands find their todo), then any mix, completions twice as likely.
+history = st.tuples(st.lists(adds, max_size=30), st.lists(st.one_of(
+    adds,
+    st.builds(g.UpdateTodo, goal_id=st.just("p"), todo_id=pool, priority=st.sampled_from(list(RANK)),
+              planner_order=st.none() | st.integers(0, 2)),
+    st.builds(g.ClaimTodo, goal_id=st.just("p"), todo_id=pool, claimed_by=st.just("codex")),
+    st.builds(g.BlockTodo, goal_id=st.just("p"), todo_id=pool, reason=st.just("waits")),
+    st.builds(g.DeferTodo, goal_id=st.just("p"), todo_id=pool, resume_when=st.just("later")),
+    st.builds(g.CompleteTodo, goal_id=st.just("p"), todo_id=pool, rationale=st.just("done")),
+    st.builds(g.CompleteTodo, goal_id=st.just("p"), todo_id=pool, rationale=st.just("done")),
+), max_size=60)).map(lambda parts: parts[0] + parts[1])
+IDS = [f"T{n:03d}" for n in range(1, 31)]
+# Histories whose completed todos overflow the completed tail into the archive.
+history = history | st.tuples(history, st.permutations(IDS), st.integers(RECENT_COMPLETED + 1, 30), history).map(
+    lambda parts: [*parts[0], *(g.AddTodo(goal_id="p", todo_id=i, title="x") for i in IDS),
+                   *(g.CompleteTodo(goal_id="p", todo_id=i, rationale="done") for i in parts[1][:parts[2]]), *parts[3]])
+
+
+def expected_order(log: list[dict]) -> tuple[list[str], list[str], dict[str, int]]:
+    """The old full computation, from the events alone: active ids in board order,
+    completed ids newest first, and every todo's status counted."""
+    todos: dict[str, dict] = {}
+    for event in log:
+        p, kind = event["payload"], event["event_type"]
+        if kind == "todo_added":
+            todos[p["todo_id"]] = {"priority": p.get("priority", "P2"), "order": p.get("planner_order"),
+                                   "added": event["append_sequence"], "status": "open", "done": None}
+        elif kind == "todo_updated":
+            todo = todos[p["todo_id"]]
+            todo["priority"] = p.get("priority") or todo["priority"]
+            todo["order"] = p["planner_order"] if p.get("planner_order") is not None else todo["order"]
+        elif kind.startswith("todo_"):
+            status = {"todo_claimed": "claimed", "todo_blocked": "blocked", "todo_deferred": "deferred",
+                      "todo_completed": "completed"}[kind]
+            todos[p["todo_id"]]["status"] = status
+            if status == "completed":
+                todos[p["todo_id"]]["done"] = event["append_sequence"]
+
+    def key(item):
+        todo = item[1]
+        return (RANK[todo["priority"]], todo["order"] is None, todo["order"] or 0, todo["added"])
+
+    active = [i for i, t in sorted(todos.items(), key=key) if t["status"] != "completed"]
+    done = [i for i, t in sorted(todos.items(), key=lambda it: (it[1]["done"] or 0, it[1]["added"]), reverse=True)
+            if t["status"] == "completed"]
+    return active, done, dict(collections.Counter(t["status"] for t in todos.values()))
+
+
+def page_ids(board: g.Board) -> list[str]:
+    """The page's todos in board order (the active ones by priority across role groups)."""
+    active = sorted((t for group in board.active for t in group.todos),
+                    key=lambda t: (RANK[t.priority], t.planner_order is None, t.planner_order or 0, t.append_sequence))
+    return [t.todo_id for t in (*active, *board.completed, *board.archive_candidates)]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history, st.sampled_from([1, 2, 5, 11, 100]), st.booleans())
+def test_pages_walked_with_any_limit_list_exactly_the_full_computation(commands, limit, public) -> None:
+    state, log, _ = _apply(commands)
+    active, done, counts = expected_order(log)
+    event(f"completed todos: {'over' if len(done) > RECENT_COMPLETED else 'at most'} {RECENT_COMPLETED}")
+    whole = build_board(state, generated_at=AT, public=public)
+    assert page_ids(whole) == active + done
+    assert [t.todo_id for t in whole.completed] == done[:RECENT_COMPLETED]
+    assert all(t.rationale is None for t in whole.archive_candidates)  # compact views
+    assert whole.page.status_counts == dict(sorted(counts.items())) and whole.page.next_cursor is None
+
+    first = build_board(state, generated_at=AT, public=public, limit=limit)
+    shown_active = min(limit, len(active))
+    tail = min(RECENT_COMPLETED, limit - shown_active, len(done)) if shown_active == len(active) else 0
+    assert page_ids(first) == active[:shown_active] + done[:tail]
+    walked, board, pages = page_ids(first), first, 1
+    while board.page.next_cursor is not None:
+        assert board.page.after == len(active) + len(done) - len(walked)
+        board = build_board(state, generated_at=AT, public=public, limit=limit, cursor=board.page.next_cursor)
+        assert board.page.before == len(walked) and 0 < len(page_ids(board)) <= limit
+        walked += page_ids(board)
+        pages += 1
+        assert pages <= len(active) + len(done) + 1
+    assert walked == active + done and board.page.after == 0
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history, st.integers(0, 80))
+def test_a_snapshot_at_any_cut_plus_the_tail_folds_to_the_full_fold(commands, cut) -> None:
+    state, log, _ = _apply(commands)
+    cut = min(cut, len(log))
+    partial = DOMAIN.initial("goals.p")
+    for event in log[:cut]:
+        partial = DOMAIN.evolve(partial, event)
+    saved = msgspec.msgpack.encode(DOMAIN.snapshot_state(partial))
+    restored = DOMAIN.restore_state("goals.p", msgspec.msgpack.decode(saved, type=DOMAIN.snapshot_type("goals.p")))
+    for event in log[cut:]:
+        restored = DOMAIN.evolve(restored, event)
+    assert state_checksum(restored) == state_checksum(state)
+    assert build_board(restored, generated_at=AT, public=False) == build_board(state, generated_at=AT, public=False)
+
+
+def test_a_cursor_stays_valid_across_appends(h: Harness) -> None:
+    for number in range(1, 7):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", priority="P2"))
+    first = h.ask(g.GetBoard(goal_id="g", limit=3))
+    assert page_ids(first) == ["T001", "T002", "T003"] and first.page.after == 3
+    # Meanwhile: a todo ahead of the cursor (P0), one after it, and a completion.
+    h.run(g.AddTodo(goal_id="g", title="urgent", priority="P0"))
+    h.run(g.AddTodo(goal_id="g", title="later", priority="P3"))
+    h.run(g.CompleteTodo(goal_id="g", todo_id="T005", rationale="done"))
+    second = h.ask(g.GetBoard(goal_id="g", limit=3, cursor=first.page.next_cursor))
+    assert page_ids(second) == ["T004", "T006", "T008"]
+    assert (second.page.before, second.page.after) == (4, 1)  # T007 (P0) and T001-T003 come before it now
+    third = h.ask(g.GetBoard(goal_id="g", limit=3, cursor=second.page.next_cursor))
+    assert [t.todo_id for t in third.completed] == ["T005"] and third.page.next_cursor is None
+
+
+@pytest.mark.parametrize("cursor", ["zz", "a.1.2", "c.1.2", "a.1.2.3.-4", "c.", "b.1", "c.1x"])
+def test_a_cursor_the_board_did_not_give_is_refused_saying_what_to_pass(h: Harness, cursor: str) -> None:
+    h.run(g.AddTodo(goal_id="g", title="one"))
+    with pytest.raises(LoopstateError) as info:
+        h.ask(g.GetBoard(goal_id="g", cursor=cursor))
+    assert info.value.code is ErrorCode.INVALID_PARAMS
+    assert "next_cursor" in info.value.message and repr(cursor) in info.value.message
+
+
+@pytest.mark.parametrize("limit", [0, -1, g.MAX_BOARD_LIMIT + 1])
+def test_a_limit_out_of_range_is_refused(h: Harness, limit: int) -> None:
+    h.run(g.AddTodo(goal_id="g", title="one"))
+    with pytest.raises(LoopstateError) as info:
+        h.ask(g.GetBoard(goal_id="g", limit=limit))
+    assert info.value.code is ErrorCode.INVALID_PARAMS and "limit" in info.value.message
+
+
+def test_the_subscription_view_is_the_default_page(h: Harness) -> None:
+    for number in range(1, g.BOARD_LIMIT + 6):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
+    _, board = h.service.view(h.root, "goals", "board", "g")
+    assert len(page_ids(board)) == g.BOARD_LIMIT and board.page.after == 5 and board.page.active_total == 105
+
+
+def test_a_repeated_add_of_an_archived_todo_is_a_no_op_not_a_new_todo(h: Harness) -> None:
+    h.run(g.AddTodo(goal_id="g", title="first", event_id="evt-first"))
+    h.run(g.CompleteTodo(goal_id="g", todo_id="T001", rationale="done"))
+    for number in range(2, RECENT_COMPLETED + 4):  # push T001 out of the completed tail
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
+    assert h.run(g.AddTodo(goal_id="g", title="first", event_id="evt-first")).events == []
+    with pytest.raises(LoopstateError) as info:
+        h.run(g.AddTodo(goal_id="g", title="changed", event_id="evt-first"))
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT and info.value.details["first_sequence"] == 1
+    with pytest.raises(LoopstateError) as info:
+        h.run(g.UpdateTodo(goal_id="g", todo_id="T001", title="reopened"))
+    assert info.value.code is ErrorCode.INVALID_TRANSITION  # an archived todo is still known as completed
+
+
+def test_a_foreign_writer_time_is_kept_as_a_tag_and_still_decides_repeats() -> None:
+    """A time the store did not write in its own form cannot be given back; the body and tag decide."""
+    state = DOMAIN.initial("goals.p")
+    event = {"schema_version": "goal_event_v0", "event_id": "e1", "goal_id": "p", "event_type": "todo_added",
+             "recorded_at": "2026-03-02T13:00:00+01:00", "producer": "other", "privacy": "public_safe",
+             "refs": {"todo_id": "T001"}, "payload": {"todo_id": "T001", "title": "x"}}
+    state = DOMAIN.evolve(state, _seal(event, 1))
+    assert DOMAIN.evolve(state, _seal(event, 2)).store.event_count == 1  # identical: ignored
+    with pytest.raises(LoopstateError) as info:
+        DOMAIN.evolve(state, _seal({**event, "recorded_at": "2026-03-02T12:00:00Z"}, 2))
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
+
+
+def test_the_packed_tables_hold_many_keys_exactly() -> None:
+    from loopstate.domains.goals import eventids
+
+    table = eventids.table()
+    for number in range(5000):
+        at = eventids.find(table, f"e{number}")
+        assert at[2] is None
+        eventids.add(table, at, number + 1, f"{number:08x}" + "0" * 24, "2026-03-02T12:00:00.000001Z")
+    assert all(eventids.lookup(table, f"e{n}").sequence == n + 1 for n in range(0, 5000, 7))
+    assert eventids.lookup(table, "e5000") is None
+    known = eventids.lookup(table, "e42")
+    assert known.same_body(f"{42:08x}" + "0" * 24) and not known.same_body(f"{43:08x}" + "0" * 24)
+    assert known.recorded_at == "2026-03-02T12:00:00.000001Z"
+    assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(GoalState(goal_id="p")), type=GoalState), GoalState)
+
+
+def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
+    """Layout 1 held the state bare (every todo in ``todos``, a ``seen`` dict): read as today's
+    layout it would lack the archive and the event ids, so it must not decode at all."""
+    from loopstate.core import snapshot
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 14):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence is not None  # today's layout is used
+    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    current = msgspec.msgpack.decode(envelope.state)
+    bare = {**current["state"], "seen": {}}  # what layout 1 wrote: the state itself
+    for name in ("order", "status_counts", "recent_done", "done", "done_ids", "event_ids"):
+        del bare[name]
+    old = msgspec.msgpack.encode(bare)
+    envelope.state, envelope.state_sha256 = old, __import__("hashlib").sha256(old).hexdigest()
+    path.write_bytes(msgspec.msgpack.encode(envelope))
+    loaded = load_state(h.project, "g")
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 27  # a full fold instead
+    assert h.fresh().query(h.root, g.GetBoard(goal_id="g")).page.completed_total == 13
+    with pytest.raises(LoopstateError) as info:  # the event ids are there: a changed repeat conflicts
+        h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="changed", event_id="add-1"), "r-again")
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
