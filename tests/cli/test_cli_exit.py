@@ -14,6 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+# An object of __main__ that says so when the interpreter tears it down (the usual exit does; os._exit does not).
+SAYS_TORN_DOWN = ("class Said:\n"
+                  "    def __del__(self):\n"
+                  "        sys.stderr.write('TORN DOWN')\n"
+                  "said = Said()\n")
+
 # Runs the entry point as the console script does, with something of the test's own set up first.
 ENTRY = ("import sys\n{setup}\n"
          "sys.argv = ['loopstate', *{argv!r}]\n"
@@ -28,11 +34,7 @@ def entry(setup: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]
 
 def test_nothing_waiting_means_no_teardown_and_the_exit_code_is_kept(root: Path, data_dir: Path) -> None:
     """An object of __main__ that says so when torn down is never torn down; stdout and the code are intact."""
-    setup = ("class Said:\n"
-             "    def __del__(self):\n"
-             "        sys.stderr.write('TORN DOWN')\n"
-             "said = Said()")
-    done = entry(setup, "root", cwd=root)
+    done = entry(SAYS_TORN_DOWN, "root", cwd=root)
     assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
     assert "TORN DOWN" not in done.stderr
     failed = entry(setup, "run", "status", "nope", cwd=root)
@@ -59,12 +61,8 @@ def test_another_thread_is_waited_for(root: Path, data_dir: Path, tmp_path: Path
 
 def test_a_daemon_thread_does_not_hold_the_exit(root: Path, data_dir: Path) -> None:
     """The interpreter never waits for a daemon thread; neither does the fast exit (no teardown either)."""
-    setup = ("import threading, time\n"
-             "class Said:\n"
-             "    def __del__(self):\n"
-             "        sys.stderr.write('TORN DOWN')\n"
-             "said = Said()\n"
-             "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()")
+    setup = SAYS_TORN_DOWN + ("import threading, time\n"
+                              "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()")
     done = entry(setup, "root", cwd=root)
     assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
     assert "TORN DOWN" not in done.stderr
@@ -89,11 +87,7 @@ def test_the_console_script_is_the_finishing_entry() -> None:
 
 def test_a_server_ends_with_the_usual_exit(root: Path, data_dir: Path) -> None:
     """`serve` hands its streams to pygls: when its stdin closes, it exits through the normal teardown."""
-    setup = ("class Said:\n"
-             "    def __del__(self):\n"
-             "        sys.stderr.write('TORN DOWN')\n"
-             "said = Said()")
-    code = ENTRY.format(setup=setup, argv=["serve"])
+    code = ENTRY.format(setup=SAYS_TORN_DOWN, argv=["serve"])
     done = subprocess.run([sys.executable, "-c", code], cwd=root, input="", capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "stdin closed before shutdown" in done.stderr, done  # the server's own rule
     assert "TORN DOWN" in done.stderr
