@@ -37,7 +37,7 @@ def test_nothing_waiting_means_no_teardown_and_the_exit_code_is_kept(root: Path,
     done = entry(SAYS_TORN_DOWN, "root", cwd=root)
     assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
     assert "TORN DOWN" not in done.stderr
-    failed = entry(setup, "run", "status", "nope", cwd=root)
+    failed = entry(SAYS_TORN_DOWN, "run", "status", "nope", cwd=root)
     assert failed.returncode == 1 and "NOT_FOUND" in failed.stderr and "TORN DOWN" not in failed.stderr
 
 
