@@ -85,6 +85,21 @@ def build(service: Service, root: str, events: int) -> dict[str, str]:
     return {"run_id": run_id, "task_id": task}
 
 
+def bench_env(data_dir: Path) -> dict[str, str]:
+    """The environment of every timed process: this one's, minus what would time something else.
+
+    PYTHONDONTWRITEBYTECODE is dropped: with it set, every fresh process compiles
+    each loopstate module from source (the editable install has no .pyc until a
+    process writes one), while msgspec, the reference, loads the bytecode pip
+    compiled at install. An installed loopstate has its bytecode too, so the
+    warm-up run here writes it and every timed run reads it, as the reference does.
+    """
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+    for name in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE", "LOOPSTATE_RUN", "LOOPSTATE_GOAL"):
+        env.pop(name, None)
+    return env
+
+
 def loopstate_command() -> list[str]:
     script = Path(sys.executable).with_name("loopstate")
     return [str(script)] if script.exists() else [sys.executable, "-m", "loopstate.cli.main"]
@@ -134,8 +149,7 @@ def main() -> None:
     ls = loopstate_command()
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         data_dir = Path(tmp) / "data"
-        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
-        env.pop("PYTHONPROFILEIMPORTTIME", None)
+        env = bench_env(data_dir)
         trees = {"": env}
         if args.baseline:
             base = Path(args.baseline).resolve()
@@ -144,8 +158,10 @@ def main() -> None:
             "python -c pass": ([sys.executable, "-c", "pass"], tmp, env),
             'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], tmp, env),
         }
+        # An older tree runs as `python -m loopstate.cli.main`: the venv's script names this tree's entry point.
+        entry = {tag: ls if not tag else [sys.executable, "-m", "loopstate.cli.main"] for tag in trees}
         for tag, tree_env in trees.items():
-            commands[f"loopstate --version{tag}"] = ([*ls, "--version"], tmp, tree_env)
+            commands[f"loopstate --version{tag}"] = ([*entry[tag], "--version"], tmp, tree_env)
         built = {}
         for size in sizes:
             root = Path(tmp) / f"project-{size}"
@@ -156,7 +172,7 @@ def main() -> None:
                   f"(built in {time.perf_counter() - started:.1f} s)")
         for size, (root, ids) in built.items():
             for tag, tree_env in trees.items():
-                for name, argv in reads(ls, ids, f" @{size}{tag}").items():
+                for name, argv in reads(entry[tag], ids, f" @{size}{tag}").items():
                     commands[f"loopstate {name}"] = (argv, str(root), tree_env)
         # Beside each read of the smallest store, a process that only imports what that read
         # imports: the rest of its wall is work (most of which grows with history).

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_cli import build, loopstate_command  # noqa: E402
+from bench_cli import bench_env, build, loopstate_command  # noqa: E402
 
 from loopstate.service import Service  # noqa: E402
 
@@ -61,9 +61,7 @@ def main() -> None:
         data_dir = Path(tmp) / "data"
         root = Path(tmp) / "project"
         root.mkdir()
-        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
-        for name in ("PYTHONPROFILEIMPORTTIME", "LOOPSTATE_RUN", "LOOPSTATE_GOAL"):
-            env.pop(name, None)
+        env = bench_env(data_dir)
         started = time.perf_counter()
         ids = build(Service(data_dir=data_dir), str(root), args.events)
         print(f"store: {args.events} events each in intent, goals.bench and one run's stream "

@@ -21,19 +21,56 @@ PROBE = ("import json, sys\n"
          "sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)))\n")
 
 
+# Loaded by none of the paths below: the domains, the engine and a ledger (nothing is folded), argparse
+# (`hook HOST EVENT` needs no parser), and what only a writer or a parallel verify needs.
+HEAVY_PREFIXES = ("loopstate.domains.intent", "loopstate.domains.runs", "loopstate.domains.goals",
+                  "loopstate_protocol.intent", "loopstate_protocol.runs", "loopstate_protocol.goals")
+NEVER = {"loopstate.service.engine", "loopstate.core.ledger", "loopstate.core.stream", "loopstate.service.intent_effects",
+         "loopstate.service.runs_effects", "argparse", "loopstate.cli.parser", "subprocess", "secrets"}
+
+
+def loaded_by_hook(event: str, payload: dict, *, cwd: Path, data_dir: Path) -> tuple[dict, set[str]]:
+    """A real `loopstate hook claude EVENT` process: its answer and the modules it had loaded at exit."""
+    done = subprocess.run([sys.executable, "-c", PROBE, "hook", "claude", event], input=json.dumps(payload), cwd=cwd,
+                          capture_output=True, text=True, timeout=60, env={"LOOPSTATE_DATA_DIR": str(data_dir),
+                                                                            "PATH": "/usr/bin:/bin"})
+    return json.loads(done.stdout), set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
+
+
 def test_the_common_tool_call_path_loads_no_domain_and_no_ledger(tmp_path: Path, data_dir: Path) -> None:
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
     hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s"), data_dir=data_dir, cwd=project)
-    payload = json.dumps(host_input("claude", "PreToolUse", project, "s"))
-    done = subprocess.run([sys.executable, "-c", PROBE, "hook", "claude", "PreToolUse"], input=payload, cwd=project,
-                          capture_output=True, text=True, timeout=60, env={"LOOPSTATE_DATA_DIR": str(data_dir),
-                                                                            "PATH": "/usr/bin:/bin"})
-    assert json.loads(done.stdout) == {"continue": True}
-    modules = set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
-    heavy = {m for m in modules if m.startswith(("loopstate.domains.intent", "loopstate.domains.runs",
-                                                 "loopstate.domains.goals", "loopstate_protocol.intent",
-                                                 "loopstate_protocol.runs", "loopstate_protocol.goals"))}
-    assert heavy == set()
-    assert not modules & {"loopstate.service.engine", "loopstate.core.ledger", "loopstate.core.stream",
-                          "loopstate.service.intent_effects", "loopstate.service.runs_effects"}
+    out, modules = loaded_by_hook("PreToolUse", host_input("claude", "PreToolUse", project, "s"), cwd=project,
+                                  data_dir=data_dir)
+    assert out == {"continue": True}
+    assert {m for m in modules if m.startswith(HEAVY_PREFIXES)} == set()
+    assert not modules & NEVER
+
+
+def test_an_ordinary_prompt_with_an_unchanged_context_loads_no_domain(tmp_path: Path, data_dir: Path) -> None:
+    """The prompt is not an /intent command, and the store did not change since SessionStart injected:
+    the answer comes from the session file and file identities, so no domain, engine or ledger is loaded."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    started = hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s"), data_dir=data_dir,
+                   cwd=project)
+    assert started["continue"] is True
+    out, modules = loaded_by_hook("UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s",
+                                                                 prompt="refactor the parser"),
+                                  cwd=project, data_dir=data_dir)
+    assert out == {"continue": True}
+    assert {m for m in modules if m.startswith(HEAVY_PREFIXES)} == set()
+    assert not modules & NEVER
+
+
+def test_an_intent_command_still_loads_the_intent_domain_and_is_answered(tmp_path: Path, data_dir: Path) -> None:
+    """The other side of the prompt check: a prompt that starts with /intent (after blanks) is parsed and recorded."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s"), data_dir=data_dir, cwd=project)
+    out, modules = loaded_by_hook("UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s",
+                                                                 prompt="  /intent remember keep the API stable"),
+                                  cwd=project, data_dir=data_dir)
+    assert out["decision"] == "block" and "remembered" in out["reason"], out
+    assert "loopstate.domains.intent.prompt_commands" in modules

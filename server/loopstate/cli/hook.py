@@ -2,14 +2,20 @@
 
 It reads the host's JSON on stdin and writes the host's JSON on stdout
 (loopstate.hooks); it always exits 0, so a fault never blocks the user.
+``cli.main`` calls ``answer_hook`` directly for the plain ``hook HOST EVENT``
+form, without building a parser.
 """
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
-def cmd_hook(args: argparse.Namespace) -> int:
+def answer_hook(host: str | None = None, event: str | None = None) -> int:
+    """Answer one hook event from stdin to stdout; 0 always (141 when the host closed stdout first)."""
     import os
     import sys
 
@@ -19,8 +25,18 @@ def cmd_hook(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read()
     except (OSError, ValueError):
         data = b""
-    sys.stdout.write(run(args.host, args.event, data, os.environ))
+    try:
+        sys.stdout.write(run(host, event, data, os.environ))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the host is gone: nobody can read an answer
+        from loopstate.cli.output import closed_pipe_exit
+
+        return closed_pipe_exit()
     return 0
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    return answer_hook(args.host, args.event)
 
 
 def register(sub) -> None:

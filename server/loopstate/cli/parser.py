@@ -6,17 +6,81 @@ top-level parser, which then refuses it with the top-level usage: a typo in
 which says nothing about ``goals board``. Here the parser of the verb that got
 the unknown argument refuses it, with its own usage and the nearest flag it
 does take. Subparsers inherit the class, so every verb gets this.
+
+A parser built inside ``only_subverbs_in(argv)`` builds only the sub-verbs
+argv names: the others keep their name and help line (so ``--help`` and a
+mistyped sub-verb read as with the whole tree) but no parser of their own.
+``loopstate run status RUN`` then builds one of the 29 parsers of ``run``.
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
+from typing import Iterator
 
 ROOT_HELP = ("project root (default: from the current directory upward, the nearest loopstate project, "
              "else the top of the git work tree, else the current directory)")
 
 
+_wanted: frozenset[str] | None = None  # inside only_subverbs_in: the words of argv
+
+
+@contextmanager
+def only_subverbs_in(argv: list[str]) -> Iterator[None]:
+    """Parsers built in this block build a sub-verb only when argv holds its name or an alias.
+
+    argparse picks a sub-verb by one whole argv item equal to its name or an
+    alias, so the parser that argv can choose is built; the others are never
+    parsed with (were one chosen, it raises NotBuilt and ``cli.main.parse_argv``
+    parses with the whole tree).
+    """
+    global _wanted
+    previous, _wanted = _wanted, frozenset(argv)
+    try:
+        yield
+    finally:
+        _wanted = previous
+
+
+class NotBuilt(Exception):
+    """The narrow parser was asked to parse with a sub-verb it did not build (the caller parses with the whole one)."""
+
+
+class Unbuilt:
+    """A sub-verb left unbuilt: takes (and drops) whatever its verb module sets up on it."""
+
+    def __init__(self, **_: object) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> "Unbuilt":
+        return self
+
+    def __call__(self, *args: object, **kwargs: object) -> "Unbuilt":
+        return self
+
+    def parse_known_args(self, args=None, namespace=None):
+        # Not reached by argv the parser was narrowed to (see only_subverbs_in), unless an argparse
+        # matched a sub-verb by something other than its whole name: then the whole tree answers.
+        raise NotBuilt
+
+
+class SubVerbs(argparse._SubParsersAction):
+    def add_parser(self, name, **kwargs):
+        if _wanted is None or name in _wanted or any(alias in _wanted for alias in kwargs.get("aliases", ())):
+            return super().add_parser(name, **kwargs)
+        built, self._parser_class = self._parser_class, Unbuilt
+        try:
+            return super().add_parser(name, **kwargs)  # its name, aliases and help line, as a built one has
+        finally:
+            self._parser_class = built
+
+
 class VerbParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", SubVerbs)
+
     def parse_known_args(self, args=None, namespace=None):
         """As argparse's, but anything unknown is refused here (so it never returns extras)."""
         namespace, extras = super().parse_known_args(args, namespace)

@@ -10,7 +10,6 @@ one is given, so reusing the request id retries exactly.
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import textwrap
 import uuid
@@ -320,6 +319,8 @@ class _Session:
 
 
 def _actor(args: argparse.Namespace) -> dict[str, str]:
+    import getpass  # here: only commands that name an actor need it (it loads termios)
+
     return {"harness": args.harness, "actor": args.actor or getpass.getuser(), "session_id": args.session}
 
 

@@ -41,15 +41,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 from bisect import bisect_right
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
 from loopstate.core import canonical
 from loopstate.core.chain import HashCut, Position
+
+if TYPE_CHECKING:
+    import subprocess
 
 # Below this many bytes to re-hash, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -172,6 +174,8 @@ class Voucher:
         self._answered = [0] * count
         self._partial = [b""] * count
         self._clean: dict[int, int] = {}  # span index -> end, for spans a worker found clean
+        import subprocess  # here: a read of a store below the parallel threshold never starts a worker
+
         try:
             for asked in self._asked:
                 proc = subprocess.Popen(

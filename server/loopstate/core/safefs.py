@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 import weakref
 from pathlib import Path
@@ -330,7 +329,8 @@ def read_file(path: Path, base: Path) -> bytes | None:
 
 
 def temp_name(path: Path) -> Path:
-    return path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}")
+    # os.urandom is what secrets.token_hex reads; the secrets module (random, base64, hmac) is not imported for it.
+    return path.with_name(f"{path.name}{TEMP_MARK}{os.urandom(8).hex()}")
 
 
 def atomic_write(path: Path, base: Path, data: bytes, *, durable: bool = True) -> None:

@@ -347,11 +347,7 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     hs = HookSession(root, event, env, data_dir=data_dir)
     if event.event == "PreToolUse":
         return _pre_tool_use(hs)
-    from loopstate_protocol import intent as p
-
-    from loopstate.domains.intent import prompt_commands
-
-    command = prompt_commands.parse(event.prompt or "") if event.event == "UserPromptSubmit" else None
+    command = _prompt_command(event)
     if command is not None:
         # A command the user typed goes no further than the receipt, even when it could not be recorded.
         try:
@@ -365,6 +361,8 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     elif event.event == "UserPromptSubmit":
         out.context = hs.inject(binding, always=False)
     elif event.event == "PreCompact":
+        from loopstate_protocol import intent as p
+
         if hs.mode(binding) != "private":
             hs.intent().execute(hs.root, p.IntentCompactionObserve(
                 task_id=binding.task_id, trigger=event.trigger if event.trigger in ("manual", "auto") else "auto"),
@@ -381,6 +379,20 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     if hs.faults:
         out.notice = "loopstate: " + "; ".join(hs.faults)
     return out
+
+
+def _prompt_command(event: HookEvent) -> Any:
+    """The ``/intent`` command a UserPromptSubmit prompt is (domains.intent.prompt_commands), else None.
+
+    Only a prompt that starts with ``/intent`` can be one, so an ordinary
+    prompt is answered without loading the intent domain (its context may be
+    unchanged: then the hook reads no store at all).
+    """
+    if event.event != "UserPromptSubmit" or not (event.prompt or "").lstrip().startswith("/intent"):
+        return None
+    from loopstate.domains.intent import prompt_commands
+
+    return prompt_commands.parse(event.prompt or "")
 
 
 def _pre_tool_use(hs: HookSession) -> HookAnswer:

@@ -1,7 +1,9 @@
 """The impure glue of the runs domain: config, kill switches, the grant lock, projections.
 
 The domain decides from plain values; this module gathers them at every
-command boundary and writes what the seed keeps beside the log:
+command boundary and writes what the seed keeps beside the log. (The
+domain's decide side is imported where a command needs it: a status read,
+which a tool-call hook of a bound session makes, loads only the fold.)
 
 * config: ``<project>/.loopstate/config.json`` when present (validated; an
   invalid file refuses run mutations, fail closed), else the defaults.
@@ -50,8 +52,6 @@ from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
-from loopstate.domains.runs.decide import REFUSAL, create, refusal_from_events
-from loopstate.domains.runs.grants import decide_grant, default_grant
 from loopstate.domains.runs.projections import issue_ledger
 from loopstate.domains.runs.state import GrantState, RunState
 
@@ -259,6 +259,8 @@ class RunsEffects:
         from the run id: a retry after a crash between the two appends finds it.
         """
         from loopstate.domains.runs import DOMAIN, grant_stream
+        from loopstate.domains.runs.decide import create
+        from loopstate.domains.runs.grants import decide_grant, default_grant
 
         offered = default_grant(command, state.run_id, ctx.now)
         stream = grant_stream(offered.grant_id)
@@ -280,6 +282,8 @@ class RunsEffects:
         return state.grant
 
     def release(self, ctx: Context) -> None:
+        from loopstate.domains.runs.decide import REFUSAL
+
         for lock in ctx.extra.get("locks", ()):
             lock.release()
         self._local.refusal = ctx.extra.get(REFUSAL)
@@ -303,6 +307,8 @@ class RunsEffects:
             self.mark_revoked_runs(service, project, command.grant_id)
             return
         if outcome.replayed:
+            from loopstate.domains.runs.decide import refusal_from_events
+
             refusal = refusal_from_events(command, outcome.events)
         if refusal is not None:
             raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)

@@ -5,7 +5,9 @@ One audit stream per run (``runs.<run_id>``), one stream per authority grant
 (``sequence``, ``previous_event_digest``, ``event_digest``, ``schema_version``).
 Everything here is pure; files (kill switches, projections, the grant lock)
 live in ``loopstate.service.runs_effects``, which the service registry binds
-to this domain (the domain never imports the service).
+to this domain (the domain never imports the service). The package loads the
+fold and the reads; the decide side (``decide``, ``grants`` and what they use)
+is imported by the first command, so a read never pays for it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
 from loopstate.domains.base import Context
 from loopstate.domains.runs import projections, records
-from loopstate.domains.runs.config import default_config
-from loopstate.domains.runs.decide import check_create, decide_run
-from loopstate.domains.runs.grants import decide_grant
 from loopstate.domains.runs.state import GrantState, RunState, evolve_grant, evolve_run
 
 RUN_PREFIX = "runs."
@@ -109,9 +108,15 @@ class RunsDomain:
     def check(self, command: Command, request_id: str) -> None:
         """What a command is refused for by its own fields (before the store is touched)."""
         if isinstance(command, proto.Create):
+            from loopstate.domains.runs.config import default_config
+            from loopstate.domains.runs.decide import check_create
+
             check_create(command, default_config()["budgets"])
 
     def decide(self, state: RunState | GrantState, command: Command, ctx: Context) -> list[dict[str, Any]]:
+        from loopstate.domains.runs.decide import decide_run
+        from loopstate.domains.runs.grants import decide_grant
+
         if isinstance(state, GrantState):
             return decide_grant(state, command, ctx)
         return decide_run(state, command, ctx)
