@@ -1,0 +1,160 @@
+"""Retired claims as fixed-size places in the stream, not as their content.
+
+A superseded or invalidated claim is read only by the audit views, exports and
+refusal messages, yet a project holds one per claim it ever retired: kept as
+an object (or its msgpack bytes) it makes a long-lived process grow with the
+ledger's history. So a retired claim is kept as one 61-byte entry in its task's
+``bytearray``: where the record that added it sits in the stream (offset,
+length, the first 8 bytes of its ``event_hash``, its index in that record),
+the same for the record that retired it, its ledger position, the ordinal of
+the supersession edge it implies, and what a decision needs without reading
+the stream (superseded or invalidated, user-explicit), plus an 8-byte hash of
+its claim id to find it by.
+
+Reading one back (``rebuild``) takes the two records, read and verified by
+the caller (the service's effects: the line's canonical hash must equal the
+one kept here), and folds the claim from them as ``evolve`` did. The domain
+stays pure: it never opens the stream itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Any, Callable, Iterator, NamedTuple
+
+from loopstate.domains.intent.records import Claim
+from loopstate.domains.intent.rules import direct_user
+
+# offset, length, retiring offset, retiring length, added_sequence, added_index, retiring index,
+# edge ordinal, flags, claim-id hash, digest, retiring digest
+ENTRY = struct.Struct("<QIQIIHHIB8s8s8s")
+SIZE = ENTRY.size
+
+INVALIDATED = 1  # else superseded
+HAS_EDGE = 2  # the retiring record's claim supersedes this one: an edge this entry implies
+USER_EXPLICIT = 4
+
+# A record's place in the stream: (offset, length of the line without its newline, event_hash)
+Place = tuple[int, int, str]
+# Reads one record back: (offset, length, first 8 bytes of its event_hash) -> the verified event
+ReadFn = Callable[[int, int, bytes], dict[str, Any]]
+
+
+class Entry(NamedTuple):
+    offset: int
+    length: int
+    r_offset: int
+    r_length: int
+    sequence: int
+    index: int
+    r_index: int
+    ordinal: int
+    flags: int
+    id_hash: bytes
+    digest: bytes
+    r_digest: bytes
+
+    @property
+    def state(self) -> str:
+        return "invalidated" if self.flags & INVALIDATED else "superseded"
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.sequence, self.index)
+
+
+def id_hash(claim_id: str) -> bytes:
+    return hashlib.blake2b(claim_id.encode(), digest_size=8).digest()
+
+
+def digest_of(event_hash: str) -> bytes:
+    return bytes.fromhex(event_hash[:16])
+
+
+def pack(
+    into: bytearray, claim_id: str, added: Place, sequence: int, index: int, retiring: Place, r_index: int,
+    *, invalidated: bool, user_explicit: bool, ordinal: int | None,
+) -> None:
+    """Append one retired claim's entry."""
+    flags = (INVALIDATED if invalidated else 0) | (USER_EXPLICIT if user_explicit else 0) | (HAS_EDGE if ordinal is not None else 0)
+    into += ENTRY.pack(
+        added[0], added[1], retiring[0], retiring[1], sequence, index, r_index, ordinal or 0, flags,
+        id_hash(claim_id), digest_of(added[2]), digest_of(retiring[2]),
+    )
+
+
+def entries(packed: bytes | bytearray | memoryview) -> Iterator[Entry]:
+    for fields in ENTRY.iter_unpack(packed):
+        yield Entry(*fields)
+
+
+def find(packed: bytes | bytearray | memoryview, wanted: bytes) -> int | None:
+    """The slot of the entry whose claim-id hash is ``wanted`` (the last one: a claim is retired once)."""
+    at = len(packed) - SIZE
+    view = memoryview(packed)
+    while at >= 0:
+        if view[at + SIZE - 24:at + SIZE - 16] == wanted:
+            return at // SIZE
+        at -= SIZE
+    return None
+
+
+def entry_at(packed: bytes | bytearray | memoryview, slot: int) -> Entry:
+    return Entry(*ENTRY.unpack_from(packed, slot * SIZE))
+
+
+def claim_data(event: dict[str, Any], index: int) -> dict[str, Any]:
+    """The claim a record added at ``index`` (the fields ``evolve`` folded it from)."""
+    payload = event.get("payload") or {}
+    kind = event["event_type"]
+    if kind == "task_started":
+        return payload["initial_claims"][index]
+    if kind == "graph_imported":
+        return payload["claims"][index]
+    return payload["claim"]
+
+
+def lifecycle(entry: Entry, retiring: dict[str, Any]) -> dict[str, Any]:
+    """The lifecycle fields the retiring record gave the claim."""
+    payload = retiring.get("payload") or {}
+    if entry.flags & INVALIDATED:
+        if retiring["event_type"] == "graph_imported":
+            life = payload["claims"][entry.r_index].get("lifecycle") or {}
+            return {"state": "invalidated", "invalidated_at": life.get("invalidated_at"), "invalidation_reason": life.get("reason")}
+        return {"state": "invalidated", "invalidated_at": retiring["occurred_at"], "invalidation_reason": payload.get("reason")}
+    return {"state": "superseded", "superseded_by": claim_data(retiring, entry.r_index)["claim_id"]}
+
+
+def superseder_task(entry: Entry, retiring: dict[str, Any]) -> str:
+    """The task of the claim that superseded this one (an import's claims name their own tasks)."""
+    if retiring["event_type"] == "graph_imported":
+        return (retiring.get("payload") or {})["claims"][entry.r_index]["task_id"]
+    return retiring["task_id"]
+
+
+def build_claim(
+    event: dict[str, Any], data: dict[str, Any], task_id: str, *, index: int, imported: bool, place: Place | None,
+) -> Claim:
+    """The claim a record adds, as ``evolve`` folds it (and ``rebuild`` folds it again from the stream)."""
+    ref = data.get("source_ref") or {}
+    return Claim(
+        claim_id=data["claim_id"], task_id=task_id, statement=data["statement"], role=data["role"],
+        epistemic_status=data["epistemic_status"], scope=data.get("scope", "task"), facets=list(data["facets"]),
+        valid_from=data["valid_from"], last_confirmed=data.get("last_confirmed"), confidence=data.get("confidence"),
+        supersedes=list(data.get("supersedes") or []), source_ref=ref,
+        # A claim is the user's own words only when the user made it (role) from the user's own event:
+        # a promotion the user confirmed stays a system inference.
+        direct_user=(not imported) and data["role"] == "user" and direct_user(event["actor"], ref),
+        added_sequence=event.get("sequence", 0), added_index=index, imported=imported, place=place,
+    )
+
+
+def rebuild(entry: Entry, task_id: str, added: dict[str, Any], retiring: dict[str, Any]) -> Claim:
+    """The retired claim, folded again from the record that added it and the one that retired it."""
+    imported = added["event_type"] == "graph_imported"
+    data = claim_data(added, entry.index)
+    claim = build_claim(added, data, task_id, index=entry.index, imported=imported, place=None)
+    for name, value in lifecycle(entry, retiring).items():
+        setattr(claim, name, value)
+    return claim
