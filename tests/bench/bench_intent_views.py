@@ -67,7 +67,7 @@ def commands(count: int) -> Callable[[Any, int], Any]:
         claim = p.ClaimInput(statement=f"task {i} rule {j}: keep the public API stable", role="user",
                              epistemic_status="explicit", facets=["hard_constraint"], scope=scope)
         if i != hot and j % 10 != 1:
-            last = next(reversed(state.section(tid).claims))
+            last = next(reversed(state.section(tid).active))
             return p.IntentClaimReplace(task_id=tid, supersedes=[last], claim=claim)
         return p.IntentClaimAdd(task_id=tid, claim=claim)
     return command
@@ -126,7 +126,7 @@ def snapshot_writes(data_dir: Path, root: Path, task: str) -> tuple[float, float
     service = Service(data_dir=data_dir, domains=[INTENT])
     state = service.refresh(service.project(str(root)), INTENT, "intent").state
     INTENT.snapshot_state(state)
-    claim = next(iter(state.section(task).claims.values()))
+    claim = next(iter(state.section(task).active.values()))
     state.retire(claim, "invalidated", invalidated_at="2026-03-02T12:00:00Z")  # what one event does to one section
     began = time.perf_counter()
     one = msgspec.msgpack.encode(INTENT.snapshot_state(state))
@@ -161,6 +161,53 @@ def fold_rss(count: int) -> None:
             print(f"  {n + 1} events: {rss():.1f} MiB", flush=True)
 
 
+def rss_mib(pid: int, field: str = "VmRSS:") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def serve_rss(sizes: list[int], base: Path) -> None:
+    """RSS of a real ``loopstate serve`` subscribed to the last task's intent snapshot, one store per size
+    (kept in ``base``), as the writer left it (with its projection snapshot) and folded from the stream alone."""
+    from loopstate.core import snapshot
+    from loopstate.core.stream import Stream
+
+    print("| events | sidecar RSS, writer's snapshot | peak | sidecar RSS, stream only | peak | snapshot file |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        data_dir, root = base / f"data-{size}", base / f"root-{size}"
+        if not (root / ".git").exists():
+            (root / ".git").mkdir(parents=True)
+            began = time.perf_counter()
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--build-child", str(data_dir), str(root), str(size)],
+                           check=True)
+            print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
+        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+        topic = f"intent/snapshot/{task_id(size // PER_TASK - 1)}"
+        figures = []
+        for with_snapshot in (True, False):
+            stream_dir = Service(data_dir=data_dir, domains=[INTENT]).project(str(root)).dir
+            stream = Stream(stream_dir, "intent", INTENT.layout)
+            snap = snapshot.path_for(stream)
+            if not with_snapshot and snap.exists():
+                snap_bytes = snap.stat().st_size
+                snap.unlink()
+            elif with_snapshot:
+                snap_bytes = snap.stat().st_size if snap.exists() else 0
+            client = LoopstateClient([sys.executable, "-m", "loopstate.cli.main", "serve"], env=env,
+                                     stderr=subprocess.DEVNULL).start()
+            try:
+                client.initialize()
+                client.subscribe(str(root), topic, timeout=900)
+                figures.append((rss_mib(client.process.pid), rss_mib(client.process.pid, "VmHWM:")))
+            finally:
+                client.close()
+        (a, ap), (b, bp) = figures
+        print(f"| {size:,} | {a:.1f} MiB | {ap:.1f} MiB | {b:.1f} MiB | {bp:.1f} MiB | {snap_bytes / 2**20:.1f} MiB |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,100000")
@@ -168,6 +215,7 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=300)
     parser.add_argument("--fold", type=int, default=0, help="also fold this many events in memory and print the RSS")
     parser.add_argument("--store", help="build the stores in this folder and keep them (a later run reuses them)")
+    parser.add_argument("--serve-rss", help="sizes: RSS of `loopstate serve` subscribed to intent, one store per size (--store)")
     parser.add_argument("--fold-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--build-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -177,6 +225,11 @@ def main() -> int:
     if args.build_child:
         data_dir, root, size = args.build_child
         build_store(Path(data_dir), Path(root), int(size))
+        return 0
+    if args.serve_rss:
+        if not args.store:
+            parser.error("--serve-rss needs --store DIR (the stores are kept there)")
+        serve_rss([int(s) for s in args.serve_rss.split(",")], Path(args.store))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f}, python {sys.version.split()[0]}")
