@@ -60,6 +60,9 @@ def session_hash(host_session_id: str) -> str:
 # --- retired claims, read back from the stream ------------------------------------------
 
 
+LINE_READ = 4096  # most records are one read; a longer line doubles the read until its newline
+
+
 class StreamRecords:
     """A verified read of one record of the intent stream by its place (the state's ``reader``).
 
@@ -76,17 +79,16 @@ class StreamRecords:
     def __init__(self, stream: Any, layout: Any) -> None:
         self._path, self._base, self._name, self._layout = stream.path, stream.base, stream.name, layout
 
-    def __call__(self, offset: int, length: int, digest: bytes) -> dict[str, Any]:
+    def __call__(self, offset: int, digest: bytes) -> dict[str, Any]:
         fd = safefs.open_read(self._path, self._base)
         if fd is None:
             raise ChainError(self._name, offset, None, "the stream is gone, but the folded state holds claims read from it")
         try:
-            data = os.pread(fd, length + 1, offset)
+            line = _line_at(fd, offset)
         finally:
             os.close(fd)
-        if len(data) != length + 1 or data[-1:] != b"\n":
+        if line is None:
             raise ChainError(self._name, offset, None, "the record of a retired claim is no longer where the stream had it")
-        line = data[:-1]
         try:
             head = canonical.decode(line)
             at = Position(offset, head[self._layout.sequence_field] - 1, head[self._layout.prev_field])
@@ -98,6 +100,19 @@ class StreamRecords:
                 self._name, offset, event.get("sequence"), "the record of a retired claim is not the one its hash chain had",
             )
         return event
+
+
+def _line_at(fd: int, offset: int) -> bytes | None:
+    """The line that starts at ``offset`` (without its newline); None when the file ends before one does."""
+    data, size = b"", LINE_READ
+    while True:
+        chunk = os.pread(fd, size, offset + len(data))
+        if not chunk:
+            return None
+        end = chunk.find(b"\n")
+        if end >= 0:
+            return data + chunk[:end]
+        data, size = data + chunk, size * 2
 
 
 def _attach_reader(state: IntentState, folded: Any) -> None:

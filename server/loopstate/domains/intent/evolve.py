@@ -53,14 +53,14 @@ def _task(state: IntentState, event: dict[str, Any], payload: dict[str, Any]) ->
     return task
 
 
-def evolve(state: IntentState, event: dict[str, Any], at: tuple[int, int] | None = None) -> IntentState:
-    """``at``: where the event's line sits in the stream (offset, length without the newline), for
+def evolve(state: IntentState, event: dict[str, Any], at: int | None = None) -> IntentState:
+    """``at``: the offset of the event's line in the stream, for
     claims retired later to keep that place instead of their content; None for an event folded from
     memory (a private task's)."""
     kind = event["event_type"]
     payload = event.get("payload") or {}
     task_id = event["task_id"]
-    place = None if at is None else (at[0], at[1], event["event_hash"])
+    place = None if at is None else (at, event["event_hash"])
     if kind == "task_started":
         _task(state, event, payload)
         for index, data in enumerate(payload.get("initial_claims", ())):

@@ -3,13 +3,14 @@
 A superseded or invalidated claim is read only by the audit views, exports and
 refusal messages, yet a project holds one per claim it ever retired: kept as
 an object (or its msgpack bytes) it makes a long-lived process grow with the
-ledger's history. So a retired claim is kept as one 61-byte entry in its task's
-``bytearray``: where the record that added it sits in the stream (offset,
-length, the first 8 bytes of its ``event_hash``, its index in that record),
-the same for the record that retired it, its ledger position, the ordinal of
-the supersession edge it implies, and what a decision needs without reading
-the stream (superseded or invalidated, user-explicit), plus an 8-byte hash of
-its claim id to find it by.
+ledger's history. So a retired claim is kept as one 45-byte entry in its task's
+``bytearray``: where the record that added it starts in the stream (a 48-bit
+offset, the first 8 bytes of its ``event_hash``, the claim's index in that
+record), the same for the record that retired it, the ordinal of the
+supersession edge it implies, and what a decision needs without reading the
+stream (superseded or invalidated, user-explicit), plus an 8-byte hash of its
+claim id to find it by. Everything else (the claim's ledger position, its
+text, its lifecycle fields) is read back.
 
 Reading one back (``rebuild``) takes the two records, read and verified by
 the caller (the service's effects: the line's canonical hash must equal the
@@ -26,27 +27,25 @@ from typing import Any, Callable, Iterator, NamedTuple
 from loopstate.domains.intent.records import Claim
 from loopstate.domains.intent.rules import direct_user
 
-# offset, length, retiring offset, retiring length, added_sequence, added_index, retiring index,
-# edge ordinal, flags, claim-id hash, digest, retiring digest
-ENTRY = struct.Struct("<QIQIIHHIB8s8s8s")
+# offset (low 32 bits, high 16), retiring offset (the same), index, retiring index, edge ordinal, flags,
+# claim-id hash, digest, retiring digest
+ENTRY = struct.Struct("<IHIHHHIB8s8s8s")
 SIZE = ENTRY.size
+MAX_OFFSET = 1 << 48
 
 INVALIDATED = 1  # else superseded
 HAS_EDGE = 2  # the retiring record's claim supersedes this one: an edge this entry implies
 USER_EXPLICIT = 4
 
-# A record's place in the stream: (offset, length of the line without its newline, event_hash)
-Place = tuple[int, int, str]
-# Reads one record back: (offset, length, first 8 bytes of its event_hash) -> the verified event
-ReadFn = Callable[[int, int, bytes], dict[str, Any]]
+# A record's place in the stream: (offset of its line, its event_hash)
+Place = tuple[int, str]
+# Reads one record back: (offset, first 8 bytes of its event_hash) -> the verified event
+ReadFn = Callable[[int, bytes], dict[str, Any]]
 
 
 class Entry(NamedTuple):
     offset: int
-    length: int
     r_offset: int
-    r_length: int
-    sequence: int
     index: int
     r_index: int
     ordinal: int
@@ -59,9 +58,10 @@ class Entry(NamedTuple):
     def state(self) -> str:
         return "invalidated" if self.flags & INVALIDATED else "superseded"
 
-    @property
-    def position(self) -> tuple[int, int]:
-        return (self.sequence, self.index)
+
+def _entry(fields: tuple) -> Entry:
+    low, high, r_low, r_high, *rest = fields
+    return Entry(low | high << 32, r_low | r_high << 32, *rest)
 
 
 def id_hash(claim_id: str) -> bytes:
@@ -73,20 +73,22 @@ def digest_of(event_hash: str) -> bytes:
 
 
 def pack(
-    into: bytearray, claim_id: str, added: Place, sequence: int, index: int, retiring: Place, r_index: int,
+    into: bytearray, claim_id: str, added: Place, index: int, retiring: Place, r_index: int,
     *, invalidated: bool, user_explicit: bool, ordinal: int | None,
 ) -> None:
     """Append one retired claim's entry."""
+    if added[0] >= MAX_OFFSET or retiring[0] >= MAX_OFFSET or (ordinal or 0) >= 1 << 32:
+        raise OverflowError("an intent stream beyond 256 TiB or 4G supersessions does not fit a retired entry")
     flags = (INVALIDATED if invalidated else 0) | (USER_EXPLICIT if user_explicit else 0) | (HAS_EDGE if ordinal is not None else 0)
     into += ENTRY.pack(
-        added[0], added[1], retiring[0], retiring[1], sequence, index, r_index, ordinal or 0, flags,
-        id_hash(claim_id), digest_of(added[2]), digest_of(retiring[2]),
+        added[0] & 0xFFFFFFFF, added[0] >> 32, retiring[0] & 0xFFFFFFFF, retiring[0] >> 32, index, r_index,
+        ordinal or 0, flags, id_hash(claim_id), digest_of(added[1]), digest_of(retiring[1]),
     )
 
 
 def entries(packed: bytes | bytearray | memoryview) -> Iterator[Entry]:
     for fields in ENTRY.iter_unpack(packed):
-        yield Entry(*fields)
+        yield _entry(fields)
 
 
 def find(packed: bytes | bytearray | memoryview, wanted: bytes) -> int | None:
@@ -98,10 +100,6 @@ def find(packed: bytes | bytearray | memoryview, wanted: bytes) -> int | None:
             return at // SIZE
         at -= SIZE
     return None
-
-
-def entry_at(packed: bytes | bytearray | memoryview, slot: int) -> Entry:
-    return Entry(*ENTRY.unpack_from(packed, slot * SIZE))
 
 
 def claim_data(event: dict[str, Any], index: int) -> dict[str, Any]:

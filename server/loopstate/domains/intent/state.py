@@ -130,7 +130,7 @@ class _Reads:
         self._read = read
         self._seen: dict[int, dict[str, Any]] = {}
 
-    def at(self, offset: int, length: int, digest: bytes) -> dict[str, Any]:
+    def at(self, offset: int, digest: bytes) -> dict[str, Any]:
         found = self._seen.get(offset)
         if found is None:
             if self._read is None:
@@ -138,7 +138,7 @@ class _Reads:
                     ErrorCode.INTERNAL_ERROR,
                     "a retired intent claim was asked for, but no reader of the intent stream is attached to the state",
                 )
-            found = self._seen[offset] = self._read(offset, length, digest)
+            found = self._seen[offset] = self._read(offset, digest)
         return found
 
 
@@ -242,8 +242,8 @@ class IntentState:
         claims += [_CLAIM.decode(raw) for raw in section.kept.values()]
         edges = list(section.edges)
         for slot, entry in enumerate(retired.entries(section.retired)):
-            added = reads.at(entry.offset, entry.length, entry.digest)
-            retiring = reads.at(entry.r_offset, entry.r_length, entry.r_digest)
+            added = reads.at(entry.offset, entry.digest)
+            retiring = reads.at(entry.r_offset, entry.r_digest)
             claim = retired.rebuild(entry, task_id, added, retiring)
             if retired.id_hash(claim.claim_id) != entry.id_hash:
                 raise LoopstateError(
@@ -362,7 +362,7 @@ class IntentState:
             if edge[1] != claim.task_id:
                 self._changing(edge[1]).edges.append((ordinal, edge[0], edge[1], claim.claim_id, claim.task_id))
         retired.pack(
-            section.retired, claim.claim_id, claim.place, claim.added_sequence, claim.added_index, retiring, r_index,
+            section.retired, claim.claim_id, claim.place, claim.added_index, retiring, r_index,
             invalidated=lifecycle == "invalidated", user_explicit=claim.user_explicit, ordinal=ordinal,
         )
 
