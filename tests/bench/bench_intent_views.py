@@ -190,6 +190,23 @@ def fold_rss(count: int) -> None:
             print(f"  {n + 1} events: {rss():.1f} MiB", flush=True)
 
 
+def fold_store(data_dir: Path, root: Path) -> None:
+    """Print this process's RSS before and after it folds a store's intent stream, without its snapshot
+    (a real Ledger: the records' verified places reach the fold as the engine passes them)."""
+    import gc
+
+    from loopstate.service.engine import Folded
+
+    gc.collect()
+    before = rss_mib(os.getpid())
+    service = Service(data_dir=data_dir, domains=[INTENT])
+    folded = Folded(service, service.project(str(root)), INTENT, "intent", snapshots=False)
+    folded.ledger.refresh()
+    gc.collect()
+    print(f"  {folded.ledger.head[0]:,} events folded from the stream: {rss_mib(os.getpid()):.1f} MiB "
+          f"(from {before:.1f} MiB before the fold)", flush=True)
+
+
 def rss_mib(pid: int, field: str = "VmRSS:") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field):
@@ -245,6 +262,8 @@ def main() -> int:
     parser.add_argument("--fold", type=int, default=0, help="also fold this many events in memory and print the RSS")
     parser.add_argument("--store", help="build the stores in this folder and keep them (a later run reuses them)")
     parser.add_argument("--serve-rss", help="sizes: RSS of `loopstate serve` subscribed to intent, one store per size (--store)")
+    parser.add_argument("--fold-store", nargs=2, metavar=("DATA_DIR", "ROOT"),
+                        help="the RSS of this process folding that store's intent stream (no snapshot)")
     parser.add_argument("--fold-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shape", choices=("tasks", "long"), default="tasks",
                         help="--serve-rss's stores: tasks of 51 events (the default), or 20 long tasks (small live state)")
@@ -256,6 +275,9 @@ def main() -> int:
     if args.build_child:
         data_dir, root, size, shape = args.build_child
         build_store(Path(data_dir), Path(root), int(size), shape)
+        return 0
+    if args.fold_store:
+        fold_store(Path(args.fold_store[0]), Path(args.fold_store[1]))
         return 0
     if args.serve_rss:
         if not args.store:

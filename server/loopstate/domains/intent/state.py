@@ -38,7 +38,7 @@ place; a read never changes what it shows (decoding a section only fills a cache
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 import msgspec
 
@@ -261,11 +261,18 @@ class IntentState:
         edges.sort(key=lambda e: e[0])
         return claims, edges
 
+    def _near_first(self, near: str | None) -> Iterator[str]:
+        """Every section's task id, ``near`` first (the others are listed only if it does not hold what is sought)."""
+        if near is not None:
+            yield near
+        for task_id in self.section_ids():
+            if task_id != near:
+                yield task_id
+
     def _locate(self, claim_id: str, near: str | None) -> tuple[str, Section, Any] | None:
         """Where the claim is: (its task, its section, the claim or the slot of its retired entry)."""
         wanted: bytes | None = None
-        order = ([near] if near is not None else []) + [t for t in self.section_ids() if t != near]
-        for task_id in order:
+        for task_id in self._near_first(near):
             section = self.section(task_id)
             if section is None:
                 continue
