@@ -67,7 +67,7 @@ def without_stale(view: dict) -> dict:
 def test_an_audit_after_a_restart_shows_the_retired_claims_exactly_as_written(it, svc, root, data_dir):
     task, ids = history(it)
     section = svc.folded(svc.project(str(root)), INTENT, "intent").state.section(task)
-    assert len(section.retired) == 3 * retired.SIZE and not section.kept  # three retired entries, no claim text
+    assert len(section.retired) == 3 and len(bytes(section.retired)) == 3 * retired.SIZE and not section.kept  # three retired entries, no claim text
     assert list(section.active) == [ids["third"]]
     expected = without_stale(in_memory_audit(data_dir, svc.project(str(root)).project_id, task))
     by_id = {c["claim_id"]: c for c in expected["claims"]}

@@ -4,7 +4,7 @@ A superseded or invalidated claim is read only by the audit views, exports and
 refusal messages, yet a project holds one per claim it ever retired: kept as
 an object (or its msgpack bytes) it makes a long-lived process grow with the
 ledger's history. So a retired claim is kept as one 45-byte entry in its task's
-``bytearray``: where the record that added it starts in the stream (a 48-bit
+``Entries``: where the record that added it starts in the stream (a 48-bit
 offset, the first 8 bytes of its ``event_hash``, the claim's index in that
 record), the same for the record that retired it, the ordinal of the
 supersession edge it implies, and what a decision needs without reading the
@@ -32,6 +32,7 @@ from loopstate.domains.intent.rules import direct_user
 ENTRY = struct.Struct("<IHIHHHIB8s8s8s")
 SIZE = ENTRY.size
 MAX_OFFSET = 1 << 48
+BLOCK = 91  # entries per block: 4,095 bytes
 
 INVALIDATED = 1  # else superseded
 HAS_EDGE = 2  # the retiring record's claim supersedes this one: an edge this entry implies
@@ -72,18 +73,57 @@ def digest_of(event_hash: str) -> bytes:
     return bytes.fromhex(event_hash[:16])
 
 
+class Entries:
+    """One task's retired entries, in blocks of ``BLOCK`` entries that never change once full.
+
+    One growing ``bytearray`` per task would be reallocated as it grows, and
+    the allocator keeps the holes the old buffers leave (measured: a third
+    more RSS than the entries themselves); a full block is its own ``bytes``
+    of a fixed size, and only the last, small block grows.
+    """
+
+    __slots__ = ("_blocks", "_tail")
+
+    def __init__(self) -> None:
+        self._blocks: list[bytes] = []
+        self._tail = bytearray()
+
+    @classmethod
+    def of(cls, data: bytes | bytearray | memoryview) -> Entries:
+        made, step = cls(), BLOCK * SIZE
+        full = len(data) // step * step
+        made._blocks = [bytes(data[at:at + step]) for at in range(0, full, step)]
+        made._tail = bytearray(data[full:])
+        return made
+
+    def add(self, entry: bytes) -> None:
+        self._tail += entry
+        if len(self._tail) >= BLOCK * SIZE:
+            self._blocks.append(bytes(self._tail))
+            self._tail = bytearray()
+
+    def data(self) -> bytes:
+        """Every entry, in the order they were added (a copy: the reads that want it are rare)."""
+        return b"".join([*self._blocks, self._tail])
+
+    __bytes__ = data
+
+    def __len__(self) -> int:
+        return len(self._blocks) * BLOCK + len(self._tail) // SIZE
+
+
 def pack(
-    into: bytearray, claim_id: str, added: Place, index: int, retiring: Place, r_index: int,
+    into: Entries, claim_id: str, added: Place, index: int, retiring: Place, r_index: int,
     *, invalidated: bool, user_explicit: bool, ordinal: int | None,
 ) -> None:
     """Append one retired claim's entry."""
     if added[0] >= MAX_OFFSET or retiring[0] >= MAX_OFFSET or (ordinal or 0) >= 1 << 32:
         raise OverflowError("an intent stream beyond 256 TiB or 4G supersessions does not fit a retired entry")
     flags = (INVALIDATED if invalidated else 0) | (USER_EXPLICIT if user_explicit else 0) | (HAS_EDGE if ordinal is not None else 0)
-    into += ENTRY.pack(
+    into.add(ENTRY.pack(
         added[0] & 0xFFFFFFFF, added[0] >> 32, retiring[0] & 0xFFFFFFFF, retiring[0] >> 32, index, r_index,
         ordinal or 0, flags, id_hash(claim_id), digest_of(added[1]), digest_of(retiring[1]),
-    )
+    ))
 
 
 def entries(packed: bytes | bytearray | memoryview) -> Iterator[Entry]:

@@ -95,7 +95,7 @@ class Section:
 
     def __init__(self) -> None:
         self.active: dict[str, Claim] = {}
-        self.retired = bytearray()
+        self.retired = retired.Entries()
         # Retired claims with no place in a stream (folded from memory: a private task's), as their bytes.
         self.kept: dict[str, msgspec.Raw] = {}
         self.edges: list[EdgeRow] = []
@@ -103,7 +103,7 @@ class Section:
         self.later: dict[int, dict[str, Any]] = {}
 
     def __len__(self) -> int:
-        return len(self.active) + len(self.kept) + len(self.retired) // retired.SIZE
+        return len(self.active) + len(self.kept) + len(self.retired)
 
     def record(self, task_id: str) -> SectionRecord:
         return SectionRecord(
@@ -117,7 +117,7 @@ class Section:
 def _only(section: Section, slot: int) -> Section:
     """A section of one retired entry of ``section`` (to read that one claim back)."""
     one = Section()
-    one.retired = bytearray(section.retired[slot * retired.SIZE:(slot + 1) * retired.SIZE])
+    one.retired = retired.Entries.of(section.retired.data()[slot * retired.SIZE:(slot + 1) * retired.SIZE])
     if slot in section.later:
         one.later = {0: section.later[slot]}
     return one
@@ -214,7 +214,7 @@ class IntentState:
             claim = _CLAIM.decode(value)
             # The wide index and the section must hold the same object: an event retires it through either.
             section.active[claim.claim_id] = wide.get(claim.claim_id) or claim
-        section.retired = bytearray(record.retired)
+        section.retired = retired.Entries.of(record.retired)
         section.kept = dict(zip(record.kept_ids, record.kept))
         section.edges = [
             (n, new, task_id if t is None else t, old, task_id if u is None else u) for n, new, t, old, u in record.edges
@@ -241,7 +241,7 @@ class IntentState:
         claims = list(section.active.values())
         claims += [_CLAIM.decode(raw) for raw in section.kept.values()]
         edges = list(section.edges)
-        for slot, entry in enumerate(retired.entries(section.retired)):
+        for slot, entry in enumerate(retired.entries(section.retired.data())):
             added = reads.at(entry.offset, entry.digest)
             retiring = reads.at(entry.r_offset, entry.r_digest)
             claim = retired.rebuild(entry, task_id, added, retiring)
@@ -284,7 +284,7 @@ class IntentState:
                 return task_id, section, _CLAIM.decode(raw)
             if section.retired:
                 wanted = wanted or retired.id_hash(claim_id)
-                slot = retired.find(section.retired, wanted)
+                slot = retired.find(section.retired.data(), wanted)
                 if slot is not None:
                     return task_id, section, slot
         return None
@@ -494,7 +494,7 @@ class IntentState:
             merged.active = {**(mine.active if mine else {}), **theirs.active}
             merged.kept = {**(mine.kept if mine else {}), **theirs.kept}
             # A private task's claims are folded from memory: its own section has no retired entries.
-            merged.retired = mine.retired if mine else bytearray()
+            merged.retired = mine.retired if mine else retired.Entries()
             merged.later = mine.later if mine else {}
             merged.edges = [*(mine.edges if mine else ()), *theirs.edges]
             view._sections[task_id] = merged
