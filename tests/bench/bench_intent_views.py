@@ -216,11 +216,12 @@ def rss_mib(pid: int, field: str = "VmRSS:") -> float:
 
 def serve_rss(sizes: list[int], base: Path, shape: str) -> None:
     """RSS of a real ``loopstate serve`` subscribed to the read task's intent snapshot, one store per size
-    (kept in ``base``), as the writer left it (with its projection snapshot) and folded from the stream alone."""
+    (kept in ``base``): starting from the projection snapshot ``loopstate compact intent`` writes, and
+    folded from the stream alone (the snapshot deleted)."""
     from loopstate.core import snapshot
     from loopstate.core.stream import Stream
 
-    print("| events | sidecar RSS, writer's snapshot | peak | sidecar RSS, stream only | peak | snapshot file |")
+    print("| events | sidecar RSS, after compact | peak | sidecar RSS, stream only | peak | snapshot file |")
     print("|---|---|---|---|---|---|")
     for size in sizes:
         data_dir, root = base / f"data-{shape}-{size}", base / f"root-{shape}-{size}"
@@ -232,16 +233,16 @@ def serve_rss(sizes: list[int], base: Path, shape: str) -> None:
             print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
         topic = f"intent/snapshot/{read_task(shape, size)}"
+        stream = Stream(Service(data_dir=data_dir, domains=[INTENT]).project(str(root)).dir, "intent", INTENT.layout)
+        snap = snapshot.path_for(stream)
         figures = []
         for with_snapshot in (True, False):
-            stream_dir = Service(data_dir=data_dir, domains=[INTENT]).project(str(root)).dir
-            stream = Stream(stream_dir, "intent", INTENT.layout)
-            snap = snapshot.path_for(stream)
-            if not with_snapshot and snap.exists():
+            if with_snapshot:
+                subprocess.run([sys.executable, "-m", "loopstate.cli.main", "--root", str(root), "compact", "intent"],
+                               env=env, check=True, stdout=subprocess.DEVNULL)
                 snap_bytes = snap.stat().st_size
+            else:
                 snap.unlink()
-            elif with_snapshot:
-                snap_bytes = snap.stat().st_size if snap.exists() else 0
             client = LoopstateClient([sys.executable, "-m", "loopstate.cli.main", "serve"], env=env,
                                      stderr=subprocess.DEVNULL).start()
             try:
