@@ -148,3 +148,19 @@ def test_a_refusal_on_a_retired_claim_reads_it_back(it, root):
         it.run(p.IntentClaimInvalidate(task_id=task, claim_id=ids["first"]))
     assert refused.value.code == ErrorCode.INVALID_TRANSITION
     assert "already superseded" in refused.value.message
+
+
+def test_after_a_purge_rewrites_the_stream_the_retired_claims_are_read_from_the_new_file(it, svc, root, data_dir):
+    """A purge re-chains the stream (every later line moves): the state is folded again, so no place dangles."""
+    doomed = it.start(user_claim("a task the user wants forgotten"))
+    it.replace(doomed, [it.audit(doomed).claims[0].claim_id], "its second wording")
+    task, ids = history(it)
+    before = without_stale(msgspec.to_builtins(it.audit(task)))
+    it.run(p.IntentPurge(target="task", id=doomed, confirm=True))
+    assert b"a task the user wants forgotten" not in stream_file(data_dir).read_bytes()
+    after = without_stale(msgspec.to_builtins(it.audit(task)))
+    assert after["claims"] == before["claims"] and after["edges"] == before["edges"]
+    assert {c["statement"] for c in after["claims"]} >= {"first wording of the rule", "a rule dropped later"}
+    done = cli(root, data_dir, "intent", "audit", "--task", task, "--json")
+    assert done.returncode == 0, done.stderr
+    assert without_stale(json.loads(done.stdout))["claims"] == before["claims"]
