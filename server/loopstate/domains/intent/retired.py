@@ -7,9 +7,8 @@ ledger's history. So a retired claim is kept as one 45-byte entry in its task's
 ``Entries``: where the record that added it starts in the stream (a 48-bit
 offset, the first 8 bytes of its ``event_hash``, the claim's index in that
 record), the same for the record that retired it, the ordinal of the
-supersession edge it implies, and what a decision needs without reading the
-stream (superseded or invalidated, user-explicit), plus an 8-byte hash of its
-claim id to find it by. Everything else (the claim's ledger position, its
+supersession edge it implies, whether it was superseded or invalidated, and
+an 8-byte hash of its claim id to find it by. Everything else (the claim's ledger position, its
 text, its lifecycle fields) is read back.
 
 Reading one back (``rebuild``) takes the two records, read and verified by
@@ -36,7 +35,6 @@ BLOCK = 91  # entries per block: 4,095 bytes
 
 INVALIDATED = 1  # else superseded
 HAS_EDGE = 2  # the retiring record's claim supersedes this one: an edge this entry implies
-USER_EXPLICIT = 4
 
 # A record's place in the stream: (offset of its line, its event_hash)
 Place = tuple[int, str]
@@ -54,10 +52,6 @@ class Entry(NamedTuple):
     id_hash: bytes
     digest: bytes
     r_digest: bytes
-
-    @property
-    def state(self) -> str:
-        return "invalidated" if self.flags & INVALIDATED else "superseded"
 
 
 def _entry(fields: tuple) -> Entry:
@@ -114,12 +108,12 @@ class Entries:
 
 def pack(
     into: Entries, claim_id: str, added: Place, index: int, retiring: Place, r_index: int,
-    *, invalidated: bool, user_explicit: bool, ordinal: int | None,
+    *, invalidated: bool, ordinal: int | None,
 ) -> None:
     """Append one retired claim's entry."""
     if added[0] >= MAX_OFFSET or retiring[0] >= MAX_OFFSET or (ordinal or 0) >= 1 << 32:
         raise OverflowError("an intent stream beyond 256 TiB or 4G supersessions does not fit a retired entry")
-    flags = (INVALIDATED if invalidated else 0) | (USER_EXPLICIT if user_explicit else 0) | (HAS_EDGE if ordinal is not None else 0)
+    flags = (INVALIDATED if invalidated else 0) | (HAS_EDGE if ordinal is not None else 0)
     into.add(ENTRY.pack(
         added[0] & 0xFFFFFFFF, added[0] >> 32, retiring[0] & 0xFFFFFFFF, retiring[0] >> 32, index, r_index,
         ordinal or 0, flags, id_hash(claim_id), digest_of(added[1]), digest_of(retiring[1]),

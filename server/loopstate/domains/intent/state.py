@@ -370,7 +370,7 @@ class IntentState:
                 self._changing(edge[1]).edges.append((ordinal, edge[0], edge[1], claim.claim_id, claim.task_id))
         retired.pack(
             section.retired, claim.claim_id, claim.place, claim.added_index, retiring, r_index,
-            invalidated=lifecycle == "invalidated", user_explicit=claim.user_explicit, ordinal=ordinal,
+            invalidated=lifecycle == "invalidated", ordinal=ordinal,
         )
 
     def add_missing_edge(self, new_id: str, new_task: str, old_id: str) -> None:
