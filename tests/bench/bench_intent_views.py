@@ -67,18 +67,47 @@ def commands(count: int) -> Callable[[Any, int], Any]:
         claim = p.ClaimInput(statement=f"task {i} rule {j}: keep the public API stable", role="user",
                              epistemic_status="explicit", facets=["hard_constraint"], scope=scope)
         if i != hot and j % 10 != 1:
-            last = next(reversed(state.section(tid).claims))
+            last = next(reversed(state.section(tid).active))
             return p.IntentClaimReplace(task_id=tid, supersedes=[last], claim=claim)
         return p.IntentClaimAdd(task_id=tid, claim=claim)
     return command
 
 
-def build_store(data_dir: Path, root: Path, size: int) -> None:
+LONG_TASKS = 20
+
+
+def long_commands(count: int) -> Callable[[Any, int], Any]:
+    """The "long" shape: ``LONG_TASKS`` tasks, claims in turn, each superseding its task's claim before,
+    so the live state (the tasks and one active claim each) stays the same size however long the history."""
+
+    def command(state: Any, n: int) -> Any:
+        j, i = divmod(n, LONG_TASKS)
+        tid = task_id(i)
+        if j == 0:
+            return p.IntentTaskStart(task_id=tid)
+        claim = p.ClaimInput(statement=f"task {i} rule, wording {j}: keep the public API stable", role="user",
+                             epistemic_status="explicit", facets=["hard_constraint"])
+        if j == 1:
+            return p.IntentClaimAdd(task_id=tid, claim=claim)
+        return p.IntentClaimReplace(task_id=tid, supersedes=[next(reversed(state.section(tid).active))], claim=claim)
+    return command
+
+
+def store_count(shape: str, size: int) -> int:
+    return size if shape == "long" else size // PER_TASK * PER_TASK
+
+
+def read_task(shape: str, size: int) -> str:
+    """The task a store's reads and subscriptions name."""
+    return task_id(0) if shape == "long" else task_id(size // PER_TASK - 1)
+
+
+def build_store(data_dir: Path, root: Path, size: int, shape: str = "tasks") -> None:
     os.environ["LOOPSTATE_DATA_DIR"] = str(data_dir)
-    count = size // PER_TASK * PER_TASK
+    count = store_count(shape, size)
     # Random claim ids, as a real store has (sequential ones would flatter the snapshot's compression).
     service = Service(data_dir=data_dir, clock=FixedClock(START), new_id=random_uuid, domains=[INTENT])
-    build(service, str(root), INTENT, "intent", commands(count), count)
+    build(service, str(root), INTENT, "intent", (long_commands if shape == "long" else commands)(count), count)
 
 
 def median_ms(call: Callable[[], Any], n: int) -> float:
@@ -126,7 +155,7 @@ def snapshot_writes(data_dir: Path, root: Path, task: str) -> tuple[float, float
     service = Service(data_dir=data_dir, domains=[INTENT])
     state = service.refresh(service.project(str(root)), INTENT, "intent").state
     INTENT.snapshot_state(state)
-    claim = next(iter(state.section(task).claims.values()))
+    claim = next(iter(state.section(task).active.values()))
     state.retire(claim, "invalidated", invalidated_at="2026-03-02T12:00:00Z")  # what one event does to one section
     began = time.perf_counter()
     one = msgspec.msgpack.encode(INTENT.snapshot_state(state))
@@ -161,6 +190,71 @@ def fold_rss(count: int) -> None:
             print(f"  {n + 1} events: {rss():.1f} MiB", flush=True)
 
 
+def fold_store(data_dir: Path, root: Path) -> None:
+    """Print this process's RSS before and after it folds a store's intent stream, without its snapshot
+    (a real Ledger: the records' verified places reach the fold as the engine passes them)."""
+    import gc
+
+    from loopstate.service.engine import Folded
+
+    gc.collect()
+    before = rss_mib(os.getpid())
+    service = Service(data_dir=data_dir, domains=[INTENT])
+    folded = Folded(service, service.project(str(root)), INTENT, "intent", snapshots=False)
+    folded.ledger.refresh()
+    gc.collect()
+    print(f"  {folded.ledger.head[0]:,} events folded from the stream: {rss_mib(os.getpid()):.1f} MiB "
+          f"(from {before:.1f} MiB before the fold)", flush=True)
+
+
+def rss_mib(pid: int, field: str = "VmRSS:") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def serve_rss(sizes: list[int], base: Path, shape: str) -> None:
+    """RSS of a real ``loopstate serve`` subscribed to the read task's intent snapshot, one store per size
+    (kept in ``base``): starting from the projection snapshot ``loopstate compact intent`` writes, and
+    folded from the stream alone (the snapshot deleted)."""
+    from loopstate.core import snapshot
+    from loopstate.core.stream import Stream
+
+    print("| events | sidecar RSS, after compact | peak | sidecar RSS, stream only | peak | snapshot file |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        data_dir, root = base / f"data-{shape}-{size}", base / f"root-{shape}-{size}"
+        if not (root / ".git").exists():
+            (root / ".git").mkdir(parents=True)
+            began = time.perf_counter()
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--build-child", str(data_dir), str(root), str(size),
+                            shape], check=True)
+            print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
+        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+        topic = f"intent/snapshot/{read_task(shape, size)}"
+        stream = Stream(Service(data_dir=data_dir, domains=[INTENT]).project(str(root)).dir, "intent", INTENT.layout)
+        snap = snapshot.path_for(stream)
+        figures = []
+        for with_snapshot in (True, False):
+            if with_snapshot:
+                subprocess.run([sys.executable, "-m", "loopstate.cli.main", "--root", str(root), "compact", "intent"],
+                               env=env, check=True, stdout=subprocess.DEVNULL)
+                snap_bytes = snap.stat().st_size
+            else:
+                snap.unlink()
+            client = LoopstateClient([sys.executable, "-m", "loopstate.cli.main", "serve"], env=env,
+                                     stderr=subprocess.DEVNULL).start()
+            try:
+                client.initialize()
+                client.subscribe(str(root), topic, timeout=900)
+                figures.append((rss_mib(client.process.pid), rss_mib(client.process.pid, "VmHWM:")))
+            finally:
+                client.close()
+        (a, ap), (b, bp) = figures
+        print(f"| {size:,} | {a:.1f} MiB | {ap:.1f} MiB | {b:.1f} MiB | {bp:.1f} MiB | {snap_bytes / 2**20:.1f} MiB |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,100000")
@@ -168,15 +262,28 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=300)
     parser.add_argument("--fold", type=int, default=0, help="also fold this many events in memory and print the RSS")
     parser.add_argument("--store", help="build the stores in this folder and keep them (a later run reuses them)")
+    parser.add_argument("--serve-rss", help="sizes: RSS of `loopstate serve` subscribed to intent, one store per size (--store)")
+    parser.add_argument("--fold-store", nargs=2, metavar=("DATA_DIR", "ROOT"),
+                        help="the RSS of this process folding that store's intent stream (no snapshot)")
     parser.add_argument("--fold-child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--build-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--shape", choices=("tasks", "long"), default="tasks",
+                        help="--serve-rss's stores: tasks of 51 events (the default), or 20 long tasks (small live state)")
+    parser.add_argument("--build-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fold_child:
         fold_rss(args.fold_child)
         return 0
     if args.build_child:
-        data_dir, root, size = args.build_child
-        build_store(Path(data_dir), Path(root), int(size))
+        data_dir, root, size, shape = args.build_child
+        build_store(Path(data_dir), Path(root), int(size), shape)
+        return 0
+    if args.fold_store:
+        fold_store(Path(args.fold_store[0]), Path(args.fold_store[1]))
+        return 0
+    if args.serve_rss:
+        if not args.store:
+            parser.error("--serve-rss needs --store DIR (the stores are kept there)")
+        serve_rss([int(s) for s in args.serve_rss.split(",")], Path(args.store), args.shape)
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f}, python {sys.version.split()[0]}")
@@ -195,8 +302,8 @@ def main() -> int:
                 began = time.perf_counter()
                 # In a child: a child's peak RSS counts the pages it was forked with, so this
                 # process must not hold the folded store when it starts the cold reads.
-                subprocess.run([sys.executable, os.path.abspath(__file__), "--build-child", str(data_dir), str(root), str(size)],
-                               check=True)
+                subprocess.run([sys.executable, os.path.abspath(__file__), "--build-child", str(data_dir), str(root), str(size),
+                                "tasks"], check=True)
                 task = task_id(size // PER_TASK - 1)
                 print(f"built {size} events in {time.perf_counter() - began:.1f} s", flush=True)
             env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}

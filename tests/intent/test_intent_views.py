@@ -25,6 +25,7 @@ from loopstate.core.clock import parse_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import DOMAIN as INTENT
+from loopstate.domains.intent.evolve import evolve
 from loopstate.domains.intent.projections import _order, active_claims
 from loopstate.domains.intent.state import IntentState
 from loopstate_protocol import intent as p
@@ -234,15 +235,47 @@ def test_the_next_snapshot_re_encodes_only_the_sections_that_changed() -> None:
     assert through_snapshot(restored) == restored
 
 
-def test_a_retired_claim_is_held_as_bytes_and_read_back_whole() -> None:
+def test_a_retired_claim_folded_from_memory_is_held_as_bytes_and_read_back_whole() -> None:
+    """Events folded without a place in a stream (a private task's) keep a retired claim as its bytes."""
     h = History()
     task = h.run(p.IntentTaskStart(initial_claims=[user_claim("keep the API")]))[0]["task_id"]
-    old = h.state.task_claim_ids(task)[0]
+    old = h.state.task_claims(task)[0].claim_id
     new = h.run(p.IntentClaimReplace(task_id=task, supersedes=[old], claim=user_claim("keep the API v2")))
     section = h.state.section(task)
-    assert isinstance(section.claims[old], msgspec.Raw) and old not in section.active
+    assert isinstance(section.kept[old], msgspec.Raw) and old not in section.active and not section.retired
     claim = h.state.find_claim(old)
     assert (claim.statement, claim.state, claim.superseded_by) == ("keep the API", "superseded", new[0]["payload"]["claim"]["claim_id"])
     with pytest.raises(LoopstateError) as refused:  # and a command on it is refused for what it is
         INTENT.decide(h.state, p.IntentClaimInvalidate(task_id=task, claim_id=old), h.ctx(1))
     assert refused.value.code == ErrorCode.INVALID_TRANSITION
+
+
+def placed_fold(events: list[dict], stream: list[dict], state: IntentState | None = None) -> IntentState:
+    """``fold`` as the engine does it from a stream: each event at its own offset (retired claims become entries),
+    read back from ``stream`` through a reader that checks the digest the entry kept."""
+    by_offset = {1000 * e["sequence"]: e for e in stream}
+
+    def read(offset: int, digest: bytes) -> dict:
+        event = by_offset[offset]
+        assert bytes.fromhex(event["event_hash"][:16]) == digest
+        return event
+
+    state = INTENT.initial("intent") if state is None else state
+    state.reader = read
+    for event in events:
+        evolve(state, event, 1000 * event["sequence"])
+    return state
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, cut=st.integers(0, 200))
+def test_retired_claims_kept_as_places_show_what_claims_kept_whole_show(ops, cut) -> None:
+    h = play(ops)
+    cut = cut % (len(h.events) + 1)
+    placed = placed_fold(h.events, h.events)
+    assert not any(placed.section(t).kept for t in placed.section_ids())  # every retired claim is an entry
+    assert views(placed, h.ctx(0)) == views(h.state, h.ctx(0))
+    head = through_snapshot(placed_fold(h.events[:cut], h.events))
+    restored = placed_fold(h.events[cut:], h.events, head)
+    assert restored == placed
+    assert views(restored, h.ctx(0)) == views(h.state, h.ctx(0))

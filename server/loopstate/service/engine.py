@@ -71,7 +71,9 @@ class Folded:
         self.state = state
 
     def _on_record(self, record: Record) -> None:
-        self.state = self.domain.evolve(self.state, record.event)
+        # A domain may fold the record itself (optional ``evolve_record``: intent keeps where retired claims sit).
+        fold = getattr(self.domain, "evolve_record", None)
+        self.state = fold(self.state, record) if fold is not None else self.domain.evolve(self.state, record.event)
 
     def _on_reset(self) -> None:
         self.state = self.domain.initial(self.stream)

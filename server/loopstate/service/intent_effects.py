@@ -34,13 +34,13 @@ from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs, snapshot
-from loopstate.core.chain import Position, rebatch, seal
+from loopstate.core.chain import ChainError, Position, check_line, rebatch, seal
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import fingerprint
 from loopstate.core.project import Project
 from loopstate.domains.base import Context
-from loopstate.domains.intent import rules
+from loopstate.domains.intent import retired, rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
 from loopstate.domains.intent.purge import confirmation_family, purge_events
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
@@ -55,6 +55,68 @@ def session_hash(host_session_id: str) -> str:
     """The control file's name: a domain-separated hash, never the host's id itself."""
     value = rules.opaque_id(host_session_id, "host_session_id")
     return canonical.sha256_hex(("intent-session-v1\0" + value).encode("utf-8"))
+
+
+# --- retired claims, read back from the stream ------------------------------------------
+
+
+LINE_READ = 4096  # most records are one read; a longer line doubles the read until its newline
+
+
+class StreamRecords:
+    """A verified read of one record of the intent stream by its place (the state's ``reader``).
+
+    A retired claim is kept as the places of the records that added and
+    retired it (domains/intent/retired.py); the audit views, exports and
+    refusals read them back here. The line is checked as the chain check
+    does (core/chain.check_line: canonical form, its hash over its content),
+    and that hash must be the one the fold kept: a byte changed under a
+    retired claim since the fold is reported as CORRUPT_LEDGER, never shown.
+    A stream replaced by a recover or a purge resets the folded state, so a
+    place never points into another file's lines.
+    """
+
+    def __init__(self, stream: Any, layout: Any) -> None:
+        self._path, self._base, self._name, self._layout = stream.path, stream.base, stream.name, layout
+
+    def __call__(self, offset: int, digest: bytes) -> dict[str, Any]:
+        fd = safefs.open_read(self._path, self._base)
+        if fd is None:
+            raise ChainError(self._name, offset, None, "the stream is gone, but the folded state holds claims read from it")
+        try:
+            line = _line_at(fd, offset)
+        finally:
+            os.close(fd)
+        if line is None:
+            raise ChainError(self._name, offset, None, "the record of a retired claim is no longer where the stream had it")
+        try:
+            head = canonical.decode(line)
+            at = Position(offset, head[self._layout.sequence_field] - 1, head[self._layout.prev_field])
+        except Exception:  # not JSON, not an object, no sequence: check_line words it
+            at = Position(offset, 0, None)
+        event = check_line(line, self._layout, at, self._name)
+        if retired.digest_of(event[self._layout.hash_field]) != digest:
+            raise ChainError(
+                self._name, offset, event.get("sequence"), "the record of a retired claim is not the one its hash chain had",
+            )
+        return event
+
+
+def _line_at(fd: int, offset: int) -> bytes | None:
+    """The line that starts at ``offset`` (without its newline); None when the file ends before one does."""
+    data, size = b"", LINE_READ
+    while True:
+        chunk = os.pread(fd, size, offset + len(data))
+        if not chunk:
+            return None
+        end = chunk.find(b"\n")
+        if end >= 0:
+            return data + chunk[:end]
+        data, size = data + chunk, size * 2
+
+
+def _attach_reader(state: IntentState, folded: Any) -> None:
+    state.reader = StreamRecords(folded.ledger.stream, folded.domain.layout)
 
 
 # --- in-memory private tasks ---------------------------------------------------------
@@ -227,6 +289,7 @@ class IntentEffects:
         """
         state = folded.state
         state.private = self.memory(service, project)
+        _attach_reader(state, folded)
         try:
             state.private_controls = frozenset(c["task_id"] for c in list_controls(project))
             state.controls_unreadable = False
@@ -237,6 +300,9 @@ class IntentEffects:
         self._local.pending = None  # the command's own fields were checked by DOMAIN.check, before the store was opened
         memory = self.memory(service, project)
         state.private = memory
+        from loopstate.domains.intent import DOMAIN
+
+        _attach_reader(state, service.folded(project, DOMAIN, STREAM))
         for folder in (CONTROL_DIR, "quarantine"):
             safefs.remove_orphan_temps(project.dir / folder)  # a crash mid atomic_write, under the lock
         self._finish_reenables(project, state, memory)

@@ -80,6 +80,11 @@ class IntentDomain:
     def evolve(self, state: IntentState, event: dict[str, Any]) -> IntentState:
         return evolve(state, event)
 
+    def evolve_record(self, state: IntentState, record: Any) -> IntentState:
+        """Fold a verified record of the stream (core/stream.Record): its place in the file is kept for
+        the claims it adds, which are held as that place once retired (retired.py)."""
+        return evolve(state, record.event, record.start)
+
     # Projection snapshots (core/snapshot.py): the folded part of the state only, one
     # encoded section per task (state.py), decoded when a read or an event first needs it.
     def snapshot_type(self, stream: str) -> type:

@@ -116,19 +116,20 @@ def audit(
     state: IntentState, project_id: str, task_id: str | None, now: dt.datetime, *, limit: int, cursor: str | None,
 ) -> p.AuditView:
     """One page of the task's claims (the project's without a task) in ledger order, with the edges that touch them."""
-    # A task's page decodes only the claims it shows (its retired claims are held as bytes);
+    # A task's page reads the task's retired claims back from the stream (each record once);
     # the project's is in ledger order across tasks, which takes every claim.
-    every = {c.claim_id: c for c in state.all_claims()} if task_id is None else None
-    listed = list(every) if every is not None else state.task_claim_ids(task_id)  # type: ignore[arg-type]
-    page_ids, remaining, following = paging.page(
-        listed, str, listing="audit", scope=task_id or "project", limit=limit, cursor=cursor,
+    if task_id is None:
+        listed, edges = state.all_claims(), None
+    else:
+        listed, edges = state.task_view(task_id)
+    shown, remaining, following = paging.page(
+        listed, lambda c: c.claim_id, listing="audit", scope=task_id or "project", limit=limit, cursor=cursor,
     )
-    shown = [every[i] for i in page_ids] if every is not None else state.claims_of(task_id, page_ids)  # type: ignore[arg-type]
     ids = {c.claim_id for c in shown}
     return p.AuditView(
         project_id=project_id, task_id=task_id, sequence=state.sequence,
         claims=[claim_view(c, now) for c in shown],
-        edges=[p.Edge(new=e[1], old=e[3]) for e in state.edges_touching(task_id) if e[1] in ids or e[3] in ids],
+        edges=[p.Edge(new=e[1], old=e[3]) for e in (state.edges_touching(None) if edges is None else edges) if e[1] in ids or e[3] in ids],
         total=len(listed), remaining=remaining, next_cursor=following,
     )
 

@@ -91,6 +91,9 @@ class Claim(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     invalidated_at: str | None = None
     invalidation_reason: str | None = None
     imported: bool = False
+    # Where the record that added the claim starts in the stream (offset, event_hash), so that retiring
+    # it keeps that place instead of the claim (retired.py); None for a claim folded from memory.
+    place: tuple[int, str] | None = None
 
     @property
     def active(self) -> bool:

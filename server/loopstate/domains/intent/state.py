@@ -5,11 +5,16 @@ task's audit) or pages through the project, so the state is kept the way
 those reads select, and ``evolve`` keeps every index as it folds:
 
 - ``tasks``, ``candidates``, ``project_ids``: project-wide and small;
-- one ``Section`` per task: the task's claims in ledger order (every
-  lifecycle), its active claims, and the supersession edges that touch them;
-  a retired (superseded or invalidated) claim, which only the audit views and
-  error messages read, is held as its msgpack bytes (about a third of the
-  object's size) and decoded when one of them asks for it;
+- one ``Section`` per task: the task's active claims, its retired
+  (superseded or invalidated) claims, and the supersession edges that touch
+  them. A retired claim, which only the audit views, exports and error
+  messages read, is one fixed-size entry (retired.py: where the records that
+  added and retired it sit in the stream, and their digests), and the edge
+  its superseder implies lives in that entry: what a section holds of its
+  history does not grow with what the claims said. Reading retired claims
+  back goes through ``reader`` (a verified read of one record by its place,
+  attached by the service's effects); a claim folded from memory (a private
+  task's) has no place, and is kept as its msgpack bytes instead;
 - ``wide``: the active project-wide and long-term claims of every task (each
   task's view shows them), the same objects as in their sections;
 - ``active_counts``: how many active claims each task has.
@@ -22,7 +27,8 @@ bytes (``SnapshotForm.sections``: msgpack ``bin``, decoded as a memoryview of
 the snapshot's buffer, so the decoder steps over a section without parsing it
 and copies nothing). A restored state keeps a section encoded until a read or
 an event first touches it, so a cold read of one task decodes that task's
-section (and in it, the active claims only) and the project-wide part. The
+section (and in it, the active claims only; its retired entries are bytes as
+they are) and the project-wide part. The
 encoded bytes of a section stay with the state while the section is clean: the
 next snapshot re-encodes only the sections an event changed since the last one.
 
@@ -32,10 +38,14 @@ place; a read never changes what it shows (decoding a section only fills a cache
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 import msgspec
 
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+from loopstate.domains.intent import retired
 from loopstate.domains.intent.records import Candidate, Claim, Task
 
 # (ordinal, new claim id, its task, old claim id, its task or "" when the ledger had no such claim)
@@ -43,20 +53,23 @@ EdgeRow = tuple[int, str, str, str, str]
 
 
 class SectionRecord(msgspec.Struct, array_like=True, gc=False):
-    """One task's section as a snapshot holds it: every claim's id and bytes, in ledger order,
-    which of them are active (decoded when the section is; the others stay bytes), and the
-    edges, with null for a task id that is the section's own (most edges: 70 bytes less each)."""
+    """One task's section as a snapshot holds it: its active claims (decoded when the section is),
+    its retired claims as the packed entries of retired.py, the retired claims that have no place
+    in the stream as their bytes, the edges no entry implies (null for a task id that is the
+    section's own) and the lifecycle of claims retired a second time."""
 
-    ids: list[str]
-    claims: list[msgspec.Raw]
-    active: list[int]
+    active: list[msgspec.Raw]
+    retired: bytes
+    kept_ids: list[str]
+    kept: list[msgspec.Raw]
     edges: list[tuple[int, str, str | None, str, str | None]]
+    later: list[tuple[int, dict[str, Any]]]
 
 
 class SnapshotForm(msgspec.Struct, array_like=True):
     """The intent state in a projection snapshot: the project-wide part decoded at once, sections left encoded."""
 
-    layout: Literal["intent-sections-1"]
+    layout: Literal["intent-sections-2"]
     sequence: int
     head: str | None
     tasks: list[Task]
@@ -68,39 +81,65 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     sections: dict[str, memoryview]  # bytes when written
 
 
-LAYOUT = "intent-sections-1"
+LAYOUT = "intent-sections-2"
 _SECTION = msgspec.msgpack.Decoder(SectionRecord)
 _CLAIM = msgspec.msgpack.Decoder(Claim)
 _ENCODER = msgspec.msgpack.Encoder()
 
 
 class Section:
-    """One task's claims (ledger order: active ones as objects, retired ones as bytes), the active
-    ones among them, and the edges that touch them."""
+    """One task's claims: the active ones as objects, the retired ones as fixed-size entries (retired.py),
+    and the edges that touch them that no entry implies."""
 
-    __slots__ = ("claims", "active", "edges")
+    __slots__ = ("active", "retired", "kept", "edges", "later")
 
     def __init__(self) -> None:
-        self.claims: dict[str, Claim | msgspec.Raw] = {}
         self.active: dict[str, Claim] = {}
+        self.retired = retired.Entries()
+        # Retired claims with no place in a stream (folded from memory: a private task's), as their bytes.
+        self.kept: dict[str, msgspec.Raw] = {}
         self.edges: list[EdgeRow] = []
+        # slot -> lifecycle fields of a claim retired again (a ledger ``decide`` never writes; imports by hand)
+        self.later: dict[int, dict[str, Any]] = {}
 
-    def get(self, claim_id: str) -> Claim | None:
-        """The claim (a retired one decoded afresh: change it only through ``IntentState.retire``)."""
-        value = self.claims.get(claim_id)
-        return _CLAIM.decode(value) if isinstance(value, msgspec.Raw) else value
-
-    def ordered(self) -> list[Claim]:
-        return [_CLAIM.decode(v) if isinstance(v, msgspec.Raw) else v for v in self.claims.values()]
+    def __len__(self) -> int:
+        return len(self.active) + len(self.kept) + len(self.retired)
 
     def record(self, task_id: str) -> SectionRecord:
-        values = list(self.claims.values())
         return SectionRecord(
-            ids=list(self.claims),
-            claims=[v if isinstance(v, msgspec.Raw) else msgspec.Raw(_ENCODER.encode(v)) for v in values],
-            active=[i for i, v in enumerate(values) if not isinstance(v, msgspec.Raw)],
+            active=[msgspec.Raw(_ENCODER.encode(c)) for c in self.active.values()],
+            retired=bytes(self.retired), kept_ids=list(self.kept), kept=list(self.kept.values()),
             edges=[(n, new, None if t == task_id else t, old, None if u == task_id else u) for n, new, t, old, u in self.edges],
+            later=sorted(self.later.items()),
         )
+
+
+def _only(section: Section, slot: int) -> Section:
+    """A section of one retired entry of ``section`` (to read that one claim back)."""
+    one = Section()
+    one.retired = retired.Entries.of(section.retired.data()[slot * retired.SIZE:(slot + 1) * retired.SIZE])
+    if slot in section.later:
+        one.later = {0: section.later[slot]}
+    return one
+
+
+class _Reads:
+    """The stream records one read resolves retired claims from, each read (and verified) once."""
+
+    def __init__(self, read: retired.ReadFn | None) -> None:
+        self._read = read
+        self._seen: dict[int, dict[str, Any]] = {}
+
+    def at(self, offset: int, digest: bytes) -> dict[str, Any]:
+        found = self._seen.get(offset)
+        if found is None:
+            if self._read is None:
+                raise LoopstateError(
+                    ErrorCode.INTERNAL_ERROR,
+                    "a retired intent claim was asked for, but no reader of the intent stream is attached to the state",
+                )
+            found = self._seen[offset] = self._read(offset, digest)
+        return found
 
 
 class IntentState:
@@ -111,6 +150,8 @@ class IntentState:
     (see service/intent_effects.py) and never written to disk. Likewise
     ``private_controls`` / ``controls_unreadable`` mirror the control files, so
     that the hook context of a task private in another process injects nothing.
+    ``reader`` reads one verified record of the stream back by its place (the
+    effects attach it): retired claims are resolved through it.
     """
 
     def __init__(self) -> None:
@@ -131,6 +172,7 @@ class IntentState:
         # a control could not be read; attached by the service's effects on each read.
         self.private_controls: frozenset[str] = frozenset()
         self.controls_unreadable = False
+        self.reader: retired.ReadFn | None = None
 
     def _content(self) -> tuple:
         """What the state holds, without its caches (which sections are decoded, which bytes are kept)."""
@@ -138,7 +180,9 @@ class IntentState:
         for task_id in self.section_ids():
             section = self.section(task_id)
             assert section is not None
-            sections[task_id] = ([(c.claim_id, c) for c in section.ordered()], sorted(section.active), section.edges)
+            sections[task_id] = (
+                sorted(section.active.items()), bytes(section.retired), section.kept, section.edges, section.later,
+            )
         return (
             self.sequence, self.head, self.tasks, self.candidates, self.project_ids, self.wide,
             {k: n for k, n in self.active_counts.items() if n}, self.edge_count, sections, self._edge_tasks,
@@ -165,16 +209,17 @@ class IntentState:
             return None
         record = _SECTION.decode(raw)
         section = Section()
-        section.claims = dict(zip(record.ids, record.claims))
         wide = self.wide
-        for index in record.active:
-            claim_id = record.ids[index]
+        for value in record.active:
+            claim = _CLAIM.decode(value)
             # The wide index and the section must hold the same object: an event retires it through either.
-            claim = wide.get(claim_id) or _CLAIM.decode(record.claims[index])
-            section.claims[claim_id] = section.active[claim_id] = claim
+            section.active[claim.claim_id] = wide.get(claim.claim_id) or claim
+        section.retired = retired.Entries.of(record.retired)
+        section.kept = dict(zip(record.kept_ids, record.kept))
         section.edges = [
             (n, new, task_id if t is None else t, old, task_id if u is None else u) for n, new, t, old, u in record.edges
         ]
+        section.later = dict(record.later)
         self._sections[task_id] = section
         return section
 
@@ -189,66 +234,170 @@ class IntentState:
         self._encoded.pop(task_id, None)
         return section
 
+    # --- retired claims, read back ------------------------------------------------------
+
+    def _resolved(self, task_id: str, section: Section, reads: _Reads) -> tuple[list[Claim], list[EdgeRow]]:
+        """The task's claims in ledger order (retired ones read back from the stream) and its edges in ledger order."""
+        claims = list(section.active.values())
+        claims += [_CLAIM.decode(raw) for raw in section.kept.values()]
+        edges = list(section.edges)
+        for slot, entry in enumerate(retired.entries(section.retired.data())):
+            added = reads.at(entry.offset, entry.digest)
+            retiring = reads.at(entry.r_offset, entry.r_digest)
+            claim = retired.rebuild(entry, task_id, added, retiring)
+            if retired.id_hash(claim.claim_id) != entry.id_hash:
+                raise LoopstateError(
+                    ErrorCode.CORRUPT_LEDGER,
+                    f"the intent stream's record at byte {entry.offset} does not hold the retired claim folded from it; "
+                    "run `loopstate verify` and restore the stream from a backup",
+                    stream="intent", offset=entry.offset,
+                )
+            if entry.flags & retired.HAS_EDGE:
+                edges.append((entry.ordinal, claim.superseded_by, retired.superseder_task(entry, retiring), claim.claim_id, task_id))  # type: ignore[arg-type]
+            for name, value in section.later.get(slot, {}).items():
+                setattr(claim, name, value)
+            claims.append(claim)
+        claims.sort(key=lambda c: c.position)
+        edges.sort(key=lambda e: e[0])
+        return claims, edges
+
+    def _near_first(self, near: str | None) -> Iterator[str]:
+        """Every section's task id, ``near`` first (the others are listed only if it does not hold what is sought)."""
+        if near is not None:
+            yield near
+        for task_id in self.section_ids():
+            if task_id != near:
+                yield task_id
+
+    def _locate(self, claim_id: str, near: str | None) -> tuple[str, Section, Any] | None:
+        """Where the claim is: (its task, its section, the claim or the slot of its retired entry)."""
+        wanted: bytes | None = None
+        for task_id in self._near_first(near):
+            section = self.section(task_id)
+            if section is None:
+                continue
+            found = section.active.get(claim_id)
+            if found is not None:
+                return task_id, section, found
+            raw = section.kept.get(claim_id)
+            if raw is not None:
+                return task_id, section, _CLAIM.decode(raw)
+            if section.retired:
+                wanted = wanted or retired.id_hash(claim_id)
+                slot = retired.find(section.retired.data(), wanted)
+                if slot is not None:
+                    return task_id, section, slot
+        return None
+
     # --- claims ---------------------------------------------------------------------
 
     def find_claim(self, claim_id: str, near: str | None = None) -> Claim | None:
         """The claim with this id: among the project-wide active claims, then in task ``near``
-        (the acting task), then in every section (a claim no task's view shows: rare, and O(project))."""
+        (the acting task), then in every section (a claim no task's view shows: rare, and O(project)).
+        A retired claim is read back from the stream."""
         claim = self.wide.get(claim_id)
         if claim is not None:
             return claim
-        if near is not None:
-            section = self.section(near)
-            if section is not None and claim_id in section.claims:
-                return section.get(claim_id)
-        for task_id in self.section_ids():
-            section = self.section(task_id)
-            if section is not None and claim_id in section.claims:
-                return section.get(claim_id)
-        return None
+        found = self._locate(claim_id, near)
+        if found is None:
+            return None
+        task_id, section, what = found
+        if not isinstance(what, int):
+            return what
+        claims, _ = self._resolved(task_id, _only(section, what), _Reads(self.reader))
+        return claims[0]
 
     def add_claim(self, claim: Claim) -> None:
         section = self._changing(claim.task_id)
-        section.claims[claim.claim_id] = claim
         if claim.active:
             section.active[claim.claim_id] = claim
             self.active_counts[claim.task_id] = self.active_counts.get(claim.task_id, 0) + 1
             if claim.project_wide:
                 self.wide[claim.claim_id] = claim
+        else:
+            section.kept[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
 
-    def retire(self, claim: Claim, lifecycle: str, **fields: Any) -> None:
-        """Make ``claim`` superseded or invalidated (``fields``: the lifecycle's own fields)."""
+    def retire_id(
+        self, claim_id: str, near: str, lifecycle: str, retiring: retired.Place | None, r_index: int,
+        *, edge: tuple[str, str] | None = None, **fields: Any,
+    ) -> bool:
+        """Retire the claim with this id (see ``retire``); False when the project has no such claim."""
+        found = self._locate(claim_id, near)
+        if found is None:
+            return False
+        task_id, section, what = found
+        if isinstance(what, int) or not what.active:
+            # A claim retired a second time (a ledger ``decide`` never writes: a hand-made import):
+            # its entry keeps the first retirement and the edge it implies, the later one is kept beside it.
+            changing = self._changing(task_id)
+            if isinstance(what, int):
+                changing.later[what] = {"state": lifecycle, **fields}
+            else:
+                self.retire(what, lifecycle, **fields)  # bytes again, with the new lifecycle
+            if edge is not None:
+                self._edge(edge[0], edge[1], claim_id, task_id)
+            return True
+        self.retire(what, lifecycle, retiring, r_index, edge=edge, **fields)
+        return True
+
+    def retire(
+        self, claim: Claim, lifecycle: str, retiring: retired.Place | None = None, r_index: int = 0,
+        *, edge: tuple[str, str] | None = None, **fields: Any,
+    ) -> None:
+        """Make ``claim`` superseded or invalidated (``fields``: the lifecycle's own fields) by the record at
+        ``retiring``; ``edge``: (new claim id, its task) when a claim supersedes it. A claim and a retiring
+        record that both have a place in the stream become an entry (retired.py); else the claim's bytes."""
         section = self._changing(claim.task_id)
         if claim.active:
             del section.active[claim.claim_id]
             self.active_counts[claim.task_id] -= 1
             self.wide.pop(claim.claim_id, None)
+        else:
+            section.kept.pop(claim.claim_id, None)
         claim.state = lifecycle
         for name, value in fields.items():
             setattr(claim, name, value)
-        section.claims[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
+        if claim.place is None or retiring is None:
+            section.kept[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
+            if edge is not None:
+                self._edge(edge[0], edge[1], claim.claim_id, claim.task_id)
+            return
+        ordinal = None
+        if edge is not None:
+            ordinal = self.edge_count
+            self.edge_count += 1
+            if edge[1] != claim.task_id:
+                self._changing(edge[1]).edges.append((ordinal, edge[0], edge[1], claim.claim_id, claim.task_id))
+        retired.pack(
+            section.retired, claim.claim_id, claim.place, claim.added_index, retiring, r_index,
+            invalidated=lifecycle == "invalidated", ordinal=ordinal,
+        )
 
-    def add_edge(self, new: Claim | None, new_id: str, old: Claim | None, old_id: str, task_id: str) -> None:
-        """Record that ``new_id`` supersedes ``old_id``, in the sections of both ends' tasks."""
-        new_task = new.task_id if new is not None else task_id
-        old_task = old.task_id if old is not None else ""
-        old_id = old.claim_id if old is not None else old_id  # the string the section already holds
+    def add_missing_edge(self, new_id: str, new_task: str, old_id: str) -> None:
+        """Record that ``new_id`` supersedes ``old_id``, a claim the ledger does not have."""
+        row = (self.edge_count, new_id, new_task, old_id, "")
+        self.edge_count += 1
+        self._changing(new_task).edges.append(row)
+
+    def _edge(self, new_id: str, new_task: str, old_id: str, old_task: str) -> None:
+        """An edge no entry implies, in the sections of both ends' tasks."""
         row = (self.edge_count, new_id, new_task, old_id, old_task)
         self.edge_count += 1
         self._changing(new_task).edges.append(row)
-        if old_task and old_task != new_task:
+        if old_task != new_task:
             self._changing(old_task).edges.append(row)
 
     def forget(self, removed: set[str]) -> None:
-        """Drop claims and candidates (by id) and every edge that names one (a purge of a private task's memory)."""
+        """Drop claims and candidates (by id) and every edge that names one (a purge of a private task's memory,
+        whose claims are folded from memory: none is a retired entry)."""
         for task_id in self.section_ids():
             section = self.section(task_id)
             assert section is not None
-            hit = removed & section.claims.keys()
+            hit = removed & (section.active.keys() | section.kept.keys())
             if hit or any(edge[1] in removed or edge[3] in removed for edge in section.edges):
                 section = self._changing(task_id)
                 for claim_id in hit:
-                    del section.claims[claim_id]
+                    section.kept.pop(claim_id, None)
                     if section.active.pop(claim_id, None) is not None:
                         self.active_counts[task_id] -= 1
                         self.wide.pop(claim_id, None)
@@ -259,18 +408,21 @@ class IntentState:
     # --- what reads select ----------------------------------------------------------
 
     def task_claims(self, task_id: str) -> list[Claim]:
-        """Every claim of the task, in ledger order."""
+        """Every claim of the task, in ledger order (its retired claims read back from the stream)."""
         section = self.section(task_id)
-        return [] if section is None else section.ordered()
+        return [] if section is None else self._resolved(task_id, section, _Reads(self.reader))[0]
 
-    def task_claim_ids(self, task_id: str) -> list[str]:
+    def task_view(self, task_id: str) -> tuple[list[Claim], list[EdgeRow]]:
+        """Every claim of the task in ledger order and the edges that touch them, each record read once."""
         section = self.section(task_id)
-        return [] if section is None else list(section.claims)
+        if section is None:
+            return [], []
+        claims, edges = self._resolved(task_id, section, _Reads(self.reader))
+        return claims, self._allowed(edges)
 
-    def claims_of(self, task_id: str, claim_ids: list[str]) -> list[Claim]:
-        """Claims of the task by id (decoding only these)."""
+    def task_claim_count(self, task_id: str) -> int:
         section = self.section(task_id)
-        return [section.get(claim_id) for claim_id in claim_ids] if section is not None else []  # type: ignore[misc]
+        return 0 if section is None else len(section)
 
     def visible_active(self, task_id: str | None) -> Iterable[Claim]:
         """The active claims a task's view shows: its own and the project-wide ones (every active claim for None)."""
@@ -288,19 +440,21 @@ class IntentState:
                 yield claim
 
     def all_claims(self) -> list[Claim]:
-        """Every claim of the project, in ledger order (decodes every section: exports and project-wide audits)."""
-        claims = [c for task_id in self.section_ids() for c in self.task_claims(task_id)]
+        """Every claim of the project, in ledger order (reads back every retired claim: exports and project-wide audits)."""
+        reads = _Reads(self.reader)
+        claims = [c for t in self.section_ids() for c in self._resolved(t, self.section(t), reads)[0]]  # type: ignore[arg-type]
         claims.sort(key=lambda c: c.position)
         return claims
 
     def edges_touching(self, task_id: str | None) -> list[EdgeRow]:
         """The supersession edges that touch the task's claims (every edge for None), in ledger order."""
-        if task_id is None:
-            rows = {e[0]: e for t in self.section_ids() for e in (self.section(t).edges)}  # type: ignore[union-attr]
-            edges = [rows[k] for k in sorted(rows)]
-        else:
-            section = self.section(task_id)
-            edges = [] if section is None else section.edges
+        if task_id is not None:
+            return self.task_view(task_id)[1]
+        reads = _Reads(self.reader)
+        rows = {e[0]: e for t in self.section_ids() for e in self._resolved(t, self.section(t), reads)[1]}  # type: ignore[arg-type]
+        return self._allowed([rows[k] for k in sorted(rows)])
+
+    def _allowed(self, edges: list[EdgeRow]) -> list[EdgeRow]:
         allowed = self._edge_tasks
         if allowed is not None:
             edges = [e for e in edges if e[2] in allowed and e[4] in allowed]
@@ -337,8 +491,11 @@ class IntentState:
             mine = self.section(task_id)
             assert theirs is not None
             merged = Section()
-            merged.claims = {**(mine.claims if mine else {}), **theirs.claims}
             merged.active = {**(mine.active if mine else {}), **theirs.active}
+            merged.kept = {**(mine.kept if mine else {}), **theirs.kept}
+            # A private task's claims are folded from memory: its own section has no retired entries.
+            merged.retired = mine.retired if mine else retired.Entries()
+            merged.later = mine.later if mine else {}
             merged.edges = [*(mine.edges if mine else ()), *theirs.edges]
             view._sections[task_id] = merged
             view._encoded.pop(task_id, None)
@@ -352,6 +509,7 @@ class IntentState:
         view.wide, view.active_counts, view.edge_count = self.wide, dict(self.active_counts), self.edge_count
         view._sections, view._encoded, view._edge_tasks = dict(self._sections), dict(self._encoded), self._edge_tasks
         view.private, view.private_controls, view.controls_unreadable = self.private, self.private_controls, self.controls_unreadable
+        view.reader = self.reader
         return view
 
     # --- projection snapshots -------------------------------------------------------
