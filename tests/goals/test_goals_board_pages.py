@@ -202,7 +202,7 @@ def test_a_foreign_writer_time_is_kept_as_a_tag_and_still_decides_repeats() -> N
 def test_the_packed_tables_hold_many_keys_exactly() -> None:
     from loopstate.domains.goals import eventids
 
-    table = eventids.table()
+    table = eventids.EventIds()
     for number in range(5000):
         at = eventids.find(table, f"e{number}")
         assert at[2] is None
@@ -212,7 +212,25 @@ def test_the_packed_tables_hold_many_keys_exactly() -> None:
     known = eventids.lookup(table, "e42")
     assert known.same_body(f"{42:08x}" + "0" * 24) and not known.same_body(f"{43:08x}" + "0" * 24)
     assert known.recorded_at == "2026-03-02T12:00:00.000001Z"
+    assert len(table.marks) == 16 * 5000 and len(table.index.tags) == 8 * 5000
+    assert 0.4 <= 5000 / (len(table.index.slots) / 4) <= 0.8  # the probe table's slots are 40-80% full
     assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(GoalState(goal_id="p")), type=GoalState), GoalState)
+
+
+def test_a_tag_index_keeps_every_entry_of_a_shared_tag_in_insertion_order() -> None:
+    """Two todo ids may share a 64-bit tag: the done-id index keeps both entries and gives both
+    back (first inserted first), through every growth of its probe table, and a miss is a miss."""
+    from loopstate.domains.goals import packed
+
+    index = packed.TagIndex()
+    shared = 0xDEADBEEF_00000040  # its low bits and its step are the same at every table size
+    numbers = []
+    for number in range(3000):
+        numbers.append(packed.insert(index, shared if number % 1000 == 0 else packed.tag_of(f"T{number}")))
+    assert numbers == list(range(3000))
+    assert list(packed.numbers(index, shared)) == [0, 1000, 2000]
+    assert list(packed.numbers(index, packed.tag_of("T7"))) == [7]
+    assert packed.first(index, packed.tag_of("T3000")) == -1 and packed.find(index, packed.tag_of("T3000"))[0] == -1
 
 
 def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
@@ -241,3 +259,29 @@ def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harnes
     with pytest.raises(LoopstateError) as info:  # the event ids are there: a changed repeat conflicts
         h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="changed", event_id="add-1"), "r-again")
     assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
+
+
+def test_after_a_restart_from_the_snapshot_an_old_event_id_is_still_known_with_its_time(h: Harness) -> None:
+    """The event-id table a snapshot restores is the fold's: a repeat of the first event, long
+    archived, is a no-op (it gets the original's time back, not the clock's), a changed one conflicts,
+    and a new id with the same body is a new todo."""
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 41):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done", event_id=f"done-{number}"))
+        h.clock.advance(1.5)
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 81
+    h.clock.advance(3600)
+    restarted = h.fresh()
+    for event_id, command in (("add-1", g.AddTodo(goal_id="g", title="task 1", event_id="add-1")),
+                              ("done-7", g.CompleteTodo(goal_id="g", todo_id="T007", rationale="done",
+                                                       event_id="done-7"))):
+        assert restarted.execute(h.root, command, f"again-{event_id}").events == []
+    with pytest.raises(LoopstateError) as info:
+        restarted.execute(h.root, g.AddTodo(goal_id="g", title="task one", event_id="add-1"), "changed")
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT and info.value.details["first_sequence"] == 1
+    added = restarted.execute(h.root, g.AddTodo(goal_id="g", title="task 1", event_id="add-41"), "new")
+    assert [e["payload"]["todo_id"] for e in added.events] == ["T041"]
+    assert len(h.events("g")) == 82 and load_state(h.project, "g").snapshot_sequence == 81
