@@ -259,6 +259,8 @@ def initial(goal_id: str) -> GoalState:
 
 def _private(fields: list[str], names: list[str], is_private: bool) -> list[str]:
     """Mark (or clear) the fields an event just set as private."""
+    if not is_private and not fields:
+        return fields  # the common case, without building a set: nothing private before or now
     current = set(fields)
     if is_private:
         current.update(names)
