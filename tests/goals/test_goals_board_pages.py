@@ -285,3 +285,26 @@ def test_after_a_restart_from_the_snapshot_an_old_event_id_is_still_known_with_i
     added = restarted.execute(h.root, g.AddTodo(goal_id="g", title="task 1", event_id="add-41"), "new")
     assert [e["payload"]["todo_id"] for e in added.events] == ["T041"]
     assert len(h.events("g")) == 82 and load_state(h.project, "g").snapshot_sequence == 81
+
+
+def test_an_archive_record_leaves_out_only_the_defaults_and_reads_back_whole() -> None:
+    from loopstate.domains.goals import packed
+    from loopstate.domains.goals.state import Done, Todo, archived
+
+    def completed(number: int, role: str = "agent", **fields) -> Todo:
+        return Todo(todo_id=f"T{number:03d}", title="task", role=role, priority="P1", status="completed",
+                    added_sequence=number, added_event_id=f"e{number}", completed_sequence=number + 10, **fields)
+
+    todos = [completed(1), completed(2, role="acme-legal"), completed(3, private_fields=["rationale", "title"]),
+             completed(4, role="ops", private_fields=["role", "title"])]
+    archive = packed.Archive()
+    for todo in todos:
+        packed.append(archive, archived(todo), todo.completed_sequence)
+    assert [packed.record(archive, n, Done) for n in range(4)] == [
+        Done(todo_id=t.todo_id, title=t.title, priority=t.priority, added_sequence=t.added_sequence,
+             completed_sequence=t.completed_sequence, role=t.role,
+             private_fields=[n for n in t.private_fields if n in ("title", "role")]) for t in todos]
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(archived(todos[0]))) == ["T001", "task", "P1", 1, 11]
+    whole = msgspec.msgpack.encode(packed.record(archive, 0, Done))  # what the Struct itself writes
+    assert len(whole) - len(msgspec.msgpack.encode(archived(todos[0]))) == 7  # 'agent' and [] left out
+    assert (packed.count_below(archive, 12), packed.count_below(archive, 15)) == (1, 4)

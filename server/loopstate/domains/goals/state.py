@@ -77,9 +77,10 @@ class Todo(msgspec.Struct, kw_only=True, gc=False):
     private_fields: list[str] = []
 
 
-class Done(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+class Done(msgspec.Struct, array_like=True, gc=False):
     """A completed todo as the archive keeps it: what the compact (archive) view shows.
-    The fields that are mostly their default come last, so a record leaves them out."""
+    The fields that are mostly their default come last, so a record leaves them out
+    (``archived``) and decodes with them filled in."""
 
     todo_id: str
     title: str
@@ -92,6 +93,15 @@ class Done(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     @property
     def status(self) -> str:
         return "completed"
+
+
+def archived(todo: Todo) -> list[Any]:
+    """A completed todo's ``Done`` record as the archive stores it: an array without its trailing
+    defaults (msgspec writes every field of an array-like Struct; most todos keep the default role
+    and nothing private, 7 bytes a record)."""
+    private = [name for name in todo.private_fields if name in ("title", "role")]
+    record = [todo.todo_id, todo.title, todo.priority, todo.added_sequence, todo.completed_sequence, todo.role, private]
+    return record if private else record[:6] if todo.role != "agent" else record[:5]
 
 
 def board_key(todo: Todo) -> tuple[int, int, int, int]:
@@ -421,12 +431,7 @@ def _todo_completed(state: GoalState, event: dict, p: dict, private: bool) -> No
     todo.lease_expires_at = None
     todo.private_fields = _private(todo.private_fields, ["rationale", "validation_refs"], private)
     state.recent_done = [*state.recent_done[-(RECENT_DONE - 1):], todo]
-    done = Done(
-        todo_id=todo.todo_id, title=todo.title, role=todo.role, priority=todo.priority,
-        added_sequence=todo.added_sequence, completed_sequence=todo.completed_sequence,
-        private_fields=[n for n in todo.private_fields if n in ("title", "role")],
-    )
-    packed.append(state.done, done, todo.completed_sequence)
+    packed.append(state.done, archived(todo), todo.completed_sequence)
     packed.insert(state.done_ids, packed.tag_of(todo.todo_id))  # entry n is record n
 
 
