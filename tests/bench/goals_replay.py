@@ -53,7 +53,7 @@ def fold_alone(path: Path) -> None:
     ids, done = state.event_ids, state.done
     parts = {
         "event ids: tags": len(ids.index.tags), "event ids: probe slots": len(ids.index.slots),
-        "event ids: marks and times": len(ids.marks), "archive: records": len(done.data),
+        "event ids: digest marks and times": len(ids.marks), "archive: records": len(done.data),
         "archive: offsets and keys": len(done.index),
         "done ids: tags and probe slots": len(state.done_ids.tags) + len(state.done_ids.slots),
     }

@@ -212,7 +212,7 @@ def test_the_packed_tables_hold_many_keys_exactly() -> None:
     known = eventids.lookup(table, "e42")
     assert known.same_body(f"{42:08x}" + "0" * 24) and not known.same_body(f"{43:08x}" + "0" * 24)
     assert known.recorded_at == "2026-03-02T12:00:00.000001Z"
-    assert len(table.marks) == 16 * 5000 and len(table.index.tags) == 8 * 5000
+    assert len(table.marks) == 12 * 5000 and table.offsets == [(0, 1)] and len(table.index.tags) == 8 * 5000
     assert 0.4 <= 5000 / (len(table.index.slots) / 4) <= 0.8  # the probe table's slots are 40-80% full
     assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(GoalState(goal_id="p")), type=GoalState), GoalState)
 
@@ -308,3 +308,26 @@ def test_an_archive_record_leaves_out_only_the_defaults_and_reads_back_whole() -
     whole = msgspec.msgpack.encode(packed.record(archive, 0, Done))  # what the Struct itself writes
     assert len(whole) - len(msgspec.msgpack.encode(archived(todos[0]))) == 7  # 'agent' and [] left out
     assert (packed.count_below(archive, 12), packed.count_below(archive, 15)) == (1, 4)
+
+
+def test_an_event_ids_sequence_is_exact_when_the_fold_skipped_repeats_and_after_a_snapshot() -> None:
+    """Sequences are not stored per id but as offsets from the entry number: a fold that skipped
+    identical repeats (each shifts the offset) still gives every id its first sequence, and so does
+    the table a snapshot restores."""
+    from loopstate.domains.goals import eventids
+
+    state = DOMAIN.initial("goals.p")
+    sequence, firsts = 0, {}
+    for number in range(1, 31):
+        event = {"schema_version": "goal_event_v0", "event_id": f"add-{number}", "goal_id": "p",
+                 "event_type": "todo_added", "recorded_at": AT, "producer": "other", "privacy": "public_safe",
+                 "refs": {"todo_id": f"T{number:03d}"}, "payload": {"todo_id": f"T{number:03d}", "title": "x"}}
+        for _ in range(1 + (number % 3 == 0) + (number % 7 == 0)):  # some events appended two or three times
+            sequence += 1
+            state = DOMAIN.evolve(state, _seal(event, sequence))
+        firsts.setdefault(f"add-{number}", sequence - (number % 3 == 0) - (number % 7 == 0))
+    # one offset, then a change after each of the 13 repeated ids (3, 6, 7, ... 28) but the last (30)
+    assert state.store.event_count == 30 and len(state.event_ids.offsets) == 1 + 13 - 1
+    restored = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=GoalState)
+    for table in (state.event_ids, restored.event_ids):
+        assert {event_id: eventids.lookup(table, event_id).sequence for event_id in firsts} == firsts

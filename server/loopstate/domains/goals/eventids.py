@@ -1,17 +1,21 @@
-"""The event ids a goal has seen, for the seed's event-id idempotency, in about 30 bytes an id.
+"""The event ids a goal has seen, for the seed's event-id idempotency, in about 26 bytes an id.
 
 Each event id ever appended to a goal must stay known: an event repeated with
 an identical body is a no-op (on append, and ignored on replay), one repeated
 with a different body is EVENT_ID_CONFLICT. A dict of the ids with their
 sequence, body digest and time costs about 400 bytes per event for ever; here
 (``EventIds``) an id is an entry of a ``packed.TagIndex`` (its 64-bit BLAKE2b
-tag, 8 bytes, and a 4-byte slot of a table 53-80% full) and 16 bytes in
+tag, 8 bytes, and a 4-byte slot of a table 40-80% full) and 12 bytes in
 ``marks``, read by entry number:
 
-1. the first 32 bits of the event's body digest, and its append_sequence (32 bits);
+1. the first 32 bits of the event's body digest;
 2. its recorded_at: microseconds since 1970 when the text is the store's own
    RFC 3339 form (what ``decide`` writes), so a repeat without a time gets the
    original's back exactly; otherwise a tag of the text with the top bit set.
+
+Its append_sequence is not stored per id: the ids are added in append order,
+one per event, so entry n's sequence is n plus an offset that changes only
+where the fold skipped an identical repeat (``offsets`` holds each change).
 
 What the packing gives up, said plainly: two different event ids with the
 same 64-bit tag (odds about n²/2⁶⁵: 3·10⁻⁸ after a million events) count as
@@ -25,7 +29,9 @@ event the table refused.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import math
 import struct
 from dataclasses import dataclass
 
@@ -41,10 +47,13 @@ _last: tuple[str, int] = ("", 0)
 
 class EventIds(msgspec.Struct, kw_only=True, gc=False):
     index: packed.TagIndex = msgspec.field(default_factory=packed.TagIndex)
-    marks: bytearray = bytearray()  # entry n's two words (digest mark and sequence, time) at n * 16
+    marks: bytearray = bytearray()  # entry n's digest mark (4 bytes) and time word (8 bytes) at n * 12
+    # (first entry, its append_sequence minus its entry number), one pair each time that difference
+    # changes: a stream's ids are its events in order, so one pair unless identical repeats were skipped.
+    offsets: list[tuple[int, int]] = []
 
 
-_ENTRY = struct.Struct("<QQ")
+_ENTRY = struct.Struct("<IQ")
 
 
 def time_word(text: str) -> int:
@@ -104,8 +113,9 @@ class Known:
 
 
 def _known(ids: EventIds, number: int) -> Known:
-    marks, time = _ENTRY.unpack_from(ids.marks, number * _ENTRY.size)
-    return Known(sequence=marks & 0xFFFFFFFF, digest_mark=marks >> 32, time=time)
+    mark, time = _ENTRY.unpack_from(ids.marks, number * _ENTRY.size)
+    offset = ids.offsets[bisect.bisect_right(ids.offsets, (number, math.inf)) - 1][1]
+    return Known(sequence=number + offset, digest_mark=mark, time=time)
 
 
 def lookup(ids: EventIds, event_id: str) -> Known | None:
@@ -126,5 +136,7 @@ def find(ids: EventIds, event_id: str) -> Slot:
 
 def add(ids: EventIds, at: Slot, sequence: int, digest: str, recorded_at: str) -> None:
     """Record the id ``find`` did not know, in the slot it gave (nothing added in between)."""
-    packed.add(ids.index, at[1], at[0])
-    ids.marks += _ENTRY.pack((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF), time_word(recorded_at))
+    number = packed.add(ids.index, at[1], at[0])
+    ids.marks += _ENTRY.pack(_digest_mark(digest), time_word(recorded_at))
+    if not ids.offsets or ids.offsets[-1][1] != sequence - number:
+        ids.offsets.append((number, sequence - number))
