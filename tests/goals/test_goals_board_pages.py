@@ -331,3 +331,24 @@ def test_an_event_ids_sequence_is_exact_when_the_fold_skipped_repeats_and_after_
     restored = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=GoalState)
     for table in (state.event_ids, restored.event_ids):
         assert {event_id: eventids.lookup(table, event_id).sequence for event_id in firsts} == firsts
+
+
+def test_a_snapshot_of_layout_2_is_not_used_and_the_goal_folds_in_full(h: Harness) -> None:
+    """Layout 2 kept event ids in one table of 24-byte slots: a snapshot that says layout 2 must
+    not be read as today's tables; the goal folds from its first event instead, and stays whole."""
+    from loopstate.core import snapshot
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 6):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 11
+    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    old = msgspec.msgpack.encode({**msgspec.msgpack.decode(envelope.state), "layout": 2})
+    envelope.state, envelope.state_sha256 = old, __import__("hashlib").sha256(old).hexdigest()
+    path.write_bytes(msgspec.msgpack.encode(envelope))
+    loaded = load_state(h.project, "g")
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 11
+    assert h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="task 1", event_id="add-1"), "again").events == []

@@ -215,7 +215,8 @@ class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):
 
     Layout 1 (before the live/history split) had no wrapper: its bytes do not decode as
     this type, so such a snapshot is ignored (a full fold) instead of read as a state
-    that lacks its archive and event ids."""
+    that lacks its archive and event ids. Layout 2 (event ids in 24-byte slots of one
+    table) has this wrapper with ``layout: 2``, which does not decode as ``Literal[3]``."""
 
     layout: Literal[3]
     state: GoalState
