@@ -1,6 +1,6 @@
 """The goals board at 100 and 100k todo events: warm pages, a real sidecar, the cold CLI, memory.
 
-    .venv/bin/python tests/bench/bench_goals_board.py [--sizes 100,100000] [--repeat 5] [--memory-events 1000000]
+    .venv/bin/python tests/bench/bench_goals_board.py [--sizes 100,100000] [--repeat 5] [--memory-events 100000,1000000]
 
 Each store is one goal whose history is todos added, claimed and completed (a
 third of the events each: most todos completed, as in a goal a year old), built
@@ -19,9 +19,10 @@ each beside its same-run reference:
   ``--repeat``, wall time and peak RSS from ``wait4``) at each size, beside
   `python -c "import msgspec"` (children run with bytecode caching on, as an
   installed package has it, whatever PYTHONDONTWRITEBYTECODE says here);
-- with ``--memory-events N``: the RSS of a `loopstate serve` subscribed to the
-  board of a goal of N such events (from /proc), beside the same server
-  subscribed to the 100-event goal.
+- with ``--memory-events N,M,...``: the RSS of a `loopstate serve` subscribed to
+  the board of a goal of N (then M...) such events (from /proc), beside the same
+  server subscribed to the smallest goal, and the growth between sizes in MB
+  per further 100k events.
 
 Not part of the test run (the file is not named test_*.py).
 """
@@ -135,7 +136,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,100000")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--memory-events", type=int, default=0)
+    parser.add_argument("--memory-events", default="", help="sizes for the sidecar RSS, e.g. 100000,500000,1000000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -153,14 +154,19 @@ def main() -> None:
                                 env, args.repeat)
             print(f"  cold `loopstate goals board`   {seconds * 1000:9.1f} ms  {rss:8.1f} MiB peak RSS"
                   f"   ({seconds / msgspec_s:.2f}x import msgspec)")
-        if args.memory_events:
-            print(f"\n{args.memory_events:,} todo events")
-            make_store(base, args.memory_events)
-            root, env = store_paths(base, args.memory_events)
+        small = subscribed_rss(small_env, small_root)[0] if args.memory_events else 0.0
+        grown: list[tuple[int, float]] = []
+        for size in [int(s) for s in args.memory_events.split(",") if s]:
+            print(f"\n{size:,} todo events")
+            if size not in sizes:
+                make_store(base, size)
+            root, env = store_paths(base, size)
             rss, peak = subscribed_rss(env, root)
-            small, _ = subscribed_rss(small_env, small_root)
+            growth = "" if not grown else (f"; {(rss - grown[-1][1]) * 1.048576 / ((size - grown[-1][0]) / 1e5):.1f} MB"
+                                           " per further 100k events")
+            grown.append((size, rss))
             print(f"  sidecar subscribed to the board: {rss:7.1f} MiB RSS (peak {peak:.1f})"
-                  f"   ({sizes[0]}-event goal: {small:.1f} MiB)")
+                  f"   ({sizes[0]}-event goal: {small:.1f} MiB{growth})")
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def test_a_foreign_writer_time_is_kept_as_a_tag_and_still_decides_repeats() -> N
 def test_the_packed_tables_hold_many_keys_exactly() -> None:
     from loopstate.domains.goals import eventids
 
-    table = eventids.table()
+    table = eventids.EventIds()
     for number in range(5000):
         at = eventids.find(table, f"e{number}")
         assert at[2] is None
@@ -212,7 +212,25 @@ def test_the_packed_tables_hold_many_keys_exactly() -> None:
     known = eventids.lookup(table, "e42")
     assert known.same_body(f"{42:08x}" + "0" * 24) and not known.same_body(f"{43:08x}" + "0" * 24)
     assert known.recorded_at == "2026-03-02T12:00:00.000001Z"
+    assert len(table.marks) == 12 * 5000 and table.offsets == [(0, 1)] and len(table.index.tags) == 8 * 5000
+    assert 0.4 <= 5000 / (len(table.index.slots) / 4) <= 0.8  # the probe table's slots are 40-80% full
     assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(GoalState(goal_id="p")), type=GoalState), GoalState)
+
+
+def test_a_tag_index_keeps_every_entry_of_a_shared_tag_in_insertion_order() -> None:
+    """Two todo ids may share a 64-bit tag: the done-id index keeps both entries and gives both
+    back (first inserted first), through every growth of its probe table, and a miss is a miss."""
+    from loopstate.domains.goals import packed
+
+    index = packed.TagIndex()
+    shared = 0xDEADBEEF_00000040  # its low bits and its step are the same at every table size
+    numbers = []
+    for number in range(3000):
+        numbers.append(packed.insert(index, shared if number % 1000 == 0 else packed.tag_of(f"T{number}")))
+    assert numbers == list(range(3000))
+    assert list(packed.numbers(index, shared)) == [0, 1000, 2000]
+    assert list(packed.numbers(index, packed.tag_of("T7"))) == [7]
+    assert packed.first(index, packed.tag_of("T3000")) == -1 and packed.find(index, packed.tag_of("T3000"))[0] == -1
 
 
 def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
@@ -241,3 +259,96 @@ def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harnes
     with pytest.raises(LoopstateError) as info:  # the event ids are there: a changed repeat conflicts
         h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="changed", event_id="add-1"), "r-again")
     assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
+
+
+def test_after_a_restart_from_the_snapshot_an_old_event_id_is_still_known_with_its_time(h: Harness) -> None:
+    """The event-id table a snapshot restores is the fold's: a repeat of the first event, long
+    archived, is a no-op (it gets the original's time back, not the clock's), a changed one conflicts,
+    and a new id with the same body is a new todo."""
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 41):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done", event_id=f"done-{number}"))
+        h.clock.advance(1.5)
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 81
+    h.clock.advance(3600)
+    restarted = h.fresh()
+    for event_id, command in (("add-1", g.AddTodo(goal_id="g", title="task 1", event_id="add-1")),
+                              ("done-7", g.CompleteTodo(goal_id="g", todo_id="T007", rationale="done",
+                                                       event_id="done-7"))):
+        assert restarted.execute(h.root, command, f"again-{event_id}").events == []
+    with pytest.raises(LoopstateError) as info:
+        restarted.execute(h.root, g.AddTodo(goal_id="g", title="task one", event_id="add-1"), "changed")
+    assert info.value.code is ErrorCode.EVENT_ID_CONFLICT and info.value.details["first_sequence"] == 1
+    added = restarted.execute(h.root, g.AddTodo(goal_id="g", title="task 1", event_id="add-41"), "new")
+    assert [e["payload"]["todo_id"] for e in added.events] == ["T041"]
+    assert len(h.events("g")) == 82 and load_state(h.project, "g").snapshot_sequence == 81
+
+
+def test_an_archive_record_leaves_out_only_the_defaults_and_reads_back_whole() -> None:
+    from loopstate.domains.goals import packed
+    from loopstate.domains.goals.state import Done, Todo, archived
+
+    def completed(number: int, role: str = "agent", **fields) -> Todo:
+        return Todo(todo_id=f"T{number:03d}", title="task", role=role, priority="P1", status="completed",
+                    added_sequence=number, added_event_id=f"e{number}", completed_sequence=number + 10, **fields)
+
+    todos = [completed(1), completed(2, role="acme-legal"), completed(3, private_fields=["rationale", "title"]),
+             completed(4, role="ops", private_fields=["role", "title"])]
+    archive = packed.Archive()
+    for todo in todos:
+        packed.append(archive, archived(todo), todo.completed_sequence)
+    assert [packed.record(archive, n, Done) for n in range(4)] == [
+        Done(todo_id=t.todo_id, title=t.title, priority=t.priority, added_sequence=t.added_sequence,
+             completed_sequence=t.completed_sequence, role=t.role,
+             private_fields=[n for n in t.private_fields if n in ("title", "role")]) for t in todos]
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(archived(todos[0]))) == ["T001", "task", "P1", 1, 11]
+    whole = msgspec.msgpack.encode(packed.record(archive, 0, Done))  # what the Struct itself writes
+    assert len(whole) - len(msgspec.msgpack.encode(archived(todos[0]))) == 7  # 'agent' and [] left out
+    assert (packed.count_below(archive, 12), packed.count_below(archive, 15)) == (1, 4)
+
+
+def test_an_event_ids_sequence_is_exact_when_the_fold_skipped_repeats_and_after_a_snapshot() -> None:
+    """Sequences are not stored per id but as offsets from the entry number: a fold that skipped
+    identical repeats (each shifts the offset) still gives every id its first sequence, and so does
+    the table a snapshot restores."""
+    from loopstate.domains.goals import eventids
+
+    state = DOMAIN.initial("goals.p")
+    sequence, firsts = 0, {}
+    for number in range(1, 31):
+        event = {"schema_version": "goal_event_v0", "event_id": f"add-{number}", "goal_id": "p",
+                 "event_type": "todo_added", "recorded_at": AT, "producer": "other", "privacy": "public_safe",
+                 "refs": {"todo_id": f"T{number:03d}"}, "payload": {"todo_id": f"T{number:03d}", "title": "x"}}
+        for _ in range(1 + (number % 3 == 0) + (number % 7 == 0)):  # some events appended two or three times
+            sequence += 1
+            state = DOMAIN.evolve(state, _seal(event, sequence))
+        firsts.setdefault(f"add-{number}", sequence - (number % 3 == 0) - (number % 7 == 0))
+    # one offset, then a change after each of the 13 repeated ids (3, 6, 7, ... 28) but the last (30)
+    assert state.store.event_count == 30 and len(state.event_ids.offsets) == 1 + 13 - 1
+    restored = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=GoalState)
+    for table in (state.event_ids, restored.event_ids):
+        assert {event_id: eventids.lookup(table, event_id).sequence for event_id in firsts} == firsts
+
+
+def test_a_snapshot_of_layout_2_is_not_used_and_the_goal_folds_in_full(h: Harness) -> None:
+    """Layout 2 kept event ids in one table of 24-byte slots: a snapshot that says layout 2 must
+    not be read as today's tables; the goal folds from its first event instead, and stays whole."""
+    from loopstate.core import snapshot
+    from loopstate.service.goals_effects import load_state
+
+    for number in range(1, 6):
+        h.run(g.AddTodo(goal_id="g", title=f"task {number}", event_id=f"add-{number}"))
+        h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
+    h.run(g.Compact(goal_id="g"))
+    assert load_state(h.project, "g").snapshot_sequence == 11
+    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    old = msgspec.msgpack.encode({**msgspec.msgpack.decode(envelope.state), "layout": 2})
+    envelope.state, envelope.state_sha256 = old, __import__("hashlib").sha256(old).hexdigest()
+    path.write_bytes(msgspec.msgpack.encode(envelope))
+    loaded = load_state(h.project, "g")
+    assert loaded.snapshot_sequence is None and loaded.events_folded == 11
+    assert h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="task 1", event_id="add-1"), "again").events == []

@@ -1,16 +1,21 @@
-"""The event ids a goal has seen, for the seed's event-id idempotency, in 24 bytes a slot.
+"""The event ids a goal has seen, for the seed's event-id idempotency, in about 26 bytes an id.
 
 Each event id ever appended to a goal must stay known: an event repeated with
 an identical body is a no-op (on append, and ignored on replay), one repeated
 with a different body is EVENT_ID_CONFLICT. A dict of the ids with their
-sequence, body digest and time costs about 400 bytes per event for ever; this
-table (``packed.TagTable``) keeps three 64-bit words per event id:
+sequence, body digest and time costs about 400 bytes per event for ever; here
+(``EventIds``) an id is an entry of a ``packed.TagIndex`` (its 64-bit BLAKE2b
+tag, 8 bytes, and a 4-byte slot of a table 40-80% full) and 12 bytes in
+``marks``, read by entry number:
 
-1. the id's 64-bit tag (BLAKE2b);
-2. the first 32 bits of the event's body digest, and its append_sequence (32 bits);
-3. its recorded_at: microseconds since 1970 when the text is the store's own
+1. the first 32 bits of the event's body digest;
+2. its recorded_at: microseconds since 1970 when the text is the store's own
    RFC 3339 form (what ``decide`` writes), so a repeat without a time gets the
    original's back exactly; otherwise a tag of the text with the top bit set.
+
+Its append_sequence is not stored per id: the ids are added in append order,
+one per event, so entry n's sequence is n plus an offset that changes only
+where the fold skipped an identical repeat (``offsets`` holds each change).
 
 What the packing gives up, said plainly: two different event ids with the
 same 64-bit tag (odds about n²/2⁶⁵: 3·10⁻⁸ after a million events) count as
@@ -24,20 +29,31 @@ event the table refused.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import math
+import struct
 from dataclasses import dataclass
+
+import msgspec
 
 from loopstate.domains.goals import packed
 
-WIDTH = 3
 FOREIGN_TIME = 1 << 63
 _EPOCH = dt.datetime(1970, 1, 1)
 _MICRO = dt.timedelta(microseconds=1)
 _last: tuple[str, int] = ("", 0)
 
 
-def table() -> packed.TagTable:
-    return packed.TagTable(width=WIDTH)
+class EventIds(msgspec.Struct, kw_only=True, gc=False):
+    index: packed.TagIndex = msgspec.field(default_factory=packed.TagIndex)
+    marks: bytearray = bytearray()  # entry n's digest mark (4 bytes) and time word (8 bytes) at n * 12
+    # (first entry, its append_sequence minus its entry number), one pair each time that difference
+    # changes: a stream's ids are its events in order, so one pair unless identical repeats were skipped.
+    offsets: list[tuple[int, int]] = []
+
+
+_ENTRY = struct.Struct("<IQ")
 
 
 def time_word(text: str) -> int:
@@ -96,28 +112,31 @@ class Known:
         return time_text(self.time)
 
 
-def _known(words: tuple[int, ...] | None) -> Known | None:
-    if words is None:
-        return None
-    marks, time = words
-    return Known(sequence=marks & 0xFFFFFFFF, digest_mark=marks >> 32, time=time)
+def _known(ids: EventIds, number: int) -> Known:
+    mark, time = _ENTRY.unpack_from(ids.marks, number * _ENTRY.size)
+    offset = ids.offsets[bisect.bisect_right(ids.offsets, (number, math.inf)) - 1][1]
+    return Known(sequence=number + offset, digest_mark=mark, time=time)
 
 
-def lookup(ids: packed.TagTable, event_id: str) -> Known | None:
+def lookup(ids: EventIds, event_id: str) -> Known | None:
     """What the table holds of ``event_id``."""
-    return _known(packed.first(ids, packed.tag_of(event_id)))
+    number = packed.first(ids.index, packed.tag_of(event_id))
+    return None if number < 0 else _known(ids, number)
 
 
-Slot = tuple[int, int, "Known | None"]  # the id's tag, its slot (or the free one), what is known of it
+Slot = tuple[int, int, "Known | None"]  # the id's tag, the free slot (when unknown), what is known of it
 
 
-def find(ids: packed.TagTable, event_id: str) -> Slot:
+def find(ids: EventIds, event_id: str) -> Slot:
     """Where an event id is, or would go: the fold looks an id up, applies the event, then adds it."""
     tag = packed.tag_of(event_id)
-    slot, words = packed.probe(ids, tag)
-    return tag, slot, None if words is None else _known(words)
+    number, slot = packed.find(ids.index, tag)
+    return tag, slot, None if number < 0 else _known(ids, number)
 
 
-def add(ids: packed.TagTable, at: Slot, sequence: int, digest: str, recorded_at: str) -> None:
-    """Record the id ``find`` did not know, in the slot it gave (nothing inserted in between)."""
-    packed.put(ids, at[1], at[0], ((_digest_mark(digest) << 32) | (sequence & 0xFFFFFFFF), time_word(recorded_at)))
+def add(ids: EventIds, at: Slot, sequence: int, digest: str, recorded_at: str) -> None:
+    """Record the id ``find`` did not know, in the slot it gave (nothing added in between)."""
+    number = packed.add(ids.index, at[1], at[0])
+    ids.marks += _ENTRY.pack(_digest_mark(digest), time_word(recorded_at))
+    if not ids.offsets or ids.offsets[-1][1] != sequence - number:
+        ids.offsets.append((number, sequence - number))

@@ -19,8 +19,8 @@ grows with the live todos, not with the goal's age:
   record in the ``done`` archive (packed bytes, in completion order: what the
   board's archive pages and the Markdown's archive section show), found by id
   through ``done_ids``.
-- The event ids seen (the seed's event-id idempotency) are ``event_ids``, a
-  packed table of 24 bytes a slot, not a dict of strings (``eventids.py``).
+- The event ids seen (the seed's event-id idempotency) are ``event_ids``,
+  packed in about 26 bytes an id, not a dict of strings (``eventids.py``).
 """
 
 from __future__ import annotations
@@ -78,19 +78,30 @@ class Todo(msgspec.Struct, kw_only=True, gc=False):
 
 
 class Done(msgspec.Struct, array_like=True, gc=False):
-    """A completed todo as the archive keeps it: what the compact (archive) view shows."""
+    """A completed todo as the archive keeps it: what the compact (archive) view shows.
+    The fields that are mostly their default come last, so a record leaves them out
+    (``archived``) and decodes with them filled in."""
 
     todo_id: str
     title: str
-    role: str
     priority: str
     added_sequence: int
     completed_sequence: int
+    role: str = "agent"
     private_fields: list[str] = []  # of title and role
 
     @property
     def status(self) -> str:
         return "completed"
+
+
+def archived(todo: Todo) -> list[Any]:
+    """A completed todo's ``Done`` record as the archive stores it: an array without its trailing
+    defaults (msgspec writes every field of an array-like Struct; most todos keep the default role
+    and nothing private, 7 bytes a record)."""
+    private = [name for name in todo.private_fields if name in ("title", "role")]
+    record = [todo.todo_id, todo.title, todo.priority, todo.added_sequence, todo.completed_sequence, todo.role, private]
+    return record if private else record[:6] if todo.role != "agent" else record[:5]
 
 
 def board_key(todo: Todo) -> tuple[int, int, int, int]:
@@ -181,7 +192,7 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     status_counts: dict[str, int] = {}  # of the todos in ``todos``
     recent_done: list[Todo] = []  # the latest RECENT_DONE completed todos, oldest first
     done: packed.Archive = msgspec.field(default_factory=packed.Archive)  # every completed todo, keyed by completion
-    done_ids: packed.TagTable = msgspec.field(default_factory=lambda: packed.TagTable(width=2))  # tag -> record number
+    done_ids: packed.TagIndex = msgspec.field(default_factory=packed.TagIndex)  # entry n: record n's todo id
     gates: dict[str, Gate] = {}
     pending_gates: list[str] = []  # open or deferred gates, in the order they were added
     resolved_order: list[str] = []  # approved or rejected gates, in the order they were resolved
@@ -193,10 +204,10 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     evidence: dict[str, Evidence] = {}
     last_render: Render | None = None
     last_snapshot: Snapshot | None = None
-    event_ids: packed.TagTable = msgspec.field(default_factory=eventids.table)
+    event_ids: eventids.EventIds = msgspec.field(default_factory=eventids.EventIds)
 
 
-STATE_LAYOUT = 2  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
+STATE_LAYOUT = 3  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
 
 
 class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):
@@ -204,15 +215,16 @@ class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):
 
     Layout 1 (before the live/history split) had no wrapper: its bytes do not decode as
     this type, so such a snapshot is ignored (a full fold) instead of read as a state
-    that lacks its archive and event ids."""
+    that lacks its archive and event ids. Layout 2 (event ids in 24-byte slots of one
+    table) has this wrapper with ``layout: 2``, which does not decode as ``Literal[3]``."""
 
-    layout: Literal[2]
+    layout: Literal[3]
     state: GoalState
 
 
 def done_record(state: GoalState, todo_id: str) -> Done | None:
     """The archive record of a completed todo, checked by id (tags may collide)."""
-    for (number,) in packed.values(state.done_ids, packed.tag_of(todo_id)):
+    for number in packed.numbers(state.done_ids, packed.tag_of(todo_id)):
         done = packed.record(state.done, number, Done)
         if done.todo_id == todo_id:
             return done
@@ -258,6 +270,8 @@ def initial(goal_id: str) -> GoalState:
 
 def _private(fields: list[str], names: list[str], is_private: bool) -> list[str]:
     """Mark (or clear) the fields an event just set as private."""
+    if not is_private and not fields:
+        return fields  # the common case, without building a set: nothing private before or now
     current = set(fields)
     if is_private:
         current.update(names)
@@ -418,13 +432,8 @@ def _todo_completed(state: GoalState, event: dict, p: dict, private: bool) -> No
     todo.lease_expires_at = None
     todo.private_fields = _private(todo.private_fields, ["rationale", "validation_refs"], private)
     state.recent_done = [*state.recent_done[-(RECENT_DONE - 1):], todo]
-    done = Done(
-        todo_id=todo.todo_id, title=todo.title, role=todo.role, priority=todo.priority,
-        added_sequence=todo.added_sequence, completed_sequence=todo.completed_sequence,
-        private_fields=[n for n in todo.private_fields if n in ("title", "role")],
-    )
-    number = packed.append(state.done, done, todo.completed_sequence)
-    packed.insert(state.done_ids, packed.tag_of(todo.todo_id), (number,))
+    packed.append(state.done, archived(todo), todo.completed_sequence)
+    packed.insert(state.done_ids, packed.tag_of(todo.todo_id))  # entry n is record n
 
 
 def _gate_added(state: GoalState, event: dict, p: dict, private: bool) -> None:
