@@ -77,7 +77,8 @@ def _order(claim: Claim) -> tuple:
     ``fromisoformat`` reads it without ``parse_time``'s checks, a cost every
     claim of a view pays.
     """
-    facet = min((FACET_ORDER[f] for f in claim.facets), default=len(FACETS))
+    facets = claim.facets
+    facet = FACET_ORDER[facets[0]] if len(facets) == 1 else min((FACET_ORDER[f] for f in facets), default=len(FACETS))
     return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet,
             dt.datetime.fromisoformat(claim.valid_from), claim.claim_id)
 
