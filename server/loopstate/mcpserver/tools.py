@@ -121,14 +121,13 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
     async def intent_show(
         compact: bool = False,
         task_id: str | None = None,
-        limit: int | None = Opt("snapshot: active claims per page, 1-1000 (default 100)"),
-        cursor: str | None = Opt("snapshot: the next_cursor of the page before"),
+        cursor: str | None = None,
     ) -> dict[str, Any]:
-        """The intent snapshot (of this session's task) a page at a time, or its compact handoff."""
+        """The intent snapshot (of this session's task), or its compact handoff."""
         task = task_id or session.task_id
         if compact:
             return await query(build({"task_id": task}, intent_proto.IntentCompact))
-        return await query(build({"task_id": task, "limit": limit, "cursor": cursor}, intent_proto.IntentSnapshot))
+        return await query(build({"task_id": task, "cursor": cursor}, intent_proto.IntentSnapshot))
 
     async def run_status(run_id: str) -> dict[str, Any]:
         """A run's state, lease, pending operation, issues and evidence."""
