@@ -215,10 +215,20 @@ class IntentPrivateRecover(Command, tag="intent.private_recover"):
 # --- queries -------------------------------------------------------------------
 
 
+SNAPSHOT_PAGE = 100
+
+
 class IntentSnapshot(Query, tag="intent.snapshot"):
-    """The current view: of one task, or of the whole project without ``task_id``."""
+    """The current view of one task (of the whole project without ``task_id``), a page of active claims at a time.
+
+    ``limit`` (1-1000) active claims per page, in the view's handoff order;
+    ``cursor`` is the ``next_cursor`` of the page before (none: the first page).
+    The result counts the active claims after the page.
+    """
 
     task_id: str | None = None
+    limit: int = SNAPSHOT_PAGE
+    cursor: str | None = None
 
 
 AUDIT_PAGE = 200
@@ -320,7 +330,9 @@ class StaleWarning(msgspec.Struct, kw_only=True):
 
 
 class CurrentView(msgspec.Struct, kw_only=True):
-    """Active claims by facet and status, disagreements, unknowns, sources, stale warnings."""
+    """One page of the active claims by facet and status, with their unknowns and sources; every open
+    disagreement and stale warning of the view (whatever page its claim is on); ``active_count`` active
+    claims in all, ``remaining`` after this page and the cursor of the next page (null on the last)."""
 
     project_id: str
     task_id: str | None
@@ -332,6 +344,8 @@ class CurrentView(msgspec.Struct, kw_only=True):
     sources: list[SourceRef]
     stale: list[StaleWarning]
     active_count: int
+    remaining: int
+    next_cursor: str | None
 
 
 class Edge(msgspec.Struct, kw_only=True):

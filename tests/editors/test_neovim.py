@@ -215,3 +215,23 @@ def test_no_module_of_the_plugin_touches_a_global_by_mistake(project: Path, tmp_
     seen = run_script("globals", project, tmp_path)
     assert seen["files"] >= 11
     assert seen["globals"] == []
+
+
+def test_the_intent_float_of_a_first_page_says_how_many_claims_follow_and_how_to_see_them(
+    project: Path, tmp_path: Path,
+) -> None:
+    task = cli_json(project, tmp_path, "intent", "start", "--claim", "rule zero")["events"][0]["task_id"]
+    for n in (1, 2):
+        cli_json(project, tmp_path, "intent", "add", task, f"rule {n}")
+    seen = run_script("pages", project, tmp_path)
+    assert seen["first"][0].startswith("Intent: 3 active claims, 1 task ")  # the total, though the page shows 2
+    more = [line for line in seen["first"] if "not shown" in line]
+    assert len(more) == 1 and more[0].startswith("  1 more active claim not shown; the next page: loopstate intent show --cursor ")
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(tmp_path / "data")}
+    argv = more[0].split("the next page: loopstate ", 1)[1].split()
+    rest = subprocess.run([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert rest.returncode == 0 and "not shown" not in rest.stdout, rest.stderr
+    first = " ".join(seen["first"])
+    assert len([rule for rule in ("rule zero", "rule 1", "rule 2") if rule in rest.stdout and rule not in first]) == 1
+    assert not [line for line in seen["whole"] if "not shown" in line]

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Union
 
 import msgspec
-from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, STATUSES
+from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, SNAPSHOT_PAGE, STATUSES
 from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
 from loopstate.cli.output import add_common, emit_json, project_root
@@ -362,7 +362,7 @@ def _short(text: str, width: int = 72) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentSnapshot
 
-    view = _query(args, IntentSnapshot(task_id=args.task))
+    view = _query(args, IntentSnapshot(task_id=args.task, limit=args.limit, cursor=args.cursor))
     if args.json:
         emit_json(view)
         return 0
@@ -382,7 +382,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"stale long-term ({warning.days_unconfirmed} days unconfirmed): {warning.claim_id[:8]} {_short(warning.statement)}")
     if rows:
         print("(* = the user's own words from a direct user event)")
+    if view.remaining:
+        print(f"{view.remaining} more active claim(s) not shown; the next page: "
+              + _next_page("show", view.task_id, args.limit, SNAPSHOT_PAGE, view.next_cursor))
     return 0
+
+
+def _next_page(verb: str, task_id: str | None, limit: int, default_limit: int, cursor: str | None) -> str:
+    """The exact command that prints the page after this one."""
+    again = [f"loopstate intent {verb}"] + (["--task", task_id] if task_id else [])
+    if limit != default_limit:
+        again += ["--limit", str(limit)]
+    return " ".join(again + ["--cursor", cursor or ""])
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -400,13 +411,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for edge in view.edges:
         print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
     if view.remaining:
-        again = ["loopstate intent audit"] + (["--task", view.task_id] if view.task_id else [])
-        if args.limit != AUDIT_PAGE:
-            again += ["--limit", str(args.limit)]
-        print(
-            f"{view.remaining} more claim(s) not shown ({view.total} in all); the next page: "
-            + " ".join(again + ["--cursor", view.next_cursor or ""])
-        )
+        print(f"{view.remaining} more claim(s) not shown ({view.total} in all); the next page: "
+              + _next_page("audit", view.task_id, args.limit, AUDIT_PAGE, view.next_cursor))
     return 0
 
 
@@ -641,6 +647,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = verbs.add_parser("show", help="the current view: active claims by facet and status")
     add_common(show)
     show.add_argument("--task")
+    show.add_argument("--limit", type=int, default=SNAPSHOT_PAGE,
+                      help=f"active claims per page, 1-1000 (default {SNAPSHOT_PAGE})")
+    show.add_argument("--cursor", help="where the page starts: the cursor the page before printed (default: the first page)")
     show.set_defaults(func=cmd_show)
 
     audit = verbs.add_parser("audit", help="claims with their lifecycle and supersession edges, a page at a time")

@@ -121,12 +121,13 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
     async def intent_show(
         compact: bool = False,
         task_id: str | None = None,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
         """The intent snapshot (of this session's task), or its compact handoff."""
         task = task_id or session.task_id
         if compact:
             return await query(build({"task_id": task}, intent_proto.IntentCompact))
-        return await query(intent_proto.IntentSnapshot(task_id=task))
+        return await query(build({"task_id": task, "cursor": cursor}, intent_proto.IntentSnapshot))
 
     async def run_status(run_id: str) -> dict[str, Any]:
         """A run's state, lease, pending operation, issues and evidence."""

@@ -484,10 +484,17 @@ def _apply(hs: HookSession, binding: sessions.Binding, command: Any, mode: str) 
         claim = outcome.events[-1]["payload"]["claim"]
         return f"remembered [{facet}] {claim['statement']} (claim {claim['claim_id'][:8]})."
     # forget
-    view = intent.query(root, p.IntentSnapshot(task_id=task))
     wanted = command.argument.lower()
-    ids = sorted({c.claim_id for statuses in view.by_facet.values() for claims in statuses.values() for c in claims
-                  if c.task_id == task and c.claim_id.startswith(wanted)})
+    found: set[str] = set()
+    cursor = None
+    while True:  # every page of the session's view: the claim may be past the first
+        view = intent.query(root, p.IntentSnapshot(task_id=task, limit=1000, cursor=cursor))
+        found.update(c.claim_id for statuses in view.by_facet.values() for claims in statuses.values() for c in claims
+                     if c.task_id == task and c.claim_id.startswith(wanted))
+        cursor = view.next_cursor
+        if cursor is None:
+            break
+    ids = sorted(found)
     if len(ids) != 1:
         what = "no active claim of this session" if not ids else f"{len(ids)} claims of this session"
         return f"{what} starts with {command.argument!r}; /intent show lists them with their ids."

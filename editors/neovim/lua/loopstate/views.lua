@@ -49,6 +49,12 @@ function M.intent_lines(view)
       end
     end
   end
+  local remaining = type(view.remaining) == 'number' and view.remaining or 0
+  if remaining > 0 then
+    local task = type(view.task_id) == 'string' and (' --task ' .. view.task_id) or ''
+    table.insert(lines, ('  %d more active claim%s not shown; the next page: loopstate intent show%s --cursor %s'):format(
+      remaining, remaining == 1 and '' or 's', task, str(view.next_cursor, '')))
+  end
   for _, d in ipairs(view.disagreements or {}) do
     table.insert(lines, ('  disputed: %s  (%s)'):format(d.statement, short(d.claim_id)))
   end

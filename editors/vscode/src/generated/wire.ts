@@ -1316,7 +1316,11 @@ export interface IntentHookContext {
   max_chars?: number;
 }
 /**
- * The current view: of one task, or of the whole project without ``task_id``.
+ * The current view of one task (of the whole project without ``task_id``), a page of active claims at a time.
+ *
+ * ``limit`` (1-1000) active claims per page, in the view's handoff order;
+ * ``cursor`` is the ``next_cursor`` of the page before (none: the first page).
+ * The result counts the active claims after the page.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "IntentSnapshot".
@@ -1324,6 +1328,8 @@ export interface IntentHookContext {
 export interface IntentSnapshot {
   kind: "intent.snapshot";
   task_id?: string | null;
+  limit?: number;
+  cursor?: string | null;
 }
 /**
  * The project's durable tasks.

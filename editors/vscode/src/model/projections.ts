@@ -18,15 +18,19 @@ export interface Claim {
   direct_user?: boolean;
 }
 
-/** `intent/snapshot`: active claims grouped by facet, then by epistemic status. */
+/** `intent/snapshot`: the first page of active claims grouped by facet, then by epistemic status;
+ * `remaining` active claims are on later pages (`loopstate intent show --cursor <next_cursor>`). */
 export interface IntentSnapshot {
   sequence?: number;
+  task_id?: string | null;
   tasks?: Array<{ task_id: string; label?: string | null; mode?: string; active_claims?: number }>;
   by_facet?: Record<string, Record<string, Claim[]>>;
   disagreements?: Claim[];
   unknowns?: Claim[];
   stale?: Array<Claim & { reason?: string }>;
   active_count?: number;
+  remaining?: number;
+  next_cursor?: string | null;
 }
 
 export interface RunIssue {

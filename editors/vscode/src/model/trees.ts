@@ -73,6 +73,17 @@ export function intentNodes(snapshot: IntentSnapshot | null): TreeNode[] {
       children: claims.map((claim) => claimNode(`intent/${group.label}`, claim)),
     });
   }
+  const remaining = snapshot.remaining ?? 0;
+  if (remaining > 0) {
+    const task = snapshot.task_id ? ` --task ${snapshot.task_id}` : "";
+    nodes.push({
+      id: "intent/More",
+      label: `${remaining} more active claim${remaining === 1 ? "" : "s"}`,
+      description: "not on this page",
+      tooltip: `The view shows the first page of ${snapshot.active_count ?? "?"} active claims; the next page:\nloopstate intent show${task} --cursor ${snapshot.next_cursor ?? ""}`,
+      icon: "ellipsis",
+    });
+  }
   const disputes = snapshot.disagreements ?? [];
   nodes.push({
     id: "intent/Disputes",

@@ -25,6 +25,16 @@ describe("the Intent tree", () => {
     expect(intentNodes(intent()).map((node) => node.label)).not.toContain("Stale long-term claims");
   });
 
+  it("says how many active claims are on later pages and how to see the next one", () => {
+    const paged = { ...intent(), task_id: "t1", active_count: 103, remaining: 100, next_cursor: "intent-page-1:snapshot:t1:3:c3" };
+    const nodes = intentNodes(paged);
+    const more = nodes.find((node) => node.id === "intent/More")!;
+    expect(more).toMatchObject({ label: "100 more active claims", description: "not on this page" });
+    expect(more.tooltip).toContain("loopstate intent show --task t1 --cursor intent-page-1:snapshot:t1:3:c3");
+    expect(labels(nodes).at(-1)).toBe("Disputes");
+    expect(labels(intentNodes(intent()))).not.toContain("100 more active claims");
+  });
+
   it("is empty before the first snapshot", () => {
     expect(intentNodes(null)).toEqual([]);
   });

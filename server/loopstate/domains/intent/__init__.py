@@ -130,7 +130,10 @@ class IntentDomain:
     def query(self, state: IntentState, query: Any, ctx: Context) -> Any:
         now = ctx.now
         if isinstance(query, p.IntentSnapshot):
-            return projections.current(self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now)
+            return projections.current(
+                self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now,
+                limit=query.limit, cursor=query.cursor,
+            )
         if isinstance(query, p.IntentAudit):
             return projections.audit(
                 self._task_state(state, query.task_id, ctx), ctx.project_id, query.task_id, now,

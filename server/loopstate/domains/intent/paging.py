@@ -1,17 +1,23 @@
-"""Pages of the intent listings that grow with the ledger's age (the audit, the task list).
+"""Pages of the intent listings that grow with the ledger's age (the audit, the task list, the snapshot).
 
-A listing is in ledger order, and the ledger only appends, so the claims (or
-tasks) a page showed keep their places while new ones join at the end: a
-cursor is the number of items already shown, with the listing and its scope
-it was made for and the id of the last item shown. A cursor from another
-listing, another task, or a listing that is no longer what the cursor saw (a
-purge re-chained the ledger, which removes items) is refused, never guessed
-at: the caller starts again from the first page.
+The audit and the task list are in ledger order, and the ledger only appends,
+so the claims (or tasks) a page showed keep their places while new ones join
+at the end: a cursor is the number of items already shown, with the listing
+and its scope it was made for and the id of the last item shown. A cursor from
+another listing, another task, or a listing that is no longer what the cursor
+saw (a purge re-chained the ledger, which removes items) is refused, never
+guessed at: the caller starts again from the first page.
+
+The snapshot is in handoff order, where a new claim may sort before claims
+already shown: its cursor has the same form, but the next page starts after
+the last claim shown by that claim's place in the order (``keyset_page``), so
+a walk lists every claim active throughout it exactly once.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar
+import heapq
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -31,7 +37,8 @@ def check_limit(limit: Any) -> int:
     return limit
 
 
-def _bad_cursor(cursor: str, why: str) -> LoopstateError:
+def bad_cursor(cursor: str, why: str) -> LoopstateError:
+    """The refusal of a cursor, saying why and what to pass instead."""
     return LoopstateError(
         ErrorCode.VALIDATION_FAILED,
         f"cursor: {cursor[:80]!r} {why}; pass the next_cursor of the page before, or no cursor for the first page",
@@ -59,17 +66,40 @@ def page(
 
 
 def _offset(cursor: Any, items: Sequence[T], ident: Callable[[T], str], listing: str, scope: str) -> int:
+    offset, last_id = parse_cursor(cursor, listing=listing, scope=scope)
+    if not 1 <= offset <= len(items) or ident(items[offset - 1]) != last_id:
+        raise bad_cursor(cursor, "no longer matches the listing (a purge removed what it pointed at)")
+    return offset
+
+
+def parse_cursor(cursor: Any, *, listing: str, scope: str) -> tuple[int, str]:
+    """How many items the pages before showed and the id of the last one, from a cursor of this listing and scope."""
     if not isinstance(cursor, str):
-        raise _bad_cursor(repr(cursor), "is not a cursor")
+        raise bad_cursor(repr(cursor), "is not a cursor")
     parts = cursor.split(":")
-    if len(parts) != 5 or parts[0] != PREFIX or not parts[3].isdigit():
-        raise _bad_cursor(cursor, "is not a cursor of a loopstate intent listing")
+    if len(parts) != 5 or parts[0] != PREFIX or not parts[3].isdigit() or not parts[4]:
+        raise bad_cursor(cursor, "is not a cursor of a loopstate intent listing")
     _, made_for, made_scope, offset_text, last_id = parts
     if made_for != listing:
-        raise _bad_cursor(cursor, f"is a cursor of intent.{made_for}, not of intent.{listing}")
+        raise bad_cursor(cursor, f"is a cursor of intent.{made_for}, not of intent.{listing}")
     if made_scope != scope:
-        raise _bad_cursor(cursor, f"was made for {made_scope}, not for {scope}")
-    offset = int(offset_text)
-    if not 1 <= offset <= len(items) or ident(items[offset - 1]) != last_id:
-        raise _bad_cursor(cursor, "no longer matches the listing (a purge removed what it pointed at)")
-    return offset
+        raise bad_cursor(cursor, f"was made for {made_scope}, not for {scope}")
+    return int(offset_text), last_id
+
+
+K = TypeVar("K")
+
+
+def keyset_page(
+    keyed: Iterable[tuple[K, T]], ident: Callable[[T], str], after: K | None, shown: int, *,
+    listing: str, scope: str, limit: int,
+) -> tuple[list[T], int, str | None]:
+    """The ``limit`` items with the smallest distinct keys above ``after`` (all keys for None), how many
+    items follow them, and the cursor of the next page (None on the last): O(n log limit), no full sort."""
+    check_limit(limit)
+    following = [pair for pair in keyed if after is None or pair[0] > after]  # type: ignore[operator]
+    chosen = [item for _, item in heapq.nsmallest(limit, following, key=lambda pair: pair[0])]
+    remaining = len(following) - len(chosen)
+    cursor = make_cursor(listing, scope, shown + len(chosen), ident(chosen[-1])) if remaining and chosen else None
+    return chosen, remaining, cursor
+

@@ -15,6 +15,7 @@ one side of it is shown, and open disputes are always counted.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 
 from loopstate_protocol import intent as p
 
@@ -69,8 +70,17 @@ def task_view(state: IntentState, task: Task) -> p.TaskView:
 
 
 def _order(claim: Claim) -> tuple:
-    facet = min((FACET_ORDER[f] for f in claim.facets), default=len(FACETS))
-    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet, parse_time(claim.valid_from), claim.claim_id)
+    """A claim's place in handoff order, unique (the claim id breaks ties).
+
+    ``valid_from`` is a canonical UTC ``Z`` time the server wrote (its
+    fractional seconds only when present, so the text alone does not sort):
+    ``fromisoformat`` reads it without ``parse_time``'s checks, a cost every
+    claim of a view pays.
+    """
+    facets = claim.facets
+    facet = FACET_ORDER[facets[0]] if len(facets) == 1 else min((FACET_ORDER[f] for f in facets), default=len(FACETS))
+    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet,
+            dt.datetime.fromisoformat(claim.valid_from), claim.claim_id)
 
 
 def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
@@ -79,36 +89,64 @@ def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
     return sorted(state.visible_active(task_id), key=_order)
 
 
-def current(state: IntentState, project_id: str, task_id: str | None, now: dt.datetime) -> p.CurrentView:
-    active = active_claims(state, task_id)
+def _snapshot_page(
+    state: IntentState, active: list[Claim], task_id: str | None, limit: int, cursor: str | None,
+) -> tuple[list[Claim], int, str | None]:
+    """One page of the view's active claims in handoff order, after the claim the cursor ended at."""
+    scope = task_id or "project"
+    after, shown = None, 0
+    if cursor is not None:
+        shown, last_id = paging.parse_cursor(cursor, listing="snapshot", scope=scope)
+        last = state.find_claim(last_id, task_id)
+        if last is None:
+            raise paging.bad_cursor(cursor, "ends at a claim this project no longer holds (a purge removed it)")
+        after = _order(last)
+    return paging.keyset_page(
+        ((_order(c), c) for c in active), _claim_id, after, shown, listing="snapshot", scope=scope, limit=limit,
+    )
+
+
+def _claim_id(claim: Claim) -> str:
+    return claim.claim_id
+
+
+def current(
+    state: IntentState, project_id: str, task_id: str | None, now: dt.datetime, *, limit: int, cursor: str | None,
+) -> p.CurrentView:
+    """One page of the view (``limit`` active claims in handoff order); its disagreements, stale warnings and
+    counts are of every active claim, so a dispute or a stale record is never hidden on a later page."""
+    active = list(state.visible_active(task_id))
+    shown, remaining, following = _snapshot_page(state, active, task_id, limit, cursor)
     by_facet: dict[str, dict[str, list[p.ClaimView]]] = {}
-    for claim in active:
+    for claim in shown:
         view = claim_view(claim, now, minimal_source=True)
         for facet in claim.facets:
             by_facet.setdefault(facet, {}).setdefault(claim.epistemic_status, []).append(view)
     by_facet = {f: {s: by_facet[f][s] for s in STATUSES if s in by_facet[f]} for f in FACETS if f in by_facet}
     sources: dict[tuple, p.SourceRef] = {}
-    for claim in active:
+    for claim in shown:
         ref = claim.source_ref or {}
         key = (ref.get("kind"), ref.get("event_id"), ref.get("sha256"))
         sources.setdefault(key, p.SourceRef(kind=ref.get("kind", ""), event_id=ref.get("event_id"), sha256=ref.get("sha256")))
     tasks = [task_view(state, t) for t in state.tasks.values() if task_id is None or t.task_id == task_id]
+    disputed = sorted((c for c in active if _disputed(c)), key=_order)
+    stale = sorted((c for c in active if is_stale(c, now)), key=_order)
     return p.CurrentView(
         project_id=project_id, task_id=task_id, sequence=state.sequence, tasks=tasks, by_facet=by_facet,
         disagreements=[
             p.Disagreement(claim_id=c.claim_id, statement=c.statement, epistemic_status=c.epistemic_status)
-            for c in active if c.epistemic_status == "disputed" or "disagreement" in c.facets
+            for c in disputed
         ],
-        unknowns=[claim_view(c, now, minimal_source=True) for c in active if c.epistemic_status == "unknown" or "unknown" in c.facets],
+        unknowns=[claim_view(c, now, minimal_source=True) for c in shown if c.epistemic_status == "unknown" or "unknown" in c.facets],
         sources=sorted(sources.values(), key=lambda s: (s.kind, s.event_id or "", s.sha256 or "")),
         stale=[
             p.StaleWarning(
                 claim_id=c.claim_id, statement=c.statement, last_confirmed=c.last_confirmed,
                 days_unconfirmed=days_unconfirmed(c, now),
             )
-            for c in active if is_stale(c, now)
+            for c in stale
         ],
-        active_count=len(active),
+        active_count=len(active), remaining=remaining, next_cursor=following,
     )
 
 
@@ -194,26 +232,38 @@ def _omission_kind(claim: Claim) -> str | None:
     return None
 
 
+# No hook-context line is shorter than "- [" + the shortest facet + "] ": below that budget nothing more fits.
+SHORTEST_LINE = len("- [] ") + min(len(f) for f in FACETS)
+
+
 def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetime) -> p.HookContext:
     """Only the user's own explicit words as text; everything else is a count.
 
     A private or off task injects nothing. The budget only drops whole claims
-    (counted), never resolves or rewrites one.
+    (counted), never resolves or rewrites one. The lines fill the budget first
+    fit in handoff order, taken from a heap: only the claims tried are put in
+    order, and once no line could fit the rest are counted, not formatted.
     """
-    omitted: dict[str, int] = {}
-    lines: list[str] = []
-    ids: list[str] = []
-    active = active_claims(state, task.task_id)
-    disputes = sum(1 for c in active if _disputed(c))
+    active = list(state.visible_active(task.task_id))
     if task.mode != "on":
         return p.HookContext(task_id=task.task_id, text="", claim_ids=[], omitted={"task_" + task.mode: len(active)}, open_disputes=0)
+    omitted: dict[str, int] = {}
+    disputes = 0
+    text_kind: list[tuple[tuple, Claim]] = []
+    for claim in active:
+        disputes += _disputed(claim)
+        kind = _omission_kind(claim)
+        if kind is None:
+            text_kind.append((_order(claim), claim))
+        else:
+            omitted[kind] = omitted.get(kind, 0) + 1
+    heapq.heapify(text_kind)
     header = "User-stated intent (verbatim claims from the user's own messages):"
     used = len(header)
-    for claim in active:
-        kind = _omission_kind(claim)
-        if kind is not None:
-            omitted[kind] = omitted.get(kind, 0) + 1
-            continue
+    lines: list[str] = []
+    ids: list[str] = []
+    while text_kind and max_chars - used - 1 >= SHORTEST_LINE:
+        _, claim = heapq.heappop(text_kind)
         facet = min(claim.facets, key=lambda f: FACET_ORDER[f])
         line = f"- [{facet}] {claim.statement}"
         if used + 1 + len(line) > max_chars:
@@ -222,6 +272,8 @@ def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetim
         lines.append(line)
         ids.append(claim.claim_id)
         used += 1 + len(line)
+    if text_kind:
+        omitted["over_budget"] = omitted.get("over_budget", 0) + len(text_kind)
     text = "\n".join([header, *lines]) if lines else ""
     return p.HookContext(task_id=task.task_id, text=text, claim_ids=ids, omitted=omitted, open_disputes=disputes)
 
