@@ -32,6 +32,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
+from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.stream import ProgressFn, Record, Stream
 
@@ -60,6 +61,7 @@ class Ledger:
         keep_requests: bool = True,
         announce_history: bool = True,
         snapshots: snapshot.Codec | None = None,
+        news_limit: int | None = None,
     ) -> None:
         """``announce_history=False``: the records found on the first catch-up (the
         history before this ledger opened the stream) are folded but not returned by
@@ -72,7 +74,16 @@ class Ledger:
         (``core/snapshot.py``), folding only the events after it; it writes a
         snapshot with the checkpoint of its head whenever the tail since the last one
         is due (``_snapshot_due``), and stores its request index beside it
-        (``core/request_file.py``)."""
+        (``core/request_file.py``).
+
+        ``news_limit``: the most records one catch-up hands back (``catch_up``,
+        ``Mutation.caught_up``); past it only the first, the last and the count are
+        kept (``core/news.py``). None: all of them.
+
+        A catch-up outside a mutation (``refresh``, ``catch_up``: a reader's) folds but
+        does not index request ids: only a mutation looks one up, so the requests read
+        since the last mutation are indexed at the next one (``_index_deferred``), and a
+        reader that never writes holds no index growing with the stream."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
@@ -81,9 +92,13 @@ class Ledger:
         self.requests = RequestIndex() if keep_requests else None
         self.announce_history = announce_history
         self.snapshots = snapshots
+        self.news_limit = news_limit
         # A start from a snapshot indexes only the requests after it: the index is
         # rebuilt from byte 0 before the first mutation, the only thing that reads it.
         self._requests_from = 0
+        # A read outside a mutation leaves the requests from this offset on unindexed
+        # (None: every request read is indexed, or will be by ``_complete_requests``).
+        self._requests_deferred_from: int | None = None
         self.started_from: int | None = None  # the sequence of the snapshot the first open started from
         self._swept = False
         self._temp_targets = [
@@ -127,9 +142,12 @@ class Ledger:
     def head(self) -> tuple[int, str | None]:
         return self.stream.position.sequence, self.stream.position.hash
 
-    def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True) -> list[Record]:
+    def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True, *, index: bool = True) -> News:
+        """Read, verify and fold what was appended since the last catch-up; the records
+        read, as far as ``news_limit`` (none with ``collect=False``). ``index=False``
+        (a read outside a mutation) leaves their request ids for the next mutation."""
         if self._opened and self.stream.unchanged():
-            return []  # the common case before an append: one stat call, nothing new
+            return News(0)  # the common case before an append: one stat call, nothing new
         trusted = 0
         # Whether a read from byte 0 hashes every byte it trusts: not past a checkpoint from
         # before prefix digests, whose prefix only the links vouch for.
@@ -151,10 +169,13 @@ class Ledger:
         stream = self.stream
         resets = read_resets = stream.resets
         from_zero = stream.position.offset == 0
-        fresh: list[Record] = []
+        fresh = News(self.news_limit if collect else 0)
+        add = fresh.add
         # What _fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
-        note = self.requests.note if self.requests is not None else None
+        note = self.requests.note if self.requests is not None and index else None
+        if self.requests is not None and not index and self._requests_deferred_from is None:
+            self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
         start = self._last_line_start
         try:
@@ -165,13 +186,14 @@ class Ledger:
                     resets = stream.resets
                     self._restart()
                     on_record = self.on_record
+                    if note is None and self.requests is not None:
+                        self._requests_deferred_from = 0  # the new file's requests, from its start
                 event, start, end = record
                 if note is not None and REQUEST_ID in event:
                     note(event[REQUEST_ID], start, end)
                 if on_record is not None:
                     on_record(record)
-                if collect:
-                    fresh.append(record)
+                add(record)
         except checkpoint.PrefixChanged:
             # Some byte before the checkpoint changed: nothing folded from there is
             # kept, the next open starts over, and a full verify names the record.
@@ -242,7 +264,16 @@ class Ledger:
         else:
             requests.clear()
             self._index_requests(0, self.stream.position.offset, requests.note)
+            self._requests_deferred_from = None
         self._requests_from = 0
+
+    def _index_deferred(self, until: int) -> None:
+        """Index the requests that reads outside a mutation folded without indexing, those
+        in [``_requests_deferred_from``, ``until``) (``until``: where this mutation's
+        catch-up, which indexed its own, started). Under the exclusive lock, caught up."""
+        begin, self._requests_deferred_from = self._requests_deferred_from, None
+        if begin is not None and self.requests is not None and begin < until:
+            self._index_requests(begin, until, self.requests.note_earlier)
 
     def _index_requests(self, begin: int, end: int, note: Callable[[str, int, int], None]) -> None:
         """Note each request id of the verified lines in [begin, end) (``begin`` a line start):
@@ -301,6 +332,7 @@ class Ledger:
             self.requests.clear()
         self._checkpoint_offset = 0
         self._requests_from = 0
+        self._requests_deferred_from = None
         if self.on_reset is not None:
             self.on_reset()
 
@@ -315,12 +347,17 @@ class Ledger:
     def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
         """Read and verify what others appended, under a shared lock.
 
-        Returns the new records; with ``collect=False`` they are only folded
-        (through ``on_record``) and an empty list is returned, so opening a
-        large stream holds no per-event objects.
+        Returns the new records (as far as ``news_limit``: see ``catch_up``); with
+        ``collect=False`` they are only folded (through ``on_record``) and an empty
+        list is returned, so opening a large stream holds no per-event objects.
         """
+        return self.catch_up(progress, collect=collect).records
+
+    def catch_up(self, progress: ProgressFn | None = None, *, collect: bool = True) -> News:
+        """``refresh``, returning the ``News``: every new record up to ``news_limit``,
+        past it only the first, the last and the count."""
         with self.project.lock(self.name).shared():
-            return self._catch_up(progress, collect)
+            return self._catch_up(progress, collect, index=False)
 
     def records_of(self, applied: Applied) -> list[Record]:
         """Re-read the events of an earlier request (for an idempotent retry)."""
@@ -350,9 +387,11 @@ class Ledger:
         path, the folder holding it is the one that was checked.
         """
         resets = self.stream.resets
+        deferred_until = self.stream.position.offset
         caught_up = self._catch_up()
         if self._requests_from:
             self._complete_requests()
+        self._index_deferred(deferred_until)
         if self.stream.resets != resets:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
@@ -669,12 +708,12 @@ class Mutation:
     the group's leader makes them durable with one write and fsync at the end.
     """
 
-    def __init__(self, ledger: Ledger, caught_up: list[Record] | None = None) -> None:
+    def __init__(self, ledger: Ledger, caught_up: News | None = None) -> None:
         self.ledger = ledger
         self.grouped = False
         # What other processes appended, first read (and folded) under this lock:
         # the owner tells its listeners, as it would after a refresh.
-        self.caught_up: list[Record] = caught_up or []
+        self.caught_up: News = caught_up if caught_up is not None else News(0)
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
