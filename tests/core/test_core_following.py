@@ -74,6 +74,23 @@ def test_a_read_indexes_no_request_and_the_next_mutation_finds_them_all(new_ledg
     assert follower.requests.in_memory() == 501
 
 
+def test_a_mutation_that_neither_looks_up_nor_appends_builds_no_index(new_ledger) -> None:
+    """An idle snapshot or a compact takes the exclusive lock only to write the snapshot."""
+    writer, follower = new_ledger(), new_ledger()
+    _append(writer, 0, 100)
+    follower.refresh()
+    with follower.mutation():
+        follower.save_snapshot()
+    _append(writer, 100, 100)
+    with follower.mutation():  # this catch-up is folded unindexed too: a range waits already
+        pass
+    assert follower.requests.in_memory() == 0
+    with follower.mutation() as tx:
+        assert [r.event["n"] for r in tx.earlier("r150", "fp")] == [150]
+        assert [r.event["n"] for r in tx.earlier("r50", "fp")] == [50]
+    assert follower.requests.in_memory() == 200  # each request once: no range indexed twice
+
+
 def test_a_read_after_a_first_open_from_byte_0_defers_every_request(new_ledger) -> None:
     writer = new_ledger()
     _append(writer, 0, 50)

@@ -81,9 +81,10 @@ class Ledger:
         kept (``core/news.py``). None: all of them.
 
         A catch-up outside a mutation (``refresh``, ``catch_up``: a reader's) folds but
-        does not index request ids: only a mutation looks one up, so the requests read
-        since the last mutation are indexed at the next one (``_index_deferred``), and a
-        reader that never writes holds no index growing with the stream."""
+        does not index request ids: only a mutation's lookup or append needs them, so
+        the requests read since are indexed at the next one (``_complete_index``), and a
+        reader that never writes (idle snapshots included) holds no index growing with
+        the stream."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
@@ -173,8 +174,11 @@ class Ledger:
         add = fresh.add
         # What _fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
-        note = self.requests.note if self.requests is not None and index else None
-        if self.requests is not None and not index and self._requests_deferred_from is None:
+        # Noted as read only while no earlier range waits to be indexed (that range then
+        # just grows, and is indexed in one pass when a lookup or an append needs it).
+        noting = self.requests is not None and index and self._requests_deferred_from is None
+        note = self.requests.note if noting else None
+        if self.requests is not None and not noting and self._requests_deferred_from is None:
             self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
         start = self._last_line_start
@@ -267,13 +271,14 @@ class Ledger:
             self._requests_deferred_from = None
         self._requests_from = 0
 
-    def _index_deferred(self, until: int) -> None:
-        """Index the requests that reads outside a mutation folded without indexing, those
-        in [``_requests_deferred_from``, ``until``) (``until``: where this mutation's
-        catch-up, which indexed its own, started). Under the exclusive lock, caught up."""
+    def _index_deferred(self) -> None:
+        """Index the requests that catch-ups folded without indexing, from
+        ``_requests_deferred_from`` to the head. Under the exclusive lock, caught up,
+        nothing staged."""
         begin, self._requests_deferred_from = self._requests_deferred_from, None
-        if begin is not None and self.requests is not None and begin < until:
-            self._index_requests(begin, until, self.requests.note_earlier)
+        end = self.stream.position.offset
+        if begin is not None and self.requests is not None and begin < end:
+            self._index_requests(begin, end, self.requests.note_earlier)
 
     def _index_requests(self, begin: int, end: int, note: Callable[[str, int, int], None]) -> None:
         """Note each request id of the verified lines in [begin, end) (``begin`` a line start):
@@ -387,11 +392,7 @@ class Ledger:
         path, the folder holding it is the one that was checked.
         """
         resets = self.stream.resets
-        deferred_until = self.stream.position.offset
         caught_up = self._catch_up()
-        if self._requests_from:
-            self._complete_requests()
-        self._index_deferred(deferred_until)
         if self.stream.resets != resets:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
@@ -415,6 +416,16 @@ class Ledger:
                 safefs.remove_orphan_temps(folder, target)
             self._swept = True
         return Mutation(self, caught_up)
+
+    def _complete_index(self) -> None:
+        """Make the request index hold every request of the stream: those before a snapshot
+        start (``_complete_requests``) and those catch-ups left unindexed (``_index_deferred``).
+        Under the exclusive lock, caught up, before anything is staged: at a mutation's first
+        lookup or append, so one that does neither (an idle snapshot, ``compact``) builds no
+        index."""
+        if self._requests_from:
+            self._complete_requests()
+        self._index_deferred()
 
     def close(self) -> None:
         """Close the lock and stream descriptors kept between mutations (they reopen on the next one)."""
@@ -711,6 +722,7 @@ class Mutation:
     def __init__(self, ledger: Ledger, caught_up: News | None = None) -> None:
         self.ledger = ledger
         self.grouped = False
+        self._indexed = False  # whether the request index was completed (first lookup or append)
         # What other processes appended, first read (and folded) under this lock:
         # the owner tells its listeners, as it would after a refresh.
         self.caught_up: News = caught_up if caught_up is not None else News(0)
@@ -719,8 +731,14 @@ class Mutation:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
         ledger = self.ledger
         assert ledger.requests is not None
+        self._index_ready()
         applied = ledger.requests.lookup(request_id, fp, ledger.stream.read_line_at, ledger.stream.layout.sequence_field)
         return None if applied is None else ledger.records_of(applied)
+
+    def _index_ready(self) -> None:
+        if not self._indexed:
+            self._indexed = True
+            self.ledger._complete_index()
 
     def append(self, events: list[dict[str, Any]], *, request_id: str | None = None, fp: str | None = None) -> list[Record]:
         """Seal ``events`` after the head and fold them; durable when this returns,
@@ -734,6 +752,7 @@ class Mutation:
         """
         ledger = self.ledger
         stream = ledger.stream
+        self._index_ready()
         records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
         if self.grouped:
             for record in records:
