@@ -97,8 +97,10 @@ class Ledger:
         # A start from a snapshot indexes only the requests after it: the index is
         # rebuilt from byte 0 before the first mutation, the only thing that reads it.
         self._requests_from = 0
-        # A read outside a mutation leaves the requests from this offset on unindexed
-        # (None: every request read is indexed, or will be by ``_complete_requests``).
+        # A catch-up that did not index (a read outside a mutation, or any catch-up while
+        # such a range waits) leaves the requests from this offset on unindexed, until a
+        # mutation's first lookup or append (None: every request read is indexed, or will
+        # be by ``_complete_requests``).
         self._requests_deferred_from: int | None = None
         self.started_from: int | None = None  # the sequence of the snapshot the first open started from
         self._swept = False
