@@ -43,6 +43,15 @@ def test_a_catch_up_past_the_news_limit_keeps_only_its_bounds(new_ledger) -> Non
     assert follower.catch_up().count == 0
 
 
+def test_a_first_open_that_does_not_announce_the_history_returns_no_news(new_ledger) -> None:
+    writer = new_ledger()
+    _append(writer, 0, 300)
+    follower = Ledger(writer.project, "core", TEST_LAYOUT, news_limit=5, announce_history=False)
+    history = follower.catch_up()
+    assert (history.count, bool(history), follower.head[0]) == (0, False, 300)
+    assert follower.catch_up(collect=False).count == 0
+
+
 def test_news_keeps_records_up_to_its_limit_and_none_past_it() -> None:
     records = [(i, i, i + 1) for i in range(4)]
     assert News(None, records).records == records and News(4, records).complete

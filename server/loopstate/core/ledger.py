@@ -147,7 +147,8 @@ class Ledger:
 
     def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True, *, index: bool = True) -> News:
         """Read, verify and fold what was appended since the last catch-up; the records
-        read, as far as ``news_limit`` (none with ``collect=False``). ``index=False``
+        read, as far as ``news_limit`` (with ``collect=False``, or on a first open that does
+        not announce the history, an empty ``News``: nothing to tell). ``index=False``
         (a read outside a mutation) leaves their request ids for the next mutation."""
         if self._opened and self.stream.unchanged():
             return News(0)  # the common case before an append: one stat call, nothing new
@@ -172,8 +173,8 @@ class Ledger:
         stream = self.stream
         resets = read_resets = stream.resets
         from_zero = stream.position.offset == 0
-        fresh = News(self.news_limit if collect else 0)
-        add = fresh.add
+        fresh = News(self.news_limit)
+        add = fresh.add if collect else None  # not collected: not news either (no count, no bounds)
         # What _fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
         # Noted as read only while no earlier range waits to be indexed (that range then
@@ -199,7 +200,8 @@ class Ledger:
                     note(event[REQUEST_ID], start, end)
                 if on_record is not None:
                     on_record(record)
-                add(record)
+                if add is not None:
+                    add(record)
         except checkpoint.PrefixChanged:
             # Some byte before the checkpoint changed: nothing folded from there is
             # kept, the next open starts over, and a full verify names the record.
