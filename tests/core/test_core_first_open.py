@@ -34,13 +34,13 @@ def test_the_history_found_by_a_first_mutation_is_not_listed_as_caught_up(core_p
     _seed(core_project, 3)
     ledger = Ledger(core_project, "core", TEST_LAYOUT, announce_history=False)
     with ledger.mutation() as tx:
-        assert tx.caught_up == []
+        assert tx.caught_up.records == []
         tx.append([event(4)])
     other = Ledger(core_project, "core", TEST_LAYOUT)
     with other.mutation() as tx:
         tx.append([event(5)])
     with ledger.mutation() as tx:
-        assert [r.event["sequence"] for r in tx.caught_up] == [5]
+        assert [r.event["sequence"] for r in tx.caught_up.records] == [5]
 
 
 def test_by_default_a_first_refresh_returns_the_whole_history(core_project):

@@ -106,7 +106,7 @@ def test_after_a_failed_append_the_rebuild_is_not_news(core_project):
             tx.append([event(2)])
     fail[0] = False
     with ledger.mutation() as tx:
-        assert tx.caught_up == []
+        assert tx.caught_up.records == []
         (record,) = tx.append([event(3)])
     assert record.event["sequence"] == 3
 

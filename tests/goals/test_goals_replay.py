@@ -129,8 +129,8 @@ def test_compacting_an_empty_goal_is_refused(h: Harness) -> None:
 
 def test_the_board_view_is_keyed_by_goal_and_carries_the_new_last_append_sequence(h: Harness) -> None:
     heard: list[tuple[str, list[int]]] = []
-    h.service.add_listener(lambda project, stream, records: heard.append(
-        (stream, [r.event["append_sequence"] for r in records])))
+    h.service.add_listener(lambda project, stream, news: heard.append(
+        (stream, [r.event["append_sequence"] for r in news.records])))
     h.run(g.AddTodo(goal_id="one", title="x"))
     h.run(g.AddTodo(goal_id="two", title="y"))
     h.run(g.AddTodo(goal_id="one", title="z"))

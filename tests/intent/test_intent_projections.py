@@ -125,7 +125,7 @@ def test_snapshot_view_is_what_a_subscriber_sees(it: Intent, svc, root, task):
 
 def test_listeners_hear_each_change(svc, root, it: Intent):
     heard = []
-    svc.add_listener(lambda project, stream, records: heard.append((stream, [r.event["event_type"] for r in records])))
+    svc.add_listener(lambda project, stream, news: heard.append((stream, [r.event["event_type"] for r in news.records])))
     task = it.start()
     it.add(task, "one more")
     assert heard == [("intent", ["task_started"]), ("intent", ["claim_added"])]

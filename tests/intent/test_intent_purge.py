@@ -186,7 +186,7 @@ def test_subscribers_hear_the_purge(it: Intent, svc):
     task = it.start()
     claim = it.add(task, DOOMED)
     heard = []
-    svc.add_listener(lambda project, stream, records: heard.append([r.event["sequence"] for r in records]))
+    svc.add_listener(lambda project, stream, news: heard.append([r.event["sequence"] for r in news.records]))
     purge(it, "claim", claim)
     assert heard == [[1]]
 

@@ -17,7 +17,7 @@ from loopstate.service.engine import Service
 def test_listeners_hear_events_first_read_in_a_commands_catch_up(root: Path, data_dir: Path) -> None:
     heard: list[int] = []
     mine = Service(data_dir=data_dir)
-    mine.add_listener(lambda project, stream, records: heard.extend(r.event["sequence"] for r in records))
+    mine.add_listener(lambda project, stream, news: heard.extend(r.event["sequence"] for r in news.records))
     other = Service(data_dir=data_dir)  # another process, as far as the store can tell
 
     mine.execute(str(root), IntentTaskStart(label="a"), "a")

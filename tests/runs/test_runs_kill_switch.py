@@ -47,8 +47,8 @@ def test_stop_file_created_by_another_process_halts_an_active_run_at_its_next_co
 def test_halted_run_sends_halted_kill_switch_to_a_status_view_listener(h, root):
     run_id, lease = h.leased()
     seen = []
-    h.service.add_listener(lambda project, stream, records: seen.extend(
-        (stream, r.event["projection"]["run"]["status"]) for r in records))
+    h.service.add_listener(lambda project, stream, news: seen.extend(
+        (stream, r.event["projection"]["run"]["status"]) for r in news.records))
     stop_file(root).parent.mkdir()
     stop_file(root).touch()
     h.run(proto.Sync(run_id=run_id))

@@ -32,6 +32,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
+from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.stream import ProgressFn, Record, Stream
 
@@ -60,6 +61,7 @@ class Ledger:
         keep_requests: bool = True,
         announce_history: bool = True,
         snapshots: snapshot.Codec | None = None,
+        news_limit: int | None = None,
     ) -> None:
         """``announce_history=False``: the records found on the first catch-up (the
         history before this ledger opened the stream) are folded but not returned by
@@ -72,7 +74,17 @@ class Ledger:
         (``core/snapshot.py``), folding only the events after it; it writes a
         snapshot with the checkpoint of its head whenever the tail since the last one
         is due (``_snapshot_due``), and stores its request index beside it
-        (``core/request_file.py``)."""
+        (``core/request_file.py``).
+
+        ``news_limit``: the most records one catch-up hands back (``catch_up``,
+        ``Mutation.caught_up``); past it only the first, the last and the count are
+        kept (``core/news.py``). None: all of them.
+
+        A catch-up outside a mutation (``refresh``, ``catch_up``: a reader's) folds but
+        does not index request ids: only a mutation's lookup or append needs them, so
+        the requests read since are indexed at the next one (``_complete_index``), and a
+        reader that never writes (idle snapshots included) holds no index growing with
+        the stream."""
         self.project = project
         self.name = check_stream_name(name)
         self.stream = Stream(project.dir, name, layout)
@@ -81,9 +93,15 @@ class Ledger:
         self.requests = RequestIndex() if keep_requests else None
         self.announce_history = announce_history
         self.snapshots = snapshots
+        self.news_limit = news_limit
         # A start from a snapshot indexes only the requests after it: the index is
         # rebuilt from byte 0 before the first mutation, the only thing that reads it.
         self._requests_from = 0
+        # A catch-up that did not index (a read outside a mutation, or any catch-up while
+        # such a range waits) leaves the requests from this offset on unindexed, until a
+        # mutation's first lookup or append (None: every request read is indexed, or will
+        # be by ``_complete_requests``).
+        self._requests_deferred_from: int | None = None
         self.started_from: int | None = None  # the sequence of the snapshot the first open started from
         self._swept = False
         self._temp_targets = [
@@ -127,9 +145,13 @@ class Ledger:
     def head(self) -> tuple[int, str | None]:
         return self.stream.position.sequence, self.stream.position.hash
 
-    def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True) -> list[Record]:
+    def _catch_up(self, progress: ProgressFn | None = None, collect: bool = True, *, index: bool = True) -> News:
+        """Read, verify and fold what was appended since the last catch-up; the records
+        read, as far as ``news_limit`` (with ``collect=False``, or on a first open that does
+        not announce the history, an empty ``News``: nothing to tell). ``index=False``
+        (a read outside a mutation) leaves their request ids for the next mutation."""
         if self._opened and self.stream.unchanged():
-            return []  # the common case before an append: one stat call, nothing new
+            return News(0)  # the common case before an append: one stat call, nothing new
         trusted = 0
         # Whether a read from byte 0 hashes every byte it trusts: not past a checkpoint from
         # before prefix digests, whose prefix only the links vouch for.
@@ -151,10 +173,16 @@ class Ledger:
         stream = self.stream
         resets = read_resets = stream.resets
         from_zero = stream.position.offset == 0
-        fresh: list[Record] = []
+        fresh = News(self.news_limit)
+        add = fresh.add if collect else None  # not collected: not news either (no count, no bounds)
         # What _fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
-        note = self.requests.note if self.requests is not None else None
+        # Noted as read only while no earlier range waits to be indexed (that range then
+        # just grows, and is indexed in one pass when a lookup or an append needs it).
+        noting = self.requests is not None and index and self._requests_deferred_from is None
+        note = self.requests.note if noting else None
+        if self.requests is not None and not noting and self._requests_deferred_from is None:
+            self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
         start = self._last_line_start
         try:
@@ -165,13 +193,15 @@ class Ledger:
                     resets = stream.resets
                     self._restart()
                     on_record = self.on_record
+                    if note is None and self.requests is not None:
+                        self._requests_deferred_from = 0  # the new file's requests, from its start
                 event, start, end = record
                 if note is not None and REQUEST_ID in event:
                     note(event[REQUEST_ID], start, end)
                 if on_record is not None:
                     on_record(record)
-                if collect:
-                    fresh.append(record)
+                if add is not None:
+                    add(record)
         except checkpoint.PrefixChanged:
             # Some byte before the checkpoint changed: nothing folded from there is
             # kept, the next open starts over, and a full verify names the record.
@@ -242,7 +272,17 @@ class Ledger:
         else:
             requests.clear()
             self._index_requests(0, self.stream.position.offset, requests.note)
+            self._requests_deferred_from = None
         self._requests_from = 0
+
+    def _index_deferred(self) -> None:
+        """Index the requests that catch-ups folded without indexing, from
+        ``_requests_deferred_from`` to the head. Under the exclusive lock, caught up,
+        nothing staged."""
+        begin, self._requests_deferred_from = self._requests_deferred_from, None
+        end = self.stream.position.offset
+        if begin is not None and self.requests is not None and begin < end:
+            self._index_requests(begin, end, self.requests.note_earlier)
 
     def _index_requests(self, begin: int, end: int, note: Callable[[str, int, int], None]) -> None:
         """Note each request id of the verified lines in [begin, end) (``begin`` a line start):
@@ -301,6 +341,7 @@ class Ledger:
             self.requests.clear()
         self._checkpoint_offset = 0
         self._requests_from = 0
+        self._requests_deferred_from = None
         if self.on_reset is not None:
             self.on_reset()
 
@@ -315,12 +356,17 @@ class Ledger:
     def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
         """Read and verify what others appended, under a shared lock.
 
-        Returns the new records; with ``collect=False`` they are only folded
-        (through ``on_record``) and an empty list is returned, so opening a
-        large stream holds no per-event objects.
+        Returns the new records (as far as ``news_limit``: see ``catch_up``); with
+        ``collect=False`` they are only folded (through ``on_record``) and an empty
+        list is returned, so opening a large stream holds no per-event objects.
         """
+        return self.catch_up(progress, collect=collect).records
+
+    def catch_up(self, progress: ProgressFn | None = None, *, collect: bool = True) -> News:
+        """``refresh``, returning the ``News``: every new record up to ``news_limit``,
+        past it only the first, the last and the count."""
         with self.project.lock(self.name).shared():
-            return self._catch_up(progress, collect)
+            return self._catch_up(progress, collect, index=False)
 
     def records_of(self, applied: Applied) -> list[Record]:
         """Re-read the events of an earlier request (for an idempotent retry)."""
@@ -351,8 +397,6 @@ class Ledger:
         """
         resets = self.stream.resets
         caught_up = self._catch_up()
-        if self._requests_from:
-            self._complete_requests()
         if self.stream.resets != resets:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
@@ -376,6 +420,16 @@ class Ledger:
                 safefs.remove_orphan_temps(folder, target)
             self._swept = True
         return Mutation(self, caught_up)
+
+    def _complete_index(self) -> None:
+        """Make the request index hold every request of the stream: those before a snapshot
+        start (``_complete_requests``) and those catch-ups left unindexed (``_index_deferred``).
+        Under the exclusive lock, caught up, before anything is staged: at a mutation's first
+        lookup or append, so one that does neither (an idle snapshot, ``compact``) builds no
+        index."""
+        if self._requests_from:
+            self._complete_requests()
+        self._index_deferred()
 
     def close(self) -> None:
         """Close the lock and stream descriptors kept between mutations (they reopen on the next one)."""
@@ -669,19 +723,26 @@ class Mutation:
     the group's leader makes them durable with one write and fsync at the end.
     """
 
-    def __init__(self, ledger: Ledger, caught_up: list[Record] | None = None) -> None:
+    def __init__(self, ledger: Ledger, caught_up: News | None = None) -> None:
         self.ledger = ledger
         self.grouped = False
+        self._indexed = False  # whether the request index was completed (first lookup or append)
         # What other processes appended, first read (and folded) under this lock:
         # the owner tells its listeners, as it would after a refresh.
-        self.caught_up: list[Record] = caught_up or []
+        self.caught_up: News = caught_up if caught_up is not None else News(0)
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
         """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
         ledger = self.ledger
         assert ledger.requests is not None
+        self._index_ready()
         applied = ledger.requests.lookup(request_id, fp, ledger.stream.read_line_at, ledger.stream.layout.sequence_field)
         return None if applied is None else ledger.records_of(applied)
+
+    def _index_ready(self) -> None:
+        if not self._indexed:
+            self._indexed = True
+            self.ledger._complete_index()
 
     def append(self, events: list[dict[str, Any]], *, request_id: str | None = None, fp: str | None = None) -> list[Record]:
         """Seal ``events`` after the head and fold them; durable when this returns,
@@ -695,6 +756,7 @@ class Mutation:
         """
         ledger = self.ledger
         stream = ledger.stream
+        self._index_ready()
         records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
         if self.grouped:
             for record in records:

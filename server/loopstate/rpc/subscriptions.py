@@ -9,7 +9,10 @@ so no event falls between a snapshot and the first notification.
 Delivery lives on the event loop. Each subscription has one ``Slot``: what was
 last delivered (a sequence) and what is pending. A snapshot subscription's
 pending state is just the newest head; an events subscription keeps at most
-``MAX_PENDING_EVENTS`` events and past that falls back to a snapshot. A slot
+``MAX_PENDING_EVENTS`` events and past that falls back to a snapshot. A
+catch-up that brought more than that reaches the loop as its new head alone
+(the service hands listeners no longer list: ``NEWS_LIMIT``), so following a
+stream that grew by N events holds no N events anywhere. A slot
 sends only while stdout is not backed up, so a client that stops reading costs
 one slot per subscription, however much the store changes.
 """
@@ -33,15 +36,16 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.messages import ChangedNotification, StreamErrorNotification
 
 from loopstate.core.errors import LoopstateError
+from loopstate.core.news import News
 from loopstate.core.project import Project
-from loopstate.core.stream import Record, Stream
+from loopstate.core.stream import Stream
 from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
-from loopstate.service.engine import Service
+from loopstate.service.engine import NEWS_LIMIT, Service
 
 log = logging.getLogger("loopstate.rpc")
 
-MAX_PENDING_EVENTS = 256
+MAX_PENDING_EVENTS = NEWS_LIMIT
 
 Send = Callable[[str, Any], None]
 
@@ -169,6 +173,11 @@ class Slot:
                 self.pending_events = []
                 self.overflowed = True
 
+    def skip_to(self, head: Head) -> None:
+        """More events came than are ever passed on as events: owed the state at ``head``."""
+        if head.sequence > max(self.delivered, self.pending_head.sequence if self.pending_head else 0):
+            self.pending_head, self.pending_events, self.overflowed = head, [], True
+
     def clear_through(self, sequence: int) -> None:
         self.delivered = sequence
         if self.pending_head is not None and self.pending_head.sequence <= sequence:
@@ -204,17 +213,24 @@ class Hub:
         except RuntimeError:
             pass
 
-    def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
+    def _listener(self, project: Project, stream: str, news: News) -> None:
         key = (project.project_id, stream)
         subs = self.registry.by_stream.get(key)
         if subs:
-            sequence = subs[0].domain.layout.sequence_field
-            first, last = records[0].event[sequence], self.registry.last_sequence.get(key, 0)
+            domain = subs[0].domain
+            sequence = domain.layout.sequence_field
+            assert news.first is not None and news.last is not None
+            first, last = news.first.event[sequence], self.registry.last_sequence.get(key, 0)
             rewritten = first <= last
-            self.registry.last_sequence[key] = records[-1].event[sequence]
-            events = [r.event for r in records]
+            self.registry.last_sequence[key] = news.last.event[sequence]
+            if not news.complete:
+                head = head_of(news.last.event, domain, stream)
+                for sub in subs:
+                    self._post(self._on_skip, sub.id, head, rewritten)
+                return
+            events = [r.event for r in news.records]
             if first > last + 1:
-                events = self._missed(project, subs[0].domain, stream, last, first - 1) + events
+                events = self._missed(project, domain, stream, last, first - 1) + events
             for sub in subs:
                 self._post(self._on_events, sub.id, events, rewritten)
 
@@ -331,6 +347,14 @@ class Hub:
                 slot.rewrite(events, Head(stream=slot.sub.stream, sequence=0, hash=None))
             else:
                 slot.add(events)
+            self._flush(slot)
+
+    def _on_skip(self, sub_id: str, head: Head, rewritten: bool) -> None:
+        slot = self.slots.get(sub_id)
+        if slot is not None:
+            if rewritten:
+                slot.rewrite([], Head(stream=slot.sub.stream, sequence=0, hash=None))
+            slot.skip_to(head)
             self._flush(slot)
 
     def _on_error(self, sub_id: str, exc: LoopstateError) -> None:

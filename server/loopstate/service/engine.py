@@ -5,7 +5,10 @@ folded from it. A command runs as: exclusive lock, catch up on what other
 processes appended, idempotency check, the domain's pure ``decide``, one
 durable append, fold, notify listeners. A query catches up under a shared lock
 and asks the domain. Listeners hear about every new event exactly once, in
-order, whether this process or another wrote it.
+order, whether this process or another wrote it: as records while one catch-up
+brings at most NEWS_LIMIT of them, past that as its first and last record and
+count (``core/news.py``), so a server following a stream that grew by N events
+never holds N records at once.
 """
 
 from __future__ import annotations
@@ -27,12 +30,17 @@ from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
 from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
+from loopstate.core.news import News
 from loopstate.core.nesting import check_command
 from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 
-Listener = Callable[[Project, str, list[Record]], None]
+Listener = Callable[[Project, str, News], None]
+
+# The most records of one catch-up (or one command) listeners get as a list; past it they
+# get the News' bounds only. A subscriber owed more events than this gets the new state.
+NEWS_LIMIT = 256
 
 
 @dataclass
@@ -61,7 +69,7 @@ class Folded:
         codec = snapshot.codec_for(domain, stream, self._get_state, self._put_state) if snapshots else None
         self.ledger = Ledger(
             project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
-            snapshots=codec,
+            snapshots=codec, news_limit=NEWS_LIMIT,
         )
 
     def _get_state(self) -> Any:
@@ -202,10 +210,10 @@ class Service:
         before_query = getattr(self.effects_of(domain), "before_query", None)
         return ctx if before_query is None else before_query(self, project, state, ctx)
 
-    def _notify(self, project: Project, stream: str, records: list[Record]) -> None:
-        if records:
+    def _notify(self, project: Project, stream: str, news: News | None) -> None:
+        if news:
             for listener in list(self._listeners):
-                listener(project, stream, records)
+                listener(project, stream, news)
 
     # the three verbs ---------------------------------------------------------------
 
@@ -222,7 +230,7 @@ class Service:
             folded = self.folded(project, domain, stream)
             effects = self.effects_of(domain)
             records: list[Record] = []
-            caught_up: list[Record] = []
+            caught_up: News | None = None
             try:
                 with folded.ledger.mutation() as tx:
                     caught_up = tx.caught_up
@@ -248,7 +256,7 @@ class Service:
             if replay is not None:
                 self._after_commit(effects, project, command, replay)
                 return replay
-            self._notify(project, stream, records)
+            self._notify(project, stream, News(NEWS_LIMIT, records))
             outcome = Outcome([r.event for r in records], folded.head(), replayed=False)
             self._after_commit(effects, project, command, outcome)
             return outcome
@@ -305,7 +313,7 @@ class Service:
             for name in streams or known:
                 domain = self._domain_of_stream(name)
                 folded = self.folded(project, domain, name)
-                caught_up: list[Record] = []
+                caught_up: News | None = None
                 try:
                     with folded.ledger.mutation() as tx:
                         caught_up = tx.caught_up
@@ -329,7 +337,7 @@ class Service:
             if not folded.ledger.snapshot_behind():
                 continue
             with self._lock:
-                caught_up: list[Record] = []
+                caught_up: News | None = None
                 try:
                     with folded.ledger.mutation() as tx:
                         caught_up = tx.caught_up
@@ -354,10 +362,10 @@ class Service:
         """Catch one stream up with other processes' appends; listeners hear of them."""
         with self._lock:
             folded = self.folded(project, domain, stream)
-            records = folded.ledger.refresh()
+            news = folded.ledger.catch_up()
             # Optional: give a state rebuilt by a reset what lives beside the ledger (intent's private memory).
             after_refresh = getattr(self.effects_of(domain), "after_refresh", None)
             if after_refresh is not None:
                 after_refresh(self, project, folded)
-            self._notify(project, stream, records)
+            self._notify(project, stream, news)
             return folded
