@@ -31,7 +31,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.core.stream import Record
+from loopstate.core.news import News
 from loopstate.service.engine import Service
 from loopstate.service.watch import Watcher
 
@@ -138,7 +138,7 @@ class Updates:
 
     # service thread ------------------------------------------------------------
 
-    def _listener(self, project: Project, stream: str, records: list[Record]) -> None:
+    def _listener(self, project: Project, stream: str, news: News) -> None:
         try:
             self.loop.call_soon_threadsafe(self._folded, (project.project_id, stream))
         except RuntimeError:  # the loop is gone: the server is exiting
