@@ -94,7 +94,7 @@ def intent_command(state: Any, n: int) -> Any:
                          epistemic_status="explicit", facets=["hard_constraint"], scope="task")
     if step == 1:
         return p.IntentClaimAdd(task_id=task_id(number), claim=claim)
-    last = next(reversed(state.section(task_id(number)).claims))  # the task's newest claim
+    last = next(reversed(state.section(task_id(number)).active))  # the task's newest active claim
     return p.IntentClaimReplace(task_id=task_id(number), supersedes=[last], claim=claim)
 
 
