@@ -26,7 +26,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.intent.evolve import evolve
-from loopstate.domains.intent.projections import _order, active_claims
+from loopstate.domains.intent.handoff import FACET_ORDER, STATUS_ORDER
+from loopstate.domains.intent.projections import active_claims
 from loopstate.domains.intent.state import IntentState
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
@@ -136,6 +137,13 @@ def full_fold(events: list[dict]) -> tuple[dict, list[tuple[str, str]]]:
                     claims[old].update(state="superseded", superseded_by=data["claim_id"])
                     edges.append((data["claim_id"], old))
     return claims, edges
+
+
+def _order(claim) -> tuple:
+    """The handoff order as the unindexed views computed it, per claim: the index's keys must sort the same."""
+    facet = min((FACET_ORDER[f] for f in claim.facets), default=len(FACET_ORDER))
+    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet, parse_time(claim.valid_from),
+            claim.claim_id)
 
 
 def expected_active(state: IntentState, claims: dict, task_id: str | None) -> list[str]:

@@ -10,7 +10,6 @@ control (`intent recover`) works from here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, Union
 
@@ -290,6 +289,8 @@ def cmd_compaction(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentImport
 
+    import json
+
     raw = _read_input(args.file, "graph")
     try:
         graph = json.loads(raw)
@@ -473,6 +474,8 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentExport
+
+    import json
 
     graph = _query(args, IntentExport(task_id=args.task))
     data = json.dumps(graph, indent=None if args.json else 2, sort_keys=True)

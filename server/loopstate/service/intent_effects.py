@@ -42,7 +42,6 @@ from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.intent import retired, rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
-from loopstate.domains.intent.purge import confirmation_family, purge_events
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
 from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
@@ -571,6 +570,7 @@ class IntentEffects:
 
     def _purge(self, service: Any, project: Project, command: p.IntentPurge, outcome: Any, request_id: str) -> None:
         from loopstate.domains.intent import DOMAIN
+        from loopstate.domains.intent.purge import confirmation_family, purge_events  # a purge is rare: not on every read
 
         target_id = rules.check_uuid(command.id, "id")
         folded = service.folded(project, DOMAIN, STREAM)

@@ -10,14 +10,13 @@ guessed at: the caller starts again from the first page.
 
 The snapshot is in handoff order, where a new claim may sort before claims
 already shown: its cursor has the same form, but the next page starts after
-the last claim shown by that claim's place in the order (``keyset_page``), so
-a walk lists every claim active throughout it exactly once.
+the last claim shown by that claim's place in the order (a keyset: the key of
+handoff.py), so a walk lists every claim active throughout it exactly once.
 """
 
 from __future__ import annotations
 
-import heapq
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -85,21 +84,3 @@ def parse_cursor(cursor: Any, *, listing: str, scope: str) -> tuple[int, str]:
     if made_scope != scope:
         raise bad_cursor(cursor, f"was made for {made_scope}, not for {scope}")
     return int(offset_text), last_id
-
-
-K = TypeVar("K")
-
-
-def keyset_page(
-    keyed: Iterable[tuple[K, T]], ident: Callable[[T], str], after: K | None, shown: int, *,
-    listing: str, scope: str, limit: int,
-) -> tuple[list[T], int, str | None]:
-    """The ``limit`` items with the smallest distinct keys above ``after`` (all keys for None), how many
-    items follow them, and the cursor of the next page (None on the last): O(n log limit), no full sort."""
-    check_limit(limit)
-    following = [pair for pair in keyed if after is None or pair[0] > after]  # type: ignore[operator]
-    chosen = [item for _, item in heapq.nsmallest(limit, following, key=lambda pair: pair[0])]
-    remaining = len(following) - len(chosen)
-    cursor = make_cursor(listing, scope, shown + len(chosen), ident(chosen[-1])) if remaining and chosen else None
-    return chosen, remaining, cursor
-

@@ -10,26 +10,23 @@
   content never becomes a later instruction channel.
 No view resolves a conflict to fit its budget: a dispute is never dropped while
 one side of it is shown, and open disputes are always counted.
+
+The views read the state's handoff-ordered index (handoff.py, ``IntentState.view``):
+a page and the hook context decode and format only the claims they show, and
+count the rest from the index's flag bytes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 
 from loopstate_protocol import intent as p
 
 from loopstate.core.clock import parse_time
 from loopstate.domains.intent import paging
+from loopstate.domains.intent.handoff import KIND_MASK, KINDS, TEXT, hook_line, is_disputed, lead_facet, order_key
 from loopstate.domains.intent.records import FACETS, STALE_DAYS, STATUSES, Claim, Task
 from loopstate.domains.intent.state import IntentState
-
-# Handoff priority: what the user said first, then hard limits, then goals.
-FACET_ORDER = {facet: i for i, facet in enumerate((
-    "hard_constraint", "outcome", "success_signal", "failure_signal", "disagreement", "unknown",
-    "soft_constraint", "tradeoff", "result_feedback",
-))}
-STATUS_ORDER = {status: i for i, status in enumerate(("explicit", "disputed", "unknown", "evidence", "inferred"))}
 
 
 def days_unconfirmed(claim: Claim, now: dt.datetime) -> int:
@@ -69,30 +66,18 @@ def task_view(state: IntentState, task: Task) -> p.TaskView:
     )
 
 
-def _order(claim: Claim) -> tuple:
-    """A claim's place in handoff order, unique (the claim id breaks ties).
-
-    ``valid_from`` is a canonical UTC ``Z`` time the server wrote (its
-    fractional seconds only when present, so the text alone does not sort):
-    ``fromisoformat`` reads it without ``parse_time``'s checks, a cost every
-    claim of a view pays.
-    """
-    facets = claim.facets
-    facet = FACET_ORDER[facets[0]] if len(facets) == 1 else min((FACET_ORDER[f] for f in facets), default=len(FACETS))
-    return (not claim.direct_user, STATUS_ORDER.get(claim.epistemic_status, 9), facet,
-            dt.datetime.fromisoformat(claim.valid_from), claim.claim_id)
-
-
 def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
     """The active claims of a task's view (its own, and the project's project-wide and long-term claims), in
-    handoff order; every active claim of the project for None. Read from the state's indexes: O(what it returns)."""
-    return sorted(state.visible_active(task_id), key=_order)
+    handoff order; every active claim of the project for None."""
+    return state.view(task_id).claims()
 
 
 def _snapshot_page(
-    state: IntentState, active: list[Claim], task_id: str | None, limit: int, cursor: str | None,
-) -> tuple[list[Claim], int, str | None]:
-    """One page of the view's active claims in handoff order, after the claim the cursor ended at."""
+    state: IntentState, task_id: str | None, limit: int, cursor: str | None,
+) -> tuple[list[Claim], int, int, str | None]:
+    """One page of the view's active claims in handoff order, after the claim the cursor ended at: the page,
+    how many claims the view holds, how many follow the page, and the next page's cursor."""
+    paging.check_limit(limit)
     scope = task_id or "project"
     after, shown = None, 0
     if cursor is not None:
@@ -100,14 +85,11 @@ def _snapshot_page(
         last = state.find_claim(last_id, task_id)
         if last is None:
             raise paging.bad_cursor(cursor, "ends at a claim this project no longer holds (a purge removed it)")
-        after = _order(last)
-    return paging.keyset_page(
-        ((_order(c), c) for c in active), _claim_id, after, shown, listing="snapshot", scope=scope, limit=limit,
-    )
-
-
-def _claim_id(claim: Claim) -> str:
-    return claim.claim_id
+        after = order_key(last)
+    view = state.view(task_id)
+    chosen, remaining = view.page(after, limit)
+    following = paging.make_cursor("snapshot", scope, shown + len(chosen), chosen[-1].claim_id) if remaining and chosen else None
+    return chosen, len(view), remaining, following
 
 
 def current(
@@ -115,8 +97,7 @@ def current(
 ) -> p.CurrentView:
     """One page of the view (``limit`` active claims in handoff order); its disagreements, stale warnings and
     counts are of every active claim, so a dispute or a stale record is never hidden on a later page."""
-    active = list(state.visible_active(task_id))
-    shown, remaining, following = _snapshot_page(state, active, task_id, limit, cursor)
+    shown, total, remaining, following = _snapshot_page(state, task_id, limit, cursor)
     by_facet: dict[str, dict[str, list[p.ClaimView]]] = {}
     for claim in shown:
         view = claim_view(claim, now, minimal_source=True)
@@ -129,13 +110,13 @@ def current(
         key = (ref.get("kind"), ref.get("event_id"), ref.get("sha256"))
         sources.setdefault(key, p.SourceRef(kind=ref.get("kind", ""), event_id=ref.get("event_id"), sha256=ref.get("sha256")))
     tasks = [task_view(state, t) for t in state.tasks.values() if task_id is None or t.task_id == task_id]
-    disputed = sorted((c for c in active if _disputed(c)), key=_order)
-    stale = sorted((c for c in active if is_stale(c, now)), key=_order)
+    # Only a long-term claim can be stale, and every long-term claim is project-wide: in every view.
+    stale = sorted((c for c in state.wide.values() if is_stale(c, now)), key=order_key)
     return p.CurrentView(
         project_id=project_id, task_id=task_id, sequence=state.sequence, tasks=tasks, by_facet=by_facet,
         disagreements=[
             p.Disagreement(claim_id=c.claim_id, statement=c.statement, epistemic_status=c.epistemic_status)
-            for c in disputed
+            for c in state.view(task_id).disputed()
         ],
         unknowns=[claim_view(c, now, minimal_source=True) for c in shown if c.epistemic_status == "unknown" or "unknown" in c.facets],
         sources=sorted(sources.values(), key=lambda s: (s.kind, s.event_id or "", s.sha256 or "")),
@@ -146,7 +127,7 @@ def current(
             )
             for c in stale
         ],
-        active_count=len(active), remaining=remaining, next_cursor=following,
+        active_count=total, remaining=remaining, next_cursor=following,
     )
 
 
@@ -172,10 +153,6 @@ def audit(
     )
 
 
-def _disputed(claim: Claim) -> bool:
-    return claim.epistemic_status == "disputed" or "disagreement" in claim.facets
-
-
 def compact(state: IntentState, task_id: str, max_records: int, max_chars: int, now: dt.datetime) -> p.CompactView:
     """Deterministic: same state and caps, same bytes. Disputes go in whole or not at all."""
     omitted: dict[str, int] = {}
@@ -187,7 +164,7 @@ def compact(state: IntentState, task_id: str, max_records: int, max_chars: int, 
             omitted["stale_long_term"] = omitted.get("stale_long_term", 0) + 1
         else:
             candidates.append(claim)
-    disputes = [c for c in candidates if _disputed(c)]
+    disputes = [c for c in candidates if is_disputed(c)]
     dispute_chars = sum(len(c.statement) for c in disputes)
     include_disputes = len(disputes) <= max_records and dispute_chars <= max_chars
     if include_disputes:
@@ -197,7 +174,7 @@ def compact(state: IntentState, task_id: str, max_records: int, max_chars: int, 
     elif disputes:
         omitted["disputes_over_budget"] = len(disputes)
     for claim in candidates:
-        if _disputed(claim):
+        if is_disputed(claim):
             continue
         if len(items) < max_records and chars + len(claim.statement) <= max_chars:
             items.append(_item(claim))
@@ -210,30 +187,15 @@ def compact(state: IntentState, task_id: str, max_records: int, max_chars: int, 
 
 
 def _item(claim: Claim) -> p.CompactItem:
-    facet = min(claim.facets, key=lambda f: FACET_ORDER[f])
     return p.CompactItem(
-        claim_id=claim.claim_id, facet=facet, epistemic_status=claim.epistemic_status, statement=claim.statement,
+        claim_id=claim.claim_id, facet=lead_facet(claim), epistemic_status=claim.epistemic_status, statement=claim.statement,
         direct_user=claim.direct_user,
     )
 
 
-def _omission_kind(claim: Claim) -> str | None:
-    """Why a claim is only a count in the hook context, or None when it may appear as text.
-
-    Only the user's own explicit words from a direct user event are text; an
-    unknown or disputed record (by status) is a count whoever stated it.
-    """
-    if claim.imported:
-        return "imported"
-    if claim.epistemic_status != "explicit":
-        return claim.epistemic_status
-    if not (claim.direct_user and claim.user_explicit):
-        return "explicit_not_direct"
-    return None
-
-
 # No hook-context line is shorter than "- [" + the shortest facet + "] ": below that budget nothing more fits.
 SHORTEST_LINE = len("- [] ") + min(len(f) for f in FACETS)
+HEADER = "User-stated intent (verbatim claims from the user's own messages):"
 
 
 def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetime) -> p.HookContext:
@@ -241,41 +203,38 @@ def hook_context(state: IntentState, task: Task, max_chars: int, now: dt.datetim
 
     A private or off task injects nothing. The budget only drops whole claims
     (counted), never resolves or rewrites one. The lines fill the budget first
-    fit in handoff order, taken from a heap: only the claims tried are put in
-    order, and once no line could fit the rest are counted, not formatted.
+    fit in handoff order: the index gives each claim's kind and line width, so
+    only the claims shown are decoded, and once no line could fit the rest are
+    counted, not tried.
     """
-    active = list(state.visible_active(task.task_id))
+    view = state.view(task.task_id)
     if task.mode != "on":
-        return p.HookContext(task_id=task.task_id, text="", claim_ids=[], omitted={"task_" + task.mode: len(active)}, open_disputes=0)
-    omitted: dict[str, int] = {}
-    disputes = 0
-    text_kind: list[tuple[tuple, Claim]] = []
-    for claim in active:
-        disputes += _disputed(claim)
-        kind = _omission_kind(claim)
-        if kind is None:
-            text_kind.append((_order(claim), claim))
-        else:
-            omitted[kind] = omitted.get(kind, 0) + 1
-    heapq.heapify(text_kind)
-    header = "User-stated intent (verbatim claims from the user's own messages):"
-    used = len(header)
+        return p.HookContext(task_id=task.task_id, text="", claim_ids=[], omitted={"task_" + task.mode: len(view)}, open_disputes=0)
+    omitted = {kind: n for code, kind in enumerate(KINDS) if code != TEXT and (n := view.count(code))}
+    used = len(HEADER)
     lines: list[str] = []
     ids: list[str] = []
-    while text_kind and max_chars - used - 1 >= SHORTEST_LINE:
-        _, claim = heapq.heappop(text_kind)
-        facet = min(claim.facets, key=lambda f: FACET_ORDER[f])
-        line = f"- [{facet}] {claim.statement}"
-        if used + 1 + len(line) > max_chars:
-            omitted["over_budget"] = omitted.get("over_budget", 0) + 1
+    tried = over = 0
+    for place in view.places():
+        if max_chars - used - 1 < SHORTEST_LINE:
+            break
+        part, pos = view.parts[place[1]], place[2]
+        if part.flags[pos] & KIND_MASK != TEXT:
             continue
-        lines.append(line)
+        tried += 1
+        width = part.widths[pos]
+        if used + 1 + width > max_chars:
+            over += 1
+            continue
+        claim = part.at(pos)
+        lines.append(hook_line(claim))
         ids.append(claim.claim_id)
-        used += 1 + len(line)
-    if text_kind:
-        omitted["over_budget"] = omitted.get("over_budget", 0) + len(text_kind)
-    text = "\n".join([header, *lines]) if lines else ""
-    return p.HookContext(task_id=task.task_id, text=text, claim_ids=ids, omitted=omitted, open_disputes=disputes)
+        used += 1 + width
+    over += view.count(TEXT) - tried
+    if over:
+        omitted["over_budget"] = over
+    text = "\n".join([HEADER, *lines]) if lines else ""
+    return p.HookContext(task_id=task.task_id, text=text, claim_ids=ids, omitted=omitted, open_disputes=view.disputes())
 
 
 def candidate_groups(state: IntentState) -> list[p.CandidateGroup]:

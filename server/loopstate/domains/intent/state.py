@@ -5,7 +5,8 @@ task's audit) or pages through the project, so the state is kept the way
 those reads select, and ``evolve`` keeps every index as it folds:
 
 - ``tasks``, ``candidates``, ``project_ids``: project-wide and small;
-- one ``Section`` per task: the task's active claims, its retired
+- one ``Section`` per task: the task's active claims (handoff.py: kept in
+  handoff order, with what the hook context counts beside each), its retired
   (superseded or invalidated) claims, and the supersession edges that touch
   them. A retired claim, which only the audit views, exports and error
   messages read, is one fixed-size entry (retired.py: where the records that
@@ -19,16 +20,17 @@ those reads select, and ``evolve`` keeps every index as it folds:
   task's view shows them), the same objects as in their sections;
 - ``active_counts``: how many active claims each task has.
 
-A task's view is its section's active claims plus ``wide``: O(what it
-returns), whatever the project holds.
+A task's view is its section's active claims plus ``wide`` (``view``), merged
+in handoff order: a page of it, or the hook context, costs what it shows,
+whatever the project holds.
 
 Projection snapshots (core/snapshot.py) hold each section as its own msgpack
 bytes (``SnapshotForm.sections``: msgpack ``bin``, decoded as a memoryview of
 the snapshot's buffer, so the decoder steps over a section without parsing it
 and copies nothing). A restored state keeps a section encoded until a read or
 an event first touches it, so a cold read of one task decodes that task's
-section (and in it, the active claims only; its retired entries are bytes as
-they are) and the project-wide part. The
+section's lists (its active claims stay encoded until a read shows them; its
+retired entries are bytes as they are) and the project-wide part. The
 encoded bytes of a section stay with the state while the section is clean: the
 next snapshot re-encodes only the sections an event changed since the last one.
 
@@ -38,7 +40,7 @@ place; a read never changes what it shows (decoding a section only fills a cache
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import msgspec
 
@@ -46,6 +48,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.intent import retired
+from loopstate.domains.intent.handoff import ActiveClaims, View
 from loopstate.domains.intent.records import Candidate, Claim, Task
 
 # (ordinal, new claim id, its task, old claim id, its task or "" when the ledger had no such claim)
@@ -53,12 +56,16 @@ EdgeRow = tuple[int, str, str, str, str]
 
 
 class SectionRecord(msgspec.Struct, array_like=True, gc=False):
-    """One task's section as a snapshot holds it: its active claims (decoded when the section is),
-    its retired claims as the packed entries of retired.py, the retired claims that have no place
+    """One task's section as a snapshot holds it: its active claims in handoff order (handoff.py: their keys,
+    the claims, decoded when a read shows them, their flag bytes and line widths), its retired claims as the
+    packed entries of retired.py, the retired claims that have no place
     in the stream as their bytes, the edges no entry implies (null for a task id that is the
     section's own) and the lifecycle of claims retired a second time."""
 
+    keys: list[str]
     active: list[msgspec.Raw]
+    flags: bytes
+    widths: bytes
     retired: bytes
     kept_ids: list[str]
     kept: list[msgspec.Raw]
@@ -69,7 +76,7 @@ class SectionRecord(msgspec.Struct, array_like=True, gc=False):
 class SnapshotForm(msgspec.Struct, array_like=True):
     """The intent state in a projection snapshot: the project-wide part decoded at once, sections left encoded."""
 
-    layout: Literal["intent-sections-2"]
+    layout: Literal["intent-sections-3"]
     sequence: int
     head: str | None
     tasks: list[Task]
@@ -81,20 +88,20 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     sections: dict[str, memoryview]  # bytes when written
 
 
-LAYOUT = "intent-sections-2"
+LAYOUT = "intent-sections-3"
 _SECTION = msgspec.msgpack.Decoder(SectionRecord)
 _CLAIM = msgspec.msgpack.Decoder(Claim)
 _ENCODER = msgspec.msgpack.Encoder()
 
 
 class Section:
-    """One task's claims: the active ones as objects, the retired ones as fixed-size entries (retired.py),
-    and the edges that touch them that no entry implies."""
+    """One task's claims: the active ones in handoff order (handoff.py), the retired ones as fixed-size
+    entries (retired.py), and the edges that touch them that no entry implies."""
 
     __slots__ = ("active", "retired", "kept", "edges", "later")
 
     def __init__(self) -> None:
-        self.active: dict[str, Claim] = {}
+        self.active = ActiveClaims()
         self.retired = retired.Entries()
         # Retired claims with no place in a stream (folded from memory: a private task's), as their bytes.
         self.kept: dict[str, msgspec.Raw] = {}
@@ -106,9 +113,9 @@ class Section:
         return len(self.active) + len(self.kept) + len(self.retired)
 
     def record(self, task_id: str) -> SectionRecord:
+        keys, active, flags, widths = self.active.parts()
         return SectionRecord(
-            active=[msgspec.Raw(_ENCODER.encode(c)) for c in self.active.values()],
-            retired=bytes(self.retired), kept_ids=list(self.kept), kept=list(self.kept.values()),
+            keys=keys, active=active, flags=flags, widths=widths, retired=bytes(self.retired), kept_ids=list(self.kept), kept=list(self.kept.values()),
             edges=[(n, new, None if t == task_id else t, old, None if u == task_id else u) for n, new, t, old, u in self.edges],
             later=sorted(self.later.items()),
         )
@@ -209,11 +216,8 @@ class IntentState:
             return None
         record = _SECTION.decode(raw)
         section = Section()
-        wide = self.wide
-        for value in record.active:
-            claim = _CLAIM.decode(value)
-            # The wide index and the section must hold the same object: an event retires it through either.
-            section.active[claim.claim_id] = wide.get(claim.claim_id) or claim
+        # The wide index and the section must hold the same objects: an event retires a claim through either.
+        section.active = ActiveClaims.restore(record.keys, record.active, record.flags, record.widths, self.wide)
         section.retired = retired.Entries.of(record.retired)
         section.kept = dict(zip(record.kept_ids, record.kept))
         section.edges = [
@@ -310,7 +314,7 @@ class IntentState:
     def add_claim(self, claim: Claim) -> None:
         section = self._changing(claim.task_id)
         if claim.active:
-            section.active[claim.claim_id] = claim
+            section.active.add(claim)
             self.active_counts[claim.task_id] = self.active_counts.get(claim.task_id, 0) + 1
             if claim.project_wide:
                 self.wide[claim.claim_id] = claim
@@ -349,7 +353,7 @@ class IntentState:
         record that both have a place in the stream become an entry (retired.py); else the claim's bytes."""
         section = self._changing(claim.task_id)
         if claim.active:
-            del section.active[claim.claim_id]
+            section.active.pop(claim.claim_id)
             self.active_counts[claim.task_id] -= 1
             self.wide.pop(claim.claim_id, None)
         else:
@@ -393,12 +397,12 @@ class IntentState:
         for task_id in self.section_ids():
             section = self.section(task_id)
             assert section is not None
-            hit = removed & (section.active.keys() | section.kept.keys())
+            hit = removed & (section.active.ids() | section.kept.keys())
             if hit or any(edge[1] in removed or edge[3] in removed for edge in section.edges):
                 section = self._changing(task_id)
                 for claim_id in hit:
                     section.kept.pop(claim_id, None)
-                    if section.active.pop(claim_id, None) is not None:
+                    if section.active.pop(claim_id) is not None:
                         self.active_counts[task_id] -= 1
                         self.wide.pop(claim_id, None)
                 section.edges = [e for e in section.edges if e[1] not in removed and e[3] not in removed]
@@ -424,20 +428,15 @@ class IntentState:
         section = self.section(task_id)
         return 0 if section is None else len(section)
 
-    def visible_active(self, task_id: str | None) -> Iterable[Claim]:
-        """The active claims a task's view shows: its own and the project-wide ones (every active claim for None)."""
+    def view(self, task_id: str | None) -> View:
+        """The active claims a task's view shows, in handoff order: its own and every task's project-wide ones
+        (every active claim of the project for None). The other tasks' project-wide claims are few; they are
+        ordered here, the task's own are in order in its section."""
         if task_id is None:
-            for other in self.section_ids():
-                section = self.section(other)
-                if section is not None:
-                    yield from section.active.values()
-            return
+            return View([self.section(t).active for t in self.section_ids()])  # type: ignore[union-attr]
         section = self.section(task_id)
-        own = {} if section is None else section.active
-        yield from own.values()
-        for claim_id, claim in self.wide.items():
-            if claim_id not in own:
-                yield claim
+        others = ActiveClaims.of(c for c in self.wide.values() if c.task_id != task_id)
+        return View([others] if section is None else [section.active, others])
 
     def all_claims(self) -> list[Claim]:
         """Every claim of the project, in ledger order (reads back every retired claim: exports and project-wide audits)."""
@@ -491,7 +490,7 @@ class IntentState:
             mine = self.section(task_id)
             assert theirs is not None
             merged = Section()
-            merged.active = {**(mine.active if mine else {}), **theirs.active}
+            merged.active = ActiveClaims.of([*(mine.active.values() if mine else ()), *theirs.active.values()])
             merged.kept = {**(mine.kept if mine else {}), **theirs.kept}
             # A private task's claims are folded from memory: its own section has no retired entries.
             merged.retired = mine.retired if mine else retired.Entries()
