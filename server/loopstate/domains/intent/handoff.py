@@ -47,7 +47,7 @@ KINDS = ("text", "imported", "explicit_not_direct", *(s for s in STATUSES if s !
 TEXT = 0
 KIND_MASK = 0x0F
 DISPUTED = 0x80
-_DISPUTED_BYTE = re.compile(rb"[\x80-\xff]")
+_DISPUTED_BYTE = rb"[\x80-\xff]"  # compiled at first use (re.compile caches it): a hook context never needs it
 
 _CLAIM = msgspec.msgpack.Decoder(Claim)
 
@@ -276,6 +276,6 @@ class View:
         """The open disputes, in handoff order (found by their flag bytes: decodes and orders only them)."""
         found = sorted(
             (part.keys[hit.start()], n, hit.start())
-            for n, part in enumerate(self.parts) for hit in _DISPUTED_BYTE.finditer(part.flags)
+            for n, part in enumerate(self.parts) for hit in re.finditer(_DISPUTED_BYTE, part.flags)
         )
         return [self.claim(place) for place in found]
