@@ -6,7 +6,6 @@ real ledgers, the real CLI for the retries."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -120,7 +119,7 @@ def test_an_index_bound_to_a_head_the_chain_does_not_have_is_never_used(store: P
     data = path.read_bytes()
     magic, version, size = request_file._PREAMBLE.unpack(data[:12])
     header = msgspec.msgpack.decode(data[12:12 + size], type=request_file.Header)
-    forged = msgspec.msgpack.encode(msgspec.structs.replace(header, binding=dataclasses.replace(header.binding, hash="0" * 64)))
+    forged = msgspec.msgpack.encode(msgspec.structs.replace(header, binding=msgspec.structs.replace(header.binding, hash="0" * 64)))
     path.write_bytes(request_file._PREAMBLE.pack(magic, version, len(forged)) + forged + data[12 + size:])
     cold = Service(data_dir=data_dir, domains=[GOALS])
     assert cold.execute(str(root), g.AddTodo(goal_id="g", title="task 3"), "req-3").replayed

@@ -5,7 +5,6 @@ start from a snapshot; a snapshot never holds a private task."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -230,7 +229,7 @@ def test_a_snapshot_whose_binding_does_not_match_is_never_used(
     consistent forgery is): every other field still has to match. Without the mark, every
     field does, the prefix digest included."""
     rewrite(goal_store, lambda env: msgspec.structs.replace(
-        forged(env), binding=dataclasses.replace(env.binding, **{field: wrong})))
+        forged(env), binding=msgspec.structs.replace(env.binding, **{field: wrong})))
     if mark == "absent":
         (store_dir(root, data_dir) / "checkpoints" / "goals.g.mark").unlink()
     titles = board_titles(root)
@@ -286,7 +285,7 @@ def test_a_cold_intent_read_starts_from_its_snapshot_only_while_it_matches(data_
     assert "task 0 is the rule" in before and "a later rule" in before
     rewrite(path, forged)
     assert "FORGED is the rule" in ok(root, "intent", "show", "--task", task, "--json")
-    rewrite(path, lambda env: msgspec.structs.replace(env, binding=dataclasses.replace(env.binding, hash="0" * 64)))
+    rewrite(path, lambda env: msgspec.structs.replace(env, binding=msgspec.structs.replace(env.binding, hash="0" * 64)))
     assert ok(root, "intent", "show", "--task", task, "--json") == before
 
 

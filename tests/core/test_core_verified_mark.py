@@ -6,7 +6,6 @@ as before the mark existed. Real files, real CLI processes."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -54,7 +53,7 @@ def wrong_prefix_and_forged_state(path: Path) -> None:
     matches no file: a reader shows FORGED exactly when it used the snapshot without hashing
     the prefix, i.e. when it trusted the mark."""
     rewrite(path, lambda envelope: msgspec.structs.replace(
-        forged(envelope), binding=dataclasses.replace(envelope.binding, prefix_sha256="0" * 64)))
+        forged(envelope), binding=msgspec.structs.replace(envelope.binding, prefix_sha256="0" * 64)))
 
 
 @pytest.fixture

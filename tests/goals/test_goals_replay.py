@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import msgspec
@@ -104,7 +103,7 @@ def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness
     h.run(g.Compact(goal_id="g"))
     assert load_state(h.project, "g").snapshot_sequence == 6
     wrong = 5 if field == "sequence" else "0" * 64
-    _rewrite(h, lambda env: msgspec.structs.replace(env, binding=dataclasses.replace(env.binding, **{field: wrong})))
+    _rewrite(h, lambda env: msgspec.structs.replace(env, binding=msgspec.structs.replace(env.binding, **{field: wrong})))
     if field == "prefix_sha256":  # read only without a verified mark matching the file (docs/storage.md)
         os.unlink(h.project.dir / "checkpoints" / "goals.g.mark")
     loaded = load_state(h.project, "g")

@@ -11,8 +11,9 @@ the canonical encoding of its event, so no byte can change unnoticed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
+
+import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -54,8 +55,7 @@ def rebatch(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass(frozen=True)
-class ChainLayout:
+class ChainLayout(msgspec.Struct, frozen=True):
     """Names the chain fields of one kind of stream and judges its schema versions."""
 
     sequence_field: str

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -39,8 +38,7 @@ from loopstate.core.stream import Stream
 CHECKPOINT_EVERY = 1 << 20
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(msgspec.Struct, frozen=True):
     dev: int
     ino: int
     line_start: int

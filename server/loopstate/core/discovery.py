@@ -22,8 +22,9 @@ nothing written.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from loopstate.core.paths import project_id_for, resolve_data_dir
 
@@ -40,8 +41,7 @@ REASONS = {
 }
 
 
-@dataclass(frozen=True)
-class ProjectRoot:
+class ProjectRoot(msgspec.Struct, frozen=True):
     """A resolved project root and how it was chosen (one of EXPLICIT, PROJECT, GIT, CWD)."""
 
     root: str

@@ -12,8 +12,9 @@ import hashlib
 import sys
 from array import array
 from bisect import bisect_left
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -58,8 +59,7 @@ def fingerprint(operation: str, params: Any) -> str:
     return canonical.digest({"operation": operation, "params": params})
 
 
-@dataclass(frozen=True)
-class Applied:
+class Applied(msgspec.Struct, frozen=True):
     """Where the events of one request sit in its stream."""
 
     fingerprint: str

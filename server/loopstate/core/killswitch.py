@@ -10,9 +10,10 @@ and owns every other rule about switches).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+import msgspec
 
 CONFIG_PATH = ".loopstate/config.json"  # seed 002's runs config, where more switches may be listed
 DEFAULT_KILL_SWITCH = ".loopstate/STOP"  # the one `loopstate run stop` creates
@@ -47,8 +48,8 @@ def every_switch(root: str) -> tuple[str, ...]:
     """
     switches = list(DEFAULT_KILL_SWITCHES)
     try:
-        config = json.loads((Path(root) / CONFIG_PATH).read_bytes())
-    except (OSError, ValueError):
+        config = msgspec.json.decode((Path(root) / CONFIG_PATH).read_bytes())
+    except (OSError, msgspec.DecodeError):
         config = None
     listed = config.get("kill_switches") if isinstance(config, dict) else None
     if isinstance(listed, list):

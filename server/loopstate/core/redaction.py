@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 MARK = "[REDACTED:{kind}]"
 
@@ -82,8 +83,7 @@ def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
 _KEEP_PREFIX = {"url_password", "authorization", "azure_key", "assignment"}
 
 
-@dataclass(frozen=True)
-class Redacted:
+class Redacted(msgspec.Struct, frozen=True):
     """Redacted text and what was found (kinds only, never the secret)."""
 
     text: str

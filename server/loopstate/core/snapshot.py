@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,8 +72,7 @@ class SnapshotFile(msgspec.Struct, kw_only=True):
     state: msgspec.Raw  # last: the state's own msgpack, where it lies in the file
 
 
-@dataclass(frozen=True)
-class Codec:
+class Codec(msgspec.Struct, frozen=True):
     """What a ledger needs to save and restore its owner's folded state.
 
     ``capture()`` returns the state as an instance of ``state_type`` (nothing
@@ -107,8 +105,7 @@ def path_for(stream: Stream) -> Path:
     return stream.base / "snapshots" / f"{stream.name}.msgpack"
 
 
-@dataclass(frozen=True)
-class Pending:
+class Pending(msgspec.Struct, frozen=True):
     """A snapshot taken under the lock, to be written after it is released."""
 
     stream_name: str

@@ -18,9 +18,10 @@ import os
 import queue
 import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
+
+import msgspec
 
 from loopstate.core import canonical, parallel_verify, safefs
 from loopstate.core.chain import BATCH, ChainError, ChainLayout, HashCut, Position, batch_part, check_line, seal
@@ -39,8 +40,7 @@ PARTIAL_LINE = "partial final line"
 SHORT_BATCH = "incomplete final batch"
 
 
-@dataclass(frozen=True)
-class TornTail:
+class TornTail(msgspec.Struct, frozen=True):
     """What a crash mid-append leaves behind: a final line with no newline, or the
     complete lines of a command's batch that ends before its last event (and
     maybe a partial line after them). Either way that append was never acknowledged."""

@@ -9,16 +9,16 @@ service passes the time and an id factory in ``Context``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
+
+import msgspec
 
 from loopstate_protocol.base import Command, Query
 
 from loopstate.core.chain import ChainLayout
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(msgspec.Struct, frozen=True):
     """Everything impure a decision may use, computed once per command."""
 
     now: dt.datetime
@@ -26,7 +26,7 @@ class Context:
     project_id: str
     project_root: str
     request_id: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Domain(Protocol):

@@ -14,7 +14,6 @@ never holds N records at once.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,8 +42,7 @@ Listener = Callable[[Project, str, News], None]
 NEWS_LIMIT = 256
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """What one command did: its events, the new head, and whether it was a retry."""
 
     events: list[dict[str, Any]]

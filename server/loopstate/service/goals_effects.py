@@ -21,11 +21,11 @@ rules are imported by the functions that render, check or decide, not here.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol import goals as proto
 from loopstate_protocol.errors import ErrorCode
@@ -40,8 +40,7 @@ from loopstate.domains.goals.state import GoalState, initial
 GIT_TIMEOUT = 10.0
 
 
-@dataclass(frozen=True)
-class Replay:
+class Replay(msgspec.Struct, frozen=True):
     """How a state was loaded: from a snapshot or from the start, and how many events were folded."""
 
     state: GoalState
@@ -176,7 +175,7 @@ def _with_known_goals(project: Project, state: GoalState, ctx: Any) -> Any:
     """The context, with the project's goal ids when this goal has no event yet."""
     if state.store.event_count:
         return ctx
-    return dataclasses.replace(ctx, extra={**ctx.extra, names.KNOWN_GOALS: goal_ids(project)})
+    return msgspec.structs.replace(ctx, extra={**ctx.extra, names.KNOWN_GOALS: goal_ids(project)})
 
 
 class GoalsEffects:
@@ -191,7 +190,7 @@ class GoalsEffects:
         run_target = _evidence_run_target(command)
         if run_target is not None:
             known = runs_domain_has(project, run_target)
-            return dataclasses.replace(ctx, extra={**ctx.extra, RUNS_DOMAIN_RUN: known})
+            return msgspec.structs.replace(ctx, extra={**ctx.extra, RUNS_DOMAIN_RUN: known})
         if not isinstance(command, proto.RenderMarkdown):
             return ctx
         validated(command)
@@ -206,7 +205,7 @@ class GoalsEffects:
             existing = "absent" if text is None else bridge.check(state, text).status
         extra = {**ctx.extra, RENDER_TRACKED: git_tracked(project.root, path), RENDER_EXISTING: existing,
                  STATE_PRIVACY: load_config(project.root).state_privacy}
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
         for record in records:

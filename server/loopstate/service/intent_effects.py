@@ -23,12 +23,13 @@ the new file identity and fold again from the start.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import weakref
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
@@ -50,9 +51,10 @@ CONTROL_DIR = "private-sessions"
 PURGE_LOG = Path("purges") / f"{STREAM}.jsonl"
 
 
-def session_hash(host_session_id: str) -> str:
-    """The control file's name: a domain-separated hash, never the host's id itself."""
-    value = rules.opaque_id(host_session_id, "host_session_id")
+def session_hash(host_session_id: str, *, stored: bool = True) -> str:
+    """The control file's name: a domain-separated hash, never the host's id itself (``stored``: the
+    control is about to be written, so the id is checked as rules.opaque_id checks a stored one)."""
+    value = rules.opaque_id(host_session_id, "host_session_id", stored=stored)
     return canonical.sha256_hex(("intent-session-v1\0" + value).encode("utf-8"))
 
 
@@ -121,12 +123,11 @@ def _attach_reader(state: IntentState, folded: Any) -> None:
 # --- in-memory private tasks ---------------------------------------------------------
 
 
-@dataclasses.dataclass
-class PrivateTask:
+class PrivateTask(msgspec.Struct):
     task_id: str
     session: str
     state: IntentState
-    requests: dict[str, tuple[str, list[dict[str, Any]]]] = dataclasses.field(default_factory=dict)
+    requests: dict[str, tuple[str, list[dict[str, Any]]]] = msgspec.field(default_factory=dict)
 
 
 class PrivateMemory:
@@ -230,7 +231,7 @@ def is_private(project: Project, *, task_id: str | None = None, host_session_id:
     True when this host session owns a private task, or when ``task_id`` has a
     private control under any session. Reads only; creates nothing.
     """
-    if host_session_id is not None and read_control(project, session_hash(host_session_id)) is not None:
+    if host_session_id is not None and read_control(project, session_hash(host_session_id, stored=False)) is not None:
         return True
     return task_id is not None and any(c.get("task_id") == task_id for c in list_controls(project))
 
@@ -252,8 +253,7 @@ def purge_state(project: Project, request_id: str) -> str | None:
 # --- the effects object ----------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Pending:
+class _Pending(msgspec.Struct):
     """What before_decide arranged for the rest of one command."""
 
     command: Any
@@ -261,7 +261,7 @@ class _Pending:
     project: Project
     task_id: str | None = None
     session: str | None = None
-    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
     replayed: bool = False
     appended: bool = False
     request_id: str = ""
@@ -308,7 +308,7 @@ class IntentEffects:
         extra = dict(ctx.extra)
         if isinstance(command, p.IntentPurge):
             self._check_purge(project, state, memory, command, ctx)
-            return dataclasses.replace(ctx, extra=extra)
+            return msgspec.structs.replace(ctx, extra=extra)
         if purge_state(project, ctx.request_id) is not None:
             # A purge appends nothing to the ledger, so the core cannot see that this id was used.
             raise LoopstateError(
@@ -328,7 +328,7 @@ class IntentEffects:
             if task is not None:
                 return self._in_memory(project, memory, task, command, ctx, extra)
             self._refuse_foreign_private(project, task_id)
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
         pending = getattr(self._local, "pending", None)
@@ -406,7 +406,7 @@ class IntentEffects:
         if replay is not None:
             return replay
         extra[PRIVATE_DECISION] = True
-        decision_ctx = dataclasses.replace(ctx, extra=extra)
+        decision_ctx = msgspec.structs.replace(ctx, extra=extra)
         from loopstate.domains.intent.decide import decide
 
         events = decide(IntentState(), command, decision_ctx)  # validates every field first
@@ -421,7 +421,7 @@ class IntentEffects:
         task.requests[ctx.request_id] = (self._fingerprint(command), applied)
         self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session, events=applied)
         extra[HANDLED_IN_MEMORY] = True
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def _replay(self, memory, command, ctx, extra, project) -> Context | None:
         task = memory.find_request(ctx.request_id)
@@ -436,7 +436,7 @@ class IntentEffects:
             )
         self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=events, replayed=True)
         extra[HANDLED_IN_MEMORY] = True
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def _in_memory(self, project, memory, task, command, ctx, extra) -> Context:
         replay = self._replay(memory, command, ctx, extra, project)
@@ -444,12 +444,12 @@ class IntentEffects:
             return replay
         from loopstate.domains.intent.decide import decide
 
-        events = decide(task.state, command, dataclasses.replace(ctx, extra={**extra, PRIVATE_DECISION: True}))
+        events = decide(task.state, command, msgspec.structs.replace(ctx, extra={**extra, PRIVATE_DECISION: True}))
         applied = memory.apply(task, events)
         task.requests[ctx.request_id] = (self._fingerprint(command), applied)
         self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=applied)
         extra[HANDLED_IN_MEMORY] = True
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def _mode_set(self, project, state, memory, command, ctx, extra) -> Context:
         task_id = rules.check_uuid(command.task_id, "task_id")
@@ -478,7 +478,7 @@ class IntentEffects:
             memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
             self._local.pending = _Pending(command, "to_private", project, task_id=task_id, session=session, memory=memory)
             extra[PRIVATE_DECISION] = True
-            return dataclasses.replace(ctx, extra=extra)
+            return msgspec.structs.replace(ctx, extra=extra)
         if private is not None:
             if command.host_session_id is None or session_hash(command.host_session_id) != private.session:
                 raise LoopstateError(
@@ -488,9 +488,9 @@ class IntentEffects:
                 )
             extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
             self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session, memory=memory)
-            return dataclasses.replace(ctx, extra=extra)
+            return msgspec.structs.replace(ctx, extra=extra)
         self._refuse_foreign_private(project, task_id)
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def _recover(self, project, state, memory, command, ctx, extra) -> Context:
         if command.actor != "user":
@@ -509,10 +509,10 @@ class IntentEffects:
             write_control(project, session, task_id, format_time(ctx.now))
             self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session)
             extra[HANDLED_IN_MEMORY] = True
-            return dataclasses.replace(ctx, extra=extra)
+            return msgspec.structs.replace(ctx, extra=extra)
         extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
         self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=session, memory=memory)
-        return dataclasses.replace(ctx, extra=extra)
+        return msgspec.structs.replace(ctx, extra=extra)
 
     def _finish_reenables(self, project: Project, state: IntentState, memory: PrivateMemory) -> None:
         """A control whose task the ledger already shows as durable on/off is leftover cleanup."""

@@ -33,12 +33,13 @@ which a tool-call hook of a bound session makes, loads only the fold.)
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import threading
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol import runs as proto
 from loopstate_protocol.errors import ErrorCode
@@ -223,7 +224,7 @@ class RunsEffects:
             write_grant_projection(project, state)
             return ctx  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
         extra: dict[str, Any] = {"locks": []}
-        ctx = dataclasses.replace(ctx, extra=extra)
+        ctx = msgspec.structs.replace(ctx, extra=extra)
         try:
             self._gather(service, project, state, command, ctx)
         except BaseException:
@@ -265,9 +266,9 @@ class RunsEffects:
         offered = default_grant(command, state.run_id, ctx.now)
         stream = grant_stream(offered.grant_id)
         if service.refresh(project, DOMAIN, stream).state.grant is None:
-            trial = dataclasses.replace(ctx, new_id=random_uuid)  # its events are dropped: spend none of the real ids
+            trial = msgspec.structs.replace(ctx, new_id=random_uuid)  # its events are dropped: spend none of the real ids
             would_be = decide_grant(GrantState(grant_id=offered.grant_id), offered, trial)[0]["grant"]
-            create(state, command, dataclasses.replace(trial, extra={**ctx.extra, "grant": would_be}))
+            create(state, command, msgspec.structs.replace(trial, extra={**ctx.extra, "grant": would_be}))
             service.execute(project.root, offered, derived_uuid("runs.default-grant", offered.grant_id))
         return offered.grant_id
 
@@ -290,7 +291,7 @@ class RunsEffects:
 
     def before_query(self, service, project: Project, state: Any, ctx: Context) -> Context:
         """A run's status carries whether a kill switch stands (a file, not an event)."""
-        return dataclasses.replace(ctx, extra={**ctx.extra, "kill_switch_state": kill_switch_state(project.root)})
+        return msgspec.structs.replace(ctx, extra={**ctx.extra, "kill_switch_state": kill_switch_state(project.root)})
 
     # after ------------------------------------------------------------------------------
 
