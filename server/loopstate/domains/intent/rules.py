@@ -49,14 +49,17 @@ def contains_secret(text: str) -> bool:
 MAX_SOURCE_TEXT = 1 << 20
 MAX_OPAQUE_ID = 200
 
+# The patterns below are only used on what is about to be stored: each is kept as its source and
+# compiled at first use (re.compile caches it for the process), so a read never pays for them.
+
 # A path to a host transcript or session log (Codex rollouts, Claude projects, any *.jsonl log):
 # a token that starts like a path (at its start, or after "(" or "=") and names such a file.
-_PATH_START = re.compile(r"(?i)~|\.{0,2}/|[a-z]:\\|\\\\")
-_TRANSCRIPT_MARK = re.compile(
+_PATH_START = r"(?i)~|\.{0,2}/|[a-z]:\\|\\\\"
+_TRANSCRIPT_MARK = (
     r"(?i)\.jsonl\b|[/\\]\.codex[/\\]sessions\b|[/\\]\.claude[/\\]projects\b"
     r"|transcript[^/\\]{0,200}?\.(?:jsonl?|txt|log|md)\b"
 )
-_TOKEN_SPLIT = re.compile(r"[\s\"']+")
+_TOKEN_SPLIT = r"[\s\"']+"
 # Longest raw text looked at before redaction: a statement is at most 500
 # characters after redaction; anything this long is a pasted document, not a claim.
 MAX_RAW_TEXT = 32 * 1024
@@ -68,11 +71,12 @@ def has_transcript_path(text: str) -> bool:
     A later start inside the same token sees a suffix of what the first one
     sees, so it could not find a marker the first one missed.
     """
-    for token in _TOKEN_SPLIT.split(text):
+    path_start, transcript_mark = re.compile(_PATH_START), re.compile(_TRANSCRIPT_MARK)
+    for token in re.split(_TOKEN_SPLIT, text):
         starts = [0] + [i + 1 for i, c in enumerate(token) if c in "(="]
         for start in starts:
-            if _PATH_START.match(token, start):
-                if _TRANSCRIPT_MARK.search(token, start):
+            if path_start.match(token, start):
+                if transcript_mark.search(token, start):
                     return True
                 break
     return False
@@ -81,9 +85,9 @@ def has_transcript_path(text: str) -> bool:
 # Markers of a pasted conversation: several lines opening with a speaker. Only
 # blanks within the line are skipped (\s would run across blank lines from every
 # line start: quadratic on text of many empty lines).
-_SPEAKER_LINE = re.compile(r"(?im)^[ \t]*(?:user|assistant|human|system|ai|tool)[ \t]*:")
+_SPEAKER_LINE = r"(?im)^[ \t]*(?:user|assistant|human|system|ai|tool)[ \t]*:"
 # Keys that only appear in hook tool payloads.
-_TOOL_PAYLOAD_KEYS = re.compile(r"\"(?:tool_input|tool_response|tool_use_id|tool_name|transcript_path|hook_event_name)\"\s*:")
+_TOOL_PAYLOAD_KEYS = r"\"(?:tool_input|tool_response|tool_use_id|tool_name|transcript_path|hook_event_name)\"\s*:"
 MAX_STATEMENT_LINES = 6
 
 
@@ -116,9 +120,9 @@ def _refuse_carriers(text: str, field: str) -> None:
         )
     if has_transcript_path(text):
         raise refuse(f"{field}: looks like a transcript or session-log path; transcript paths are never stored", field=field)
-    if _TOOL_PAYLOAD_KEYS.search(text) or _looks_like_json_payload(text):
+    if re.search(_TOOL_PAYLOAD_KEYS, text) or _looks_like_json_payload(text):
         raise refuse(f"{field}: looks like a tool payload (JSON); record an atomic statement instead", field=field)
-    if len(_SPEAKER_LINE.findall(text)) >= 2:
+    if len(re.findall(_SPEAKER_LINE, text)) >= 2:
         raise refuse(f"{field}: looks like a pasted conversation; record one atomic claim per statement", field=field)
 
 
@@ -163,13 +167,18 @@ def label(text: Any) -> str | None:
     return value
 
 
-def opaque_id(value: Any, field: str) -> str:
-    """An opaque host or plugin event id: short, printable, no path, no secret."""
+def opaque_id(value: Any, field: str, *, stored: bool = True) -> str:
+    """An opaque host or plugin event id: short, printable, no path and, when ``stored``, no secret.
+
+    An id that is only hashed to find something (a host session's control
+    file, on every hook call) is never stored: it skips the credential
+    patterns, whose first use compiles them all (~2 ms of a hook process).
+    """
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_OPAQUE_ID or not value.isprintable() or any(c.isspace() for c in value):
         raise refuse(f"{field}: an opaque event id is 1-{MAX_OPAQUE_ID} printable characters without spaces", field=field)
     if "/" in value or "\\" in value:
         raise refuse(f"{field}: looks like a path; transcript paths are never stored, pass the host's event id", field=field)
-    if contains_secret(value):
+    if stored and contains_secret(value):
         raise refuse(f"{field}: contains a credential; pass the host's opaque event id", field=field)
     return value
 
@@ -242,17 +251,17 @@ def direct_user(actor: str, ref: dict[str, Any]) -> bool:
 
 
 # RFC 3339 date-time in UTC: full date, "T", full time, optional fraction, "Z".
-_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+_RFC3339_UTC = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z"
 
 
 def utc(value: Any, field: str) -> str:
     """An RFC 3339 UTC timestamp (``2026-01-01T09:30:00Z``), normalised; any other form is refused."""
-    if isinstance(value, str) and not _RFC3339_UTC.fullmatch(value) and value.endswith("Z"):
+    if isinstance(value, str) and not re.fullmatch(_RFC3339_UTC, value) and value.endswith("Z"):
         raise refuse(
             f"{field}: {value!r} is not an RFC 3339 UTC timestamp; write YYYY-MM-DDTHH:MM:SSZ, e.g. 2026-01-01T09:30:00Z",
             field=field,
         )
-    if isinstance(value, str) and _RFC3339_UTC.fullmatch(value) and "." in value:
+    if isinstance(value, str) and re.fullmatch(_RFC3339_UTC, value) and "." in value:
         # Python parses at most microseconds; extra digits are cut, not rounded.
         head, frac = value[:-1].split(".")
         value = f"{head}.{frac[:6]}Z"
@@ -280,12 +289,12 @@ def facets(values: Any) -> list[str]:
 # before the first colon names a facet when it is one identifier-like word (letters, digits,
 # '_' or '-', no spaces). "Fix bug: the parser" has no such prefix and is an outcome;
 # "hard_contraint:Keep API" is a facet attempt, refused rather than guessed.
-FACET_PREFIX = re.compile(r"(?P<facet>[A-Za-z_][A-Za-z0-9_-]*):(?P<statement>.*)", re.DOTALL)
+FACET_PREFIX = r"(?s)(?P<facet>[A-Za-z_][A-Za-z0-9_-]*):(?P<statement>.*)"
 
 
 def split_facet(text: str) -> tuple[str, str]:
     """A typed ``[FACET:]STATEMENT`` as (facet, statement); a prefix that is no facet is refused with the nearest."""
-    match = FACET_PREFIX.fullmatch(text)
+    match = re.fullmatch(FACET_PREFIX, text)
     if match is None:
         return "outcome", text
     facets([match["facet"]])
