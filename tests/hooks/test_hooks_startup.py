@@ -74,3 +74,35 @@ def test_an_intent_command_still_loads_the_intent_domain_and_is_answered(tmp_pat
                                   cwd=project, data_dir=data_dir)
     assert out["decision"] == "block" and "remembered" in out["reason"], out
     assert "loopstate.domains.intent.prompt_commands" in modules
+
+
+# Each costs a short-lived process at its start, beside what the read itself needs: a dataclass compiles
+# its methods when it is defined (0.25-0.7 ms each), `json` is ~1 ms where msgspec is loaded already.
+STARTUP_WEIGHT = {"dataclasses", "json", "argparse", "shutil"}
+BARE_PROBE = ("import sys\n"
+              "from loopstate.cli.main import main  # as the console script does\n"
+              "try:\n    main()\n"
+              "except SystemExit:\n    pass\n"
+              "from loopstate.core import redaction\n"
+              "sys.stderr.write('\\nCOMPILED %d MODULES %s' % (redaction._patterns.cache_info().currsize, ' '.join(sys.modules)))\n")
+
+
+def test_an_injecting_hook_defines_no_dataclass_and_compiles_no_credential_pattern(tmp_path: Path, data_dir: Path) -> None:
+    """SessionStart on resume reads the intent ledger and injects the user's claim: what it loads stays lean
+    (the session id is only hashed, so the credential patterns are never compiled for it)."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s"), data_dir=data_dir, cwd=project)
+    hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s",
+                                                  prompt="/intent remember keep the API stable"),
+         data_dir=data_dir, cwd=project)
+    done = subprocess.run([sys.executable, "-c", BARE_PROBE, "hook", "claude", "SessionStart"],
+                          input=json.dumps(host_input("claude", "SessionStart", project, "s", source="resume")),
+                          cwd=project, capture_output=True, text=True, timeout=60,
+                          env={"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"})
+    out = json.loads(done.stdout)
+    assert "keep the API stable" in out["hookSpecificOutput"]["additionalContext"], out
+    compiled, modules = done.stderr.rsplit("COMPILED ", 1)[1].split(" MODULES ")
+    assert compiled == "0"
+    assert "loopstate.domains.intent" in modules.split()
+    assert not set(modules.split()) & STARTUP_WEIGHT

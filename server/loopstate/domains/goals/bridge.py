@@ -10,8 +10,9 @@ store has lifecycle events it does not show), edited by hand, or foreign.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol.goals import Board, BridgeReport, Difference, GateView, MarkdownStatus, TodoView
 
@@ -133,7 +134,7 @@ def bridge(board: Board, parsed: Parsed, store_sequence: int) -> BridgeReport:
             attached.setdefault(evidence.target_id, set()).add(evidence.evidence_id)
     for todo, item in _match("todo", todos, parsed.todos, lambda p: p.todo_id, lambda t: t.title, out):
         if todo.todo_id in attached:
-            item = dataclasses.replace(item, evidence_ids=sorted(set(item.evidence_ids) | attached[todo.todo_id]))
+            item = msgspec.structs.replace(item, evidence_ids=sorted(set(item.evidence_ids) | attached[todo.todo_id]))
         fields = COMPACT_FIELDS if todo.todo_id in compact or item.compact else TODO_FIELDS
         _compare(f"todo {todo.todo_id}", fields, todo, item, item.line, out)
     for gate, item in _match("gate", gates, parsed.gates, lambda p: p.gate_id, lambda g: g.title, out):

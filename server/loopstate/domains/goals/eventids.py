@@ -33,7 +33,6 @@ import bisect
 import datetime as dt
 import math
 import struct
-from dataclasses import dataclass
 
 import msgspec
 
@@ -93,8 +92,7 @@ def _digest_mark(digest: str) -> int:
     return int(digest[:8], 16)
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(msgspec.Struct, frozen=True):
     """What the table holds of an event id seen before."""
 
     sequence: int

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from loopstate_protocol.goals import Board, GateView, TodoView
 
@@ -198,8 +199,7 @@ def render(board: Board) -> str:
 # Parsing ---------------------------------------------------------------------------------------------
 
 
-@dataclass
-class ParsedTodo:
+class ParsedTodo(msgspec.Struct):
     line: int
     title: str
     priority: str
@@ -211,20 +211,19 @@ class ParsedTodo:
     claimed_by: str | None = None
     lease_expires_at: str | None = None
     blocker_reason: str | None = None
-    gate_ids: list[str] = field(default_factory=list)
+    gate_ids: list[str] = msgspec.field(default_factory=list)
     resume_when: str | None = None
     resume_until: str | None = None
     rationale: str | None = None
-    validation_refs: list[str] = field(default_factory=list)
-    evidence_ids: list[str] = field(default_factory=list)
-    metadata: dict[str, str] = field(default_factory=dict)
+    validation_refs: list[str] = msgspec.field(default_factory=list)
+    evidence_ids: list[str] = msgspec.field(default_factory=list)
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
     source: str | None = None
     pointer: str | None = None
     details: str | None = None
 
 
-@dataclass
-class ParsedGate:
+class ParsedGate(msgspec.Struct):
     line: int
     title: str
     gate_kind: str
@@ -237,8 +236,7 @@ class ParsedGate:
     resolved_by: str | None = None
 
 
-@dataclass
-class ParsedRun:
+class ParsedRun(msgspec.Struct):
     line: int
     run_id: str
     status: str
@@ -248,24 +246,21 @@ class ParsedRun:
     recorded_at: str | None
 
 
-@dataclass
-class ParsedRefresh:
+class ParsedRefresh(msgspec.Struct):
     line: int
     recorded_at: str
     refresh_kind: str
     summary: str
 
 
-@dataclass
-class ParsedQuota:
+class ParsedQuota(msgspec.Struct):
     line: int
     unit: str
     category: str
     amount: float
 
 
-@dataclass
-class ParsedEvidence:
+class ParsedEvidence(msgspec.Struct):
     line: int
     evidence_id: str
     target_kind: str
@@ -274,17 +269,16 @@ class ParsedEvidence:
     summary: str | None
 
 
-@dataclass
-class Parsed:
+class Parsed(msgspec.Struct):
     header: dict[str, Any] | None
     body_checksum_ok: bool | None
     todos: list[ParsedTodo]
     gates: list[ParsedGate]
     unparsed: list[tuple[int, str]]
-    runs: list[ParsedRun] = field(default_factory=list)
-    refreshes: list[ParsedRefresh] = field(default_factory=list)
-    quota: list[ParsedQuota] = field(default_factory=list)
-    evidence: list[ParsedEvidence] = field(default_factory=list)
+    runs: list[ParsedRun] = msgspec.field(default_factory=list)
+    refreshes: list[ParsedRefresh] = msgspec.field(default_factory=list)
+    quota: list[ParsedQuota] = msgspec.field(default_factory=list)
+    evidence: list[ParsedEvidence] = msgspec.field(default_factory=list)
 
 
 def split_header(text: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -8,7 +8,7 @@ Parsing is pure: the service turns a parsed command into intent commands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from loopstate.domains.intent.wording import nearest
 
@@ -18,8 +18,7 @@ USAGE = ("/intent remember [FACET:]TEXT, /intent show, /intent forget CLAIM_ID, 
 PREFIX = "/intent"
 
 
-@dataclass(frozen=True)
-class PromptCommand:
+class PromptCommand(msgspec.Struct, frozen=True):
     """A parsed ``/intent`` command; ``problem`` says what is wrong with a malformed one (then nothing is done)."""
 
     verb: str

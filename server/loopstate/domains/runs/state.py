@@ -12,8 +12,9 @@ as a broken digest chain does. Reads still show what is there.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from loopstate.core.clock import parse_time
 from loopstate.domains.runs import budgets
@@ -22,8 +23,7 @@ from loopstate.domains.runs import budgets
 RECORD_FIELD = "loopstate_record"
 
 
-@dataclass(frozen=True)
-class Obligation:
+class Obligation(msgspec.Struct, frozen=True):
     """A budget marker sequence owed after a source event: its keys and how many are written."""
 
     source: dict[str, Any]
@@ -35,8 +35,7 @@ class Obligation:
         return self.keys[self.done:]
 
 
-@dataclass(frozen=True)
-class RunState:
+class RunState(msgspec.Struct, frozen=True):
     run_id: str
     sequence: int = 0
     last: dict[str, Any] | None = None
@@ -44,8 +43,8 @@ class RunState:
     run: dict[str, Any] | None = None
     lease: dict[str, Any] | None = None
     pending: dict[str, Any] | None = None
-    issues: dict[str, dict[str, Any]] = field(default_factory=dict)
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    issues: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    evidence: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     obligation: Obligation | None = None
     revoked_markers: frozenset[str] = frozenset()
     broken: str | None = None
@@ -63,8 +62,7 @@ class RunState:
         return self.last_at
 
 
-@dataclass(frozen=True)
-class GrantState:
+class GrantState(msgspec.Struct, frozen=True):
     grant_id: str
     sequence: int = 0
     grant: dict[str, Any] | None = None
@@ -140,7 +138,7 @@ def evolve_run(state: RunState, event: dict[str, Any]) -> RunState:
     obligation = state.obligation
     if event["type"] == "budget_reached":
         if obligation is not None:
-            obligation = replace(obligation, done=obligation.done + 1)
+            obligation = msgspec.structs.replace(obligation, done=obligation.done + 1)
             if not obligation.missing:
                 obligation = None
     else:
