@@ -320,10 +320,12 @@ def read_file(path: Path, base: Path) -> bytes | None:
     if fd is None:
         return None
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        # One read of the size fstat gives (one copy, where chunks and a join made two: ~1 ms of a
+        # cold read of a 4 MB snapshot), then on to EOF in case the file grew meanwhile.
+        chunks = [os.read(fd, os.fstat(fd).st_size + 1)]
+        while chunks[-1] and (chunk := os.read(fd, 1 << 20)):
             chunks.append(chunk)
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
 
