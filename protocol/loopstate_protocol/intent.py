@@ -262,7 +262,10 @@ class IntentHookContext(Query, tag="intent.hook_context"):
 
 
 class IntentTasks(Query, tag="intent.tasks"):
-    """The project's durable tasks."""
+    """The project's durable tasks; with ``task_id``, only that task (an empty list when the project has
+    no such task): what a hook asks on each prompt, whatever the number of tasks."""
+
+    task_id: str | None = None
 
 
 class IntentCandidates(Query, tag="intent.candidates"):

@@ -203,3 +203,15 @@ def test_project_wide_views_of_a_copied_ledger_show_only_this_projects_tasks(svc
     text = json.dumps(msgspec.to_builtins(views))
     assert "first project" not in text and foreign not in text
     assert "belongs to the second project" in text
+
+
+def test_tasks_of_one_task_id_list_that_task_only(it: Intent):
+    first = it.run(p.IntentTaskStart(label="a", initial_claims=[user_claim("keep it")])).events[0]["task_id"]
+    second = it.run(p.IntentTaskStart(label="b")).events[0]["task_id"]
+    it.run(p.IntentModeSet(task_id=second, mode="off"))
+    assert [(t.task_id, t.mode, t.active_claims) for t in it.ask(p.IntentTasks(task_id=second))] == [(second, "off", 0)]
+    assert [(t.task_id, t.label, t.active_claims) for t in it.ask(p.IntentTasks(task_id=first))] == [(first, "a", 1)]
+    assert it.ask(p.IntentTasks(task_id=str(uuid.uuid4()))) == []
+    with pytest.raises(LoopstateError) as refused:
+        it.ask(p.IntentTasks(task_id="not-a-task"))
+    assert refused.value.code == ErrorCode.VALIDATION_FAILED and refused.value.details["field"] == "task_id"

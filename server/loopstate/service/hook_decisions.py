@@ -197,8 +197,8 @@ class HookSession:
                 return "private"
         except LoopstateError:
             return "private"
-        tasks = self.intent().query(self.root, p.IntentTasks())
-        return next((t.mode for t in tasks if t.task_id == binding.task_id), "on")
+        tasks = self.intent().query(self.root, p.IntentTasks(task_id=binding.task_id))
+        return tasks[0].mode if tasks else "on"
 
     # --- facts ------------------------------------------------------------------------
 

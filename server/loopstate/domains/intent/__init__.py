@@ -163,6 +163,9 @@ class IntentDomain:
             return projections.hook_context(source, source.tasks[query.task_id], query.max_chars, now)
         if isinstance(query, p.IntentTasks):
             own = own_project(state, ctx.project_id)
+            if query.task_id is not None:
+                task = own.tasks.get(rules.check_uuid(query.task_id, "task_id"))
+                return [] if task is None else [projections.task_view(own, task)]
             return [projections.task_view(own, t) for t in own.tasks.values()]
         if isinstance(query, p.IntentCandidates):
             return projections.candidate_groups(own_project(state, ctx.project_id))
