@@ -227,6 +227,23 @@ def test_a_cold_read_of_one_task_decodes_that_task_section_only() -> None:
     assert set(restored._sections) == {tasks[7], tasks[9]}
 
 
+def test_claims_a_tail_adds_to_another_task_leave_its_section_encoded_until_it_is_read() -> None:
+    h = History()
+    busy, quiet = (h.run(p.IntentTaskStart(initial_claims=[user_claim(f"rule of {n}")]))[0]["task_id"] for n in range(2))
+    restored = through_snapshot(h.state)
+    h.state = restored
+    h.run(p.IntentClaimAdd(task_id=busy, claim=user_claim("a rule the tail adds")))  # folded as a cold read folds a tail
+    context = INTENT.query(restored, p.IntentHookContext(task_id=quiet), h.ctx(0))
+    assert "rule of 1" in context.text
+    assert set(restored._sections) == {quiet}  # the busy task's section is still its snapshot bytes
+    assert restored.active_count(busy) == 2
+    again = through_snapshot(restored)  # the next snapshot holds the added claim, read or not
+    for state in (again, restored):
+        shown = INTENT.query(state, p.IntentHookContext(task_id=busy), h.ctx(0))
+        assert "rule of 0" in shown.text and "a rule the tail adds" in shown.text
+    assert again == restored == fold(h.events)
+
+
 def test_the_next_snapshot_re_encodes_only_the_sections_that_changed() -> None:
     h = History()
     tasks = [h.run(p.IntentTaskStart(initial_claims=[user_claim(f"rule of {n}")]))[0]["task_id"] for n in range(20)]

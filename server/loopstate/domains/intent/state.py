@@ -28,9 +28,11 @@ Projection snapshots (core/snapshot.py) hold each section as its own msgpack
 bytes (``SnapshotForm.sections``: msgpack ``bin``, decoded as a memoryview of
 the snapshot's buffer, so the decoder steps over a section without parsing it
 and copies nothing). A restored state keeps a section encoded until a read or
-an event first touches it, so a cold read of one task decodes that task's
-section's lists (its active claims stay encoded until a read shows them; its
-retired entries are bytes as they are) and the project-wide part. The
+an event that retires one of its claims first touches it (a claim an event
+adds waits beside it, in ``_added``), so a cold read of one task decodes that
+task's section's lists (its active claims stay encoded until a read shows
+them; its retired entries are bytes as they are) and the project-wide part,
+whatever the tail it folds added to other tasks. The
 encoded bytes of a section stay with the state while the section is clean: the
 next snapshot re-encodes only the sections an event changed since the last one.
 
@@ -172,6 +174,9 @@ class IntentState:
         self.edge_count = 0
         self._sections: dict[str, Section] = {}
         self._encoded: dict[str, bytes | memoryview] = {}  # the snapshot bytes of every clean section
+        # Active claims an event added to a section that is still encoded: kept aside until the section is
+        # decoded, so a cold read folding a tail of another task's claims never decodes that task's section.
+        self._added: dict[str, list[Claim]] = {}
         # Set on a view restricted to one project: edges whose other end is a claim of another project are left out.
         self._edge_tasks: frozenset[str] | None = None
         self.private: Any = None
@@ -224,6 +229,11 @@ class IntentState:
             (n, new, task_id if t is None else t, old, task_id if u is None else u) for n, new, t, old, u in record.edges
         ]
         section.later = dict(record.later)
+        added = self._added.pop(task_id, ())
+        for claim in added:
+            section.active.add(claim)
+        if added:
+            del self._encoded[task_id]  # stale from now on
         self._sections[task_id] = section
         return section
 
@@ -312,14 +322,17 @@ class IntentState:
         return claims[0]
 
     def add_claim(self, claim: Claim) -> None:
-        section = self._changing(claim.task_id)
-        if claim.active:
-            section.active.add(claim)
-            self.active_counts[claim.task_id] = self.active_counts.get(claim.task_id, 0) + 1
-            if claim.project_wide:
-                self.wide[claim.claim_id] = claim
+        task_id = claim.task_id
+        if not claim.active:
+            self._changing(task_id).kept[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
+            return
+        if task_id in self._encoded and task_id not in self._sections:
+            self._added.setdefault(task_id, []).append(claim)  # applied when the section is decoded
         else:
-            section.kept[claim.claim_id] = msgspec.Raw(_ENCODER.encode(claim))
+            self._changing(task_id).active.add(claim)
+        self.active_counts[task_id] = self.active_counts.get(task_id, 0) + 1
+        if claim.project_wide:
+            self.wide[claim.claim_id] = claim
 
     def retire_id(
         self, claim_id: str, near: str, lifecycle: str, retiring: retired.Place | None, r_index: int,
@@ -473,6 +486,7 @@ class IntentState:
         view.wide = {k: c for k, c in self.wide.items() if c.task_id in task_ids}
         view._sections = {k: s for k, s in self._sections.items() if k in task_ids}
         view._encoded = {k: r for k, r in self._encoded.items() if k in task_ids}
+        view._added = {k: list(c) for k, c in self._added.items() if k in task_ids}
         view.active_counts = {k: n for k, n in self.active_counts.items() if k in task_ids}
         view._edge_tasks = frozenset(task_ids)
         view.project_ids = {project_id}
@@ -498,6 +512,7 @@ class IntentState:
             merged.edges = [*(mine.edges if mine else ()), *theirs.edges]
             view._sections[task_id] = merged
             view._encoded.pop(task_id, None)
+            view._added.pop(task_id, None)
             view.active_counts[task_id] = self.active_count(task_id) + other.active_count(task_id)
         return view
 
@@ -507,6 +522,7 @@ class IntentState:
         view.tasks, view.candidates, view.project_ids = self.tasks, self.candidates, self.project_ids
         view.wide, view.active_counts, view.edge_count = self.wide, dict(self.active_counts), self.edge_count
         view._sections, view._encoded, view._edge_tasks = dict(self._sections), dict(self._encoded), self._edge_tasks
+        view._added = {k: list(c) for k, c in self._added.items()}
         view.private, view.private_controls, view.controls_unreadable = self.private, self.private_controls, self.controls_unreadable
         view.reader = self.reader
         return view
@@ -515,6 +531,8 @@ class IntentState:
 
     def snapshot(self) -> SnapshotForm:
         """The folded state as a snapshot holds it; only the sections changed since the last call are encoded."""
+        for task_id in list(self._added):
+            self.section(task_id)  # its added claims join it: its bytes are stale
         encoded = self._encoded
         for task_id, section in self._sections.items():
             if task_id not in encoded:
