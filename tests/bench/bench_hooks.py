@@ -8,8 +8,11 @@ round and interleaved with the references `python -c pass`,
 
 * PreToolUse, no run bound, no kill switch (the path every tool call takes);
 * PreToolUse of the session bound to the run (reads the run's log);
-* UserPromptSubmit, an ordinary prompt whose context did not change (reads the
-  intent ledger to know that);
+* UserPromptSubmit, an ordinary prompt whose context did not change (a stat of
+  each input tells it so);
+* UserPromptSubmit after a change: before each timed run this process appends
+  one claim to the intent ledger (untimed), so the hook reads the ledger and
+  injects;
 * SessionStart (injects the context).
 
 Prints p50/p90 wall per command and its ratio to the msgspec reference.
@@ -33,7 +36,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cli import bench_env, build, loopstate_command  # noqa: E402
 
+from loopstate_protocol import intent as i  # noqa: E402
+
 from loopstate.service import Service  # noqa: E402
+
+
+CHANGED = "hook UserPromptSubmit (after a change)"
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None) -> float:
@@ -63,7 +71,8 @@ def main() -> None:
         root.mkdir()
         env = bench_env(data_dir)
         started = time.perf_counter()
-        ids = build(Service(data_dir=data_dir), str(root), args.events)
+        service = Service(data_dir=data_dir)
+        ids = build(service, str(root), args.events)
         print(f"store: {args.events} events each in intent, goals.bench and one run's stream "
               f"(built in {time.perf_counter() - started:.1f} s)")
         bound = {**env, "LOOPSTATE_RUN": ids["run_id"]}
@@ -71,6 +80,15 @@ def main() -> None:
         tool = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1"}
         for session, session_env in (("plain", env), ("bound", bound)):  # bind both sessions first
             timed([*hook, "SessionStart"], session_env, str(root), payload("SessionStart", root, session, source="startup"))
+        changes = iter(range(1, 1 << 30))
+
+        def change() -> None:
+            """One more project-wide claim in the intent ledger: the next prompt's context differs."""
+            n = next(changes)
+            claim = i.ClaimInput(statement=f"change {n}", role="user", epistemic_status="explicit", facets=["outcome"],
+                                 scope="project")  # in every task's view: the session's context changes, and is injected
+            service.execute(str(root), i.IntentClaimAdd(task_id=ids["task_id"], actor="user", claim=claim), f"change-{n}")
+
         commands: dict[str, tuple[list[str], dict[str, str], bytes | None]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], env, None),
             'python -c "import msgspec"': ([sys.executable, "-c", "import msgspec"], env, None),
@@ -82,14 +100,19 @@ def main() -> None:
             "hook PreToolUse (bound run)": ([*hook, "PreToolUse"], bound, payload("PreToolUse", root, "bound", **tool)),
             "hook UserPromptSubmit (unchanged)": ([*hook, "UserPromptSubmit"], env,
                                                   payload("UserPromptSubmit", root, "plain", prompt="go on")),
+            CHANGED: ([*hook, "UserPromptSubmit"], env, payload("UserPromptSubmit", root, "plain", prompt="go on")),
             "hook SessionStart (injects)": ([*hook, "SessionStart"], env,
                                             payload("SessionStart", root, "plain", source="resume")),
         }
-        for argv, run_env, stdin in commands.values():  # warm the page cache and .pyc files: warm starts
+        for name, (argv, run_env, stdin) in commands.items():  # warm the page cache and .pyc files: warm starts
+            if name == CHANGED:
+                change()
             timed(argv, run_env, str(root), stdin)
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
             for name, (argv, run_env, stdin) in commands.items():
+                if name == CHANGED:
+                    change()
                 times[name].append(timed(argv, run_env, str(root), stdin))
         reference = statistics.median(times['python -c "import msgspec"'])
         print(f"\n{args.rounds} rounds, interleaved; wall per fresh process\n")
