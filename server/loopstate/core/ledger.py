@@ -109,6 +109,7 @@ class Ledger:
             for path in (
                 self.stream.path, checkpoint.path_for(self.stream), snapshot.path_for(self.stream),
                 request_file.path_for(self.stream), quarantine.path_for(project.dir, name),
+                project.dir / "locks" / f"{self.name}.lock",  # a founding writer's, cut short (StoreLock.publish)
             )
         ]
         self._opened = False
@@ -116,10 +117,13 @@ class Ledger:
         # each time); ``_using`` keeps the threads of this
         # process out of each other's mutation, as the flock on separate
         # descriptors used to, and keeps an idle-ledger sweep from closing them mid-use.
+        # A mutation of a stream that has no lock file yet makes nothing until its first
+        # write (``_publish``): a refused command leaves the data dir as it was.
         self._lock = StoreLock(
             project.dir / "locks" / f"{self.name}.lock", project.dir, timeout=project.lock_timeout, keep_open=True,
+            founding=project.root,
         )
-        self._lock.before_open = project.ensure
+        self._lock.before_open, self._lock.before_create = project.check_existing, project.ensure
         self._using = threading.Lock()
         self._checkpoint_offset = 0
         self._last_line_start = 0
@@ -401,6 +405,7 @@ class Ledger:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
         if torn is not None:
+            self._publish()
             # Summarized before it is cut; a crash in between leaves the summary,
             # which the retry finds instead of writing it twice.
             summary = (torn.offset, torn.length, torn.sha256)
@@ -420,6 +425,12 @@ class Ledger:
                 safefs.remove_orphan_temps(folder, target)
             self._swept = True
         return Mutation(self, caught_up)
+
+    def _publish(self) -> None:
+        """Before this mutation's first write: make the store and the lock file if this
+        mutation is founding the stream (``StoreLock.publish``); otherwise nothing."""
+        if self._lock.founded:
+            self._lock.publish()
 
     def _complete_index(self) -> None:
         """Make the request index hold every request of the stream: those before a snapshot
@@ -510,6 +521,7 @@ class Ledger:
         envelope and file write happen once the mutation's lock is released
         (``_write_taken_snapshot``)."""
         stream = self.stream
+        self._publish()
         binding = checkpoint.save(stream, self._last_line_start)
         if binding is None:
             return False
@@ -682,7 +694,7 @@ class _Scope:
             )
         try:
             _keep_open(ledger)
-            ledger._lock.exclusive()
+            ledger._lock.exclusive(defer_create=True)
             try:
                 return ledger._prepare()
             except BaseException:
@@ -757,6 +769,7 @@ class Mutation:
         ledger = self.ledger
         stream = ledger.stream
         self._index_ready()
+        ledger._publish()
         records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
         if self.grouped:
             for record in records:

@@ -14,6 +14,7 @@ import os
 import stat
 import weakref
 from pathlib import Path
+from typing import Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -220,6 +221,30 @@ def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
             fd = _checked(fd, path)
             fsync_dir(Path(path).parent)
             return fd
+    return _checked(fd, path)
+
+
+def create_published(path: Path, base: Path, prepare: Callable[[int], None]) -> int:
+    """Make ``path`` a new 0600 file that no process can open by its name before
+    ``prepare(fd)`` has run on it: made under a temporary name beside it, prepared, renamed
+    into place, its folder fsynced. Returns the open read-write descriptor.
+
+    The rename replaces whatever has that name, so the caller must be the only one
+    that makes it (a lock file is made only under its project's founding lock)."""
+    check_inside(path, base)
+    temp = temp_name(path)
+    fd = _open(temp, base, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    try:
+        prepare(fd)
+        os.rename(temp, path)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(Path(path).parent)
     return _checked(fd, path)
 
 
