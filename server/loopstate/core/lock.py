@@ -139,6 +139,14 @@ class StoreLock:
         before its first write (a Ledger's mutation, which may be refused)."""
         if self._fd is not None or self._founding is not None:
             raise RuntimeError(f"{self.path.name} is already held through this StoreLock")
+        try:
+            return self._exclusive(defer_create)
+        except OSError as exc:
+            if exc.errno in safefs.WRITE_REFUSED:
+                raise safefs.write_refused(exc, self.path) from None
+            raise
+
+    def _exclusive(self, defer_create: bool) -> "StoreLock":
         fd, size = self._kept_descriptor()
         if fd is None:
             if self.before_open is not None:
@@ -202,15 +210,20 @@ class StoreLock:
         founding = self._founding
         if founding is None:
             return
-        if self.before_create is not None:
-            self.before_create()
-        safefs.ensure_dir(self.path.parent, self.base)
 
         def lock_and_record(fd: int) -> None:
             fcntl.flock(fd, _EXCLUSIVE)  # a file nobody else can open yet: never busy
             os.pwrite(fd, self._owner_record(), 0)
 
-        fd = safefs.create_published(self.path, self.base, lock_and_record)
+        try:
+            if self.before_create is not None:
+                self.before_create()
+            safefs.ensure_dir(self.path.parent, self.base)
+            fd = safefs.create_published(self.path, self.base, lock_and_record)
+        except OSError as exc:
+            if exc.errno in safefs.WRITE_REFUSED:
+                raise safefs.write_refused(exc, self.path) from None
+            raise
         if self._kept is not None:
             self._kept.hold(fd, os.fstat(fd))
         self._fd = fd

@@ -47,6 +47,24 @@ def _parts_below(path: Path | str, base: Path | str) -> tuple[str, list[str]]:
     return b, parts
 
 
+# What the kernel says when this process may not write a store that is there to read:
+# another user's files, a backup restored read-only, a read-only mount.
+WRITE_REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def write_refused(exc: OSError, path: Path | str) -> LoopstateError:
+    """The error of a write this process may not make (``exc.errno`` in WRITE_REFUSED):
+    which path, and what to do. Reads of the same store still work (``core/lock.py``)."""
+    where = exc.filename if isinstance(exc.filename, str) else os.fspath(path)
+    return LoopstateError(
+        ErrorCode.STORE_IO_ERROR,
+        f"cannot write {where}: {exc.strerror}; this store is read-only to this process (a read-only copy, "
+        "a read-only mount or another user's store): reads still work, and to write run loopstate as the "
+        "store's owner or set LOOPSTATE_DATA_DIR to a writable copy of it",
+        path=where,
+    )
+
+
 def check_inside(path: Path, base: Path) -> None:
     """Every component from ``base`` down to ``path``'s parent must be a real folder."""
     current, parts = _parts_below(path, base)
