@@ -2,9 +2,11 @@
 
 The console script runs ``cli.main.run``: ``main`` with the cyclic garbage
 collector off, then ``finish``, which skips the interpreter's teardown
-(freeing every object of a read's state one by one) when no other non-daemon thread runs
-and no ``atexit`` handler is registered. The servers (``serve``, ``mcp``)
-keep both. Each test is a real process; what it checks is what a caller sees.
+(freeing every object of a read's state one by one): the CLI's first exit
+handler ends the process after every other handler has run and every
+non-daemon thread was joined, unless the ``atexit`` module was imported before
+the CLI started (a handler registered then would run after it). The servers
+(``serve``, ``mcp``) keep both. Each test is a real process; what it checks is what a caller sees.
 """
 
 from __future__ import annotations
@@ -100,3 +102,33 @@ def test_a_command_runs_without_the_cyclic_collector_and_a_server_with_it(root: 
     server = subprocess.run([sys.executable, "-c", ENTRY.format(setup=said, argv=["serve"])], cwd=root, input="",
                             capture_output=True, text=True, timeout=60)
     assert "GC True" in server.stderr, server
+
+
+def test_a_handler_registered_while_the_command_runs_runs_and_the_teardown_is_still_skipped(root: Path,
+                                                                                           data_dir: Path) -> None:
+    """The fast exit is the first exit handler, so it runs after any the command's own imports register."""
+    setup = SAYS_TORN_DOWN + (
+        "import loopstate.cli.output as output\n"
+        "guarded = output.run_guarded\n"
+        "def registering(args):\n"
+        "    import atexit\n"
+        "    atexit.register(lambda: sys.stderr.write('LATE HANDLER RAN'))\n"
+        "    return guarded(args)\n"
+        "output.run_guarded = registering\n")
+    done = entry(setup, "root", cwd=root)
+    assert done.returncode == 0 and done.stdout.strip() == str(root.resolve()), done
+    assert "LATE HANDLER RAN" in done.stderr and "TORN DOWN" not in done.stderr, done.stderr
+
+
+def test_a_write_exits_without_the_teardown_too(root: Path, data_dir: Path) -> None:
+    """A write keeps its lock descriptor in a weakref finalizer (which registers an exit handler): it still ends
+    at once, with its code and output intact, and what it wrote is there for the next process."""
+    done = entry(SAYS_TORN_DOWN, "intent", "start", "--label", "fast", "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["events"][0]["event_type"] == "task_started"
+    assert "TORN DOWN" not in done.stderr
+    refused = entry(SAYS_TORN_DOWN, "intent", "add", "00000000-0000-4000-8000-000000000001", "x", cwd=root)
+    assert refused.returncode == 1 and "NOT_FOUND" in refused.stderr and "TORN DOWN" not in refused.stderr
+    shown = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "log", "--json"], cwd=root,
+                           capture_output=True, text=True, timeout=60)
+    assert [e["event_type"] for e in json.loads(shown.stdout)["streams"][0]["events"]] == ["task_started"]

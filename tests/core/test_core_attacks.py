@@ -305,7 +305,7 @@ def test_a_lock_file_removed_between_mutations_is_made_again_and_still_excludes(
     lock = core_project.dir / "locks" / "core.lock"
     os.unlink(lock)
     with ledger.mutation() as tx:
-        other = StoreLock(lock, core_project.dir, timeout=0.05)
+        other = core_project.lock("core")
         with pytest.raises(LoopstateError) as info:
             other.exclusive()
         assert info.value.code is ErrorCode.LOCK_TIMEOUT

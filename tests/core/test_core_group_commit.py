@@ -78,11 +78,11 @@ def _queue_behind_a_blocked_leader(ledger: Ledger, works: list) -> tuple[list, l
 
     threads = [threading.Thread(target=run, args=(0, leader_work))]
     threads[0].start()
-    wait_until(lambda: ledger._leading)
+    wait_until(lambda: ledger._group_commit is not None and ledger._group_commit._leading)
     for index, work in enumerate(works, start=1):
         threads.append(threading.Thread(target=run, args=(index, work)))
         threads[-1].start()
-    wait_until(lambda: len(ledger._queue) == len(works))  # every follower waits behind the leader
+    wait_until(lambda: len(ledger._group_commit._queue) == len(works))  # every follower waits behind the leader
     release.set()
     for t in threads:
         t.join(30)

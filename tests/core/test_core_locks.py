@@ -93,9 +93,10 @@ def test_the_owner_record_names_the_last_exclusive_holder_and_is_written_once_a_
     ledger = new_ledger()
     lock_path = core_project.dir / "locks" / "core.lock"
     with ledger.mutation() as tx:
+        assert not lock_path.exists()  # a first mutation makes its lock file at its first write
+        tx.append([event(1)])
         first = lock_path.read_bytes()
         assert len(first) == RECORD_WIDTH and canonical.decode(first)["pid"] == os.getpid()
-        tx.append([event(1)])
     assert lock_path.read_bytes() == first  # kept after release: it names the last exclusive holder
     written = lock_path.stat().st_mtime_ns
     with ledger.mutation() as tx:

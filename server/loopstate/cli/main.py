@@ -143,34 +143,60 @@ def run() -> None:
     import gc
 
     gc.disable()
+    arm_fast_exit()
     finish(main())
 
 
-def finish(code: int) -> None:
-    """End the process with ``code``, without the interpreter's teardown when nothing waits for it.
+# The exit code ``finish`` ends the process with, once every exit handler has run (``_fast_exit``).
+_finished: list[int] = []
+
+
+def arm_fast_exit() -> None:
+    """Register ``_fast_exit`` as this process's first ``atexit`` handler, when it can be the first.
+
+    Exit handlers run last-registered first, so the first one runs after every
+    other: after those of whatever the command imported or set up (a library's
+    logging shutdown, the weakref finalizers that close kept descriptors, a
+    coverage tool started with the command), and after the interpreter has
+    joined every non-daemon thread. If the ``atexit`` module was imported before
+    the CLI started (a site hook, a coverage tool's startup, an embedding
+    caller), a handler registered then would run after this one, so none is
+    registered and the process exits as usual. The atexit module offers no
+    public way to count or list handlers; whether it was imported at all is
+    what can be known without its private API.
+    """
+    if "atexit" in sys.modules:
+        return
+    import atexit
+
+    atexit.register(_fast_exit)
+
+
+def _fast_exit() -> None:
+    """End the process once the other exit handlers have run, without the interpreter's teardown.
 
     Tearing down frees every object one by one: after a read of a 10k-event
     store that was 10-20 ms of a ~100 ms command (its state, the modules), all
-    of it memory the kernel takes back at once anyway. So once stdout and
-    stderr are flushed, the process ends at once, unless something still
-    counts on the normal exit: another non-daemon thread (the interpreter
-    joins those; a daemon thread, such as the prefix-digest reader, it
-    abandons either way) or an ``atexit`` handler (a library's, a coverage
-    tool's); then it exits as usual.
+    of it memory the kernel takes back at once anyway. Only after ``finish``
+    (a command that returned its code) and once stdout and stderr are flushed;
+    otherwise (an uncaught exception, a closed pipe) the usual exit goes on.
     """
-    import atexit
-    import os
-
+    if not _finished:
+        return
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed pipe or stream: the usual exit deals with it as it always has
-        sys.exit(code)
-    threading = sys.modules.get("threading")
-    waited = threading is not None and any(
-        not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread())
-    if not waited and atexit._ncallbacks() == 0:
-        os._exit(code)
+        return
+    import os
+
+    os._exit(_finished[-1])
+
+
+def finish(code: int) -> None:
+    """End the process with ``code``: through the usual exit, which ``_fast_exit`` (if armed) cuts short
+    after the exit handlers, skipping only the teardown."""
+    _finished.append(code)
     sys.exit(code)
 
 

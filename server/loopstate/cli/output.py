@@ -98,13 +98,31 @@ def run_guarded(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return closed_pipe_exit()
     except LoopstateError as exc:
-        if getattr(args, "json", False):
-            emit_json({"error": exc.to_dict()})
-        else:
-            sys.stderr.write(f"loopstate: {exc.code.value}: {exc.message}\n")
-        return EXIT_ERROR
+        return refused(args, exc)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # a bug: say so plainly, keep the exit code distinct
-        sys.stderr.write(f"loopstate: internal error: {type(exc).__name__}: {exc}\n")
-        return EXIT_INTERNAL
+    except OSError as exc:
+        from loopstate.core.safefs import WRITE_REFUSED, write_refused
+
+        if exc.errno in WRITE_REFUSED:
+            # A write the store's own checks did not already name (a projection, a kill
+            # switch file beside the project): refused as clearly as theirs.
+            return refused(args, write_refused(exc, exc.filename or "the store"))
+        return internal_error(exc)
+    except Exception as exc:
+        return internal_error(exc)
+
+
+def refused(args: argparse.Namespace, exc: LoopstateError) -> int:
+    """One line on stderr, or the JSON error object with --json; exit code 1."""
+    if getattr(args, "json", False):
+        emit_json({"error": exc.to_dict()})
+    else:
+        sys.stderr.write(f"loopstate: {exc.code.value}: {exc.message}\n")
+    return EXIT_ERROR
+
+
+def internal_error(exc: Exception) -> int:
+    """A bug: said plainly, with an exit code of its own."""
+    sys.stderr.write(f"loopstate: internal error: {type(exc).__name__}: {exc}\n")
+    return EXIT_INTERNAL

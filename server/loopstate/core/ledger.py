@@ -7,10 +7,11 @@ calls them for every event exactly once, in order, whether the event came from
 this process or another.
 
 A Ledger is used by one thread at a time, except through ``submit``: that is
-the group commit, where threads of one process that want to mutate the same
-stream queue their work, one of them (the leader) runs the whole queue under
-one exclusive lock and makes it durable with one write and one fsync, and every
-caller returns only after that fsync.
+the group commit (``core/group_commit.py``), where threads of one process that
+want to mutate the same stream share one write and one fsync. A mutation
+itself, the lock taken and what a caller may do under it, is
+``core/mutation.py``; the per-process budget of kept descriptors,
+``core/kept_descriptors.py``.
 """
 
 from __future__ import annotations
@@ -18,23 +19,22 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import weakref
 from array import array
-from collections import OrderedDict
-from typing import Any, Callable, Generic, TypeVar
-
-from loopstate_protocol.errors import ErrorCode
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from loopstate.core import canonical, checkpoint, quarantine, request_file, safefs, snapshot, verified_mark
-from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
+from loopstate.core.chain import REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
-from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
 from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
+from loopstate.core.mutation import Mutation, Scope
 from loopstate.core.stream import ProgressFn, Record, Stream
+
+if TYPE_CHECKING:
+    from loopstate.core.group_commit import GroupCommit
 
 RecordFn = Callable[[Record], None]
 T = TypeVar("T")
@@ -109,6 +109,7 @@ class Ledger:
             for path in (
                 self.stream.path, checkpoint.path_for(self.stream), snapshot.path_for(self.stream),
                 request_file.path_for(self.stream), quarantine.path_for(project.dir, name),
+                project.dir / "locks" / f"{self.name}.lock",  # a founding writer's, cut short (StoreLock.publish)
             )
         ]
         self._opened = False
@@ -116,10 +117,13 @@ class Ledger:
         # each time); ``_using`` keeps the threads of this
         # process out of each other's mutation, as the flock on separate
         # descriptors used to, and keeps an idle-ledger sweep from closing them mid-use.
+        # A mutation of a stream that has no lock file yet makes nothing until its first
+        # write (``_publish``): a refused command leaves the data dir as it was.
         self._lock = StoreLock(
             project.dir / "locks" / f"{self.name}.lock", project.dir, timeout=project.lock_timeout, keep_open=True,
+            founding=project.root,
         )
-        self._lock.before_open = project.ensure
+        self._lock.before_open, self._lock.before_create = project.check_existing, project.ensure
         self._using = threading.Lock()
         self._checkpoint_offset = 0
         self._last_line_start = 0
@@ -137,9 +141,7 @@ class Ledger:
         # growth is vouched for only by the mark its writer left (``_vouched_before_write``).
         self._vouched_at: Seen | None = None
         self._marked: Seen | None = None  # the stat the mark on disk is known to describe
-        self._group = threading.Lock()
-        self._queue: list[_Job[Any]] = []
-        self._leading = False
+        self._group_commit: GroupCommit | None = None  # made by the first ``submit``
 
     @property
     def head(self) -> tuple[int, str | None]:
@@ -378,7 +380,7 @@ class Ledger:
             offset += len(line) + 1
         return out
 
-    def mutation(self) -> "_Scope":
+    def mutation(self) -> Scope:
         """Exclusive lock; catch up; quarantine and cut a torn tail; remove our orphans.
 
         Use as ``with ledger.mutation() as tx:``; the lock is released when the
@@ -386,9 +388,9 @@ class Ledger:
         once per append, where every microsecond is paid twice on the caches an
         fsync leaves cold.
         """
-        return _Scope(self)
+        return Scope(self)
 
-    def _prepare(self) -> "Mutation":
+    def _prepare(self) -> Mutation:
         """Under the exclusive lock: catch up, cut a torn tail, sweep our temps.
 
         The project folder is checked (Project.ensure) whenever the lock file is
@@ -401,6 +403,7 @@ class Ledger:
             self._swept = False  # the file was replaced: a re-chaining command ran, maybe crashed
         torn = self.stream.torn
         if torn is not None:
+            self._publish()
             # Summarized before it is cut; a crash in between leaves the summary,
             # which the retry finds instead of writing it twice.
             summary = (torn.offset, torn.length, torn.sha256)
@@ -420,6 +423,12 @@ class Ledger:
                 safefs.remove_orphan_temps(folder, target)
             self._swept = True
         return Mutation(self, caught_up)
+
+    def _publish(self) -> None:
+        """Before this mutation's first write: make the store and the lock file if this
+        mutation is founding the stream (``StoreLock.publish``); otherwise nothing."""
+        if self._lock.founded:
+            self._lock.publish()
 
     def _complete_index(self) -> None:
         """Make the request index hold every request of the stream: those before a snapshot
@@ -510,6 +519,7 @@ class Ledger:
         envelope and file write happen once the mutation's lock is released
         (``_write_taken_snapshot``)."""
         stream = self.stream
+        self._publish()
         binding = checkpoint.save(stream, self._last_line_start)
         if binding is None:
             return False
@@ -545,230 +555,18 @@ class Ledger:
         self._restart()
         self._opened = False
 
-    # group commit ----------------------------------------------------------------
+    def submit(self, work: Callable[[Mutation], T]) -> T:
+        """Run ``work(tx)`` under the exclusive lock, sharing one write+fsync with other threads
+        of this process that submit to this ledger meanwhile (``core/group_commit.py``)."""
+        group = self._group_commit
+        if group is None:
+            with _making_group_commit:
+                if self._group_commit is None:
+                    from loopstate.core.group_commit import GroupCommit  # a server's: a command never imports it
 
-    def submit(self, work: Callable[["Mutation"], T]) -> T:
-        """Run ``work(tx)`` under the exclusive lock, sharing one write+fsync with other threads.
-
-        ``work`` sees the state folded from every earlier event, including those
-        of work queued before it in the same group. Returns ``work``'s result (or
-        raises its exception) only after every event of the group is durable; if
-        the shared write or fsync fails, every caller in the group gets that error
-        and none of their events is kept. ``work`` must not call ``submit`` itself.
-        """
-        job: _Job[T] = _Job(work)
-        with self._group:
-            self._queue.append(job)
-            leading = not self._leading
-            self._leading = True
-        if not leading:
-            # Woken once: when a group made this job durable, or to lead the next group.
-            job.wake.wait()
-            if job.done:
-                return job.outcome()
-        batch: list[_Job[Any]] = []
-        try:
-            with self._group:
-                batch, self._queue = self._queue, []
-            self._run_group(batch)
-        finally:
-            with self._group:
-                successor = self._queue[0] if self._queue else None
-                self._leading = successor is not None
-            for done in batch:
-                done.wake.set()
-            if successor is not None:
-                successor.wake.set()  # leadership passes to the oldest waiter
-        return job.outcome()
-
-    def _run_group(self, batch: list["_Job[Any]"]) -> None:
-        try:
-            with self.mutation() as tx:
-                tx.grouped = True
-                try:
-                    ran = 0
-                    while ran < len(batch):
-                        for job in batch[ran:]:
-                            try:
-                                job.result = job.work(tx)
-                            except Exception as exc:
-                                job.error = exc
-                        ran = len(batch)
-                        # Work queued while this group ran joins it: same write, same fsync.
-                        with self._group:
-                            batch += self._queue
-                            self._queue = []
-                    vouched = self._vouched_before_write()
-                    self.stream.flush()
-                except BaseException:
-                    # Folded but never written (the write failed, or the group was
-                    # interrupted): drop it all and rebuild from the file.
-                    self._forget_unwritten()
-                    raise
-                self._after_flush(vouched)
-        except BaseException as exc:
-            for job in batch:
-                job.error = exc
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            for job in batch:
-                job.done = True
+                    self._group_commit = GroupCommit(self)
+                group = self._group_commit
+        return group.submit(work)
 
 
-# At most this many ledgers keep their lock and stream descriptors open between mutations:
-# a server that has touched hundreds of streams (one per run or goal) must not
-# run out of descriptors. The least recently mutated idle ones close first.
-KEPT_OPEN = 64
-_kept_lock = threading.Lock()
-_kept: "OrderedDict[int, weakref.ref[Ledger]]" = OrderedDict()
-_most_recent: "weakref.ref[Ledger] | None" = None
-
-
-def _keep_open(ledger: Ledger) -> None:
-    """Mark ``ledger`` (whose ``_using`` the caller holds) most recently used; close the
-    kept descriptors of the least recently used idle ledgers beyond KEPT_OPEN.
-
-    The common case, one busy stream mutated again, is one reference compare
-    without the lock: another thread can only make another ledger the most
-    recent meanwhile, and never closes one whose ``_using`` is held.
-    """
-    global _most_recent
-    recent = _most_recent
-    if recent is not None and recent() is ledger:
-        return
-    key = id(ledger)
-    with _kept_lock:
-        _most_recent = weakref.ref(ledger)
-        if key in _kept and _kept[key]() is ledger:
-            _kept.move_to_end(key)
-        else:
-            _kept.pop(key, None)
-            _kept[key] = weakref.ref(ledger)
-        excess = len(_kept) - KEPT_OPEN
-        for key, ref in list(_kept.items()):
-            if excess <= 0:
-                break
-            other = ref()
-            if other is None:
-                del _kept[key]
-                excess -= 1
-            elif other is not ledger and other._using.acquire(blocking=False):
-                try:
-                    other._close_kept()
-                finally:
-                    other._using.release()
-                del _kept[key]
-                excess -= 1
-
-
-class _Scope:
-    """``with ledger.mutation() as tx``: this process's threads kept out of each
-    other's way (``_using``), then the stream's exclusive lock, both released on exit."""
-
-    __slots__ = ("ledger",)
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-
-    def __enter__(self) -> "Mutation":
-        ledger = self.ledger
-        if not ledger._using.acquire(timeout=ledger.project.lock_timeout):
-            raise LoopstateError(
-                ErrorCode.LOCK_TIMEOUT,
-                f"timed out after {ledger.project.lock_timeout:g}s waiting for stream {ledger.name!r}: another "
-                "thread of this process is mutating it (use Ledger.submit to share a ledger between threads)",
-                stream=ledger.name,
-            )
-        try:
-            _keep_open(ledger)
-            ledger._lock.exclusive()
-            try:
-                return ledger._prepare()
-            except BaseException:
-                ledger._lock.release()
-                raise
-        except BaseException:
-            ledger._using.release()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            self.ledger._lock.release()
-        finally:
-            self.ledger._using.release()
-        self.ledger._write_taken_snapshot()
-
-
-class _Job(Generic[T]):
-    """One caller's work in a group commit, and what came of it."""
-
-    def __init__(self, work: Callable[["Mutation"], T]) -> None:
-        self.work = work
-        self.done = False
-        self.wake = threading.Event()
-        self.result: T | None = None
-        self.error: BaseException | None = None
-
-    def outcome(self) -> T:
-        if self.error is not None:
-            raise self.error
-        return self.result  # type: ignore[return-value]
-
-
-class Mutation:
-    """What a caller may do while holding a ledger's exclusive lock.
-
-    In a group commit (``grouped``) appends are staged and folded at once, and
-    the group's leader makes them durable with one write and fsync at the end.
-    """
-
-    def __init__(self, ledger: Ledger, caught_up: News | None = None) -> None:
-        self.ledger = ledger
-        self.grouped = False
-        self._indexed = False  # whether the request index was completed (first lookup or append)
-        # What other processes appended, first read (and folded) under this lock:
-        # the owner tells its listeners, as it would after a refresh.
-        self.caught_up: News = caught_up if caught_up is not None else News(0)
-
-    def earlier(self, request_id: str, fp: str) -> list[Record] | None:
-        """The events of an exact earlier request; raises REQUEST_ID_REUSED on a changed one."""
-        ledger = self.ledger
-        assert ledger.requests is not None
-        self._index_ready()
-        applied = ledger.requests.lookup(request_id, fp, ledger.stream.read_line_at, ledger.stream.layout.sequence_field)
-        return None if applied is None else ledger.records_of(applied)
-
-    def _index_ready(self) -> None:
-        if not self._indexed:
-            self._indexed = True
-            self.ledger._complete_index()
-
-    def append(self, events: list[dict[str, Any]], *, request_id: str | None = None, fp: str | None = None) -> list[Record]:
-        """Seal ``events`` after the head and fold them; durable when this returns,
-        or, in a group commit, when the group's leader has flushed.
-
-        The events are folded before the write, not after the fsync: the fold
-        then runs while the caches are warm, and the path from the fsync's
-        return to the lock's release is a few instructions. Should the fold,
-        the write or the fsync fail, nothing folded is kept: the projection is
-        rebuilt from the file (``_forget_unwritten``), as in a group commit.
-        """
-        ledger = self.ledger
-        stream = ledger.stream
-        self._index_ready()
-        records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
-        if self.grouped:
-            for record in records:
-                ledger._fold(record)
-            return records
-        vouched = ledger._vouched_before_write()
-        try:
-            for record in records:
-                ledger._fold(record)
-            stream.flush()
-        except BaseException:
-            ledger._forget_unwritten()
-            raise
-        ledger._after_flush(vouched)
-        return records
+_making_group_commit = threading.Lock()

@@ -7,6 +7,18 @@ stays after release, rewritten only when it changes), and a waiter that times
 out names who holds it: from the kernel's lock table where there is one
 (readers included), else from that record. Readers never create a lock file:
 with no lock file there has never been a mutation to wait for.
+
+Nor does a writer, until it appends: one that finds no lock file takes the
+project's founding lock (``core/founding.py``) and makes the lock file, already
+locked, only when it has something to write (``publish``), so a refused
+command leaves no store behind.
+
+A reader opens the lock file read-only (a shared flock needs no more). One
+that cannot open it at all (a store restored read-only or owned by another
+user, whose folder it may not enter) reads without the lock: every record it
+folds is verified by the chain, and a torn tail from a writer it could not wait
+for is treated as it is after a crash, left out and never repaired by a read.
+It says so on stderr once per process (``unlocked_read``).
 """
 
 from __future__ import annotations
@@ -17,13 +29,17 @@ import os
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, safefs
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
+
+if TYPE_CHECKING:
+    from loopstate.core.founding import FoundingLock
+
 
 DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
@@ -39,15 +55,68 @@ RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to 
 # would not cure.
 _EXCLUSIVE = fcntl.LOCK_EX | fcntl.LOCK_NB
 _SHARED = fcntl.LOCK_SH | fcntl.LOCK_NB
+_unlocked_said = False
+
+
+def unlocked_read(path: Path, why: str) -> None:
+    """Say once per process, on stderr, that reads go without their lock, and why."""
+    global _unlocked_said
+    if not _unlocked_said:
+        _unlocked_said = True
+        import sys
+
+        sys.stderr.write(f"loopstate: note: reading without the store lock ({path}: {why}); every record read is "
+                         "still verified by the hash chain, but an append another process makes meanwhile may be "
+                         "left out\n")
+
+
+def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None) -> None:
+    """flock ``fd`` within ``timeout`` seconds, or raise: LOCK_TIMEOUT naming the holder,
+    STORE_IO_ERROR when the file system refuses the lock (waiting would not help)."""
+    flags = _EXCLUSIVE if exclusive else _SHARED
+    deadline = 0.0
+    pause = 0.0005
+    detail = {} if path is None else {"lock": path}
+    while True:
+        try:
+            fcntl.flock(fd, flags)
+            return
+        except BlockingIOError:
+            pass
+        except OSError as exc:  # not contention: waiting would not help
+            raise LoopstateError(
+                ErrorCode.STORE_IO_ERROR,
+                f"cannot lock {what}: {exc}; keep the store on a local "
+                "file system that supports flock (set LOOPSTATE_DATA_DIR)",
+                **detail,
+            ) from exc
+        if not deadline:  # the clock is read only when the lock is busy
+            deadline = time.monotonic() + timeout
+        if time.monotonic() >= deadline:
+            holder = _read_holder(fd)
+            raise LoopstateError(
+                ErrorCode.LOCK_TIMEOUT,
+                f"timed out after {timeout:g}s waiting for {what}: held by "
+                f"{holder['describe']}; wait for it to finish or stop that process",
+                **detail,
+                holder=holder,
+            ) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
 
 
 class StoreLock:
     """One lock file; use as a context manager via ``exclusive()`` or ``shared()``."""
 
-    def __init__(self, path: Path, base: Path, *, timeout: float = DEFAULT_TIMEOUT, keep_open: bool = False) -> None:
+    def __init__(self, path: Path, base: Path, *, timeout: float = DEFAULT_TIMEOUT, keep_open: bool = False,
+                 founding: str | None = None) -> None:
         """With ``keep_open`` the exclusive lock's descriptor stays open after release
         (unlocked) and is re-checked, not re-opened, when the lock is taken again:
-        what a Ledger that mutates one stream many times uses."""
+        what a Ledger that mutates one stream many times uses.
+
+        With ``founding`` (the canonical project root, whose founding lock is taken: see
+        ``core/founding.py``) an exclusive holder that finds no lock file makes none until
+        ``publish``; without it the file is made at once."""
         self.path = path
         self.base = base
         self.timeout = timeout
@@ -57,25 +126,111 @@ class StoreLock:
         self._kept = safefs.HeldDescriptor() if keep_open else None
         self._path_str = os.fspath(path)
         # Called before the path is opened afresh (not when a kept descriptor still
-        # checks out): a Ledger passes Project.ensure, which checks the project folder.
+        # checks out): Project.check_existing, which checks the project folder if there is one.
         self.before_open: Callable[[], None] | None = None
+        # Called before the lock file is made: Project.ensure, which makes the project folder.
+        self.before_create: Callable[[], None] | None = None
+        self.founding_root = founding
+        self._founding: FoundingLock | None = None  # held while founding: the lock file not made yet
 
-    def exclusive(self) -> "StoreLock":
-        if self._fd is not None:
+    def exclusive(self, *, defer_create: bool = False) -> "StoreLock":
+        """Take the exclusive lock. With ``defer_create`` and no lock file yet, hold the
+        project's founding lock instead and make nothing: the caller calls ``publish``
+        before its first write (a Ledger's mutation, which may be refused)."""
+        if self._fd is not None or self._founding is not None:
             raise RuntimeError(f"{self.path.name} is already held through this StoreLock")
+        try:
+            return self._exclusive(defer_create)
+        except OSError as exc:
+            if exc.errno in safefs.WRITE_REFUSED:
+                raise safefs.write_refused(exc, self.path) from None
+            raise
+
+    def _exclusive(self, defer_create: bool) -> "StoreLock":
         fd, size = self._kept_descriptor()
         if fd is None:
             if self.before_open is not None:
                 self.before_open()
-            fd = safefs.open_rw(self.path, self.base, create=True)
-            if fd is None:  # the locks folder does not exist yet
+            fd = safefs.open_rw(self.path, self.base, create=False)
+            if fd is None:
+                if self.founding_root is not None:
+                    return self._found(defer_create)
+                if self.before_create is not None:
+                    self.before_create()
                 safefs.ensure_dir(self.path.parent, self.base)
                 fd = safefs.open_rw(self.path, self.base, create=True)
+                assert fd is not None
             info = os.fstat(fd)
             size = info.st_size
             if self._kept is not None:
                 self._kept.hold(fd, info)
         self._acquire(fd, exclusive=True)
+        self._write_record(fd, size)
+        return self
+
+    def _found(self, defer_create: bool) -> "StoreLock":
+        """No lock file: take the founding lock, and look again (a first writer that held
+        it before us has made the file); still none, hold the founding lock."""
+        from loopstate.core.founding import founding_lock  # only a first writer needs it
+
+        founding = founding_lock(self.founding_root)
+        founding.acquire(self.path.name, self.timeout)
+        try:
+            fd = safefs.open_rw(self.path, self.base, create=False)
+        except BaseException:
+            founding.release(self.path.name)
+            raise
+        if fd is not None:
+            founding.release(self.path.name)
+            info = os.fstat(fd)
+            if self._kept is not None:
+                self._kept.hold(fd, info)
+            self._acquire(fd, exclusive=True)
+            self._write_record(fd, info.st_size)
+            return self
+        self._founding = founding
+        if not defer_create:
+            try:
+                self.publish()
+            except BaseException:
+                self.release()
+                raise
+        return self
+
+    @property
+    def founded(self) -> bool:
+        """Whether this holder holds the founding lock and has made no lock file yet."""
+        return self._founding is not None
+
+    def publish(self) -> None:
+        """Make the lock file of a store this holder is founding, already locked and
+        carrying its owner record when its name appears (made under a temporary name
+        and renamed into place), then let go of the founding lock: from here on the
+        lock file excludes the other writers. A no-op when the lock is held the usual way."""
+        founding = self._founding
+        if founding is None:
+            return
+
+        def lock_and_record(fd: int) -> None:
+            fcntl.flock(fd, _EXCLUSIVE)  # a file nobody else can open yet: never busy
+            os.pwrite(fd, self._owner_record(), 0)
+
+        try:
+            if self.before_create is not None:
+                self.before_create()
+            safefs.ensure_dir(self.path.parent, self.base)
+            fd = safefs.create_published(self.path, self.base, lock_and_record)
+        except OSError as exc:
+            if exc.errno in safefs.WRITE_REFUSED:
+                raise safefs.write_refused(exc, self.path) from None
+            raise
+        if self._kept is not None:
+            self._kept.hold(fd, os.fstat(fd))
+        self._fd = fd
+        self._founding = None
+        founding.release(self.path.name)
+
+    def _write_record(self, fd: int, size: int) -> None:
         # Fixed width, padded with JSON whitespace: the file keeps one size. The record
         # stays after release (it names the last exclusive holder) and is written only
         # when it is not already ours for this second: a read costs the journal nothing,
@@ -90,7 +245,6 @@ class StoreLock:
         except BaseException:
             self.release()
             raise
-        return self
 
     def _owner_record(self) -> bytes:
         """pid, a random token and the time to the second, padded to RECORD_WIDTH.
@@ -126,43 +280,21 @@ class StoreLock:
             self._kept.close()
 
     def shared(self) -> "StoreLock":
-        fd = safefs.open_rw(self.path, self.base, create=False)
+        """Take the shared lock; none when there is no lock file (never a mutation to wait
+        for) or when this process cannot open it (then once on stderr: ``unlocked_read``)."""
+        try:
+            fd = safefs.open_read(self.path, self.base)
+        except PermissionError as exc:
+            unlocked_read(self.path, exc.strerror or "permission denied")
+            return self
         if fd is not None:
             self._acquire(fd, exclusive=False)
         return self
 
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
-        flags = _EXCLUSIVE if exclusive else _SHARED
-        deadline = 0.0
-        pause = 0.0005
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, flags)
-                    break
-                except BlockingIOError:
-                    pass
-                except OSError as exc:  # not contention: waiting would not help
-                    raise LoopstateError(
-                        ErrorCode.STORE_IO_ERROR,
-                        f"cannot lock {self.path.name}: {exc}; keep the store on a local "
-                        "file system that supports flock (set LOOPSTATE_DATA_DIR)",
-                        lock=os.fspath(self.path),
-                    ) from exc
-                if not deadline:  # the clock is read only when the lock is busy
-                    deadline = time.monotonic() + self.timeout
-                if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
-                    raise LoopstateError(
-                        ErrorCode.LOCK_TIMEOUT,
-                        f"timed out after {self.timeout:g}s waiting for {self.path.name}: held by "
-                        f"{holder['describe']}; wait for it to finish or stop that process",
-                        lock=os.fspath(self.path),
-                        holder=holder,
-                    ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
+            wait_for_flock(fd, exclusive=exclusive, timeout=self.timeout, what=self.path.name, path=self._path_str)
         except BaseException:
             if self._kept is not None and self._kept.fd == fd:
                 self._kept.close()
@@ -173,6 +305,10 @@ class StoreLock:
 
     def release(self) -> None:
         """Closing the descriptor (or unlocking a kept one) releases the lock."""
+        founding = self._founding
+        if founding is not None:
+            self._founding = None
+            founding.release(self.path.name)
         fd = self._fd
         if fd is not None:
             self._fd = None

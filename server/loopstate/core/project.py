@@ -9,8 +9,10 @@ Layout (all 0700 folders, 0600 files)::
         checkpoints/<name>.json verified heads for short-lived processes
         quarantine/<name>.jsonl length + SHA-256 of what was cut
 
-Opening a project for reading creates nothing; only ``ensure`` (called by
-mutations) makes folders.
+Opening a project for reading creates nothing, and neither does a refused
+command: the folder, ``project.json`` and a stream's lock file are made by its
+first append (``ensure``, called from ``StoreLock.publish``; a first writer
+decides under the founding lock, ``core/founding.py``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ class Project:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
+    def check_existing(self) -> None:
+        """``ensure``'s checks of the project folder, when there is one; nothing made when not."""
+        if self._ensured is not None or os.path.lexists(self.dir):
+            self.ensure()
+
     def ensure(self) -> None:
         """Create the project folder and its record (mutations only).
 
@@ -106,7 +113,9 @@ class Project:
         path = self._lock_paths.get(name)
         if path is None:
             path = self._lock_paths[check_stream_name(name)] = self.dir / "locks" / f"{name}.lock"
-        return StoreLock(path, self.dir, timeout=self.lock_timeout)
+        lock = StoreLock(path, self.dir, timeout=self.lock_timeout, founding=self.root)
+        lock.before_open, lock.before_create = self.check_existing, self.ensure
+        return lock
 
     def kill_switch_default(self) -> Path:
         return Path(self.root) / ".loopstate" / "STOP"

@@ -14,6 +14,7 @@ import os
 import stat
 import weakref
 from pathlib import Path
+from typing import Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -44,6 +45,24 @@ def _parts_below(path: Path | str, base: Path | str) -> tuple[str, list[str]]:
     if any(part in ("", ".", "..") for part in parts):
         raise _unsafe(path, "it has an empty, '.' or '..' segment")
     return b, parts
+
+
+# What the kernel says when this process may not write a store that is there to read:
+# another user's files, a backup restored read-only, a read-only mount.
+WRITE_REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def write_refused(exc: OSError, path: Path | str) -> LoopstateError:
+    """The error of a write this process may not make (``exc.errno`` in WRITE_REFUSED):
+    which path, and what to do. Reads of the same store still work (``core/lock.py``)."""
+    where = exc.filename if isinstance(exc.filename, str) else os.fspath(path)
+    return LoopstateError(
+        ErrorCode.STORE_IO_ERROR,
+        f"cannot write {where}: {exc.strerror}; this store is read-only to this process (a read-only copy, "
+        "a read-only mount or another user's store): reads still work, and to write run loopstate as the "
+        "store's owner or set LOOPSTATE_DATA_DIR to a writable copy of it",
+        path=where,
+    )
 
 
 def check_inside(path: Path, base: Path) -> None:
@@ -220,6 +239,30 @@ def open_rw(path: Path, base: Path, *, create: bool) -> int | None:
             fd = _checked(fd, path)
             fsync_dir(Path(path).parent)
             return fd
+    return _checked(fd, path)
+
+
+def create_published(path: Path, base: Path, prepare: Callable[[int], None]) -> int:
+    """Make ``path`` a new 0600 file that no process can open by its name before
+    ``prepare(fd)`` has run on it: made under a temporary name beside it, prepared, renamed
+    into place, its folder fsynced. Returns the open read-write descriptor.
+
+    The rename replaces whatever has that name, so the caller must be the only one
+    that makes it (a lock file is made only under its project's founding lock)."""
+    check_inside(path, base)
+    temp = temp_name(path)
+    fd = _open(temp, base, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    try:
+        prepare(fd)
+        os.rename(temp, path)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(Path(path).parent)
     return _checked(fd, path)
 
 

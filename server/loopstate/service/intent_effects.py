@@ -217,6 +217,7 @@ def write_control(project: Project, session: str, task_id: str, now: str) -> Non
         "schema_version": SCHEMA_VERSION, "project_id": project.project_id, "task_id": task_id,
         "host_session_hash": session, "mode": "private", "updated_at": now,
     }
+    project.ensure()  # written before the task's first event: a first command may find no project folder yet
     safefs.ensure_dir(project.dir / CONTROL_DIR, project.dir)
     safefs.atomic_write(control_path(project, session), project.dir, canonical.encode(record))
 

@@ -1,0 +1,117 @@
+"""Group commit: threads of one process that mutate the same stream share one write and one fsync.
+
+When several threads want to mutate one stream, they queue their work; the
+first (the leader) runs the whole queue under one exclusive lock, work queued
+meanwhile joining the same group, and makes it durable with one write and one
+fsync; every caller returns only after that fsync, and if the write fails every
+caller in the group gets the error and none of their events is kept. A
+long-lived server is what needs it (``Ledger.submit``), so a one-command process
+never imports it. Split out of ``core/ledger.py``, whose mutation and flush it
+drives.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from loopstate.core.ledger import Ledger
+    from loopstate.core.mutation import Mutation
+
+T = TypeVar("T")
+
+
+class _Job(Generic[T]):
+    """One caller's work in a group commit, and what came of it."""
+
+    def __init__(self, work: Callable[[Mutation], T]) -> None:
+        self.work = work
+        self.done = False
+        self.wake = threading.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class GroupCommit:
+    """One ledger's queue of work from this process's threads, and whether a leader is running it."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._group = threading.Lock()
+        self._queue: list[_Job[Any]] = []
+        self._leading = False
+
+    def submit(self, work: Callable[[Mutation], T]) -> T:
+        """Run ``work(tx)`` under the exclusive lock, sharing one write+fsync with other threads.
+
+        ``work`` sees the state folded from every earlier event, including those
+        of work queued before it in the same group. Returns ``work``'s result (or
+        raises its exception) only after every event of the group is durable; if
+        the shared write or fsync fails, every caller in the group gets that error
+        and none of their events is kept. ``work`` must not call ``submit`` itself.
+        """
+        job: _Job[T] = _Job(work)
+        with self._group:
+            self._queue.append(job)
+            leading = not self._leading
+            self._leading = True
+        if not leading:
+            # Woken once: when a group made this job durable, or to lead the next group.
+            job.wake.wait()
+            if job.done:
+                return job.outcome()
+        batch: list[_Job[Any]] = []
+        try:
+            with self._group:
+                batch, self._queue = self._queue, []
+            self._run_group(batch)
+        finally:
+            with self._group:
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            for done in batch:
+                done.wake.set()
+            if successor is not None:
+                successor.wake.set()  # leadership passes to the oldest waiter
+        return job.outcome()
+
+    def _run_group(self, batch: list[_Job[Any]]) -> None:
+        ledger = self.ledger
+        try:
+            with ledger.mutation() as tx:
+                tx.grouped = True
+                try:
+                    ran = 0
+                    while ran < len(batch):
+                        for job in batch[ran:]:
+                            try:
+                                job.result = job.work(tx)
+                            except Exception as exc:
+                                job.error = exc
+                        ran = len(batch)
+                        # Work queued while this group ran joins it: same write, same fsync.
+                        with self._group:
+                            batch += self._queue
+                            self._queue = []
+                    vouched = ledger._vouched_before_write()
+                    ledger.stream.flush()
+                except BaseException:
+                    # Folded but never written (the write failed, or the group was
+                    # interrupted): drop it all and rebuild from the file.
+                    ledger._forget_unwritten()
+                    raise
+                ledger._after_flush(vouched)
+        except BaseException as exc:
+            for job in batch:
+                job.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for job in batch:
+                job.done = True
