@@ -259,9 +259,11 @@ def _payload(text: str) -> dict[str, Any]:
     """A JSON object from the argument, or from stdin for ``-``."""
     import json
 
+    from loopstate.core.nesting import decoded_text
+
     raw = sys.stdin.read() if text == "-" else text
     try:
-        value = json.loads(raw)
+        value = decoded_text(lambda: json.loads(raw), "payload")
     except ValueError as exc:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the payload is not JSON ({exc}); give an object such as "
                              '\'{"todo_id": "T001", "title": "..."}\'') from None

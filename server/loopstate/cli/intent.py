@@ -145,8 +145,10 @@ def _decode(raw: str, type_: Any, what: str) -> Any:
 
     from loopstate.core.errors import LoopstateError
 
+    from loopstate.core.nesting import decoded_text
+
     try:
-        return msgspec.json.decode(raw.encode(), type=type_)
+        return decoded_text(lambda: msgspec.json.decode(raw.encode(), type=type_), what)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{what}: {exc}", field=what) from None
 
@@ -291,9 +293,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     import json
 
+    from loopstate.core.nesting import decoded_text
+
     raw = _read_input(args.file, "graph")
     try:
-        graph = json.loads(raw)
+        graph = decoded_text(lambda: json.loads(raw), "graph")
     except json.JSONDecodeError as exc:
         from loopstate_protocol.errors import ErrorCode
 

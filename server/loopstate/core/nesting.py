@@ -12,7 +12,7 @@ field and the limit; below it every recursive walk has room to spare.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -73,3 +73,27 @@ def check_command(command: msgspec.Struct) -> None:
                 f"the most a command's data may; flatten it",
                 field=name, limit=MAX_DEPTH,
             )
+
+
+def decoded_text(decode: Callable[[], Any], what: str) -> Any:
+    """``decode()``, a recursive JSON decoder run over text a user gave (a file, an argument, stdin),
+    refusing data deeper than MAX_DEPTH levels with VALIDATION_FAILED naming ``what``.
+
+    The decoder itself raises RecursionError on JSON nested about a thousand
+    levels deep, and what handles a shallower value may recurse past the limit
+    too: both are refused here, before anything else sees the value.
+    """
+    try:
+        value = decode()
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = deeper_than(value, MAX_DEPTH)
+    if deep:
+        raise LoopstateError(
+            ErrorCode.VALIDATION_FAILED,
+            f"{what} nests deeper than {MAX_DEPTH} levels of arrays and objects, the most loopstate reads; flatten it",
+            field=what, limit=MAX_DEPTH,
+        )
+    return value

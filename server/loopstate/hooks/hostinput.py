@@ -24,6 +24,9 @@ def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
         payload = msgspec.json.decode(data)  # msgspec, loaded already: the json module is ~1 ms of a hook's start
     except msgspec.DecodeError:
         raise BadInput("the hook's stdin is not a JSON object; the host should send its hook input there") from None
+    except RecursionError:
+        raise BadInput("the hook's stdin nests too deeply to read (about a thousand levels of arrays and objects); "
+                       "the host should send its hook input there") from None
     if not isinstance(payload, dict):
         raise BadInput("the hook's stdin is not a JSON object; the host should send its hook input there")
     session_id, cwd = payload.get("session_id"), payload.get("cwd")

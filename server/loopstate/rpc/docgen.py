@@ -349,7 +349,9 @@ header follows the bad line in the same block (that header starts a frame).
   subscriptions carry on.
 - The data in one field of a command (an intent graph, a run's evidence or scope, a
   goals payload) may nest at most {DATA_DEPTH} levels: deeper is `VALIDATION_FAILED`, with
-  `details` `{{field, limit}}`. The CLI applies the same rule.
+  `details` `{{field, limit}}`. The CLI applies the same rule, and to the JSON text it is
+  given (an `intent import` file, a `validate` record, a `goals append` payload) as a
+  whole, before a decoder could fail on it (`core.nesting.decoded_text`).
 - An error quotes at most a few hundred characters of what was sent, and says how long
   it was: a message, and each string in `details`, is cut to {MESSAGE_LIMIT} characters, keeping
   its start and its end.

@@ -23,6 +23,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.chain import BATCH, batch_part
 from loopstate.core.clock import parse_time
 from loopstate.core.errors import LoopstateError
+from loopstate.core.nesting import decoded_text
 from loopstate.core.redaction import contains_secret
 
 SCHEMA_VERSION = "1.0"
@@ -896,7 +897,7 @@ def _no_constant(name: str) -> Any:
 def parse_json(text: str, what: str) -> Any:
     """Strict JSON: no NaN/Infinity, no key given twice; a refusal names ``what`` and says how to fix it."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        return decoded_text(lambda: json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant), what)
     except ValueError as exc:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{what} is not valid JSON: {exc}; write one JSON object",
                              field="$", rule="json") from None
