@@ -504,7 +504,10 @@ class IntentState:
             mine = self.section(task_id)
             assert theirs is not None
             merged = Section()
-            merged.active = ActiveClaims.of([*(mine.active.values() if mine else ()), *theirs.active.values()])
+            # By id, the private task's claim over a durable one with the same id (as a merge of two dicts).
+            by_id = {c.claim_id: c for c in (mine.active.values() if mine else ())}
+            by_id.update((c.claim_id, c) for c in theirs.active.values())
+            merged.active = ActiveClaims.of(by_id.values())
             merged.kept = {**(mine.kept if mine else {}), **theirs.kept}
             # A private task's claims are folded from memory: its own section has no retired entries.
             merged.retired = mine.retired if mine else retired.Entries()
