@@ -90,8 +90,16 @@ class Intent:
         return self.ask(p.IntentAudit(task_id=task_id))
 
     def active_ids(self, task_id: str | None = None) -> set[str]:
-        view = self.snapshot(task_id)
-        return {c.claim_id for by_status in view.by_facet.values() for claims in by_status.values() for c in claims}
+        """Every active claim of the view, walking every page of the snapshot."""
+        found: set[str] = set()
+        cursor = None
+        while True:
+            view = self.ask(p.IntentSnapshot(task_id=task_id, cursor=cursor))
+            found |= {c.claim_id for by_status in view.by_facet.values() for claims in by_status.values() for c in claims}
+            if view.next_cursor is None:
+                assert len(found) == view.active_count
+                return found
+            cursor = view.next_cursor
 
 
 def user_claim(statement: str, *facets: str, **kw: Any) -> p.ClaimInput:
