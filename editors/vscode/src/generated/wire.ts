@@ -1332,13 +1332,15 @@ export interface IntentSnapshot {
   cursor?: string | null;
 }
 /**
- * The project's durable tasks.
+ * The project's durable tasks; with ``task_id``, only that task (an empty list when the project has
+ * no such task): what a hook asks on each prompt, whatever the number of tasks.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "IntentTasks".
  */
 export interface IntentTasks {
   kind: "intent.tasks";
+  task_id?: string | null;
 }
 /**
  * ``capabilities.experimental.loopstate`` in the ``initialize`` result.
