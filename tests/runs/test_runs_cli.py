@@ -258,3 +258,25 @@ def test_cli_by_subprocess_create_acquire_stop_resume_with_json(root, data_dir):
     resumed = run("resume", run_id, "--reason", "switch cleared", "--harness", "codex", "--actor", "bot", *held)
     assert resumed["events"][-1]["type"] == "recovery_started"
     assert resumed["events"][-1]["projection"]["lease"]["generation"] == 1
+
+
+def test_stopping_a_run_of_another_project_says_this_projects_switch_does_not_reach_it(tmp_path, data_dir):
+    """`run stop RUN` from the wrong project sets that project's switch (it always does) and says, on stderr and
+    in the JSON, that RUN is not one of its runs: the run in the other project keeps going, and the user is told."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    created = cli("run", "create", "--objective", "o", "--done-gate", "g", "--asset", "app", "--root", str(there),
+                  "--json", data_dir=data_dir)
+    run_id = json.loads(created.stdout)["run_id"]
+    cli("run", "acquire", run_id, "--harness", "codex", "--actor", "bot", "--root", str(there), data_dir=data_dir)
+    stopped = cli("run", "stop", run_id, "--root", str(here), "--json", data_dir=data_dir)
+    assert stopped.returncode == 0, stopped.stderr
+    named = json.loads(stopped.stdout)["named"]
+    assert named["code"] == "NOT_FOUND" and "not a run of this project" in named["message"]
+    assert "not a run of this project" in stopped.stderr and str(there) not in stopped.stderr
+    assert (here / ".loopstate" / "STOP").exists() and not (there / ".loopstate" / "STOP").exists()
+    status = cli("run", "status", run_id, "--root", str(there), "--json", data_dir=data_dir)
+    assert json.loads(status.stdout)["run"]["status"] == "active"
+    human = cli("run", "stop", run_id, "--root", str(there), data_dir=data_dir)  # from its own project it halts
+    assert human.returncode == 0 and "halted 1 run(s) now" in human.stdout and "note" not in human.stderr

@@ -623,8 +623,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Stop
 
-    from loopstate.service.runs_project import halt_project
-
     session = _Session(args)
     if args.cancel is not None:
         if args.run_id is not None:
@@ -632,13 +630,24 @@ def cmd_stop(args: argparse.Namespace) -> int:
         run_id = session.run_id(args.cancel)
         outcome = session.execute(Stop(run_id=run_id, actor=_actor(args), cancel=True, reason=args.reason))
         return _report(args, outcome, f"run {run_id}: cancelled (no kill switch set; other runs go on)")
+    from loopstate.service.runs_project import has_run, halt_project
+
     result = halt_project(session.service, session.root, _actor(args))  # first: a typo below must not keep it unset
     if args.run_id is not None:
         try:
             named = session.run_id()
+            if not has_run(session.service, session.root, named):
+                # A whole id passes the prefix check unlooked-at: the run may be another project's, which
+                # this project's switch does not reach. Say so, loudly: a stop that misses must not look done.
+                raise LoopstateError(
+                    ErrorCode.NOT_FOUND,
+                    f"run {named} is not a run of this project ({session.root}), so this project's kill switch "
+                    "does not reach it; if it runs in another project, stop it there "
+                    "(`loopstate run stop RUN --root THAT_PROJECT`)", run_id=named,
+                )
         except LoopstateError as error:
             result["named"] = {"given": args.run_id, "code": error.code.value, "message": error.message}
-            sys.stderr.write(f"loopstate: note: {error.message} (the kill switch is set all the same)\n")
+            sys.stderr.write(f"loopstate: note: {error.message} (this project's kill switch is set all the same)\n")
         else:
             result["named"] = {"run_id": named, "halted": named in result["halted"]}
     if args.json:
@@ -651,6 +660,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
         for failure in result["failed"]:
             print(f"  run {failure['run_id'][:8]} did not record its halt ({failure['code']}: {failure['message']}); "
                   "it still halts at its next command")
+        named = result.get("named", {})
+        if named.get("halted") is False:
+            print(f"  run {named['run_id'][:8]} had ended or halted already: nothing to halt now")
         print("  remove the file yourself before resuming (`loopstate run resume RUN`)")
     return 0
 

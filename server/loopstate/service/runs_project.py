@@ -39,6 +39,11 @@ def resolve_run(service, root: str, given: str) -> str:
     return resolve_prefix("run", given, _ids(service, root, RUN_PREFIX), hint="`loopstate run list` shows the runs")
 
 
+def has_run(service, root: str, run_id: str) -> bool:
+    """Whether this project holds a run with this id (``resolve_run`` passes a whole id through unchecked)."""
+    return run_id in _ids(service, root, RUN_PREFIX)
+
+
 def resolve_grant(service, root: str, given: str) -> str:
     """The grant id ``given`` abbreviates (any unique prefix of a grant recorded in this project)."""
     return resolve_prefix("grant", given, _ids(service, root, GRANT_PREFIX),
