@@ -24,7 +24,7 @@ from loopstate_protocol import intent as p
 
 from loopstate.core.clock import parse_time
 from loopstate.domains.intent import paging
-from loopstate.domains.intent.handoff import KIND_MASK, KINDS, TEXT, hook_line, is_disputed, lead_facet, order_key
+from loopstate.domains.intent.handoff import KIND_MASK, KINDS, TEXT, View, hook_line, is_disputed, lead_facet, order_key
 from loopstate.domains.intent.records import FACETS, STALE_DAYS, STATUSES, Claim, Task
 from loopstate.domains.intent.state import IntentState
 
@@ -73,10 +73,10 @@ def active_claims(state: IntentState, task_id: str | None) -> list[Claim]:
 
 
 def _snapshot_page(
-    state: IntentState, task_id: str | None, limit: int, cursor: str | None,
-) -> tuple[list[Claim], int, int, str | None]:
+    state: IntentState, view: View, task_id: str | None, limit: int, cursor: str | None,
+) -> tuple[list[Claim], int, str | None]:
     """One page of the view's active claims in handoff order, after the claim the cursor ended at: the page,
-    how many claims the view holds, how many follow the page, and the next page's cursor."""
+    how many claims follow it, and the next page's cursor."""
     paging.check_limit(limit)
     scope = task_id or "project"
     after, shown = None, 0
@@ -86,10 +86,9 @@ def _snapshot_page(
         if last is None:
             raise paging.bad_cursor(cursor, "ends at a claim this project no longer holds (a purge removed it)")
         after = order_key(last)
-    view = state.view(task_id)
     chosen, remaining = view.page(after, limit)
     following = paging.make_cursor("snapshot", scope, shown + len(chosen), chosen[-1].claim_id) if remaining and chosen else None
-    return chosen, len(view), remaining, following
+    return chosen, remaining, following
 
 
 def current(
@@ -97,7 +96,8 @@ def current(
 ) -> p.CurrentView:
     """One page of the view (``limit`` active claims in handoff order); its disagreements, stale warnings and
     counts are of every active claim, so a dispute or a stale record is never hidden on a later page."""
-    shown, total, remaining, following = _snapshot_page(state, task_id, limit, cursor)
+    active = state.view(task_id)  # once: it orders the other tasks' project-wide claims
+    shown, remaining, following = _snapshot_page(state, active, task_id, limit, cursor)
     by_facet: dict[str, dict[str, list[p.ClaimView]]] = {}
     for claim in shown:
         view = claim_view(claim, now, minimal_source=True)
@@ -116,7 +116,7 @@ def current(
         project_id=project_id, task_id=task_id, sequence=state.sequence, tasks=tasks, by_facet=by_facet,
         disagreements=[
             p.Disagreement(claim_id=c.claim_id, statement=c.statement, epistemic_status=c.epistemic_status)
-            for c in state.view(task_id).disputed()
+            for c in active.disputed()
         ],
         unknowns=[claim_view(c, now, minimal_source=True) for c in shown if c.epistemic_status == "unknown" or "unknown" in c.facets],
         sources=sorted(sources.values(), key=lambda s: (s.kind, s.event_id or "", s.sha256 or "")),
@@ -127,7 +127,7 @@ def current(
             )
             for c in stale
         ],
-        active_count=total, remaining=remaining, next_cursor=following,
+        active_count=len(active), remaining=remaining, next_cursor=following,
     )
 
 
