@@ -223,12 +223,24 @@ def test_ignored_private_state_may_reference_private_links_while_tracked_outputs
     h.run(g.RenderMarkdown(goal_id="g"))  # ignored by git: the private workbench keeps the link
     assert "/home/alice/crash.txt" in (root / "ACTIVE_GOAL_STATE.md").read_text()
 
+    h.run(g.RenderMarkdown(goal_id="g", target="docs/GOAL_STATE.md", public=True))
+    tracked = (root / "docs" / "GOAL_STATE.md").read_text()
+    assert "/home/alice" not in tracked and "[omitted: private]" in tracked and "title omitted" in tracked
+    subprocess.run(["git", "-C", str(root), "add", "docs/GOAL_STATE.md"], check=True)  # now a commit would carry it
+
     size = len(h.stream_bytes("g"))
     with pytest.raises(LoopstateError) as refused:
         h.run(g.RenderMarkdown(goal_id="g", target="docs/GOAL_STATE.md"))
     assert refused.value.code is ErrorCode.PRIVACY_VIOLATION and "--public" in refused.value.message
-    assert not (root / "docs" / "GOAL_STATE.md").exists() and len(h.stream_bytes("g")) == size
+    assert (root / "docs" / "GOAL_STATE.md").read_text() == tracked and len(h.stream_bytes("g")) == size
 
-    h.run(g.RenderMarkdown(goal_id="g", target="docs/GOAL_STATE.md", public=True))
-    tracked = (root / "docs" / "GOAL_STATE.md").read_text()
-    assert "/home/alice" not in tracked and "[omitted: private]" in tracked and "title omitted" in tracked
+
+def test_an_untracked_workbench_in_a_git_repository_is_local_state(h: Harness) -> None:
+    """`git status` shows ``?? ACTIVE_GOAL_STATE.md``: git does not carry it, so the private render is written."""
+    root = Path(h.root)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    h.run(g.AddTodo(goal_id="g", title="Reproduce /home/alice/crash.txt", privacy="local_private"))
+    h.run(g.RenderMarkdown(goal_id="g"))
+    assert "/home/alice/crash.txt" in (root / "ACTIVE_GOAL_STATE.md").read_text()
+    status = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True).stdout
+    assert "?? ACTIVE_GOAL_STATE.md" in status

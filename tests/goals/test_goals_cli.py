@@ -125,3 +125,15 @@ def test_cli_render_flag_writes_the_workbench_after_the_event(cli, root: Path) -
     refused = cli("add", "g1", "second", "--render", expect=1)
     assert "todo_added" in refused.stdout and "was recorded, but ACTIVE_GOAL_STATE.md was not rendered" in refused.stderr
     assert json.loads(cli("board", "g1", "--json").stdout)["meta"]["source_event_count"] == 3
+
+
+def test_cli_renders_the_workbench_in_a_fresh_git_repository(cli, root: Path) -> None:
+    """`git init r && cd r && loopstate goals add g t && loopstate goals render g`: the untracked file is written."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    cli("add", "g", "t")
+    assert "ACTIVE_GOAL_STATE.md" in cli("render", "g").stdout
+    assert "T001" in (root / "ACTIVE_GOAL_STATE.md").read_text()
+    rendered = json.loads(cli("add", "g", "second", "--render", "--json").stdout)
+    assert "render_error" not in rendered and "T002" in (root / "ACTIVE_GOAL_STATE.md").read_text()

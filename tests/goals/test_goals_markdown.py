@@ -223,8 +223,11 @@ def test_project_config_can_waive_redaction_for_tracked_outputs(h: Harness) -> N
 
     subprocess.run(["git", "init", "-q", h.root], check=True)
     h.run(g.AddTodo(goal_id="g", title="see /home/alice/x", privacy="local_private"))
-    with pytest.raises(LoopstateError):
+    h.run(g.RenderMarkdown(goal_id="g", public=True))
+    subprocess.run(["git", "-C", h.root, "add", "ACTIVE_GOAL_STATE.md"], check=True)
+    with pytest.raises(LoopstateError) as refused:
         h.run(g.RenderMarkdown(goal_id="g"))
+    assert refused.value.code is ErrorCode.PRIVACY_VIOLATION
     _config(h, require_redaction_for_tracked_outputs=False)
     h.run(g.RenderMarkdown(goal_id="g"))
     assert "/home/alice/x" in (Path(h.root) / "ACTIVE_GOAL_STATE.md").read_text()

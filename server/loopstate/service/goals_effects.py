@@ -75,24 +75,20 @@ def _unsafe_target(target: str, exc: LoopstateError) -> LoopstateError:
 
 
 def git_tracked(root: str, path: Path) -> bool:
-    """Would git carry this file? True when it is in the index or not ignored in a work tree.
+    """Does git carry this file: is it in the index (what `git status` calls tracked)?
 
-    Outside a git work tree (or without git) the file is local state: False.
+    An untracked file (`??`), an ignored one, and any file outside a git work
+    tree (or without git) are local state: False. Only `git add` makes a
+    workbench something a commit would publish, and from then on a private
+    render of it is refused.
     """
     import subprocess
 
-    def git(*args: str) -> int:
-        try:
-            return subprocess.run(("git", "-C", root, *args), capture_output=True, timeout=GIT_TIMEOUT).returncode
-        except (OSError, subprocess.TimeoutExpired):
-            return 128
-
-    if git("rev-parse", "--is-inside-work-tree") != 0:
+    try:
+        return subprocess.run(("git", "-C", root, "ls-files", "--error-unmatch", "--", os.path.relpath(path, root)),
+                              capture_output=True, timeout=GIT_TIMEOUT).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
         return False
-    relative = os.path.relpath(path, root)
-    if git("ls-files", "--error-unmatch", "--", relative) == 0:
-        return True
-    return git("check-ignore", "-q", "--", relative) != 0
 
 
 def read_text(root: str, path: Path) -> str | None:
