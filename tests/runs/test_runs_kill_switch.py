@@ -244,3 +244,22 @@ def test_a_stop_refused_for_a_bad_actor_leaves_no_switch_behind(h, root):
     assert info.value.details["field"] == "$.actor"
     assert not stop_file(root).exists()
     assert h.status(run_id).run["status"] == "active"
+
+
+def test_a_run_failed_on_its_budget_keeps_its_reason_under_a_later_kill_switch(h, root):
+    """A terminal reason never changes: the budget failure cannot be recovered, so the switch has nothing to halt."""
+    run_id, lease = h.leased(budgets={"max_duration_seconds": 7200, "max_stage_attempts": 3, "max_mutations": 1,
+                                      "max_external_actions": 0, "max_cost_usd": None})
+    pending = h.run(proto.Intend(run_id=run_id, **INTEND, **lease_args(lease))).events[0]["data"]
+    h.run(proto.Complete(run_id=run_id, operation_id=pending["operation_id"], completion_event_type="stage_started",
+                         completion_data={"stage": "build"}, **lease_args(lease)))
+    failed = h.status(run_id).run
+    assert failed["status"] == "failed" and failed["terminal_reason"]["code"].startswith("budget_reached")
+    # the control: a run failed for a reason recovery can lift is halted by the same switch
+    other, other_lease = h.leased()
+    h.run(proto.Transition(run_id=other, to="failed", reason="x", **lease_args(other_lease)))
+    stop_file(root).parent.mkdir()
+    stop_file(root).touch()
+    assert h.run(proto.Sync(run_id=run_id)).events == []
+    assert h.status(run_id).run["terminal_reason"] == failed["terminal_reason"]
+    assert [e["type"] for e in h.run(proto.Sync(run_id=other)).events] == ["kill_switch_detected"]

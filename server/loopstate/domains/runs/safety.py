@@ -82,9 +82,17 @@ def reconcile_unknown(plan: Plan, actor: dict[str, Any] | None) -> None:
 
 
 def kill_switch_halt(plan: Plan, kill_switch: dict[str, Any] | None, actor: dict[str, Any] | None) -> bool:
-    """The lease-independent halt reducer: only reduces, never authorizes."""
+    """The lease-independent halt reducer: only reduces, never authorizes.
+
+    A failed run whose budgets are exhausted is not halted: no recovery can
+    ever take it back to work (exhausted usage blocks recovery), so it is
+    stopped for good already, and its terminal reason (``budget_reached...``)
+    is the truth a later switch must not overwrite.
+    """
     run = plan.run
     if run is None or kill_switch is None or run["status"] not in KILLABLE:
+        return False
+    if run["status"] == "failed" and plan.exhausted():
         return False
     if plan.pending is not None:
         reconcile_unknown(plan, actor)
