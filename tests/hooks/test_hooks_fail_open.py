@@ -164,3 +164,15 @@ def test_a_read_only_data_dir(host: str, project: Path, data_dir: Path) -> None:
     assert receipt["reason"].startswith("loopstate: /intent remember was not recorded: ")
     assert all(a.get("continue") is True for a in answers.values())
     assert "kill switch" in denial_of(denied)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_an_enclosing_projects_switch_denies_tools_in_a_nested_project(host: str, project: Path, data_dir: Path) -> None:
+    """An agent working in src/sub, a project of its own, is still under the repository's `run stop`."""
+    sub = project / "src" / "sub"
+    (sub / ".git").mkdir(parents=True)  # its own work tree: the hook's project is sub, not the repository
+    call = host_input(host, "PreToolUse", sub, "s-nested")
+    assert hook(host, "PreToolUse", call, data_dir=data_dir, cwd=sub) == {"continue": True}  # the control
+    stop_file(project)
+    reason = denial_of(hook(host, "PreToolUse", call, data_dir=data_dir, cwd=sub))
+    assert reason is not None and str(project / ".loopstate" / "STOP") in reason

@@ -236,3 +236,37 @@ def test_stop_sets_the_switch_even_when_the_config_is_invalid(cli, root):
     assert stopped["failed"][0]["code"] == "VALIDATION_FAILED"
     status = cli.status(run_id)
     assert status["kill_switch"]["set"] is True and "config.json" in status["kill_switch"]["config_error"]
+
+
+def test_run_stop_in_a_nested_project_halts_the_enclosing_projects_runs_too(cli, root, data_dir):
+    """`loopstate --root . goals add ...` in src/sub makes a project there; a stop given there still stops the repo."""
+    run_id = cli.create()
+    cli.acquire(run_id)
+    sub = root / "src" / "sub"
+    sub.mkdir(parents=True)
+    nested = Cli(sub, data_dir)
+    nested.ok("goals", "add", "g", "a todo of the nested project")
+    stopped = nested.json("run", "stop")
+    assert [p["root"] for p in stopped["projects"]] == [str(sub), str(root)]
+    assert stopped["projects"][1]["halted"] == [run_id]
+    assert cli.status(run_id)["run"]["status"] == "halted_kill_switch"
+    assert (root / ".loopstate" / "STOP").exists() and (sub / ".loopstate" / "STOP").exists()
+    text = nested.ok("run", "stop")
+    assert f"an enclosing project, {root}" in text
+
+
+def test_a_stop_set_in_the_enclosing_project_halts_a_nested_projects_run(cli, root, data_dir):
+    sub = root / "src" / "sub"
+    sub.mkdir(parents=True)
+    nested = Cli(sub, data_dir)
+    run_id = nested.create()
+    held = nested.acquire(run_id)
+    cli.ok("run", "stop")  # at the top: sets the repository's switch only
+    assert not (sub / ".loopstate" / "STOP").exists()
+    refused = nested.refused("run", "heartbeat", run_id, *held)
+    assert refused["code"] == "KILL_SWITCH" and str(root / ".loopstate" / "STOP") in refused["message"]
+    assert nested.status(run_id)["run"]["status"] == "halted_kill_switch"
+    # the control: without the enclosing switch, the nested run works
+    (root / ".loopstate" / "STOP").unlink()
+    other = nested.create()
+    nested.ok("run", "heartbeat", other, *nested.acquire(other))

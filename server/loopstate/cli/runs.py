@@ -653,13 +653,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        halted = result["halted"]
-        print(f"kill switch set: {result['kill_switch']}")
-        print(f"  project-wide: every run of this project halts and no run starts while it stands; halted "
-              f"{len(halted)} run(s) now" + (f": {', '.join(r[:8] for r in halted)}" if halted else ""))
-        for failure in result["failed"]:
-            print(f"  run {failure['run_id'][:8]} did not record its halt ({failure['code']}: {failure['message']}); "
-                  "it still halts at its next command")
+        for index, reached in enumerate(result["projects"]):
+            halted = reached["halted"]
+            print(f"kill switch set: {reached['kill_switch']}" + ("" if index == 0 else
+                  f" (an enclosing project, {reached['root']}: a stop reaches the projects around this one too)"))
+            print(f"  project-wide: every run of {'this' if index == 0 else 'that'} project halts and no run starts "
+                  f"while it stands; halted {len(halted)} run(s) now"
+                  + (f": {', '.join(r[:8] for r in halted)}" if halted else ""))
+            for failure in reached["failed"]:
+                print(f"  run {failure['run_id'][:8]} did not record its halt ({failure['code']}: "
+                      f"{failure['message']}); it still halts at its next command")
         named = result.get("named", {})
         if named.get("halted") is False:
             print(f"  run {named['run_id'][:8]} had ended or halted already: nothing to halt now")

@@ -78,6 +78,17 @@ def discover_root(start: str, data_dir: Path | None = None) -> ProjectRoot:
     return ProjectRoot(here, CWD)
 
 
+def enclosing_projects(root: str, data_dir: Path | None = None) -> list[str]:
+    """The loopstate projects above ``root`` (folders whose store exists in the data dir), nearest first.
+
+    What the kill switch reaches beyond the project itself: a project nested in
+    another must not cut the enclosing one's runs off from a stop given inside it.
+    """
+    projects = (resolve_data_dir() if data_dir is None else Path(data_dir)) / "projects"
+    return [folder for folder in _ancestors(os.path.realpath(root))[1:]
+            if os.path.isdir(projects / project_id_for(folder))]
+
+
 def resolve_root(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
                  data_dir: Path | None = None) -> ProjectRoot:
     """The project root a front door should use: ``explicit`` if given, else discovered from ``cwd``.

@@ -1,7 +1,10 @@
 """Kill-switch files: where they are by default and how one is probed, with nothing else loaded.
 
 A switch is a file the user can touch in the project (``.loopstate/STOP``, and
-seed 002's own ``.the-loop/STOP``, or the paths the runs config lists).
+seed 002's own ``.the-loop/STOP``, or the paths the runs config lists), or the
+``.loopstate/STOP`` of any folder above the project: a project nested in
+another (``src/sub`` made a project of its own) stays under the enclosing
+project's switch, so a stop errs on the side of stopping.
 Present in any form, or unreadable, it means stop; it never authorizes
 anything. This module is all a probe needs, so a hook on every tool call can
 look for a switch without loading the runs domain (which validates the config
@@ -39,6 +42,20 @@ def probe_kill_switches(root: str, switches: list[str] | tuple[str, ...]) -> dic
     return None
 
 
+def enclosing_switches(root: str) -> tuple[str, ...]:
+    """The ``.loopstate/STOP`` of every folder above ``root``, nearest first, as absolute paths.
+
+    ``loopstate run stop`` in a project sets this file; a project nested below
+    it must halt too, so every probe of a project's switches also looks up the
+    tree (one ``lstat`` per ancestor, no data dir needed).
+    """
+    found, here = [], os.path.abspath(root)
+    while (parent := os.path.dirname(here)) != here:
+        found.append(os.path.join(parent, DEFAULT_KILL_SWITCH))
+        here = parent
+    return tuple(found)
+
+
 def every_switch(root: str) -> tuple[str, ...]:
     """The default switches and every path the runs config lists, read as plain JSON without validating it.
 
@@ -54,4 +71,4 @@ def every_switch(root: str) -> tuple[str, ...]:
     listed = config.get("kill_switches") if isinstance(config, dict) else None
     if isinstance(listed, list):
         switches += [path for path in listed if isinstance(path, str) and path and "\0" not in path]
-    return tuple(dict.fromkeys(switches))
+    return tuple(dict.fromkeys([*switches, *enclosing_switches(root)]))

@@ -45,9 +45,10 @@ def kill_switch_paths(root: str) -> tuple[Path, ...]:
 
 def probe_kill_switch(root: str) -> dict[str, str] | None:
     """The first kill switch that stands (present, or unreadable, which also means stop), else None."""
+    from loopstate.core.killswitch import enclosing_switches
     from loopstate.service.runs_effects import probe_kill_switches
 
-    return probe_kill_switches(root, project_config(root)["kill_switches"])
+    return probe_kill_switches(root, [*project_config(root)["kill_switches"], *enclosing_switches(root)])
 
 
 def create_kill_switch(root: str, note: str) -> Path:

@@ -48,7 +48,7 @@ from loopstate.core import canonical, safefs
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
-from loopstate.core.killswitch import probe_kill_switches, switch_path
+from loopstate.core.killswitch import enclosing_switches, probe_kill_switches, switch_path
 from loopstate.core.project import Project
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
@@ -103,7 +103,7 @@ def kill_switch_state(root: str) -> proto.KillSwitchState:
     except LoopstateError as error:
         switches, fault = default_config()["kill_switches"], error.message
     standing = []
-    for configured in switches:
+    for configured in [*switches, *enclosing_switches(root)]:
         found = probe_kill_switches(root, [configured])
         if found is not None:
             standing.append(found["path"])
@@ -241,7 +241,7 @@ class RunsEffects:
                                                      f"{format_time(ctx.now)}\n")
         config = load_config(project.root)
         extra["config"] = config
-        extra["kill_switch"] = probe_kill_switches(project.root, config["kill_switches"])
+        extra["kill_switch"] = probe_kill_switches(project.root, [*config["kill_switches"], *enclosing_switches(project.root)])
         grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
         if isinstance(command, proto.Create) and command.authority_grant_id is None and state.run is None:
             grant_id = self._record_default_grant(service, project, state, command, ctx)

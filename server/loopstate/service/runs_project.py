@@ -77,13 +77,27 @@ def kill_switch(root: str) -> proto.KillSwitchState:
 
 
 def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
-    """The kill switch: create the project's STOP file, then halt every run of the project.
+    """The kill switch: create the project's STOP file, then halt every run of the project, and the same for
+    every loopstate project enclosing it.
 
     The switch is project-wide (seed 002): once it stands every run halts at its
     next command whatever this call reaches; the halts written here record it on
-    each run now. A run that cannot record its halt (a broken log, say) is
-    listed with the reason.
+    each run now. A stop errs on the side of stopping: a project nested in
+    another (say ``src/sub`` made a project by one ``--root .``) must not keep
+    the enclosing project's runs going, so each enclosing project gets its own
+    switch and halts too, and the result names every project reached
+    (``projects``, this one first; the top-level fields are this project's). A
+    run that cannot record its halt (a broken log, say) is listed with the reason.
     """
+    from loopstate.core.discovery import enclosing_projects
+
+    reached = [_halt_one(service, root, actor)]
+    for outer in enclosing_projects(root, service.project(root).data_dir):
+        reached.append(_halt_one(service, outer, actor))
+    return {**reached[0], "projects": reached}
+
+
+def _halt_one(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
     path = runs_effects.create_project_kill_switch(root, "created by `loopstate run stop`\n")
     halted, failed = [], []
     for run_id in _ids(service, root, RUN_PREFIX):
@@ -94,4 +108,4 @@ def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
             continue
         if outcome.events:
             halted.append(run_id)
-    return {"kill_switch": str(path), "halted": halted, "failed": failed}
+    return {"root": root, "kill_switch": str(path), "halted": halted, "failed": failed}
