@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import msgspec
 
+# The largest integer every client of the wire can hold exactly: JSON clients such as the
+# VS Code extension read numbers as IEEE doubles. Every integer a command carries, typed
+# or inside free-form data, lies within +-MAX_SAFE_INTEGER (the server refuses the rest
+# with VALIDATION_FAILED), and the JSON Schema says so on every integer.
+MAX_SAFE_INTEGER = 2**53 - 1
+
 
 class Command(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, kw_only=True):
     """A mutation. Subclasses set ``tag="<domain>.<verb>"``."""

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol.base import MAX_SAFE_INTEGER
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
     STRUCTS,
@@ -45,9 +46,30 @@ NOTIFICATIONS: dict[str, type] = {
 }
 
 
+def bounded_integers(node: Any) -> Any:
+    """Every integer in the schema bounded to what a JSON client holds exactly (+-MAX_SAFE_INTEGER),
+    a narrower bound the Struct declares kept; applied to the generated schema and the hand-written
+    record schemas inside it alike."""
+    if isinstance(node, list):
+        return [bounded_integers(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: bounded_integers(value) for key, value in node.items()}
+    kinds = out.get("type")
+    if kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds):
+        out.setdefault("minimum", -MAX_SAFE_INTEGER)
+        out.setdefault("maximum", MAX_SAFE_INTEGER)
+        if "exclusiveMinimum" in out:
+            del out["minimum"]
+        if "exclusiveMaximum" in out:
+            del out["maximum"]
+    return out
+
+
 def schema() -> dict[str, Any]:
     types = (*STRUCTS, *COMMANDS, *QUERIES, AnyCommand, AnyQuery)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
+    components = bounded_integers(components)
 
     def ref(cls: type | None) -> dict[str, Any]:
         return {"$ref": REF.format(name=cls.__name__)} if cls is not None else {}

@@ -8,14 +8,22 @@ limit turns such a value into a RecursionError, an internal error instead of a
 refusal. ``check_command`` measures a command before any of that runs and
 refuses data deeper than MAX_DEPTH levels with VALIDATION_FAILED, naming the
 field and the limit; below it every recursive walk has room to spare.
+
+It also bounds integers: every integer a command carries, in a typed field or
+inside free-form data (budgets, completion data), must lie within
++-MAX_SAFE_INTEGER (2^53-1), what a JSON client reading numbers as doubles
+(the VS Code extension) holds exactly. A budget of 10^26 would otherwise be
+stored and then shown rounded; it is refused naming the field.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import msgspec
 
+from loopstate_protocol.base import MAX_SAFE_INTEGER
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
@@ -51,28 +59,60 @@ def deeper_than(value: Any, limit: int) -> bool:
 _CONTAINERS = (dict, list, tuple, msgspec.Struct)
 
 
-def _few_brackets(command: Any) -> bool:
-    """A cheap sufficient test: JSON with at most MAX_DEPTH brackets cannot nest deeper."""
+# Sixteen digits in a row: the shortest run that can spell an integer past 2^53-1 (16 digits).
+# A command whose JSON has none is certainly in bounds; one that has some (in a string, say)
+# is walked exactly.
+_LONG_DIGITS = re.compile(rb"[0-9]{16}")
+
+
+def _encoded(command: Any) -> bytes | None:
     try:
-        encoded = msgspec.json.encode(command)
-    except (RecursionError, ValueError, TypeError, msgspec.EncodeError):
-        return False  # not encodable as it is (a lone surrogate...): walk it; the domain refuses the rest
-    return encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH
+        return msgspec.json.encode(command)
+    except (RecursionError, ValueError, TypeError, OverflowError, msgspec.EncodeError):
+        return None  # not encodable as it is (a lone surrogate...): walk it; the domain refuses the rest
+
+
+def unsafe_integer(value: Any, path: str) -> str | None:
+    """The path of the first integer in ``value`` outside +-MAX_SAFE_INTEGER, else None (iterative)."""
+    stack = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if type(item) is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return where
+        elif isinstance(item, dict):
+            stack.extend((f"{where}.{key}", child) for key, child in item.items())
+        elif isinstance(item, msgspec.Struct):
+            stack.extend((f"{where}.{name}", getattr(item, name)) for name in item.__struct_fields__)
+        elif isinstance(item, (list, tuple)):
+            stack.extend((f"{where}[{index}]", child) for index, child in enumerate(item))
+    return None
 
 
 def check_command(command: msgspec.Struct) -> None:
-    """Refuse a command one of whose fields nests deeper than MAX_DEPTH levels."""
-    if _few_brackets(command):
-        return
-    for name in command.__struct_fields__:
-        if deeper_than(getattr(command, name), MAX_DEPTH):
-            tag = command.__struct_config__.tag or type(command).__name__
-            raise LoopstateError(
-                ErrorCode.VALIDATION_FAILED,
-                f"{tag}: {name} nests deeper than {MAX_DEPTH} levels of arrays and objects, "
-                f"the most a command's data may; flatten it",
-                field=name, limit=MAX_DEPTH,
-            )
+    """Refuse a command one of whose fields nests deeper than MAX_DEPTH levels or holds an integer
+    past +-MAX_SAFE_INTEGER."""
+    encoded = _encoded(command)
+    tag = command.__struct_config__.tag or type(command).__name__
+    if encoded is None or encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH:
+        for name in command.__struct_fields__:
+            if deeper_than(getattr(command, name), MAX_DEPTH):
+                raise LoopstateError(
+                    ErrorCode.VALIDATION_FAILED,
+                    f"{tag}: {name} nests deeper than {MAX_DEPTH} levels of arrays and objects, "
+                    f"the most a command's data may; flatten it",
+                    field=name, limit=MAX_DEPTH,
+                )
+    if encoded is None or _LONG_DIGITS.search(encoded):
+        for name in command.__struct_fields__:
+            where = unsafe_integer(getattr(command, name), name)
+            if where is not None:
+                raise LoopstateError(
+                    ErrorCode.VALIDATION_FAILED,
+                    f"{tag}: {where} is out of range: integers lie within +-{MAX_SAFE_INTEGER} (2^53-1), the "
+                    "largest every client of loopstate holds exactly; give a smaller number",
+                    field=where, limit=MAX_SAFE_INTEGER,
+                )
 
 
 def decoded_text(decode: Callable[[], Any], what: str) -> Any:

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from loopstate_protocol import PROTOCOL_VERSION
-from loopstate_protocol.base import ErrorData, Head
+from loopstate_protocol.base import MAX_SAFE_INTEGER, ErrorData, Head
 from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.errors import ErrorCode, jsonrpc_code
 from loopstate_protocol.schema import METHODS, NOTIFICATIONS
@@ -352,6 +352,12 @@ header follows the bad line in the same block (that header starts a frame).
   `details` `{{field, limit}}`. The CLI applies the same rule, and to the JSON text it is
   given (an `intent import` file, a `validate` record, a `goals append` payload) as a
   whole, before a decoder could fail on it (`core.nesting.decoded_text`).
+- Every integer a command carries, in a typed field or inside free-form data (a run's
+  budgets, completion data), lies within +-{MAX_SAFE_INTEGER} (2^53-1), the largest
+  integer a JSON client reading numbers as doubles holds exactly. A larger one is
+  `VALIDATION_FAILED` with `details` `{{field, limit}}`, the field named by its path
+  (`budgets.max_mutations`), and nothing is written. The JSON Schema gives every
+  integer this `minimum` and `maximum` (or a narrower bound the field has).
 - An error quotes at most a few hundred characters of what was sent, and says how long
   it was: a message, and each string in `details`, is cut to {MESSAGE_LIMIT} characters, keeping
   its start and its end.
