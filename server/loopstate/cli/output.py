@@ -102,13 +102,11 @@ def run_guarded(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except OSError as exc:
-        from loopstate.core.safefs import WRITE_REFUSED, write_refused
+        from loopstate.core.safefs import os_refusal
 
-        if exc.errno in WRITE_REFUSED:
-            # A write the store's own checks did not already name (a projection, a kill
-            # switch file beside the project): refused as clearly as theirs.
-            return refused(args, write_refused(exc, exc.filename or "the store"))
-        return internal_error(exc)
+        # A condition of the machine the store's own checks did not already name (a full
+        # disk, a data dir that is a file, a read-only projection target): refused as clearly.
+        return refused(args, os_refusal(exc))
     except Exception as exc:
         return internal_error(exc)
 

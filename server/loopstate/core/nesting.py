@@ -9,7 +9,9 @@ refusal. ``check_command`` measures a command before any of that runs and
 refuses data deeper than MAX_DEPTH levels with VALIDATION_FAILED, naming the
 field and the limit; below it every recursive walk has room to spare.
 
-It also bounds integers: every integer a command carries, in a typed field or
+It also refuses text that is not valid Unicode (a lone surrogate, which is
+what Python makes of a non-UTF-8 command-line argument) naming the field, and
+bounds integers: every integer a command carries, in a typed field or
 inside free-form data (budgets, completion data), must lie within
 +-MAX_SAFE_INTEGER (2^53-1), what a JSON client reading numbers as doubles
 (the VS Code extension) holds exactly. A budget of 10^26 would otherwise be
@@ -68,8 +70,33 @@ _LONG_DIGITS = re.compile(rb"[0-9]{16}")
 def _encoded(command: Any) -> bytes | None:
     try:
         return msgspec.json.encode(command)
+    except UnicodeEncodeError:
+        raise _not_unicode(command) from None
     except (RecursionError, ValueError, TypeError, OverflowError, msgspec.EncodeError):
-        return None  # not encodable as it is (a lone surrogate...): walk it; the domain refuses the rest
+        return None  # not encodable as it is (too deep, too large): walk it; the domain refuses the rest
+
+
+def _not_unicode(command: Any) -> LoopstateError:
+    """Text that is not valid Unicode: a lone surrogate, as Python makes of a non-UTF-8 argument or file name."""
+    tag = command.__struct_config__.tag or type(command).__name__
+    field = next((name for name in command.__struct_fields__ if not _encodes(getattr(command, name))), None)
+    where = f"{field} is" if field else "a text field is"
+    return LoopstateError(
+        ErrorCode.INVALID_PARAMS,
+        f"{tag}: {where} not valid Unicode (it holds a lone surrogate, as non-UTF-8 input such as an argument "
+        "typed in another encoding gives); send UTF-8 text",
+        **({"field": field} if field else {}),
+    )
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        msgspec.json.encode(value)
+    except UnicodeEncodeError:
+        return False
+    except Exception:
+        return True  # some other trouble: not this one
+    return True
 
 
 def unsafe_integer(value: Any, path: str) -> str | None:

@@ -65,6 +65,44 @@ def write_refused(exc: OSError, path: Path | str) -> LoopstateError:
     )
 
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def os_refusal(exc: OSError) -> LoopstateError:
+    """An OS error a front door met, as the refusal a person can act on (never a bare exception name).
+
+    These are conditions of the machine, not bugs: a full disk, a data dir that
+    names a file, a store another user owns. What a crash in the middle of a
+    write leaves is handled by the store as any torn tail is (docs/storage.md):
+    nothing unacknowledged is kept, so the message only says what to fix.
+    """
+    where = exc.filename if isinstance(exc.filename, str) else "the store"
+    if exc.errno in WRITE_REFUSED:
+        return write_refused(exc, where)
+    if exc.errno in NO_SPACE:
+        return LoopstateError(
+            ErrorCode.STORE_IO_ERROR,
+            f"cannot write {where}: {exc.strerror} (the disk or your quota is full); nothing of this command was "
+            "acknowledged: free some space and run it again", path=where, errno=exc.errno)
+    if exc.errno == errno.ENOTDIR:
+        from loopstate.core.paths import resolve_data_dir
+
+        try:
+            data_dir = str(resolve_data_dir())
+        except LoopstateError:
+            data_dir = None
+        hint = (f"the data dir {data_dir} is a file, not a folder: set LOOPSTATE_DATA_DIR to a folder (or remove "
+                "the file)" if data_dir and os.path.lexists(data_dir) and not os.path.isdir(data_dir)
+                else "a part of that path is a file where a folder should be: move the file away")
+        return LoopstateError(ErrorCode.STORE_IO_ERROR, f"cannot use {where}: {exc.strerror}; {hint}", path=where,
+                              errno=exc.errno)
+    name = errno.errorcode.get(exc.errno or 0, "an OS error")
+    return LoopstateError(
+        ErrorCode.STORE_IO_ERROR,
+        f"cannot use {where}: {exc.strerror or exc} ({name}); check that path and LOOPSTATE_DATA_DIR, then run the "
+        "command again", path=where, errno=exc.errno)
+
+
 def check_inside(path: Path, base: Path) -> None:
     """Every component from ``base`` down to ``path``'s parent must be a real folder."""
     current, parts = _parts_below(path, base)
