@@ -107,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         from loopstate.cli.hook import answer_hook
 
         return answer_hook(*argv[1:])
+    if peek_verb(argv) not in SERVERS:  # a server's stdout is its protocol, not a terminal's text
+        from loopstate.cli.terminal import control_in_arguments, neutralize_terminals
+
+        neutralize_terminals()
+        refusal = control_in_arguments(argv)
+        if refusal is not None:
+            sys.stderr.write(f"loopstate: {refusal}\n")
+            return 1
     try:
         args = parse_argv(argv)
         if not getattr(args, "func", None):

@@ -1,0 +1,75 @@
+"""What the CLI prints to a terminal cannot drive the terminal.
+
+The store holds text people and agents wrote: a claim's statement, a run's
+objective, an issue title. Printed raw, an escape sequence in one of them
+(``\\x1b[31m``, a title-setting OSC, a BEL, a carriage return that overwrites
+the line before it) would act on the reader's terminal instead of being read.
+So when stdout or stderr is a terminal, every control character but newline
+and tab is shown as a visible escape (``\\x1b``), whatever is in the store and
+however old it is. stderr keeps the carriage return too: the progress line of
+``verify`` and ``recover`` redraws itself with it. Output to a pipe or a file
+is left byte for byte as it is (``--json`` escapes controls anyway), so
+scripts see exactly what was stored.
+
+On the way in, an argument a person typed may not hold a control character
+other than newline and tab: text meant to be read has no use for them, and
+refusing them keeps them out of the store in the first place.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, TextIO
+
+_CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
+_STDOUT_TABLE = {code: f"\\x{code:02x}" for code in _CONTROLS if code not in (0x09, 0x0A)}
+_STDERR_TABLE = {code: text for code, text in _STDOUT_TABLE.items() if code != 0x0D}
+
+
+_TYPED_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def control_in_arguments(argv: list[str]) -> str | None:
+    """The refusal for the first argument that holds a control character other than newline and tab, else None."""
+    for index, item in enumerate(argv, start=1):
+        found = _TYPED_CONTROL.search(item)
+        if found is not None:
+            shown = item.translate(_STDOUT_TABLE)
+            if len(shown) > 80:
+                shown = shown[:77] + "..."
+            return (f"INVALID_PARAMS: argument {index} ({shown}) holds the control character "
+                    f"\\x{ord(found.group()):02x}; loopstate stores text to be read: type it without terminal "
+                    "escape sequences or control characters (newlines and tabs are fine)")
+    return None
+
+
+class Neutralized:
+    """A text stream whose writes show control characters as visible escapes; everything else passes through."""
+
+    def __init__(self, stream: TextIO, table: dict[int, str]) -> None:
+        self._stream = stream
+        self._table = table
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.translate(self._table))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, buffer...
+        return getattr(self._stream, name)
+
+
+def neutralize_terminals() -> None:
+    """Wrap stdout and stderr where they are terminals (a command's human output only, never a server's)."""
+    for name, table in (("stdout", _STDOUT_TABLE), ("stderr", _STDERR_TABLE)):
+        stream = getattr(sys, name)
+        try:
+            tty = stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            continue
+        if tty and not isinstance(stream, Neutralized):
+            setattr(sys, name, Neutralized(stream, table))
