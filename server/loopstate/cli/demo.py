@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,8 +44,8 @@ class Demo:
         command = [sys.executable, "-m", "loopstate.cli.main", *args, "--root", self.root, "--json"]
         done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
-            raise SystemExit(f"demo: `loopstate {' '.join(args)}` failed:\n{done.stdout}{done.stderr}")
-        print(f"  harness$ loopstate {' '.join(args)}")
+            raise SystemExit(f"demo: `{shlex.join(['loopstate', *args])}` failed:\n{done.stdout}{done.stderr}")
+        print(f"  harness$ {shlex.join(['loopstate', *args])}")  # quoted: it runs as printed when pasted
         return json.loads(done.stdout) if done.stdout.strip() else None
 
     def status_bar(self, topic: str, snapshot: Any, head: Any) -> str:
