@@ -80,3 +80,37 @@ def test_a_reader_that_stops_early_sees_the_first_lines_and_no_error(root: Path,
     assert lines[0].startswith("== intent (head 1500") and lines[1].split()[0] == "1"
     assert lines[2] == "rc=141"
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize(("args", "suggestion"), [
+    (["intnet", "show"], "did you mean 'intent'?"),
+    (["run", "lst"], "did you mean 'list'?"),
+    (["goals", "bord", "g"], "did you mean 'board'?"),
+    (["run", "issue", "opne"], "did you mean 'open'?"),
+])
+def test_a_mistyped_verb_gets_the_nearest_verb(root: Path, data_dir: Path, args: list[str], suggestion: str) -> None:
+    done = cli(*args, cwd=root, data_dir=data_dir)
+    assert done.returncode == 2 and suggestion in done.stderr, done.stderr
+
+
+def test_a_word_near_no_verb_gets_no_guess(root: Path, data_dir: Path) -> None:
+    done = cli("zzzz", cwd=root, data_dir=data_dir)
+    assert done.returncode == 2 and "invalid choice: 'zzzz'" in done.stderr and "did you mean" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "expected"), [(["run", "--root", "{root}", "list", "--json"], '"objective":"x"'),
+                                              (["goals", "--root", "{root}", "list", "--json"], '"g"'),
+                                              (["--root", "{root}", "run", "list", "--json"], '"objective":"x"'),
+                                              (["run", "list", "--root", "{root}", "--json"], '"objective":"x"')])
+def test_root_is_taken_before_the_group_between_the_group_and_its_verb_and_after_the_verb(
+        tmp_path: Path, data_dir: Path, args: list[str], expected: str) -> None:
+    project = tmp_path / "elsewhere"
+    project.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    assert cli("goals", "add", "g", "t", "--root", str(project), cwd=cwd, data_dir=data_dir).returncode == 0
+    cli("run", "create", "--objective", "x", "--done-gate", "y", "--asset", "app", "--root", str(project), cwd=cwd,
+        data_dir=data_dir)
+    done = cli(*[a.format(root=project) for a in args], cwd=cwd, data_dir=data_dir)
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout, done.stdout

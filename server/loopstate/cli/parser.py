@@ -104,6 +104,28 @@ class VerbParser(argparse.ArgumentParser):
         super().__init__(*args, formatter_class=functools.partial(formatter_class, width=help_width()), **kwargs)
         self.register("action", "parsers", SubVerbs)
 
+    def add_subparsers(self, **kwargs):
+        """A group's sub-verbs; the group itself takes ``--root`` too, so ``loopstate run --root X list``
+        reads as ``loopstate --root X run list`` and ``loopstate run list --root X`` do (SUPPRESS: a
+        ``--root`` given elsewhere is kept, never overwritten by this one's absence)."""
+        if "--root" not in self._option_string_actions:
+            self.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
+        return super().add_subparsers(**kwargs)
+
+    def error(self, message: str):
+        """argparse's usage error, plus the nearest sub-verb for a mistyped one (``intnet`` -> ``intent``)."""
+        import re
+
+        found = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if found is not None:
+            import difflib
+
+            choices = re.findall(r"'([^']*)'", found.group(3)) or found.group(3).split(", ")
+            near = difflib.get_close_matches(found.group(2), choices, n=1, cutoff=0.6)
+            if near:
+                message = f"{message}; did you mean {near[0]!r}?"
+        super().error(message)
+
     def parse_known_args(self, args=None, namespace=None):
         """As argparse's, but anything unknown is refused here (so it never returns extras)."""
         namespace, extras = super().parse_known_args(args, namespace)
