@@ -203,6 +203,8 @@ def test_stop_halts_every_run_of_the_project_and_says_so(cli, root):
         cli.acquire(run_id)
     text = cli.ok("run", "stop", runs[0][:8])
     assert "project-wide" in text and "halted 2 run(s)" in text
+    said = [line for line in text.splitlines() if f"run stop {runs[0][:8]} stopped every run" in line]
+    assert len(said) == 1 and "`loopstate run stop --cancel RUN` stops one run" in said[0]
     assert (root / ".loopstate" / "STOP").is_file()
     assert [cli.status(r)["run"]["status"] for r in runs] == ["halted_kill_switch"] * 2
 

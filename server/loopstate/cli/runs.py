@@ -664,6 +664,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 print(f"  run {failure['run_id'][:8]} did not record its halt ({failure['code']}: "
                       f"{failure['message']}); it still halts at its next command")
         named = result.get("named", {})
+        if args.run_id is not None:
+            print(f"  run stop {args.run_id} stopped every run, not only {args.run_id}: the kill switch is "
+                  f"project-wide; `loopstate run stop --cancel RUN` stops one run")
         if named.get("halted") is False:
             print(f"  run {named['run_id'][:8]} had ended or halted already: nothing to halt now")
         print("  remove the file yourself before resuming (`loopstate run resume RUN`)")
