@@ -247,6 +247,11 @@ class GrantShow(Query, tag="runs.grant_show", kw_only=True):
     grant_id: str
 
 
+# Every status a run can be in (the ``status`` of a run record), in lifecycle order.
+RUN_STATUSES = ("draft", "ready", "active", "waiting_approval", "waiting_external", "blocked", "failed",
+                "halted_kill_switch", "complete", "cancelled")
+
+
 class KillSwitchState(msgspec.Struct, kw_only=True):
     """Whether a kill switch of the project stands, probed when the status is read.
 

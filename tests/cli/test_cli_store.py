@@ -208,3 +208,21 @@ def test_recover_that_would_keep_nothing_asks_on_a_terminal(filled: Path, data_d
         assert child.returncode == 0 and filled.read_bytes() == b"" and b"kept 0 verified events" in out
     else:
         assert child.returncode == 1 and filled.read_bytes() == damaged and b"not confirmed" in err
+
+
+def test_log_limit_prints_the_last_events_of_each_stream_oldest_first(tmp_path) -> None:
+    from clirun import cli
+
+    root, data_dir = tmp_path / "proj", tmp_path / "data"
+    root.mkdir()
+    for title in ("one", "two", "three"):
+        assert cli("goals", "add", "g", title, cwd=root, data_dir=data_dir).returncode == 0
+    text = cli("log", "--limit", "2", cwd=root, data_dir=data_dir).stdout
+    assert "the last 2 of 3 events" in text
+    assert [line.split()[0] for line in text.splitlines() if not line.startswith("==")] == ["2", "3"]
+    import json
+
+    streams = json.loads(cli("log", "--limit", "1", "--json", cwd=root, data_dir=data_dir).stdout)["streams"]
+    assert [(s["event_count"], len(s["events"])) for s in streams] == [(3, 1)]
+    refused = cli("log", "--limit", "0", cwd=root, data_dir=data_dir)
+    assert refused.returncode == 2 and "1 or more" in refused.stderr

@@ -272,3 +272,27 @@ def test_a_stop_set_in_the_enclosing_project_halts_a_nested_projects_run(cli, ro
     (root / ".loopstate" / "STOP").unlink()
     other = nested.create()
     nested.ok("run", "heartbeat", other, *nested.acquire(other))
+
+
+def test_run_list_status_shows_only_runs_in_those_statuses(cli):
+    ready = cli.create()
+    active = cli.create()
+    cli.acquire(active)
+    listed = cli.json("run", "list", "--status", "active")
+    assert [row["run_id"] for row in listed["runs"]] == [active]
+    both = cli.json("run", "list", "--status", "active", "--status", "ready")
+    assert {row["run_id"] for row in both["runs"]} == {ready, active}
+    assert "no runs in status failed (2 in other statuses)" in cli.ok("run", "list", "--status", "failed")
+    typo = cli("run", "list", "--status", "actve")
+    assert typo.returncode == 2 and "did you mean 'active'?" in typo.stderr
+
+
+def test_the_protocols_run_statuses_are_the_run_records_statuses():
+    from typing import get_args
+
+    from loopstate_protocol.runs import RUN_STATUSES
+
+    from loopstate.domains.runs.machine import TRANSITIONS
+    from loopstate.domains.runs.records import Status
+
+    assert set(RUN_STATUSES) == set(get_args(Status)) == set(TRANSITIONS)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.runs import RUN_STATUSES
 
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
@@ -108,7 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budgets", help="frozen budgets as JSON, e.g. '{\"max_mutations\": 5}' (fields left out: the "
                                      "project config's)")
 
-    _verb(verbs, "list", "list the project's runs: status, stage, owner, budget use", cmd_list, mutation=False)
+    p = _verb(verbs, "list", "list the project's runs: status, stage, owner, budget use", cmd_list, mutation=False)
+    p.add_argument("--status", action="append", choices=RUN_STATUSES, metavar="STATUS",
+                   help=f"only runs in this status (repeat for several): {', '.join(RUN_STATUSES)}")
 
     p = _verb(verbs, "status", "show a run's projection, lease, pending operation, issues and the kill switch",
               cmd_status, mutation=False)
@@ -391,6 +394,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     session = _Session(args)
     runs = list_runs(session.service, session.root)
+    total = len(runs)
+    if args.status:
+        runs = [row for row in runs if row["status"] in args.status]
     switch = kill_switch(session.root)
     if args.json:
         emit_json({"runs": runs, "kill_switch": switch})
@@ -398,7 +404,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if switch.set:
         print(f"kill switch SET ({', '.join(switch.paths)}): every run of this project halts at its next command")
     if not runs:
-        print("no runs in this project; create one with `loopstate run create`")
+        print(f"no runs in status {', '.join(args.status)} ({total} in other statuses)" if args.status and total
+              else "no runs in this project; create one with `loopstate run create`")
         return 0
     print(f"{'RUN':<8}  {'STATUS':<18} {'STAGE':<10} {'OWNER':<14} {'MUTATIONS':>9} {'TIME (s)':>11}  OBJECTIVE")
     for row in runs:

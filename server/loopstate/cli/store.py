@@ -41,7 +41,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     log = sub.add_parser("log", help="print the events of every stream in order")
     add_common(log)
     log.add_argument("--stream", help="only this stream (e.g. intent, runs.<id>, goals.<id>)")
+    log.add_argument("--limit", type=_positive, metavar="N",
+                     help="only the last N events of each stream (still printed oldest first)")
     log.set_defaults(func=cmd_log)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of events, 1 or more")
+    return value
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -169,10 +181,15 @@ def cmd_log(args: argparse.Namespace) -> int:
         hash_field = stream.layout.hash_field
         with project.lock(name).shared():
             events = [r.event for r in stream.read_new()]
+        total = len(events)
+        if args.limit is not None:
+            events = events[-args.limit:]
         if args.json:
-            out.append({"stream": name, "head": {"sequence": stream.position.sequence, "hash": stream.position.hash}, "events": events})
+            out.append({"stream": name, "head": {"sequence": stream.position.sequence, "hash": stream.position.hash},
+                        "event_count": total, "events": events})
             continue
-        print(f"== {name} (head {stream.position.sequence} {str(stream.position.hash)[:12]})")
+        shown = "" if len(events) == total else f", the last {len(events)} of {total} events"
+        print(f"== {name} (head {stream.position.sequence} {str(stream.position.hash)[:12]}{shown})")
         for event in events:
             kind, at = _summary(event)
             print(f"{event[seq_field]:>6}  {at:<27}  {kind:<24}  {event[hash_field][:12]}")
