@@ -145,3 +145,40 @@ def test_the_client_reports_a_server_that_died_instead_of_waiting(client: Loopst
     client.process.wait()
     with pytest.raises(ConnectionError):
         client.query(str(root), {"kind": "intent.tasks"})
+
+
+def _serve_with_stdin(stdin, data_dir, tmp_path) -> subprocess.Popen:
+    from tests.conftest import env_for_child
+
+    return subprocess.Popen(SERVE, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            env=env_for_child(data_dir))
+
+
+@pytest.mark.parametrize("source", ["devnull", "closed_pipe", "terminal_hangup"])
+def test_end_of_input_ends_the_server_whatever_stdin_is(source: str, data_dir, tmp_path) -> None:
+    """`loopstate serve </dev/null`, a pipe whose writer closes, a terminal that hangs up: each ends the server
+    (exit 1: no shutdown came), with no traceback, within seconds."""
+    import os
+    import pty
+
+    if source == "devnull":
+        with open(os.devnull, "rb") as null:
+            child = _serve_with_stdin(null, data_dir, tmp_path)
+    elif source == "closed_pipe":
+        child = _serve_with_stdin(subprocess.PIPE, data_dir, tmp_path)
+        child.stdin.close()
+    else:
+        leader, follower = pty.openpty()
+        child = _serve_with_stdin(follower, data_dir, tmp_path)
+        os.close(follower)
+        import time
+
+        time.sleep(1.0)  # the server is reading the terminal when it hangs up
+        os.close(leader)
+    try:
+        assert child.wait(timeout=30) == 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stderr = child.stderr.read().decode()
+    assert "Traceback" not in stderr and "stdin closed before shutdown" in stderr, stderr

@@ -309,7 +309,9 @@ protocol version is `{PROTOCOL_VERSION}`. The JSON Schema of every message is
   acknowledged by that result), stops pushing, and answers `null`. Every later request
   gets `SERVER_SHUTTING_DOWN`.
 - `exit` ends the process: status 0 after `shutdown`, 1 without. The end of stdin (or a
-  client that closes our stdout) ends it the same way.
+  client that closes our stdout) ends it the same way, whatever stdin is: a pipe whose
+  writer closed, a socket, a terminal that hung up, a regular file or a device such as
+  `/dev/null` (read through a thread, since epoll refuses those).
 - stdout carries frames only: the server points its file descriptor 1 at stderr, where
   it logs (`--log-level`).
 

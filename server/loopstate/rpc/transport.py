@@ -12,12 +12,15 @@ client reads.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 import threading
 from typing import Callable
 
 from loopstate.core.safefs import write_all
+
+log = logging.getLogger("loopstate.rpc")
 
 HIGH_WATER = 256 << 10
 LOW_WATER = 64 << 10
@@ -112,7 +115,7 @@ class StdioWriter:
 
 
 class StdinReader:
-    """An asyncio StreamReader over stdin (a pipe, socket or tty; a regular file through a thread).
+    """An asyncio StreamReader over stdin (a pipe, socket or tty; a regular file or another device through a thread).
 
     ``stop`` ends the input early (the client closed our stdout, so nobody
     reads the answers): reading stops at the source, then the StreamReader
@@ -129,7 +132,10 @@ class StdinReader:
         self._stopped = False
 
     async def open(self) -> asyncio.StreamReader:
-        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+        mode = os.fstat(self.fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(self.fd)):
+            # A regular file, or a device epoll refuses (``</dev/null``: EPERM): read through a thread,
+            # whose end of input ends the server as a pipe's does, instead of never arriving.
             threading.Thread(target=self._pump, name="loopstate-stdin", daemon=True).start()
             return self.stream
         file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
@@ -138,8 +144,11 @@ class StdinReader:
         return self.stream
 
     def _pump(self) -> None:
-        while chunk := os.read(self.fd, 1 << 16):
-            self.loop.call_soon_threadsafe(self._feed, chunk)
+        try:
+            while chunk := os.read(self.fd, 1 << 16):
+                self.loop.call_soon_threadsafe(self._feed, chunk)
+        except OSError as exc:  # an unreadable input ends it, as its end would
+            log.warning("stdin could not be read (%s); ending as at its end", exc.strerror or exc)
         self.loop.call_soon_threadsafe(self._end)
 
     def _feed(self, chunk: bytes) -> None:
