@@ -45,7 +45,9 @@ log = logging.getLogger("loopstate.rpc")
 MAX_IN_FLIGHT = 64  # requests read but not answered; the reader waits beyond this
 MAX_SINCE_EVENTS = 10_000  # events one subscribe with since may return
 # Seconds without a request after which the server writes the projection snapshots its
-# streams are due (``Service.snapshot_idle``), and how often it looks again.
+# streams are due (``Service.snapshot_idle``). The check is armed by activity (a request,
+# or news the service saw: another process's append to a followed stream) and runs once
+# per quiet spell, so an idle server has no timer and wakes for nothing.
 IDLE_SNAPSHOT_AFTER = 2.0
 
 
@@ -69,6 +71,7 @@ class LoopstateServer(LanguageServer):
         self._last_request = 0.0  # loop time a request last started or ended
         self._idle_timer: asyncio.TimerHandle | None = None
         self._idle_running = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first arm, from the loop's thread
         for name, params_type, job in METHOD_TABLE:
             self.feature(name)(self._handler(name, params_type, job))
 
@@ -103,9 +106,23 @@ class LoopstateServer(LanguageServer):
         if self.hub is not None:
             self.hub.stop()
 
+    def arm_idle_check(self) -> None:
+        """Look for a quiet spell IDLE_SNAPSHOT_AFTER seconds from now, unless a check is armed already
+        (on the loop's thread)."""
+        if self._idle_timer is None and not self.shutting_down:
+            self._loop = asyncio.get_running_loop()
+            self._idle_timer = self._loop.call_later(IDLE_SNAPSHOT_AFTER, self._idle_check)
+
+    def on_news(self, *_: Any) -> None:
+        """A service listener (any thread): news may make snapshots due, so look again once things are quiet."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.arm_idle_check)
+
     def _idle_check(self) -> None:
-        """Every IDLE_SNAPSHOT_AFTER seconds once a first request came: when none is in
-        flight and none came for that long, hand the service worker the idle snapshot job.
+        """IDLE_SNAPSHOT_AFTER seconds after activity: when no request is in flight and none came
+        for that long, hand the service worker the idle snapshot job, and arm nothing more until
+        the next activity; otherwise look again when the spell could be long enough.
 
         The worker runs one job at a time, so the job never runs beside a request's; it
         stops before each stream as soon as a request is in flight (``busy``), so a request
@@ -114,12 +131,14 @@ class LoopstateServer(LanguageServer):
         self._idle_timer = None
         if self.shutting_down:
             return
-        quiet = not self.inflight and loop.time() - self._last_request >= IDLE_SNAPSHOT_AFTER
-        if quiet and not self._idle_running:
+        quiet_for = loop.time() - self._last_request
+        if self.inflight or quiet_for < IDLE_SNAPSHOT_AFTER:  # look again when this spell could be long enough
+            self._idle_timer = loop.call_later(max(IDLE_SNAPSHOT_AFTER - quiet_for, 0.05) if not self.inflight
+                                               else IDLE_SNAPSHOT_AFTER, self._idle_check)
+        elif not self._idle_running:
             self._idle_running = True
             job = loop.run_in_executor(self.worker, self.service.snapshot_idle, self._busy)
             job.add_done_callback(self._idle_done)
-        self._idle_timer = loop.call_later(IDLE_SNAPSHOT_AFTER, self._idle_check)
 
     def _busy(self) -> bool:
         return bool(self.inflight) or self.shutting_down
@@ -137,8 +156,7 @@ class LoopstateServer(LanguageServer):
             self.inflight.add(task)
             loop = asyncio.get_running_loop()
             self._last_request = loop.time()
-            if self._idle_timer is None and not self.shutting_down:
-                self._idle_timer = loop.call_later(IDLE_SNAPSHOT_AFTER, self._idle_check)
+            self.arm_idle_check()
             if len(self.inflight) >= MAX_IN_FLIGHT:
                 self.room.clear()
             try:

@@ -22,6 +22,7 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     """Serve one client; returns the exit code (0 after shutdown, 1 without)."""
     loop = asyncio.get_running_loop()
     server = LoopstateServer(service)
+    service.add_listener(server.on_news)  # another process's append arms the idle snapshot check
     writer = StdioWriter(loop, stdout_fd)
     await writer.open()
     stdin = StdinReader(loop, stdin_fd)
