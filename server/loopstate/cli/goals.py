@@ -1,6 +1,6 @@
 """`loopstate goals ...`: todos and gates of a goal, its board, and its Markdown workbench.
 
-A thin front door: each verb builds one protocol command or query and hands it
+A thin command-line layer: each verb builds one protocol command or query and hands it
 to the service; every rule lives in the goals domain. Mutating verbs accept
 --request-id (retry safely: the same id returns the first result) and
 --event-id (re-appending an identical event is a no-op, a different body is
@@ -27,6 +27,27 @@ from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
 
 EXIT_DIFFERENT = 1
+
+DESCRIPTION = """\
+Track a goal's todos and gates, and the runs, quota and evidence that belong to
+it. Every verb that changes something appends one event to the goal's
+append-only, hash-chained log in loopstate's store; `board` shows the current
+state folded from that log, and `render` writes it as the Markdown workbench
+ACTIVE_GOAL_STATE.md. Editing that file changes no state: `backfill` imports a
+Markdown file as events, `bridge` lists how a file differs from the events.
+
+A goal starts with its first event (`loopstate goals add GOAL TITLE`). A first
+event for a goal whose name is one edit away from an existing goal's is refused
+until --new-goal confirms it; reading a goal that has no events says so and
+lists the project's goals. Verbs that change something take --request-id
+(retry safely: the same id returns the first result) and --event-id
+(re-appending an identical event is a no-op; a different body is refused).
+
+--privacy sets the event's privacy class, which is printed in brackets after
+each recorded event: public_safe (the default: no local path, credential, raw
+log or private detail, refused otherwise), local_private (anything, kept out of
+public boards) or private_pointer (carries a --pointer to private material).
+"""
 
 
 def _service():
@@ -136,7 +157,7 @@ def _verb(sub, name: str, help_text: str, build: Callable[[argparse.Namespace], 
 
 def register(sub: argparse._SubParsersAction) -> None:
     goals = sub.add_parser("goals", help="todos and gates of a goal (an event stream) and its Markdown workbench",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = goals.add_subparsers(dest="goals_command", metavar="VERB")
 
     def usage(_: argparse.Namespace) -> int:
@@ -206,8 +227,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("target_kind", choices=["todo", "gate", "run"]), arg("target_id"),
         arg("evidence_ref", metavar="REF", help="compact evidence ref (PR, CI run, report id)"), arg("--id"),
         arg("--summary"), arg("--pointer"))
-    _verb(verbs, "append", "append one lifecycle event as another LoopX producer writes it: event type and JSON "
-          "payload (dual-write)",
+    _verb(verbs, "append", "append one lifecycle event in the raw goal-event shape, as a tool that already writes "
+          "goal events sends it: event type and JSON payload",
           lambda a: proto.AppendEvent(**_common(a), event_type=a.event_type, payload=_payload(a.payload)),
           arg("event_type", choices=list(typing.get_args(proto.LifecycleEventType)), metavar="EVENT_TYPE",
               help="todo_added, todo_claimed, ..., evidence_attached"),
@@ -221,20 +242,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md after recording projection_rendered",
                    lambda a: proto.RenderMarkdown(**_common(a), target=a.output, public=a.public, force=a.force),
                    arg("--output", default="ACTIVE_GOAL_STATE.md", help="path relative to the project root"),
-                   arg("--public", action="store_true", help="redacted projection (required for files git tracks)"),
+                   arg("--public", action="store_true", help="the redacted public view (required for files git tracks)"),
                    arg("--force", action="store_true", help="overwrite a hand-edited or foreign file"),
                    arg("--check", action="store_true", help="only say whether the file is current (exit 1 if not)"),
-                   arg("--stdout", action="store_true", help="print the projection; write and record nothing"),
+                   arg("--stdout", action="store_true", help="print the Markdown; write and record nothing"),
                    renders=False)
     render.set_defaults(func=cmd_render)
 
     board = verbs.add_parser(
-        "board", help="the goal's projection: todos by role and priority, gates, runs, quota (one page at a time)",
+        "board", help="the goal's current state: todos by role and priority, gates, runs, quota (one page at a time)",
         description="The goal's board, one page at a time: the active todos and the ten newest completed ones "
                     "first, then older completed todos on the pages --cursor continues to. A line at the end says "
                     "what the page left out and how to see it.")
     board.add_argument("goal")
-    board.add_argument("--public", action="store_true", help="the redacted public projection")
+    board.add_argument("--public", action="store_true", help="the redacted public board")
     board.add_argument("--limit", type=int, default=proto.BOARD_LIMIT, metavar="N",
                        help=f"todos on the page (default {proto.BOARD_LIMIT}, at most {proto.MAX_BOARD_LIMIT})")
     board.add_argument("--cursor", metavar="CURSOR", help="continue after the page that gave this next cursor")
@@ -243,10 +264,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(board)
     board.set_defaults(func=cmd_board)
 
-    bridge = verbs.add_parser("bridge", help="compare the event projection with a Markdown file (exit 1 if they differ)")
+    bridge = verbs.add_parser("bridge", help="compare the goal's events with a Markdown file (exit 1 if they differ)")
     bridge.add_argument("goal")
     bridge.add_argument("file", nargs="?", default=None, help="Markdown file (default: ACTIVE_GOAL_STATE.md in the root)")
-    bridge.add_argument("--public", action="store_true", help="compare with the public projection")
+    bridge.add_argument("--public", action="store_true", help="compare with the public board")
     add_common(bridge)
     bridge.set_defaults(func=cmd_bridge)
 

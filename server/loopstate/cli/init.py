@@ -1,4 +1,4 @@
-"""`loopstate init`: the project's runs config with the seed's defaults, and `.loopstate/` ignored by git."""
+"""`loopstate init`: the project's runs config with loopstate's defaults, and `.loopstate/` ignored by git."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from loopstate.cli.output import add_common, emit_json, project_root
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="write .loopstate/config.json with the defaults and ignore .loopstate/ in git",
-                       description="Write .loopstate/config.json with the seed's defaults (edit it; check it with "
+                       description="Write .loopstate/config.json with loopstate's defaults (edit it; check it with "
                                    "`loopstate validate config .loopstate/config.json`) and add .loopstate/ to the "
                                    "project's .gitignore (once). An existing config is kept unless --force.")
     add_common(p)
