@@ -70,13 +70,65 @@ def unlocked_read(path: Path, why: str) -> None:
                          "left out\n")
 
 
+class _Expired(Exception):
+    """Raised by the SIGALRM handler of a bounded blocking wait."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise _Expired
+
+
+def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
+    """A blocking flock bounded by a one-shot timer: True locked, False timed out, None not possible here.
+
+    The kernel queues a blocked flock and hands the lock over the moment its
+    holder lets go, where a poll with sleeps comes back late and loses to any
+    newcomer: with 16 CLI writers at once, sleeping pollers starved past the
+    timeout. The bound is a SIGALRM timer, so this works only on the main
+    thread, and only when nothing else has the timer (a signal handler or a
+    timer of its own); a server's worker thread polls instead (its process
+    shares one batch anyway: group commit). If the timer fires just after the
+    lock was granted, a non-blocking retry on the same descriptor says so.
+    """
+    import signal  # only on contention: an uncontended lock costs no import
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        previous = signal.getsignal(signal.SIGALRM)
+        if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+            return None
+    except (ValueError, OSError):
+        return None
+    try:
+        try:
+            signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+            fcntl.flock(fd, flags & ~fcntl.LOCK_NB)
+            return True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    except _Expired:
+        try:
+            fcntl.flock(fd, flags)  # granted in the instant the timer fired? (same descriptor: no-op if held)
+            return True
+        except BlockingIOError:
+            return False
+
+
 def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None) -> None:
     """flock ``fd`` within ``timeout`` seconds, or raise: LOCK_TIMEOUT naming the holder,
-    STORE_IO_ERROR when the file system refuses the lock (waiting would not help)."""
+    STORE_IO_ERROR when the file system refuses the lock (waiting would not help).
+
+    A busy lock is waited for in the kernel's queue where the process can bound
+    that wait (``_blocking_wait``), else by polling with short sleeps."""
     flags = _EXCLUSIVE if exclusive else _SHARED
     deadline = 0.0
     pause = 0.0005
     detail = {} if path is None else {"lock": path}
+    blocked = False  # the blocking wait has been tried (it is tried once, for the whole timeout)
     while True:
         try:
             fcntl.flock(fd, flags)
@@ -92,6 +144,21 @@ def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path:
             ) from exc
         if not deadline:  # the clock is read only when the lock is busy
             deadline = time.monotonic() + timeout
+        if not blocked:
+            blocked = True
+            try:
+                granted = _blocking_wait(fd, flags, deadline - time.monotonic())
+            except OSError as exc:
+                raise LoopstateError(
+                    ErrorCode.STORE_IO_ERROR,
+                    f"cannot lock {what}: {exc}; keep the store on a local "
+                    "file system that supports flock (set LOOPSTATE_DATA_DIR)",
+                    **detail,
+                ) from exc
+            if granted:
+                return
+            if granted is False:
+                deadline = time.monotonic()  # the whole timeout was waited: say who holds it
         if time.monotonic() >= deadline:
             holder = _read_holder(fd)
             raise LoopstateError(
