@@ -235,3 +235,16 @@ def test_the_intent_float_of_a_first_page_says_how_many_claims_follow_and_how_to
     first = " ".join(seen["first"])
     assert len([rule for rule in ("rule zero", "rule 1", "rule 2") if rule in rest.stdout and rule not in first]) == 1
     assert not [line for line in seen["whole"] if "not shown" in line]
+
+
+@pytest.mark.parametrize("lifted", [True, False], ids=["switch-lifted", "switch-stands"])
+def test_halted_in_the_statusline_means_a_switch_stands_now(project: Path, tmp_path: Path, lifted: bool) -> None:
+    """An older run halted by a switch since lifted is shown halted, without HALTED; the control keeps the switch."""
+    run_id = cli_json(project, tmp_path, "run", "create", "--objective", "Ship", "--done-gate", "tests pass",
+                      "--asset", "parser")["run_id"]
+    cli_json(project, tmp_path, "run", "stop")
+    assert cli_json(project, tmp_path, "run", "status", run_id)["run"]["status"] == "halted_kill_switch"
+    if lifted:
+        (project / ".loopstate" / "STOP").unlink()
+    seen = run_script("lifted", project, tmp_path)
+    assert seen["statusline"].startswith("LS HALTED ·" if not lifted else "LS · run halted_kill_switch"), seen

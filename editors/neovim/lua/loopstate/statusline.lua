@@ -40,18 +40,23 @@ function M.summary(project)
   if type(view) == 'table' then
     s.claims, s.disputes = view.active_count or 0, count(view.disagreements)
   end
-  if project.kill_switch and project.kill_switch.set then
-    s.halted = true
-  end
+  -- HALTED says a kill switch stands now, as the server probed it for the newest run status it sent
+  -- (a run halted by a switch that was lifted since says so in its own status). Without a followed
+  -- run, the project's listing (or the plugin's own stop) is all there is.
+  local probed = false
   for run_id in pairs(project.runs) do
     local entry = project.topics['runs/status/' .. run_id]
     local status = entry and type(entry.snapshot) == 'table' and entry.snapshot
     if status and type(status.run) == 'table' then
       s.blocking = s.blocking + (status.run.open_blocking_issues or 0)
-      if status.run.status == 'halted_kill_switch' or (type(status.kill_switch) == 'table' and status.kill_switch.set) then
-        s.halted = true
+      if type(status.kill_switch) == 'table' then
+        probed = true
+        s.halted = s.halted or status.kill_switch.set == true
       end
     end
+  end
+  if not probed and project.kill_switch and project.kill_switch.set then
+    s.halted = true
   end
   for goal_id in pairs(project.goals) do
     local entry = project.topics['goals/board/' .. goal_id]
