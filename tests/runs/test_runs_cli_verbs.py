@@ -296,3 +296,25 @@ def test_the_protocols_run_statuses_are_the_run_records_statuses():
     from loopstate.domains.runs.records import Status
 
     assert set(RUN_STATUSES) == set(get_args(Status)) == set(TRANSITIONS)
+
+
+def test_leased_verbs_use_the_lease_this_user_acquired_when_none_is_named(cli):
+    import getpass
+
+    run_id = cli.create()
+    acquired = cli.ok("run", "acquire", run_id[:8])
+    assert "until " in acquired and f"`loopstate run heartbeat {run_id[:8]}` before then" in acquired
+    assert "an expired lease fails the run" in acquired
+    cli.ok("run", "heartbeat", run_id[:8])  # no --lease, no --generation
+    started = cli.json("run", "stage", "start", run_id[:8], "build")
+    assert [e["type"] for e in started["events"]] == ["stage_started"]
+    half = cli.refused("run", "heartbeat", run_id[:8], "--lease", "abc")
+    assert half["code"] == "INVALID_PARAMS" and "together" in half["message"]
+    # someone else's lease is never taken by default: the message names its holder
+    other = cli.create()
+    cli.acquire(other, actor="worker-7")
+    refused = cli.refused("run", "heartbeat", other[:8])
+    assert refused["code"] == "LEASE_MISMATCH" and "held by worker-7" in refused["message"]
+    assert f"not by {getpass.getuser()}" in refused["message"] and "--lease LEASE --generation N" in refused["message"]
+    none = cli.create()
+    assert "has no lease" in cli.refused("run", "heartbeat", none[:8])["message"]

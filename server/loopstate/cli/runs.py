@@ -268,8 +268,9 @@ def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool 
         p.add_argument("--actor", default=None, help="actor label (default: your user name)")
         p.add_argument("--session", default="cli", help="session id")
     if lease:
-        p.add_argument("--lease", required=True, help="your lease id (or a unique prefix)")
-        p.add_argument("--generation", type=int, required=True, help="your lease generation")
+        p.add_argument("--lease", help="your lease id (or a unique prefix); default: the run's current lease when "
+                                       "you (your user name) acquired it")
+        p.add_argument("--generation", type=int, help="your lease generation (with --lease)")
     if mutation:
         derived = f"; the new {derives} id is derived from it" if derives else ""
         p.add_argument("--request-id", default=None, help=f"idempotency key (reuse it to retry exactly{derived})")
@@ -315,7 +316,18 @@ class _Session:
         return None if given is None else resolve_in_run(self.service, self.root, run_id, kind, given)  # type: ignore[arg-type]
 
     def lease(self, run_id: str) -> dict[str, Any]:
-        return {"lease_id": self.in_run(run_id, "lease", self.args.lease), "generation": self.args.generation}
+        """The lease a leased verb acts under: the one named, else the run's current one if this user holds it."""
+        given, generation = self.args.lease, self.args.generation
+        if (given is None) != (generation is None):
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, "give --lease and --generation together, or neither (then "
+                                 "the run's current lease is used, when you acquired it)")
+        if given is None:
+            import getpass
+
+            from loopstate.service.runs_project import own_lease
+
+            return own_lease(self.service, self.root, run_id, getpass.getuser())
+        return {"lease_id": self.in_run(run_id, "lease", given), "generation": generation}
 
     def execute(self, command) -> Any:
         return self.service.execute(self.root, command, self.args.request_id or str(uuid.uuid4()))
@@ -462,7 +474,9 @@ def cmd_acquire(args: argparse.Namespace) -> int:
     session = _Session(args)
     outcome = session.execute(Acquire(run_id=session.run_id(), owner=_actor(args), lane_id=args.lane))
     lease = outcome.events[-1]["projection"]["lease"] if outcome.events else None
-    summary = f"lease {lease['lease_id']} generation {lease['generation']} until {lease['expires_at']}" if lease else "no change"
+    summary = (f"lease {lease['lease_id']} generation {lease['generation']} until {lease['expires_at']}; keep it "
+               f"with `loopstate run heartbeat {lease['run_id'][:8]}` before then (an expired lease fails the run)"
+               if lease else "no change")
     return _report(args, outcome, summary)
 
 

@@ -64,6 +64,33 @@ def resolve_in_run(service, root: str, run_id: str, kind: InRun, given: str) -> 
     return resolve_prefix(kind, given, known, hint=f"`loopstate run status {run_id[:8]}` shows the run's {kind} ids")
 
 
+def own_lease(service, root: str, run_id: str, actor: str) -> dict[str, Any]:
+    """The run's current lease when ``actor`` holds it: what a person at a terminal works under by default.
+
+    The store already remembers the lease this owner acquired (the run's state
+    holds the current lease and its owner), so ``loopstate run heartbeat RUN``
+    needs no ``--lease``/``--generation``: they come from there when the current
+    lease's owner is ``actor``. Anyone else's lease, or none, is refused saying
+    whose it is and what to do; a lease that expired is refused by the command
+    itself (LEASE_EXPIRED), as with explicit flags.
+    """
+    from loopstate_protocol.errors import ErrorCode
+
+    lease = run_state(service, root, run_id).lease
+    if lease is None:
+        raise LoopstateError(ErrorCode.LEASE_MISMATCH, f"run {run_id[:8]} has no lease; take it with "
+                             f"`loopstate run acquire {run_id[:8]}` (or recover it with `loopstate run resume`)",
+                             run_id=run_id)
+    owner = lease["owner"]
+    if owner.get("actor") != actor:
+        raise LoopstateError(
+            ErrorCode.LEASE_MISMATCH,
+            f"run {run_id[:8]}'s lease {lease['lease_id'][:8]} (generation {lease['generation']}) is held by "
+            f"{owner.get('actor')} ({owner.get('harness')}, session {owner.get('session_id')}), not by {actor}; "
+            "to act under it, name it: --lease LEASE --generation N", run_id=run_id, holder=owner)
+    return {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+
+
 def list_runs(service, root: str) -> list[dict[str, Any]]:
     """One summary per run of the project (status, stage, owner, lease, budget use), oldest first."""
     ctx = service.context(service.project(root))
