@@ -7,17 +7,13 @@ value down, so tests pin time exactly and replay stays deterministic.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Callable, Protocol
+from typing import Callable
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 
 UTC = _dt.timezone.utc
-
-
-class Clock(Protocol):
-    def __call__(self) -> _dt.datetime: ...
 
 
 def system_clock() -> _dt.datetime:

@@ -116,6 +116,3 @@ class Project:
         lock = StoreLock(path, self.dir, timeout=self.lock_timeout, founding=self.root)
         lock.before_open, lock.before_create = self.check_existing, self.ensure
         return lock
-
-    def kill_switch_default(self) -> Path:
-        return Path(self.root) / ".loopstate" / "STOP"
