@@ -110,6 +110,8 @@ class VerbParser(argparse.ArgumentParser):
         ``--root`` given elsewhere is kept, never overwritten by this one's absence)."""
         if "--root" not in self._option_string_actions:
             self.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
+        if " " in self.prog:  # a group (`loopstate goals`) without its verb is a usage error naming the verbs
+            kwargs.setdefault("required", True)
         return super().add_subparsers(**kwargs)
 
     def error(self, message: str):
