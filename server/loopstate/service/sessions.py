@@ -63,7 +63,7 @@ class Binding(msgspec.Struct, kw_only=True):
 
 FIELDS = {"schema_version", "project_id", *Binding.__struct_fields__}
 # Schema 1: one task per session and epoch (a clear moved it to the next).
-FIELDS_V1 = (FIELDS - {"schema_version"}) | {"schema_version", "epoch"}
+FIELDS_V1 = FIELDS | {"epoch"}
 
 
 def session_hash(host_session_id: str) -> str:

@@ -145,7 +145,7 @@ def task_resume(state: IntentState, cmd: p.IntentTaskResume, ctx: Context) -> li
 
 def makes_current(event: dict[str, Any]) -> bool:
     """Whether folding ``event`` changes the project's current task: a current_task_set, or a task start
-    marked ``current`` (every start but a private one, and a re-enabled private task's)."""
+    marked ``current`` (every start but a private one; a private task re-enabled as durable is not marked)."""
     kind = event["event_type"]
     return kind == CURRENT_TASK_SET or (kind == "task_started" and bool((event.get("payload") or {}).get("current")))
 
