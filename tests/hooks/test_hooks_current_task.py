@@ -177,6 +177,8 @@ def test_a_store_of_the_old_rule_keeps_working_and_its_first_write_records_the_c
     assert [(e["event_type"], e["task_id"], e["actor"]) for e in events[2:]] == [
         ("current_task_set", user_task, "system"), ("claim_added", user_task, "user")]
     assert events[2]["payload"] == {"reason": "migrated"}  # the log says why the task became current
+    lines = loopstate("log", "--stream", "intent", cwd=project, data_dir=data_dir).stdout.splitlines()
+    assert "current_task_set (migrated)" in lines[3] and "claim_added" in lines[4]
     listed = {t["task_id"]: t for t in tasks(project, data_dir)}
     assert listed[user_task].get("current") and not listed[session_task].get("current")
     human = loopstate("intent", "show", cwd=project, data_dir=data_dir).stdout
