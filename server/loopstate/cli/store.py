@@ -166,6 +166,8 @@ def _recover_dry_run(args: argparse.Namespace, project: Project) -> int:
 def _summary(event: dict[str, Any]) -> tuple[str, str]:
     kind = event.get("event_type") or event.get("type") or "?"
     at = event.get("occurred_at") or event.get("at") or event.get("recorded_at") or ""
+    if kind == "current_task_set":  # how the task became current (resumed, or migrated from an old store)
+        kind = f"{kind} ({(event.get('payload') or {}).get('reason')})"
     return str(kind), str(at)
 
 
