@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, denial_of, grep_data, hook, host_input, loopstate
+from hookkit import context_of, denial_of, grep_data, hook, host_input, loopstate, receipt_of
 
 from tests.conftest import needs_conformance
 
@@ -38,7 +38,7 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     receipt = call("UserPromptSubmit", prompt="/intent remember hard_constraint:Never change the public API",
                    turn_id="t1") if host == "codex" else call(
         "UserPromptSubmit", prompt="/intent remember hard_constraint:Never change the public API")
-    assert receipt["decision"] == "block" and "remembered [hard_constraint]" in receipt["reason"]
+    assert "remembered [hard_constraint]" in receipt_of(host, receipt)
     first = call("UserPromptSubmit", prompt=ORDINARY)
     assert "- [hard_constraint] Never change the public API" in context_of(first)
     assert call("UserPromptSubmit", prompt="and add tests") == {"continue": True}  # unchanged since: nothing

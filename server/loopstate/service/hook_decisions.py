@@ -11,8 +11,8 @@ and the rules it applies are the pure ones of ``domains.harness`` and
   the session to a new task); UserPromptSubmit injects it only when it changed
   since the last injection in this session, or after a compaction;
 * a prompt that is an ``/intent`` command is recorded as a direct user event
-  and answered with a receipt (the host is told to block the prompt); any
-  other prompt is not stored;
+  and answered with a receipt (the host adapter decides how the host shows
+  it); any other prompt is not stored;
 * PreCompact records the compaction and marks the session; PostCompact marks
   it (Codex cannot inject there): the next prompt injects again;
 * PostToolUse and SessionEnd answer nothing and read nothing;
@@ -70,6 +70,7 @@ class HookAnswer(msgspec.Struct, kw_only=True):
     context: str | None = None  # to inject
     deny: str | None = None  # PreToolUse: deny, with this reason
     block: str | None = None  # UserPromptSubmit / Stop: block, with this reason
+    receipt: str | None = None  # UserPromptSubmit: what an /intent command did (the host adapter says how it shows)
     notice: str | None = None  # shown to the user (systemMessage)
 
 
@@ -351,9 +352,9 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     if command is not None:
         # A command the user typed goes no further than the receipt, even when it could not be recorded.
         try:
-            return HookAnswer(block=_receipt(hs, hs.bind(), command))
+            return HookAnswer(receipt=_receipt(hs, hs.bind(), command))
         except Exception as error:
-            return HookAnswer(block=f"loopstate: /intent {command.verb} was not recorded: {fix_for(error)}")
+            return HookAnswer(receipt=f"loopstate: /intent {command.verb} was not recorded: {fix_for(error)}")
     binding = hs.bind()
     out = HookAnswer()
     if event.event == "SessionStart":
