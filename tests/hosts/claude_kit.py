@@ -73,10 +73,10 @@ class Session:
         return json.dumps(self.requests[index].body.get("messages"))
 
     def tool_results(self, index: int) -> list[dict[str, Any]]:
-        """The tool_result blocks the host sent in request ``index``."""
-        return [block for message in self.requests[index].body.get("messages", [])
-                if isinstance(message.get("content"), list) for block in message["content"]
-                if block.get("type") == "tool_result"]
+        """The tool_result blocks request ``index`` added (its last message: the results of the turn before)."""
+        last = self.requests[index].body.get("messages", [])[-1]
+        content = last.get("content") if isinstance(last.get("content"), list) else []
+        return [block for block in content if block.get("type") == "tool_result"]
 
     def tools_offered(self, index: int = 0) -> list[str]:
         return [tool["name"] for tool in self.requests[index].body.get("tools", [])]
