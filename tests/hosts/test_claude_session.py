@@ -126,3 +126,15 @@ def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(clau
 
     healthy = claude.session("make the file", touch("again.txt"))  # the control: the same store, intact
     assert "CORRUPT_LEDGER" not in healthy.sent(0)
+
+
+def test_intent_remembered_in_one_session_is_injected_into_the_next(claude) -> None:
+    signal = "[success_signal] the nightly import finishes under 5 minutes"
+    before = claude.session("go on with the importer", [[Text("ok")]])  # the control: not there before
+    assert signal not in before.sent(0)
+    remembered = claude.session("/intent remember success_signal:the nightly import finishes under 5 minutes",
+                                [[Text("receipt relayed")]])
+    assert "loopstate: " in remembered.sent(0) and "(claim " in remembered.sent(0)
+    later = claude.session("go on with the importer", [[Text("ok")]])  # a new session of the same project
+    assert later.session_id != remembered.session_id
+    assert signal in later.sent(0)
