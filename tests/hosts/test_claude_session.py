@@ -138,3 +138,18 @@ def test_intent_remembered_in_one_session_is_injected_into_the_next(claude) -> N
     later = claude.session("go on with the importer", [[Text("ok")]])  # a new session of the same project
     assert later.session_id != remembered.session_id
     assert signal in later.sent(0)
+
+
+def test_a_compaction_is_recorded_and_the_claims_come_back_after_it(claude) -> None:
+    claim = "[hard_constraint] the export keeps the old CSV columns"
+    first = claude.session("/intent remember hard_constraint:the export keeps the old CSV columns", [[Text("ok")]])
+    ledger = next(claude.data.rglob("intent.jsonl"))
+    compactions = ledger.read_bytes().count(b"compaction_observed")
+    compacted = claude.session("/compact", [[Text("<summary>The user works on an exporter.</summary>")]],
+                               resume=first.session_id)
+    assert ledger.read_bytes().count(b"compaction_observed") == compactions + 1  # PreCompact recorded it
+    [after] = [o for o in compacted.hooks("SessionStart") if o["hook_name"] == "SessionStart:compact"]
+    assert claim in after["stdout"]  # re-injected right after the compaction, in the host's own report
+    resumed = claude.session("go on", [[Text("ok")]], resume=first.session_id)
+    sent = resumed.sent(0)  # the transcript now starts at the summary, which does not carry the claim
+    assert "The user works on an exporter." in sent and sent.rfind(claim) > sent.index("The user works on an exporter.")
