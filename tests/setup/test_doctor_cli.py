@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from setuphome import config_path, make_home
+from setuphome import CLAUDE_SETTINGS, config_path, make_home
 
 SECRET = "ghp_notARealToken0123"
 
@@ -144,3 +144,47 @@ def test_the_version_comes_from_the_host_cli_on_path(tmp_path):
     codex = report["hosts"]["codex"]["status"]  # on PATH, so checked, but not set up: that fails with the fix
     assert (codex["installed"], codex["version"], codex["discovery"]) == (True, None, "failed")
     assert report["ok"] is False
+
+
+def test_claude_config_dir_is_where_setup_writes_and_doctor_reads(tmp_path):
+    h = make_home(tmp_path)
+    h.claude_config = tmp_path / "claude-config"
+    h.claude_config.mkdir()
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    assert sorted(p.name for p in h.claude_config.rglob("*") if p.is_file()) == [
+        ".claude.json", "intent.md", "settings.json"]
+    assert (h.home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS  # ~/.claude is not read: untouched
+    assert h.json("doctor", "--host", "claude")["ok"] is True
+
+    moved = tmp_path / "other-config"  # the control: the host reads another folder now, where nothing is set up
+    moved.mkdir()
+    h.claude_config = moved
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "loopstate's hooks are not registered for SessionStart" in done.stdout
+
+
+def test_claude_without_the_intent_command_or_with_hooks_disabled_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    assert h.json("doctor", "--host", "claude")["ok"] is True  # the control
+    command = h.home / ".claude" / "commands" / "intent.md"
+    kept = command.read_bytes()
+    command.unlink()
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "no loopstate /intent command file" in done.stdout and "loopstate setup apply --host claude" in done.stdout
+    command.write_bytes(kept)
+    settings = h.home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "disableAllHooks": True}))
+    assert "sets disableAllHooks" in h.cli("doctor", "--host", "claude", expect=1).stdout
+
+
+def test_claude_mcp_entry_naming_another_store_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    assert h.json("doctor", "--host", "claude")["ok"] is True  # the control: no env, the hooks' store
+    state = h.home / ".claude.json"
+    value = json.loads(state.read_text())
+    value["mcpServers"]["loopstate"]["env"] = {"LOOPSTATE_DATA_DIR": str(tmp_path / "elsewhere")}
+    state.write_text(json.dumps(value))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert f"uses the store {tmp_path / 'elsewhere'}" in done.stdout and f"the hooks use {h.data}" in done.stdout

@@ -185,7 +185,8 @@ def _command_problem(command: str) -> str | None:
 
 def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
     found = []
-    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project,
+                          claude_config_dir=places.claude_config_dir):
         config, _ = _read_config(path)  # a file that cannot be read is reported with the hooks' files
         servers = config.get(servers_key("toml" if path.endswith(".toml") else "json")) if isinstance(config, dict) else None
         entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
@@ -227,11 +228,15 @@ class _Discovery:
 def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     """Every file the host reads: our hooks and server entries, whether each can run, and what stops the host."""
     per_file, problems, notes, switched_off = [], [], [], None
-    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project,
+                                claude_config_dir=places.claude_config_dir):
         config, problem = _read_config(path)
         per_file.append((path, handlers(config)))
         if problem:
             problems.append(f"{problem} (the host cannot read it either)")
+        if host.name == "claude" and isinstance(config, dict) and config.get("disableAllHooks") is True:
+            switched_off = switched_off or (f"{path} sets disableAllHooks, so Claude Code runs no hook at all: "
+                                            "remove that setting")
         if host.name == "codex" and path.endswith("config.toml"):
             switched_off = switched_off or _codex_hooks_disabled(config, path)
     found = probe.sort_handlers(host, per_file)
@@ -255,6 +260,10 @@ def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     if switched_off:
         verdict = "failed"
         problems.append(switched_off)
+    if host.name == "claude" and found.ours:
+        claude_problems = _claude_problems(places, servers)
+        verdict = "failed" if claude_problems else verdict
+        problems += claude_problems
     if not servers:
         notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
                      "(needs pip install 'loopstate[mcp]')")
@@ -263,6 +272,40 @@ def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     if not installed:
         notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
     return _Discovery(found, servers, verdict, missing, problems, notes)
+
+
+def _claude_problems(places: Places, servers: list[tuple[str, dict]]) -> list[str]:
+    """What keeps a Claude Code session from running what setup registered, beyond the hooks themselves: the
+    ``/intent`` command file (without it the host owns the prompt: HOSTS.md), and an MCP entry whose
+    environment names another store than the hooks' (Claude Code passes its own environment to both, and the
+    entry's ``env`` on top for the server)."""
+    from loopstate.core.paths import resolve_data_dir
+    from loopstate.install import claude_commands
+    from loopstate.install.hosts import CLAUDE, command_files
+
+    problems = []
+    paths = command_files(CLAUDE, home=places.home, project=places.project,
+                          claude_config_dir=places.claude_config_dir)
+    ours = []
+    for path in paths:
+        try:
+            data = read_regular(path, follow=True)
+        except LoopstateError:
+            data = None
+        if data is not None and claude_commands.MARKER.encode() in data:
+            ours.append(path)
+    if not ours:
+        problems.append(f"no loopstate /intent command file ({' or '.join(paths)}), so Claude Code never passes "
+                        "/intent to the hooks: run `loopstate setup apply --host claude` (with the scope you use)")
+    hooks_store = places.data_dir
+    for path, entry in servers:
+        env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+        server_store = resolve_data_dir({**os.environ, **{k: str(v) for k, v in env.items()}})
+        if os.path.realpath(server_store) != os.path.realpath(hooks_store):
+            problems.append(f"the MCP server {MCP_SERVER} in {path} uses the store {server_store} (its env) but "
+                            f"the hooks use {hooks_store}: take LOOPSTATE_DATA_DIR out of that entry's env, or re-run "
+                            "`loopstate setup apply --host claude`")
+    return problems
 
 
 def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[str], list[str], bool]:
