@@ -31,7 +31,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     h.cli("setup", "apply", "--host", "codex", "--mcp")
     report = h.json("doctor")
     assert report["ok"] is True and report["problems"] == []
-    for host, count in (("claude", 6), ("codex", 7)):
+    for host, count in (("claude", 7), ("codex", 7)):  # Claude: its 6 hooks and UserPromptSubmit with /intent show
         got = report["hosts"][host]
         status = got["status"]
         assert (status["installed"], status["discovery"], status["behavior"]) == (True, "verified", "verified")
@@ -52,7 +52,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     # The probe ran in a scratch project and data dir: nothing of the user's store was created.
     assert sorted(os.listdir(h.data)) == ["harnesses", "installs"]
     text = h.cli("doctor").stdout
-    assert "behavior:  verified (7 of 7 probes answered as the host expects)" in text and text.endswith("ok\n")
+    assert "behavior:  verified (8 of 8 probes answered as the host expects)" in text and text.endswith("ok\n")
 
 
 def test_a_missing_executable_fails_discovery_with_the_fix(tmp_path):
@@ -95,7 +95,7 @@ def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
     state["mcpServers"]["loopstate"]["command"] = str(bad)
     (h.home / ".claude.json").write_text(json.dumps(state))
     done = h.cli("doctor", "--host", "claude", expect=1)
-    assert "behavior:  failed (6 of 7 probes" in done.stdout
+    assert "behavior:  failed (7 of 8 probes" in done.stdout  # 6 hooks, /intent show, the MCP server
     assert "the MCP server loopstate" in done.stdout and "exited 2 without an initialize result: loopstate mcp: no SDK" in done.stdout
 
 
@@ -188,3 +188,20 @@ def test_claude_mcp_entry_naming_another_store_fails(tmp_path):
     state.write_text(json.dumps(value))
     done = h.cli("doctor", "--host", "claude", expect=1)
     assert f"uses the store {tmp_path / 'elsewhere'}" in done.stdout and f"the hooks use {h.data}" in done.stdout
+
+
+def test_claude_userpromptsubmit_that_does_not_answer_intent_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    report = h.json("doctor", "--host", "claude")
+    [intent] = [r for r in report["hosts"]["claude"]["probe"]["results"] if r["event"] == "UserPromptSubmit /intent show"]
+    assert intent["outcome"] == "passed"  # the control: the real hook answers with a receipt
+    fake = script(tmp_path / "bin" / "loopstate", """cat >/dev/null; echo '{"continue": true}'""")
+    settings = h.home / ".claude" / "settings.json"
+    value = json.loads(settings.read_text())
+    for group in value["hooks"]["UserPromptSubmit"]:  # a loopstate that answers every prompt with nothing
+        for handler in group["hooks"]:
+            handler["command"] = f"{fake} hook claude UserPromptSubmit"
+    settings.write_text(json.dumps(value))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "does not answer /intent show: its answer carries no receipt as additionalContext" in done.stdout

@@ -155,9 +155,15 @@ def _last_line(stderr: bytes) -> str:
     return f": {lines[-1][:STDERR_SHOWN]}" if lines else ""
 
 
-def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path) -> dict[str, Any]:
-    payload = json.dumps(probe.synthetic_input(host, event, str(scratch / "project"))).encode()
-    result: dict[str, Any] = {"event": event, "outcome": "failed", "problem": None}
+def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path,
+              prompt: str | None = None) -> dict[str, Any]:
+    """One probe of a hook; with ``prompt``, a UserPromptSubmit of that prompt, reported as its own probe."""
+    fields = probe.synthetic_input(host, event, str(scratch / "project"))
+    if prompt is not None:
+        fields["prompt"] = prompt
+    payload = json.dumps(fields).encode()
+    result: dict[str, Any] = {"event": event if prompt is None else f"{event} {prompt}", "outcome": "failed",
+                              "problem": None}
     done, result["problem"] = _spawn(shlex.split(command), payload, timeout,
                                      "the synthetic input", scratch)
     if done is None:
@@ -168,6 +174,8 @@ def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Pat
     result["problem"] = output_problem(host.name, event, done.stdout)
     if result["problem"] is None:
         result["outcome"] = "passed"
+    if prompt is not None:
+        result["stdout"] = done.stdout
     return result
 
 
@@ -330,6 +338,15 @@ def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[st
             if result["problem"]:
                 problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
                                 f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
+            if host.name == "claude" and handler.event == "UserPromptSubmit" and not result["problem"]:
+                procedure.append(f"{handler.command} < a synthetic {probe.INTENT_PROBE} prompt")
+                intent = _run_hook(host, handler.event, handler.command, timeout, scratch, probe.INTENT_PROBE)
+                intent["problem"] = intent["problem"] or probe.claude_receipt_problem(intent.pop("stdout", b""))
+                intent["outcome"] = "failed" if intent["problem"] else "passed"
+                results.append(intent)
+                if intent["problem"]:
+                    problems.append(f"the UserPromptSubmit hook ({path}) does not answer {probe.INTENT_PROBE}: "
+                                    f"{intent['problem']}; reinstall loopstate and re-run setup apply")
         for path, entry in d.servers:
             argv = [entry["command"], *entry["args"]]
             if tuple(argv) in seen:
