@@ -204,3 +204,13 @@ def test_run_create_and_acquire_with_session_bind_that_host_session_to_the_run(p
     assert f"run {run_id} is cancelled, not active" in denied
     start = event(project, data_dir, "worker", "SessionStart")
     assert context_of(start).startswith(f"Run {run_id}: cancelled")
+
+
+def test_a_private_session_records_nothing_even_when_a_pin_names_a_task(project, data_dir):
+    task = json.loads(loopstate("intent", "start", "--claim", "Keep it", "--json", cwd=project,
+                                data_dir=data_dir).stdout)["events"][0]["task_id"]
+    pinned = {"LOOPSTATE_TASK": task}
+    assert prompt(project, data_dir, "p", "/intent private", env=pinned)["reason"].startswith(
+        "loopstate: this session is private")
+    assert "nothing was recorded" in prompt(project, data_dir, "p", "/intent remember Secret", env=pinned)["reason"]
+    assert event(project, data_dir, "p", "SessionStart", env=pinned) == {"continue": True}
