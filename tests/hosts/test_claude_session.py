@@ -111,16 +111,17 @@ def test_mcp_tools_are_there_on_the_first_turn_and_write_to_the_hooks_store(clau
 
 
 def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(claude) -> None:
+    claude.loopstate("intent", "start", "--claim", "hard_constraint:the ledger under test")
     [ledger] = claude.data.rglob("intent.jsonl")
     kept = ledger.read_bytes()
-    ledger.write_bytes(kept.replace(b"Keep the public API", b"Keep the public APX"))
+    ledger.write_bytes(kept.replace(b"the ledger under test", b"the ledger under tost"))
     try:
         broken = claude.session("make the file", touch("despite.txt"))
     finally:
         ledger.write_bytes(kept)
     assert (claude.project / "despite.txt").exists()  # failed open: the tool ran
     told = [i for i in range(len(broken.requests)) if "CORRUPT_LEDGER" in broken.sent(i)]
-    assert told and "run `loopstate verify`, then `loopstate recover`" in broken.sent(told[0])
+    assert told and "`loopstate verify`" in broken.sent(told[0]) and "`loopstate recover`" in broken.sent(told[0])
     assert broken.sent(0).count("CORRUPT_LEDGER") == 1  # once, though SessionStart and the prompt both met it
     assert any("CORRUPT_LEDGER" in notice for notice in broken.informational())  # and as the host's notice
 
