@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tomllib
 from pathlib import Path
 
@@ -273,3 +274,22 @@ def test_a_receipt_left_partial_by_a_crash_before_the_write_is_undone_by_digest(
     done = h.cli("setup", "uninstall", "--host", "claude")
     assert "nothing" in done.stdout
     assert h.snapshot() == before and json.loads(receipt_path.read_text())["result"] == "rolled_back"
+
+
+def test_claude_project_scope_holds_no_path_of_this_machine(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    out = h.cli("setup", "apply", "--host", "claude", "--scope", "project", "--mcp").stdout
+    assert "commit these with the project" in out
+    for path in (h.project / ".claude" / "settings.json", h.project / ".claude" / "commands" / "intent.md",
+                 h.project / ".mcp.json"):
+        assert str(tmp_path) not in path.read_text() and str(Path(sys.executable).parent) not in path.read_text()
+    assert our_server(h.project / ".mcp.json") == {"command": "loopstate", "args": ["mcp"]}
+    assert set(our_commands("claude", h.project / ".claude" / "settings.json")) == {
+        f"loopstate hook claude {event}" for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop",
+                                                       "PreCompact", "SessionEnd")}
+    user = h.cli("setup", "apply", "--host", "claude", "--no-mcp").stdout  # the control: the user scope's own path
+    assert "commit these" not in user
+    assert str(Path(sys.executable).parent) in (h.home / ".claude" / "settings.json").read_text()
+    refused = h.cli("setup", "plan", "--host", "claude", "--scope", "project", "--executable", sys.executable,
+                    expect=1)
+    assert "would write this machine's path into .claude/settings.json and .mcp.json" in refused.stderr
