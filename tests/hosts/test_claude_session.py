@@ -9,7 +9,6 @@ stop with the gate resolved is not blocked.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from claude_kit import ClaudeHome

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from claude_kit import ClaudeHome
 from modelserver import Text, ToolCall
 
