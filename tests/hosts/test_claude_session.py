@@ -153,3 +153,21 @@ def test_a_compaction_is_recorded_and_the_claims_come_back_after_it(claude) -> N
     resumed = claude.session("go on", [[Text("ok")]], resume=first.session_id)
     sent = resumed.sent(0)  # the transcript now starts at the summary, which does not carry the claim
     assert "The user works on an exporter." in sent and sent.rfind(claim) > sent.index("The user works on an exporter.")
+
+
+# The Bash call finds its claude process (up the parents, by executable), then the `loopstate mcp` child of it,
+# and prints that server's LOOPSTATE_DATA_DIR: what the MCP server resolves its store from.
+SERVER_STORE = r"""p=$$; while [ "$p" -gt 1 ]; do [ "$(basename "$(readlink /proc/$p/exe)")" = claude.exe ] && break; p=$(cut -d' ' -f4 /proc/$p/stat); done; for k in $(ps -eo pid=,ppid=,args= | awk -v p="$p" '$2 == p && / mcp$/ {print $1}'); do tr '\0' '\n' < /proc/$k/environ | grep '^LOOPSTATE_DATA_DIR='; done"""
+
+
+def test_the_mcp_server_gets_the_store_the_hooks_use(claude, tmp_path) -> None:
+    script = [[ToolCall("Bash", {"command": SERVER_STORE, "description": "which store the MCP server uses"})],
+              [Text("ok")]]
+    same = claude.session("which store", script)
+    [found] = same.tool_results(1)
+    assert found["content"] == f"LOOPSTATE_DATA_DIR={claude.data}"
+    other = tmp_path / "other-store"  # the control: another store in the host's environment, for both
+    moved = claude.session("which store", script, LOOPSTATE_DATA_DIR=str(other))
+    [found] = moved.tool_results(1)
+    assert found["content"] == f"LOOPSTATE_DATA_DIR={other}"
+    assert list(other.rglob("hook-sessions"))  # and the hooks of that session used it too
