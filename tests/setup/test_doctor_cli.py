@@ -36,7 +36,8 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
         status = got["status"]
         assert (status["installed"], status["discovery"], status["behavior"]) == (True, "verified", "verified")
         assert [r["outcome"] for r in got["probe"]["results"]] == ["passed"] * (count + 1)
-        assert got["probe"]["results"][-1]["event"] == "MCP initialize"  # `loopstate mcp` answered over stdio
+        # `loopstate mcp` answered over stdio, the way each host opens: Claude Code 2.1.332 with server/discover
+        assert got["probe"]["results"][-1]["event"] == ("MCP server/discover" if host == "claude" else "MCP initialize")
         assert got["probe"]["type"] == "harness_probe" and got["probe"]["evidence_id"] == status["evidence_id"]
         recorded = json.loads(Path(got["recorded"]).read_text())
         assert recorded["status"] == status and recorded["evidence"] == got["probe"]
@@ -96,7 +97,7 @@ def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
     (h.home / ".claude.json").write_text(json.dumps(state))
     done = h.cli("doctor", "--host", "claude", expect=1)
     assert "behavior:  failed (7 of 8 probes" in done.stdout  # 6 hooks, /intent show, the MCP server
-    assert "the MCP server loopstate" in done.stdout and "exited 2 without an initialize result: loopstate mcp: no SDK" in done.stdout
+    assert "the MCP server loopstate" in done.stdout and "exited 2 without a server/discover result: loopstate mcp: no SDK" in done.stdout
 
 
 def test_codex_hooks_turned_off_in_config_toml_fail_discovery(tmp_path):

@@ -39,6 +39,13 @@ VERSION_TIMEOUT = 5.0
 MCP_TIMEOUT = 20.0
 MCP_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "loopstate-doctor", "version": "1"}}}
+# How Claude Code 2.1.332 opens an MCP session (recorded from the real host in tests/hosts): the 2026-07-28
+# revision's server/discover, its version and capabilities in _meta, no initialize.
+CLAUDE_MCP_VERSION = "2026-07-28"
+CLAUDE_MCP_DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": CLAUDE_MCP_VERSION,
+    "io.modelcontextprotocol/clientInfo": {"name": "loopstate-doctor", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}}}}}
 DEFAULT_HOOK_TIMEOUT = 10.0
 STDERR_SHOWN = 300
 
@@ -203,23 +210,34 @@ def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
     return found
 
 
-def _probe_mcp(entry: dict, scratch: Path) -> dict[str, Any]:
-    """One MCP initialize over the server's stdio (newline-delimited JSON-RPC); its answer must name the server."""
-    result: dict[str, Any] = {"event": "MCP initialize", "outcome": "failed", "problem": None}
+def _mcp_answered(answer: Any) -> bool:
+    """An initialize result (protocolVersion, serverInfo) or a 2026-07-28 server/discover result (the versions it
+    supports, serverInfo in its _meta) to request 1."""
+    result = answer["result"]
+    if "supportedVersions" in result:
+        return answer.get("id") == 1 and CLAUDE_MCP_VERSION in result["supportedVersions"] and (
+            "io.modelcontextprotocol/serverInfo" in result["_meta"])
+    return answer.get("id") == 1 and "protocolVersion" in result and "serverInfo" in result
+
+
+def _probe_mcp(entry: dict, scratch: Path, request: dict[str, Any] = MCP_INITIALIZE) -> dict[str, Any]:
+    """One MCP handshake request over the server's stdio (newline-delimited JSON-RPC), as the host opens with it;
+    its answer must name the server."""
+    method = request["method"]
+    result: dict[str, Any] = {"event": f"MCP {method}", "outcome": "failed", "problem": None}
     extra = {k: str(v) for k, v in entry["env"].items()} if isinstance(entry.get("env"), dict) else {}
-    done, result["problem"] = _spawn([entry["command"], *entry["args"]], json.dumps(MCP_INITIALIZE).encode() + b"\n",
-                                     MCP_TIMEOUT, "initialize", scratch, extra)
+    done, result["problem"] = _spawn([entry["command"], *entry["args"]], json.dumps(request).encode() + b"\n",
+                                     MCP_TIMEOUT, method, scratch, extra)
     if done is None:
         return result
     try:
-        answer = json.loads(done.stdout.split(b"\n", 1)[0])
-        ok = answer.get("id") == 1 and "protocolVersion" in answer["result"] and "serverInfo" in answer["result"]
+        ok = _mcp_answered(json.loads(done.stdout.split(b"\n", 1)[0]))
     except (ValueError, KeyError, TypeError, AttributeError):
         ok = False
     if ok:
         result["outcome"] = "passed"
     else:
-        result["problem"] = f"it exited {done.returncode} without an initialize result{_last_line(done.stderr)}"
+        result["problem"] = f"it exited {done.returncode} without a {method} result{_last_line(done.stderr)}"
     return result
 
 
@@ -356,7 +374,7 @@ def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[st
                 unprobed = True
                 continue
             procedure.append(f"{shlex.join(argv)} < an MCP initialize request")
-            result = _probe_mcp(entry, scratch)
+            result = _probe_mcp(entry, scratch, CLAUDE_MCP_DISCOVER if host.name == "claude" else MCP_INITIALIZE)
             results.append(result)
             if result["problem"]:
                 problems.append(f"the MCP server {MCP_SERVER} ({path}) {result['problem']}; if it says the SDK is "
