@@ -389,6 +389,7 @@ def fault_answer(event: str, session_id: str | None, where: str, said: str) -> H
     if event not in ("SessionStart", "UserPromptSubmit") or session_id is None:
         return out
     import hashlib
+    import stat
     import tempfile
 
     code = said.split(":", 1)[0]
@@ -396,7 +397,9 @@ def fault_answer(event: str, session_id: str | None, where: str, said: str) -> H
     name = hashlib.sha256(f"loopstate-fault-told\0{sessions.session_hash(session_id)}\0{code}".encode()).hexdigest()
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
-        os.close(os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        info = os.lstat(folder)  # in a shared temp dir: only a real folder of this user's is trusted
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            os.close(os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
     except FileExistsError:
         return out
     except OSError:
