@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, denial_of, hook, host_input
+from hookkit import context_of, denial_of, hook, host_input, receipt_of
 
 from tests.conftest import needs_conformance, prerequisite
 
@@ -49,7 +49,7 @@ def remember(host: str, project: Path, data_dir: Path) -> None:
     out = hook(host, "UserPromptSubmit", host_input(host, "UserPromptSubmit", project, "s-fault",
                                                     prompt="/intent remember Keep the API"), data_dir=data_dir,
                cwd=project)
-    assert "remembered" in out["reason"]
+    assert "remembered" in receipt_of(host, out)
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -161,7 +161,7 @@ def test_a_read_only_data_dir(host: str, project: Path, data_dir: Path) -> None:
         stop_file(project)
         denied = hook(host, "PreToolUse", host_input(host, "PreToolUse", project, "s-fault"), data_dir=data_dir,
                       cwd=project)
-    assert receipt["reason"].startswith("loopstate: /intent remember was not recorded: ")
+    assert receipt_of(host, receipt).startswith("loopstate: /intent remember was not recorded: ")
     assert all(a.get("continue") is True for a in answers.values())
     assert "kill switch" in denial_of(denied)
 
@@ -176,3 +176,23 @@ def test_an_enclosing_projects_switch_denies_tools_in_a_nested_project(host: str
     stop_file(project)
     reason = denial_of(hook(host, "PreToolUse", call, data_dir=data_dir, cwd=sub))
     assert reason is not None and str(project / ".loopstate" / "STOP") in reason
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_fault_is_told_once_per_session_as_context(host: str, project: Path, data_dir: Path) -> None:
+    """Print modes show no systemMessage: the first hook of a session that meets a fault puts it in the context."""
+    import uuid
+
+    remember(host, project, data_dir)
+    [ledger] = data_dir.rglob("intent.jsonl")
+    ledger.write_bytes(ledger.read_bytes().replace(b"Keep the API", b"Keep the APX"))
+
+    def call(event: str, session: str) -> dict:
+        return hook(host, event, host_input(host, event, project, session), data_dir=data_dir, cwd=project)
+
+    session, other = f"s-{uuid.uuid4()}", f"s-{uuid.uuid4()}"  # fresh: the told-markers outlive a test run
+    first = call("SessionStart", session)
+    assert "CORRUPT_LEDGER" in context_of(first) and "Tell the user this once" in context_of(first)
+    again = call("UserPromptSubmit", session)
+    assert context_of(again) is None and "CORRUPT_LEDGER" in again["systemMessage"]  # told already: notice only
+    assert "CORRUPT_LEDGER" in context_of(call("UserPromptSubmit", other))  # the control: another session is told

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tomllib
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def test_into_an_empty_home_creates_the_folder_and_uninstall_removes_it(tmp_path
     before = h.snapshot()
     h.cli("setup", "apply", "--host", host, "--mcp")
     receipt = json.loads(next((h.data / "installs").glob("*.json")).read_text())
-    actions = ["mkdir", "copy", "copy"] if host == "claude" else ["mkdir", "copy"]  # Claude: settings + .claude.json
+    # Claude: .claude/settings.json, .claude/commands/intent.md (the /intent command) and .claude.json
+    actions = ["mkdir", "copy", "mkdir", "copy", "copy"] if host == "claude" else ["mkdir", "copy"]
     assert [op["action"] for op in receipt["operations"]] == actions
     assert all(op["pre_existing_digest"] is None for op in receipt["operations"])
     h.cli("setup", "uninstall", "--host", host)
@@ -102,7 +104,8 @@ def test_an_apply_that_changes_one_file_of_two_records_the_other_as_skipped(tmp_
     receipts = [json.loads(p.read_text()) for p in (h.data / "installs").glob("*.json")]
     newest = max(receipts, key=lambda r: r["created_at"])
     assert [(op["action"], op["destination"], op["rollback_action"]) for op in newest["operations"]] == [
-        ("skip", ".claude/settings.json", "none"), ("copy", ".claude.json", "restore_if_unchanged")]
+        ("skip", ".claude/settings.json", "none"), ("skip", ".claude/commands/intent.md", "none"),
+        ("copy", ".claude.json", "restore_if_unchanged")]
     h.cli("setup", "uninstall", "--host", "claude")
     assert (h.home / ".claude.json").read_text() == CLAUDE_STATE
     assert (h.home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
@@ -126,7 +129,10 @@ def test_plan_prints_the_diff_and_writes_nothing(tmp_path, host):
     added = [line for line in out.splitlines() if line.startswith("+") and f"hook {host} Stop" in line]
     assert len(added) == 1
     as_json = h.json("setup", "plan", "--host", host)
-    assert as_json["noop"] is False and as_json["diff"] == out
+    folders = [line for line in out.splitlines(keepends=True) if line.startswith("create folder ")]
+    assert as_json["noop"] is False and as_json["diff"] == "".join(line for line in out.splitlines(keepends=True)
+                                                                   if line not in folders)
+    assert folders == ([f"create folder {h.home}/.claude/commands\n"] if host == "claude" else [])
     assert h.snapshot() == before and h.data_snapshot() == data == {}
     h.cli("setup", "apply", "--host", host)
     assert "apply changes nothing" in h.cli("setup", "plan", "--host", host).stdout
@@ -268,3 +274,22 @@ def test_a_receipt_left_partial_by_a_crash_before_the_write_is_undone_by_digest(
     done = h.cli("setup", "uninstall", "--host", "claude")
     assert "nothing" in done.stdout
     assert h.snapshot() == before and json.loads(receipt_path.read_text())["result"] == "rolled_back"
+
+
+def test_claude_project_scope_holds_no_path_of_this_machine(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    out = h.cli("setup", "apply", "--host", "claude", "--scope", "project", "--mcp").stdout
+    assert "commit these with the project" in out
+    for path in (h.project / ".claude" / "settings.json", h.project / ".claude" / "commands" / "intent.md",
+                 h.project / ".mcp.json"):
+        assert str(tmp_path) not in path.read_text() and str(Path(sys.executable).parent) not in path.read_text()
+    assert our_server(h.project / ".mcp.json") == {"command": "loopstate", "args": ["mcp"]}
+    assert set(our_commands("claude", h.project / ".claude" / "settings.json")) == {
+        f"loopstate hook claude {event}" for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop",
+                                                       "PreCompact", "SessionEnd")}
+    user = h.cli("setup", "apply", "--host", "claude", "--no-mcp").stdout  # the control: the user scope's own path
+    assert "commit these" not in user
+    assert str(Path(sys.executable).parent) in (h.home / ".claude" / "settings.json").read_text()
+    refused = h.cli("setup", "plan", "--host", "claude", "--scope", "project", "--executable", sys.executable,
+                    expect=1)
+    assert "would write this machine's path into .claude/settings.json and .mcp.json" in refused.stderr

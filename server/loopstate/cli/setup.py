@@ -69,7 +69,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             return _uninstall(args, setup, places, host)  # nothing to undo: said so, nothing written
         with setup.installs_lock(places):
             return _uninstall(args, setup, places, host)
-    executable = args.executable or setup.default_executable()
+    executable = setup.program_for(host, args.scope, args.executable)
     mcp = setup.mcp_available() if args.mcp is None else args.mcp
     if args.setup_verb == "plan":
         plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
@@ -91,12 +91,16 @@ def cmd_setup(args: argparse.Namespace) -> int:
     else:
         for f in plan.files:
             what = " and ".join(w for w, on in ((f"{len(host.events)} hooks", f.target.hooks),
-                                                ("the MCP server loopstate", f.target.mcp and mcp)) if on)
+                                                ("the MCP server loopstate", f.target.mcp and mcp),
+                                                ("the /intent command", f.target.file_format == "command")) if on)
             print(f"{'kept' if f.noop else 'wrote'} {f.target.path} ({what})")
         print(f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} "
               f"--scope {args.scope}`")
         if host.name == "codex":
-            print("Codex asks you to trust new hooks once: open /hooks in Codex and trust loopstate's")
+            print("Codex asks you to trust new hooks once: open /hooks in Codex and trust loopstate's hooks there")
+    if not args.json and (shared := setup.shared_files(plan)):
+        print("commit these with the project (they hold no path of this machine; each teammate needs `loopstate` "
+              f"on PATH): {', '.join(shared)}")
     return 0
 
 

@@ -286,11 +286,21 @@ def unmerge_toml(text: str, host: Host) -> str:
 
 
 def merge(file_format: str, text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
-    """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None)."""
+    """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None); a
+    ``command`` file (Claude Code's ``/intent``) is ours whole."""
+    if file_format == "command":
+        from loopstate.install import claude_commands
+
+        return claude_commands.merge(text)
     return (merge_json if file_format == "json" else merge_toml)(text, host, groups, server)
 
 
-def unmerge(file_format: str, text: str, host: Host) -> str:
+def unmerge(file_format: str, text: str, host: Host) -> str | None:
+    """``text`` with our entries taken out; None when nothing is left of the file (our command file)."""
+    if file_format == "command":
+        from loopstate.install import claude_commands
+
+        return claude_commands.unmerge(text)
     return (unmerge_json if file_format == "json" else unmerge_toml)(text, host)
 
 

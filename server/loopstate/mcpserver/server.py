@@ -119,10 +119,17 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         if params is None or params.capabilities.roots is None:
             return None
         if session.client_roots is None:
+            from mcp.shared.exceptions import NoBackChannelError
+
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still offer them
                     listed = await peer.list_roots()
+            except NoBackChannelError:
+                # A 2026-07-28 session (Claude Code 2.1.332) declares roots but leaves the server no channel to
+                # ask for them: nothing was answered, so nothing is guessed over; --root or the cwd the host
+                # started the server in decides, as for a client without roots.
+                return None
             except Exception as exc:  # the host's answer, whatever went wrong with it: refuse rather than guess
                 raise LoopstateError(ErrorCode.INVALID_ROOT, f"the client offers roots, but roots/list failed "
                                      f"({type(exc).__name__}: {exc}); the project cannot be told") from None
