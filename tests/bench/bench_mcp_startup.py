@@ -17,7 +17,16 @@ closed. Prints the median and the spread per target, and the ratios to the
 bare SDK server. One untimed run of each first (a warm start: bytecode
 compiled, files in the page cache).
 
-Usage: python tests/bench/bench_mcp_startup.py [--rounds 15]
+With ``--baseline TREE`` (a checkout of another commit, e.g. from
+``git archive``), that tree's `loopstate mcp` is timed in the same rounds
+(``python -m loopstate.cli.main mcp`` with its ``server`` and ``protocol``
+folders first on PYTHONPATH).
+
+After the handshake each server also gets one ``tools/call`` (``intent_task``
+start for loopstate, ``echo`` for the bare server): the first answer only the
+SDK can give, so the time until the SDK serves is printed too.
+
+Usage: python tests/bench/bench_mcp_startup.py [--rounds 15] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -53,35 +62,52 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                          "clientInfo": {"name": "claude-code", "version": "2.1.332"}}}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+CALLS = {"loopstate": {"name": "intent_task", "arguments": {"action": "start", "label": "bench"}},
+         "bare": {"name": "echo", "arguments": {"text": "hi"}}}
 
 
 def line(message: dict) -> bytes:
     return (json.dumps(message) + "\n").encode()
 
 
-def handshake(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
-    """Seconds from spawn to the initialize answer and to the tools/list answer."""
+def answer(proc: subprocess.Popen) -> dict:
+    """The next answer on stdout; the server's roots/list (the handshake offers roots, as Claude Code's) answered."""
+    while True:
+        message = json.loads(proc.stdout.readline())
+        if message.get("method") != "roots/list":
+            return message
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}}))
+        proc.stdin.flush()
+
+
+def handshake(argv: list[str], env: dict[str, str], cwd: str, call: dict) -> tuple[float, float, float]:
+    """Seconds from spawn to the initialize answer, to the tools/list answer and to a first tools/call answer."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env, cwd=cwd)
     try:
         proc.stdin.write(line(INITIALIZE))
         proc.stdin.flush()
-        answer = json.loads(proc.stdout.readline())
+        got = answer(proc)
         initialized = time.perf_counter() - start
-        assert answer.get("id") == 0 and "result" in answer, answer
+        assert got.get("id") == 0 and "result" in got, got
         proc.stdin.write(line(INITIALIZED) + line(TOOLS_LIST))
         proc.stdin.flush()
-        answer = json.loads(proc.stdout.readline())
+        got = answer(proc)
         listed = time.perf_counter() - start
-        assert answer.get("id") == 1 and answer["result"]["tools"], answer
+        assert got.get("id") == 1 and got["result"]["tools"], got
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
+        proc.stdin.flush()
+        got = answer(proc)
+        called = time.perf_counter() - start
+        assert got.get("id") == 2 and not got["result"].get("isError"), got
         proc.stdin.close()
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return initialized, listed
+    return initialized, listed, called
 
 
 def run_to_exit(argv: list[str], env: dict[str, str], cwd: str) -> float:
@@ -100,6 +126,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--loopstate", default=str(Path(sys.executable).with_name("loopstate")),
                         help="the loopstate script to run (default: this venv's)")
+    parser.add_argument("--baseline", metavar="TREE", help="also time this checkout's loopstate mcp")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-mcp-startup-") as tmp:
@@ -110,29 +137,31 @@ def main() -> None:
         bare.write_text(BARE_SERVER)
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp, "data"))}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        servers = {
-            "loopstate mcp": [args.loopstate, "mcp"],
-            "bare MCPServer, one tool": [sys.executable, str(bare)],
-        }
-        got: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in servers}
+        servers = {"loopstate mcp": ([args.loopstate, "mcp"], env, CALLS["loopstate"])}
+        if args.baseline:
+            base = Path(args.baseline).resolve()
+            servers["loopstate mcp (baseline)"] = (
+                [sys.executable, "-m", "loopstate.cli.main", "mcp"],
+                {**env, "PYTHONPATH": f"{base / 'server'}{os.pathsep}{base / 'protocol'}"}, CALLS["loopstate"])
+        servers["bare MCPServer, one tool"] = ([sys.executable, str(bare)], env, CALLS["bare"])
+        got: dict[str, tuple[list[float], list[float], list[float]]] = {name: ([], [], []) for name in servers}
         floor: list[float] = []
-        for name, argv in servers.items():  # warm: bytecode written, pages cached
-            handshake(argv, env, str(project))
+        for name, (argv, child_env, call) in servers.items():  # warm: bytecode written, pages cached
+            handshake(argv, child_env, str(project), call)
         run_to_exit([sys.executable, "-c", "pass"], env, str(project))
         for _ in range(args.rounds):
-            for name, argv in servers.items():
-                initialized, listed = handshake(argv, env, str(project))
-                got[name][0].append(initialized)
-                got[name][1].append(listed)
+            for name, (argv, child_env, call) in servers.items():
+                for samples, value in zip(got[name], handshake(argv, child_env, str(project), call)):
+                    samples.append(value)
             floor.append(run_to_exit([sys.executable, "-c", "pass"], env, str(project)))
 
     load = os.getloadavg()
     print(f"spawn to answer, {args.rounds} rounds, median (min, max); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    bare_init = statistics.median(got["bare MCPServer, one tool"][0])
-    bare_list = statistics.median(got["bare MCPServer, one tool"][1])
-    for name, (inits, lists) in got.items():
-        print(f"{name:26} initialize {figures(inits)}  {statistics.median(inits) / bare_init:4.2f}x bare")
-        print(f"{'':26} tools/list {figures(lists)}  {statistics.median(lists) / bare_list:4.2f}x bare")
+    bare = [statistics.median(samples) for samples in got["bare MCPServer, one tool"]]
+    for name, samples in got.items():
+        for n, what in enumerate(("initialize", "tools/list", "tools/call")):
+            label = name if n == 0 else ""
+            print(f"{label:26} {what} {figures(samples[n])}  {statistics.median(samples[n]) / bare[n]:4.2f}x bare")
     print(f"{'python -c pass':26} exit       {figures(floor)}")
 
 
