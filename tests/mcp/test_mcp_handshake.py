@@ -65,7 +65,7 @@ def test_the_checked_in_table_is_what_the_installed_sdk_answers():
     if early.distributions() is None:
         pytest.skip("the SDK is not installed as a distribution")
     fresh = handshake.dumps(handshake.record())
-    assert early.TABLE.read_text(encoding="utf-8") == fresh, (
+    assert Path(early.TABLE).read_text(encoding="utf-8") == fresh, (
         "mcpserver/handshake.json is stale (the tools, the instructions or the SDK changed): "
         "run python -m loopstate.mcpserver.handshake")
     assert early.load() is not None
@@ -144,10 +144,10 @@ def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, 
 
 
 def test_the_table_is_used_only_for_the_install_it_was_recorded_for(tmp_path, monkeypatch):
-    table = json.loads(early.TABLE.read_text(encoding="utf-8"))
+    table = json.loads(Path(early.TABLE).read_text(encoding="utf-8"))
     stale = tmp_path / "handshake.json"
     stale.write_text(json.dumps({**table, "fingerprint": "0" * 64}))
-    monkeypatch.setattr(early, "TABLE", stale)
+    monkeypatch.setattr(early, "TABLE", str(stale))
     assert early.load() is None
     # A folder with an `mcp` package but no installed distribution (a stray copy): no early answers at all.
     stray = tmp_path / "stray"
