@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from loopstate.mcpserver import early, handshake
-from tests.conftest import REPO, env_for_child
-from tests.mcp.mcpkit import needs_sdk
+from tests.conftest import REPO
+from tests.mcp.mcpkit import mcp_env, needs_sdk
 from tests.mcp.test_mcp_tools import TOOLS
 
 pytestmark = needs_sdk
@@ -47,8 +47,7 @@ def handshake_lines(init: dict[str, Any], request_id: Any = 0) -> list[dict[str,
 
 def mcp(data_dir: Path, cwd: Path, messages: list[dict[str, Any]], *, early_on: bool) -> tuple[list[bytes], str]:
     """The answer lines (sorted: early answers go out first) and stderr of `loopstate mcp` fed ``messages``."""
-    env = env_for_child(data_dir)
-    env[early.DISABLE] = "1" if early_on else "0"
+    env = {**mcp_env(data_dir), early.DISABLE: "1" if early_on else "0"}
     done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "mcp", "--log-level", "info"],
                           input=b"".join((json.dumps(m) + "\n").encode() for m in messages),
                           capture_output=True, env=env, cwd=cwd, timeout=120)
@@ -97,7 +96,7 @@ def test_what_the_early_answerer_leaves_alone_the_sdk_answers_as_ever(messages, 
 
 def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, data_dir):
     """The host's order: initialize, read its answer, then initialized + tools/list, then a tool call."""
-    env = env_for_child(data_dir)
+    env = mcp_env(data_dir)
     proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "mcp", "--root", str(root), "--log-level", "info"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
 
@@ -141,6 +140,42 @@ def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+NO_TABLE = """
+import sys
+from loopstate.mcpserver import early
+early.TABLE = sys.argv.pop(1)  # an install the checked-in table was not recorded for
+from loopstate.cli.main import run
+sys.argv[0] = "loopstate"
+run()
+"""
+
+
+def test_an_install_the_table_does_not_fit_records_the_sdks_answers_for_its_next_start(tmp_path, root, data_dir):
+    env = {**mcp_env(data_dir), "XDG_CACHE_HOME": str(tmp_path / "own-cache")}
+    messages = handshake_lines(CLAUDE)
+
+    def run(**extra: str) -> tuple[list[bytes], str]:
+        done = subprocess.run([sys.executable, "-c", NO_TABLE, str(tmp_path / "none.json"), "mcp", "--log-level", "info"],
+                              input=b"".join((json.dumps(m) + "\n").encode() for m in messages),
+                              capture_output=True, env={**env, **extra}, cwd=root, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        return sorted(done.stdout.splitlines(keepends=True)), done.stderr.decode()
+
+    first, stderr = run()
+    assert not answered_early(stderr)  # no table: the SDK answered, and its answers were kept
+    cached = json.loads((tmp_path / "own-cache" / "loopstate" / "mcp-handshake.json").read_text())
+    assert set(cached["answers"]) == {"2025-06-18"} and set(cached["answers"]["2025-06-18"]) == {"initialize", *early.STATIC}
+    second, stderr = run()
+    assert "answered request(s) 0, 1, 2, 3 before the SDK was loaded" in answered_early(stderr)
+    assert second == first == mcp(data_dir, root, messages, early_on=False)[0]
+    # Another version than the one kept: the SDK answers it (and it is kept beside the first).
+    messages = handshake_lines({**CLAUDE, "protocolVersion": "2025-11-25"})
+    third, stderr = run()
+    assert not answered_early(stderr) and third == mcp(data_dir, root, messages, early_on=False)[0]
+    cached = json.loads((tmp_path / "own-cache" / "loopstate" / "mcp-handshake.json").read_text())
+    assert set(cached["answers"]) == {"2025-06-18", "2025-11-25"}
 
 
 def test_the_table_is_used_only_for_the_install_it_was_recorded_for(tmp_path, monkeypatch):
