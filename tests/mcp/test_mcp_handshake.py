@@ -70,9 +70,16 @@ def test_the_checked_in_table_is_what_the_installed_sdk_answers():
     assert early.load() is not None
 
 
-@pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + [
+ODD_BUT_SOUND = [  # fields the SDK's models ignore or accept: answered early too
+    {**CLAUDE, "capabilities": {"elicitation": {"schemaValidation": True}, "roots": {"listChanged": False},
+                                "sampling": {"tools": {}}, "x-vendor": [1], "tasks": {}}},
+    {**CODEX, "clientInfo": {**CODEX["clientInfo"], "websiteUrl": "https://example.com", "extra": 1}},
+]
+
+
+@pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + ODD_BUT_SOUND + [
     {**CLAUDE, "protocolVersion": version} for version in ("2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "1999-01-01")
-], ids=["claude", "codex", "sdk-client", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
+], ids=["claude", "codex", "sdk-client", "odd-capabilities", "odd-client-info", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
 def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
     early_lines, stderr = mcp(data_dir, root, handshake_lines(init), early_on=True)
     sdk_lines, _ = mcp(data_dir, root, handshake_lines(init), early_on=False)
@@ -83,11 +90,15 @@ def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
 @pytest.mark.parametrize("messages", [
     handshake_lines({**CLAUDE, "_meta": {"progressToken": 1}}),  # _meta on initialize: the SDK decides
     handshake_lines({**CLAUDE, "capabilities": {"roots": {"listChanged": "yes"}}}),  # the SDK refuses it
-    handshake_lines({**CLAUDE, "capabilities": {"tasks": {}}}),  # a capability the answerer does not know
+    handshake_lines({**CLAUDE, "capabilities": {"tasks": {"list": {}}}}),  # a capability the answerer leaves to the SDK
+    handshake_lines({**CLAUDE, "capabilities": {"elicitation": {"form": True}}}),  # the SDK refuses it
+    handshake_lines({**CLAUDE, "clientInfo": {"name": "x", "version": "1", "icons": [{"src": 1}]}}),
+    handshake_lines({**CLAUDE, "clientInfo": {"name": "x"}}),  # no version: the SDK refuses it
     handshake_lines(CLAUDE, request_id="é"),  # an id the SDK might spell otherwise
     [request(1, "tools/list")] + handshake_lines(CLAUDE)[:2],  # tools/list before initialize
     handshake_lines(CLAUDE)[:2] + [request(1, "tools/list", {"cursor": "x"}), request(4, "ping")],
-], ids=["meta", "malformed-capability", "unknown-capability", "non-ascii-id", "list-first", "cursor"])
+], ids=["meta", "malformed-capability", "tasks", "malformed-elicitation", "icons", "no-client-version", "non-ascii-id",
+        "list-first", "cursor"])
 def test_what_the_early_answerer_leaves_alone_the_sdk_answers_as_ever(messages, root, data_dir):
     early_lines, _ = mcp(data_dir, root, messages, early_on=True)
     sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)

@@ -159,8 +159,20 @@ def _id_text(request_id: Any) -> str | None:
     return None
 
 
-def _is_object_of(value: Any, keys: set[str], kind: type | tuple[type, ...]) -> bool:
-    return isinstance(value, dict) and set(value) <= keys and all(isinstance(v, kind) for v in value.values())
+def _typed(value: Any, fields: dict[str, Any]) -> bool:
+    """An object whose ``fields`` that are present have their type; other fields are the SDK's to ignore (its
+    capability and implementation models all take unknown fields and drop them)."""
+    return isinstance(value, dict) and all(isinstance(value[k], kind) for k, kind in fields.items() if k in value)
+
+
+# The capabilities the SDK's models know, with the types of their known fields;
+# None: a known capability left to the SDK unless it is an empty object.
+CAPABILITIES: dict[str, dict[str, Any] | None] = {
+    "roots": {"listChanged": bool},
+    "elicitation": {"form": dict, "url": dict},
+    "sampling": {"context": dict, "tools": dict},
+    "tasks": None,
+}
 
 
 def _handshake_version(params: Any) -> str | None:
@@ -168,24 +180,19 @@ def _handshake_version(params: Any) -> str | None:
     if not isinstance(params, dict) or set(params) != {"protocolVersion", "capabilities", "clientInfo"}:
         return None  # a missing field, _meta (a 2026 envelope), anything else: the SDK decides
     version, capabilities, client = params["protocolVersion"], params["capabilities"], params["clientInfo"]
-    if not isinstance(version, str) or not isinstance(client, dict):
+    if not isinstance(version, str) or not isinstance(capabilities, dict):
         return None
-    if not (isinstance(client.get("name"), str) and isinstance(client.get("version"), str)
-            and _is_object_of(client, {"name", "version", "title"}, str)):
-        return None
-    if not isinstance(capabilities, dict):
+    if not (isinstance(client, dict) and isinstance(client.get("name"), str) and isinstance(client.get("version"), str)
+            and "icons" not in client and _typed(client, {"title": str, "description": str, "websiteUrl": str})):
         return None
     for name, value in capabilities.items():
-        if name == "roots":
-            ok = _is_object_of(value, {"listChanged"}, bool)
-        elif name == "elicitation":
-            ok = _is_object_of(value, {"form", "url"}, dict) and all(not v for v in value.values())
-        elif name == "sampling":
-            ok = value == {}
-        elif name in ("experimental", "extensions"):
+        if name in ("experimental", "extensions"):
             ok = isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
+        elif name in CAPABILITIES:
+            fields = CAPABILITIES[name]
+            ok = value == {} if fields is None else _typed(value, fields)
         else:
-            ok = False
+            ok = True  # a capability the SDK does not know: it ignores it
         if not ok:
             return None
     return version
