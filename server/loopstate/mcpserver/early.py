@@ -141,7 +141,10 @@ def start() -> "Early | None":
     if table is None:
         recording = Recorder(dists) if dists is not None else None
         return None
-    current = Early(table)
+    try:
+        current = Early(table)
+    except OSError:  # no stdin to take (closed), no descriptor for the pipe: the SDK's stdio says what is wrong
+        return None
     current.thread.start()
     return current
 
