@@ -27,8 +27,18 @@ pytestmark = needs_sdk
 
 CLAUDE = {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}, "elicitation": {}},
           "clientInfo": {"name": "claude-code", "version": "2.1.332"}}
-CODEX = {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}, "experimental": {}},
+# What Codex 0.171.0 sends (recorded from a real `codex exec` through a tap): the handshake era.
+CODEX = {"protocolVersion": "2025-06-18",
+         "capabilities": {"experimental": {"codex/auth-change": {}}, "elicitation": {"form": {}, "url": {}}},
          "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.171.0"}}
+CODEX_LIST = {"_meta": {"progressToken": 0}}
+# What Claude Code 2.1.332 sends: the 2026-07-28 era, no handshake, this envelope on every request.
+CLAUDE_2026 = {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "title": "Claude Code", "version": "2.1.332",
+                                           "description": "Anthropic's agentic coding tool",
+                                           "websiteUrl": "https://claude.com/claude-code"},
+    "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}, "elicitation": {"form": {}, "url": {}}}}}
 SDK_CLIENT = {"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": True}},
               "clientInfo": {"name": "mcp", "version": "0.1.0"}}
 
@@ -56,8 +66,59 @@ def mcp(data_dir: Path, cwd: Path, messages: list[dict[str, Any]], *, early_on: 
     return sorted(done.stdout.splitlines(keepends=True)), done.stderr.decode()
 
 
+def mcp_lines(data_dir: Path, cwd: Path, messages: list[dict[str, Any]], count: int, *, early_on: bool) -> list[bytes]:
+    """The first ``count`` lines (sorted) `loopstate mcp` writes for ``messages``, read while its stdin stays
+    open (a subscriptions/listen stream never ends on its own), then the process is stopped."""
+    env = {**mcp_env(data_dir), early.DISABLE: "1" if early_on else "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    try:
+        proc.stdin.write(b"".join((json.dumps(m) + "\n").encode() for m in messages))
+        proc.stdin.flush()
+        return sorted(proc.stdout.readline() for _ in range(count))
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
 def answered_early(stderr: str) -> str:
     return next((line for line in stderr.splitlines() if "before the SDK was loaded" in line), "")
+
+
+def test_the_hosts_own_opening_lines_are_answered_early_with_the_sdks_bytes(root, data_dir):
+    codex = [request(0, "initialize", CODEX), {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             request(1, "tools/list", CODEX_LIST)]
+    claude = [request("server-discover-probe-1", "server/discover", CLAUDE_2026), request(0, "server/discover", CLAUDE_2026),
+              request(1, "prompts/list", CLAUDE_2026), request(2, "resources/list", CLAUDE_2026),
+              request(3, "tools/list", CLAUDE_2026), request(4, "resources/templates/list", CLAUDE_2026)]
+    for messages, early_ids in ((codex, "0, 1"), (claude, "'server-discover-probe-1', 0, 1, 3, 4")):
+        early_lines, stderr = mcp(data_dir, root, messages, early_on=True)
+        sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)
+        assert early_lines == sdk_lines and len(early_lines) == sum("id" in m for m in messages)
+        assert f"answered request(s) {early_ids} before the SDK was loaded" in answered_early(stderr)
+    # Claude Code opens a listen stream right after its probe and waits for its acknowledgement.
+    listen = request("listen:0", "subscriptions/listen", {**CLAUDE_2026, "notifications": {
+        "toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}})
+    opening = [claude[0], listen, *claude[1:]]
+    early_lines = mcp_lines(data_dir, root, opening, len(claude) + 1, early_on=True)
+    assert early_lines == mcp_lines(data_dir, root, opening, len(claude) + 1, early_on=False)
+    assert sum(b"notifications/subscriptions/acknowledged" in line for line in early_lines) == 1
+
+
+@pytest.mark.parametrize("messages", [
+    [request(0, "server/discover", {"_meta": {**CLAUDE_2026["_meta"], "progressToken": 1}})],  # more than the envelope
+    [request(0, "server/discover", {"_meta": {k: v for k, v in CLAUDE_2026["_meta"].items() if "clientInfo" not in k}})],
+    [request(0, "tools/list", {"_meta": {**CLAUDE_2026["_meta"], "io.modelcontextprotocol/protocolVersion": "2099-01-01"}})],
+    [request(0, "server/discover", CLAUDE_2026), request(1, "initialize", CLAUDE)],  # initialize on a modern connection
+    [request(0, "initialize", CLAUDE), request(1, "tools/list", CLAUDE_2026)],  # an envelope on a legacy one
+    [{"jsonrpc": "2.0", "method": "notifications/initialized"}, request(0, "server/discover", CLAUDE_2026)],
+    [request(0, "initialize", CODEX), request(1, "tools/list", {"_meta": {"progressToken": 0.5}})],
+], ids=["extra-meta", "half-envelope", "unknown-modern-version", "initialize-when-modern", "envelope-when-legacy",
+        "notification-first", "float-progress-token"])
+def test_both_eras_what_is_left_alone_or_answered_is_the_sdks(messages, root, data_dir):
+    early_lines, _ = mcp(data_dir, root, messages, early_on=True)
+    sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)
+    assert early_lines == sdk_lines and early_lines
 
 
 def test_the_checked_in_table_is_what_the_installed_sdk_answers():

@@ -54,6 +54,12 @@ SOURCES = tuple(os.path.join(HERE, name) for name in (os.path.join(os.pardir, "_
 # The distributions whose version can change an answer (serialization, schema generation).
 DISTRIBUTIONS = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 STATIC = ("tools/list", "prompts/list", "resources/templates/list")  # answered once initialize was
+MODERN = ("server/discover", *STATIC)  # the 2026-07-28 era's: no handshake, each request carries its envelope
+ENVELOPE = "io.modelcontextprotocol/"
+PROTOCOL_KEY = ENVELOPE + "protocolVersion"
+LISTEN = "subscriptions/listen"  # modern: its acknowledgement is sent early; the stream itself is the SDK's
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+SUBSCRIPTION_KEY = ENVELOPE + "subscriptionId"
 DISABLE = "LOOPSTATE_MCP_EARLY"  # =0: no early answers, the SDK answers everything (a diagnostic; tests compare)
 MAX_LINE = 1 << 20  # a longer first line: leave the rest to the SDK
 
@@ -112,10 +118,15 @@ def _read_table(path: str, expected: str) -> dict[str, Any] | None:
         return None
     if not isinstance(table, dict) or table.get("fingerprint") != expected:
         return None
-    answers = table.get("answers")
-    if not (isinstance(answers, dict) and all(isinstance(a, dict) and all(isinstance(t, str) for t in a.values())
-                                              for a in answers.values())):
+    listen = table.setdefault("listen", {})
+    if not (isinstance(listen, dict) and all(isinstance(v, dict) and isinstance(v.get("head"), str)
+                                             and isinstance(v.get("tail"), str) for v in listen.values())):
         return None
+    for era in ("answers", "modern"):
+        answers = table.setdefault(era, {})
+        if not (isinstance(answers, dict) and all(isinstance(a, dict) and all(isinstance(t, str) for t in a.values())
+                                                  for a in answers.values())):
+            return None
     return table
 
 
@@ -181,40 +192,71 @@ CAPABILITIES: dict[str, dict[str, Any] | None] = {
 def _handshake_version(params: Any) -> str | None:
     """The protocol version an ``initialize`` asks for, when its params are in a shape the SDK accepts as is."""
     if not isinstance(params, dict) or set(params) != {"protocolVersion", "capabilities", "clientInfo"}:
-        return None  # a missing field, _meta (a 2026 envelope), anything else: the SDK decides
-    version, capabilities, client = params["protocolVersion"], params["capabilities"], params["clientInfo"]
-    if not isinstance(version, str) or not isinstance(capabilities, dict):
+        return None  # a missing field, _meta, anything else: the SDK decides
+    if not (isinstance(params["protocolVersion"], str) and _capabilities(params["capabilities"])
+            and _client_info(params["clientInfo"])):
         return None
-    if not (isinstance(client, dict) and isinstance(client.get("name"), str) and isinstance(client.get("version"), str)
-            and "icons" not in client and _typed(client, {"title": str, "description": str, "websiteUrl": str})):
+    return params["protocolVersion"]
+
+
+def opening_era(message: Any) -> str | None:
+    """The era the SDK serves a connection in when ``message`` is its first request: ``modern`` when it carries
+    the 2026-07-28 envelope (and is not initialize), ``legacy`` otherwise; None when it is no request (a
+    notification, which decides nothing); ``unsure`` for a line the SDK might not take as a request at all."""
+    if not isinstance(message, dict) or "method" not in message:
+        return "unsure"
+    if "id" not in message:
         return None
-    for name, value in capabilities.items():
+    if (message.get("jsonrpc") != "2.0" or not isinstance(message["method"], str) or _id_text(message["id"]) is None
+            or not set(message) <= {"jsonrpc", "id", "method", "params"}
+            or not isinstance(message.get("params", {}), dict)):
+        return "unsure"
+    meta = message.get("params", {}).get("_meta")
+    return "modern" if message["method"] != "initialize" and isinstance(meta, dict) and PROTOCOL_KEY in meta else "legacy"
+
+
+def _client_info(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("version"), str)
+            and "icons" not in value and _typed(value, {"title": str, "description": str, "websiteUrl": str}))
+
+
+def _capabilities(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    for name, capability in value.items():
         if name in ("experimental", "extensions"):
-            ok = isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
+            ok = isinstance(capability, dict) and all(isinstance(v, dict) for v in capability.values())
         elif name in CAPABILITIES:
             fields = CAPABILITIES[name]
-            ok = value == {} if fields is None else _typed(value, fields)
+            ok = capability == {} if fields is None else _typed(capability, fields)
         else:
             ok = True  # a capability the SDK does not know: it ignores it
         if not ok:
-            return None
-    return version
+            return False
+    return True
 
 
-def plain_request(message: Any) -> tuple[Any, str, str | None] | None:
-    """``(id, method, requested version)`` of a handshake request (initialize, one of STATIC) in a shape the
-    SDK is sure to answer from its table alone (the version is None but for initialize); None for the rest."""
-    if (not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str)
-            or "id" not in message or not set(message) <= {"jsonrpc", "id", "method", "params"}):
-        return None
-    request_id, method = message["id"], message["method"]
-    if _id_text(request_id) is None:
+def plain_request(message: Any, era: str) -> tuple[Any, str, str | None] | None:
+    """``(id, method, version)`` of a request this module may answer in ``era``, in a shape the SDK is sure to
+    answer from its table alone; None for the rest. The version is the one an initialize asks for, or a
+    modern request's envelope names; None for a legacy list request (the session's)."""
+    if opening_era(message) != era:
+        return None  # not a request, an unsure one, or one the SDK refuses in this era
+    request_id, method, params = message["id"], message["method"], message.get("params", {})
+    if era == "modern":
+        meta = params["_meta"]
+        keys = {"_meta", "notifications"} if method == LISTEN else {"_meta"}
+        if ((method in MODERN or method == LISTEN) and set(params) == keys and isinstance(meta[PROTOCOL_KEY], str)
+                and set(meta) == {PROTOCOL_KEY, ENVELOPE + "clientInfo", ENVELOPE + "clientCapabilities"}
+                and _client_info(meta[ENVELOPE + "clientInfo"]) and _capabilities(meta[ENVELOPE + "clientCapabilities"])):
+            return request_id, method, meta[PROTOCOL_KEY]
         return None
     if method == "initialize":
-        requested = _handshake_version(message.get("params"))
+        requested = _handshake_version(params)
         return None if requested is None else (request_id, method, requested)
-    if method in STATIC and message.get("params", {}) == {}:
-        return request_id, method, None
+    if method in STATIC and (params == {} or params == {"_meta": {"progressToken": params.get("_meta", {}).get("progressToken")}}
+                             and type(params["_meta"]["progressToken"]) in (int, str)):
+        return request_id, method, None  # Codex sends a progressToken with tools/list
     return None
 
 
@@ -245,9 +287,10 @@ class Recorder:
 
     def __init__(self, dists: dict[str, str]) -> None:
         self.fingerprint = fingerprint(dists)
-        self.asked: dict[Any, tuple[str, str | None]] = {}  # request id -> (method, requested version)
-        self.key: str | None = None
-        self.got: dict[str, str] = {}
+        self.era: str | None = None
+        self.asked: dict[Any, tuple[str, str | None]] = {}  # request id -> (method, version)
+        self.key: str | None = None  # the legacy session's: the version its initialize asked for
+        self.got: dict[tuple[str, str, str], str] = {}  # (era, version, method) -> result text
         self.done = False
         self.seen = 0
 
@@ -255,8 +298,13 @@ class Recorder:
         self.seen += 1
         if self.seen > 50:  # the handshake is long over
             self.done = True
-        plain = plain_request(message)
-        if plain is not None and plain[0] not in self.asked and (plain[1] != "initialize" or self.key is None):
+        if self.era is None:
+            self.era = opening_era(message)
+            if self.era in (None, "unsure"):
+                self.era, self.done = None, self.era == "unsure"
+                return
+        plain = plain_request(message, self.era)
+        if plain is not None and plain[0] not in self.asked:
             self.asked[plain[0]] = plain[1], plain[2]
 
     def response(self, request_id: Any, line: bytes) -> None:
@@ -266,23 +314,27 @@ class Recorder:
         head = _line_head(request_id)
         if not (line.startswith(head) and line.endswith(b"}\n")):
             return  # an error: nothing to keep
-        method, requested = asked
-        if method == "initialize":
-            self.key, self.got = requested, {}
-        elif self.key is None:
+        method, version = asked
+        if self.era == "legacy":
+            if method == "initialize":
+                if self.key is not None:
+                    return
+                self.key = version
+            version = self.key
+        if version is None:
             return
-        self.got[method] = line[len(head):-2].decode()
-        if "initialize" in self.got and "tools/list" in self.got:
+        self.got[(self.era, version, method)] = line[len(head):-2].decode()
+        if any(k[2] == "tools/list" for k in self.got):
             self.save()
-            self.done = len(self.got) == 1 + len(STATIC)
 
     def save(self) -> None:
         path = cache_path()
         table = _read_table(path, self.fingerprint) or {"fingerprint": self.fingerprint, "answers": {}}
-        kept = {**table["answers"].get(self.key, {}), **self.got}
-        if kept == table["answers"].get(self.key):
+        before = json.dumps(table, sort_keys=True)
+        for (era, version, method), text in self.got.items():
+            table.setdefault("answers" if era == "legacy" else "modern", {}).setdefault(version, {})[method] = text
+        if json.dumps(table, sort_keys=True) == before:
             return  # known already
-        table["answers"][self.key] = kept
         temp = f"{path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -304,8 +356,10 @@ class Early:
         self.answers: dict[str, dict[str, str]] = table["answers"]
         self.lock = threading.Lock()
         self.handed_over = False
-        self.version: str | None = None  # the table's key for this session, once initialize was answered here
+        self.era: str | None = None  # legacy or modern, as the SDK will decide it from the first request
+        self.version: str | None = None  # the legacy table's key for this session, once initialize was answered here
         self.sent: dict[Any, bytes] = {}  # request id -> the line written for it
+        self.acks: dict[Any, bytes] = {}  # listen request id -> the acknowledgement written for it
         self.wire = os.dup(0)  # the host's stdin, read only here; fd 0 itself reads EOF from now on
         os.set_inheritable(self.wire, False)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -314,11 +368,12 @@ class Early:
         self.sdk_stdin, self._to_sdk = os.pipe()
         self.thread = threading.Thread(target=self._pump, name="loopstate-mcp-early", daemon=True)
 
-    def hand_over(self) -> tuple[int, dict[Any, bytes]]:
-        """Stop answering; the SDK's stdin (a pipe of every byte read) and the lines already written, by id."""
+    def hand_over(self) -> tuple[int, dict[Any, bytes], dict[Any, bytes]]:
+        """Stop answering; the SDK's stdin (a pipe of every byte read), the answers already written by request
+        id, and the listen acknowledgements by subscription (request) id."""
         with self.lock:
             self.handed_over = True
-            return self.sdk_stdin, dict(self.sent)
+            return self.sdk_stdin, dict(self.sent), dict(self.acks)
 
     def _pump(self) -> None:
         partial = b""
@@ -349,21 +404,38 @@ class Early:
     def _consider(self, line: bytes) -> None:
         """Answer ``line`` here if it is one of the handshake's requests in a plain shape; else leave it be."""
         if b"\r" in line:
+            self.handed_over = self.handed_over or self.era is None
             return  # the SDK's text reader splits lines at a bare CR too
         try:
-            plain = plain_request(json.loads(line, parse_constant=_forbid_constant))
+            message = json.loads(line, parse_constant=_forbid_constant)
         except (ValueError, RecursionError):
+            if self.era is None:  # it might be the SDK's first request, deciding an era unseen here: stop
+                self.handed_over = True
             return
+        if self.era is None:
+            era = opening_era(message)
+            if era is None:
+                return  # a notification before the first request
+            if era == "unsure":
+                self.handed_over = True
+                return
+            self.era = era
+        plain = plain_request(message, self.era)
         if plain is None or plain[0] in self.sent:
             return
-        request_id, method, requested = plain
-        if method == "initialize" and self.version is None:
-            version = answer_key(self.table, requested)
-        elif method != "initialize" and self.version is not None:
-            version = self.version
-        else:
+        request_id, method, version = plain
+        if self.era == "modern" and method == LISTEN:
+            self._acknowledge(request_id, message["params"]["notifications"], version)
             return
-        result = self.answers.get(version, {}).get(method) if version is not None else None
+        if self.era == "modern":
+            result = self.table.get("modern", {}).get(version, {}).get(method)
+        else:
+            if (method == "initialize") != (self.version is None):
+                return  # a second initialize, or a list request before the first: the SDK's
+            key = answer_key(self.table, version) if method == "initialize" else self.version
+            result = self.answers.get(key, {}).get(method) if key is not None else None
+            if method == "initialize" and result is not None:
+                self.version = key
         if result is None:
             return
         answer = _line_head(request_id) + result.encode() + b"}\n"
@@ -373,7 +445,22 @@ class Early:
                 view = view[os.write(1, view):]
         except OSError:
             self.handed_over = True  # the host's end is gone: the SDK finds out on its own
+            if method == "initialize":
+                self.version = None
             return
         self.sent[request_id] = answer
-        if method == "initialize":
-            self.version = version
+
+    def _acknowledge(self, request_id: Any, notifications: Any, version: str) -> None:
+        """A listen stream's first frame, its acknowledgement, when the table has it for this filter."""
+        listen = self.table.get("listen", {}).get(version)
+        if not (isinstance(listen, dict) and listen.get("notifications") == notifications) or request_id in self.acks:
+            return
+        line = (listen["head"] + _id_text(request_id) + listen["tail"] + "\n").encode()
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(1, view):]
+        except OSError:
+            self.handed_over = True
+            return
+        self.acks[request_id] = line

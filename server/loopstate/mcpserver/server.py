@@ -314,15 +314,15 @@ async def serve(service: Service, explicit_root: str | None) -> None:
     server, close = build_server(service, session)
     lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
-    stdin, written = None, {}
+    stdin, written, acks = None, {}, {}
     if early.current is not None:  # the handshake may be answered already: the SDK takes the whole stream from here
-        fd, written = early.current.hand_over()
+        fd, written, acks = early.current.hand_over()
         stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace"))
-        if written:
-            log.info("answered request(s) %s before the SDK was loaded", ", ".join(map(repr, written)))
+        if written or acks:
+            log.info("answered request(s) %s before the SDK was loaded", ", ".join(map(repr, [*written, *acks])))
     try:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            writer = Noting(write_stream, written, early.recording)
+            writer = Noting(write_stream, written, early.recording, acks)
             await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
         close()

@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 
+from loopstate.mcpserver.early import ACKNOWLEDGED, SUBSCRIPTION_KEY
+
 log = logging.getLogger("loopstate.mcp")
 
 DRAIN_SECONDS = 30.0
@@ -54,11 +56,13 @@ class Noting(_Wrapper):
     has it), once, after checking that it is the same line.
     """
 
-    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None, recorder: Any = None) -> None:
+    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None, recorder: Any = None,
+                 acks: dict[Any, bytes] | None = None) -> None:
         super().__init__(inner)
         self.pending: set[Any] = set()
         self.answered = anyio.Event()
         self.early = dict(early or {})
+        self.acks = dict(acks or {})  # listen streams acknowledged early, by subscription id
         self.recorder = recorder  # early.Recorder: the SDK's handshake answers, kept for the next start
 
     async def send(self, item: Any) -> None:
@@ -67,12 +71,15 @@ class Noting(_Wrapper):
         response = request_id is not None and not hasattr(message, "method")
         if response and self.recorder is not None and not self.recorder.done:
             self.recorder.response(request_id, _wire_line(message))
+        written = None
         if response and self.early and request_id in self.early:
             written = self.early.pop(request_id)
+        elif self.acks and getattr(message, "method", None) == ACKNOWLEDGED:
+            written = self.acks.pop(((message.params or {}).get("_meta") or {}).get(SUBSCRIPTION_KEY), None)
+        if written is not None:
             ours = _wire_line(message)
             if ours != written:
-                log.warning("the early answer to request %r differs from the SDK's: wrote %.300r, the SDK has %.300r",
-                            request_id, written, ours)
+                log.warning("the early answer %.300r differs from the SDK's %.300r", written, ours)
         else:
             await self.inner.send(item)
         if request_id in self.pending and not hasattr(message, "method"):
