@@ -97,7 +97,7 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.tools import Tool
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPError, NoBackChannelError
     from mcp.types import (
         INVALID_PARAMS,
         CallToolResult,
@@ -124,6 +124,12 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still offer them
                     listed = await peer.list_roots()
+            except NoBackChannelError:
+                # A 2026-07-28 connection (Claude Code 2.1's): the server cannot ask the client anything,
+                # so the roots it advertises cannot be read; the project is --root's or the cwd's, as
+                # for a client without roots.
+                session.client_roots = []
+                return None
             except Exception as exc:  # the host's answer, whatever went wrong with it: refuse rather than guess
                 raise LoopstateError(ErrorCode.INVALID_ROOT, f"the client offers roots, but roots/list failed "
                                      f"({type(exc).__name__}: {exc}); the project cannot be told") from None
