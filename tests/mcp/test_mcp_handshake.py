@@ -250,6 +250,32 @@ def test_an_install_the_table_does_not_fit_records_the_sdks_answers_for_its_next
     assert set(cached["answers"]) == {"2025-06-18", "2025-11-25"}
 
 
+def test_a_2026_session_on_such_an_install_is_recorded_too_its_listen_acknowledgement_included(tmp_path, root, data_dir):
+    env = {**mcp_env(data_dir), "XDG_CACHE_HOME": str(tmp_path / "own-cache")}
+    listen = request("listen:0", "subscriptions/listen", {**CLAUDE_2026, "notifications": {
+        "toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}})
+    messages = [request("probe", "server/discover", CLAUDE_2026), listen, request(1, "tools/list", CLAUDE_2026),
+                request(2, "prompts/list", CLAUDE_2026)]
+
+    def run() -> list[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", NO_TABLE, str(tmp_path / "none.json"), "mcp"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
+        try:
+            proc.stdin.write(b"".join((json.dumps(m) + "\n").encode() for m in messages))
+            proc.stdin.flush()
+            return sorted(proc.stdout.readline() for _ in messages)
+        finally:
+            proc.kill()
+            proc.wait(timeout=60)
+
+    first = run()
+    cached = json.loads((tmp_path / "own-cache" / "loopstate" / "mcp-handshake.json").read_text())
+    assert set(cached["modern"]["2026-07-28"]) == {"server/discover", "tools/list", "prompts/list"}
+    assert set(cached["listen"]) == {"2026-07-28"}
+    second = run()
+    assert first == second == mcp_lines(data_dir, root, messages, len(messages), early_on=False)
+
+
 def test_the_table_is_used_only_for_the_install_it_was_recorded_for(tmp_path, monkeypatch):
     table = json.loads(Path(early.TABLE).read_text(encoding="utf-8"))
     stale = tmp_path / "handshake.json"

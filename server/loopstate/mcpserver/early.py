@@ -291,6 +291,8 @@ class Recorder:
         self.asked: dict[Any, tuple[str, str | None]] = {}  # request id -> (method, version)
         self.key: str | None = None  # the legacy session's: the version its initialize asked for
         self.got: dict[tuple[str, str, str], str] = {}  # (era, version, method) -> result text
+        self.listens: dict[Any, tuple[str, Any]] = {}  # listen request id -> (version, notifications filter)
+        self.listen: dict[str, dict[str, Any]] = {}  # version -> the acknowledgement's template
         self.done = False
         self.seen = 0
 
@@ -306,6 +308,20 @@ class Recorder:
         plain = plain_request(message, self.era)
         if plain is not None and plain[0] not in self.asked:
             self.asked[plain[0]] = plain[1], plain[2]
+            if plain[1] == LISTEN:
+                self.listens[plain[0]] = plain[2], message["params"]["notifications"]
+
+    def acknowledged(self, subscription_id: Any, line: bytes) -> None:
+        """The SDK's acknowledgement of a listen stream: kept as the text around its subscription id."""
+        version, notifications = self.listens.pop(subscription_id, (None, None))
+        marker = f'"{SUBSCRIPTION_KEY}":{_id_text(subscription_id)}'
+        text = line.decode()
+        if version is None or text.count(marker) != 1 or not text.endswith("\n"):
+            return
+        head, tail = text[:-1].split(marker)
+        self.listen[version] = {"notifications": notifications, "head": head + f'"{SUBSCRIPTION_KEY}":', "tail": tail}
+        if any(k[2] == "tools/list" for k in self.got):
+            self.save()
 
     def response(self, request_id: Any, line: bytes) -> None:
         asked = self.asked.pop(request_id, None)
@@ -333,6 +349,7 @@ class Recorder:
         before = json.dumps(table, sort_keys=True)
         for (era, version, method), text in self.got.items():
             table.setdefault("answers" if era == "legacy" else "modern", {}).setdefault(version, {})[method] = text
+        table.setdefault("listen", {}).update(self.listen)
         if json.dumps(table, sort_keys=True) == before:
             return  # known already
         temp = f"{path}.{os.getpid()}.tmp"

@@ -69,8 +69,12 @@ class Noting(_Wrapper):
         message = getattr(item, "message", None)
         request_id = getattr(message, "id", None)
         response = request_id is not None and not hasattr(message, "method")
-        if response and self.recorder is not None and not self.recorder.done:
-            self.recorder.response(request_id, _wire_line(message))
+        if self.recorder is not None and not self.recorder.done:
+            if response:
+                self.recorder.response(request_id, _wire_line(message))
+            elif getattr(message, "method", None) == ACKNOWLEDGED:
+                meta = (message.params or {}).get("_meta") or {}
+                self.recorder.acknowledged(meta.get(SUBSCRIPTION_KEY), _wire_line(message))
         written = None
         if response and self.early and request_id in self.early:
             written = self.early.pop(request_id)
