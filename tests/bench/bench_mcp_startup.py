@@ -10,10 +10,13 @@ processes, round by round interleaved, of:
 - a bare ``MCPServer`` of the SDK with one tool (the SDK's own floor);
 - ``python -c pass`` (the interpreter's floor: spawn to exit).
 
-Each server gets the handshake the hosts send (``initialize`` written at
-once after the spawn, then ``notifications/initialized`` and ``tools/list``
-as soon as the answer is read) over its real stdin/stdout, and then its stdin
-closed. Prints the median and the spread per target, and the ratios to the
+Each server gets each host's own opening over its real stdin/stdout, every
+request sent when that host sends it: Codex 0.171's ``initialize`` at once
+after the spawn, then ``notifications/initialized`` and ``tools/list``;
+Claude Code 2.1.332's 2026-07-28 opening (a ``server/discover`` probe, a
+``subscriptions/listen`` whose acknowledgement it waits for, ``server/discover``
+again, then ``prompts/list``, ``resources/list`` and ``tools/list``). Then the
+process is stopped. Prints the median and the spread per target, and the ratios to the
 bare SDK server. One untimed run of each first (a warm start: bytecode
 compiled, files in the page cache).
 
@@ -56,58 +59,82 @@ def echo(text: str) -> str:
 server.run()
 '''
 
-# What Claude Code 2.1 sends (Codex sends the same shape with its own clientInfo and capabilities).
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
-                         "clientInfo": {"name": "claude-code", "version": "2.1.332"}}}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+# Each host's own opening, recorded from the real CLIs (tests/hosts' pins) through a tap on the server's stdio.
+CODEX = {"protocolVersion": "2025-06-18",
+         "capabilities": {"experimental": {"codex/auth-change": {}}, "elicitation": {"form": {}, "url": {}}},
+         "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.171.0"}}
+ENVELOPE = {"_meta": {  # Claude Code 2.1.332 speaks 2026-07-28: no initialize, this on every request
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "title": "Claude Code", "version": "2.1.332",
+                                           "description": "Anthropic's agentic coding tool",
+                                           "websiteUrl": "https://claude.com/claude-code"},
+    "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}, "elicitation": {"form": {}, "url": {}}}}}
+LISTEN = {**ENVELOPE, "notifications": {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}}
 CALLS = {"loopstate": {"name": "intent_task", "arguments": {"action": "start", "label": "bench"}},
          "bare": {"name": "echo", "arguments": {"text": "hi"}}}
+HOSTS = ("codex", "claude")
+FIRST = {"codex": "initialize", "claude": "server/discover"}
 
 
 def line(message: dict) -> bytes:
     return (json.dumps(message) + "\n").encode()
 
 
-def answer(proc: subprocess.Popen) -> dict:
-    """The next answer on stdout; the server's roots/list (the handshake offers roots, as Claude Code's) answered."""
+def request(request_id, method: str, params: dict | None = None) -> bytes:
+    return line({"jsonrpc": "2.0", "id": request_id, "method": method, **({} if params is None else {"params": params})})
+
+
+def until(proc: subprocess.Popen, done) -> dict:
+    """The first message on stdout that ``done`` accepts (what comes before it is the host's to ignore here)."""
     while True:
         message = json.loads(proc.stdout.readline())
-        if message.get("method") != "roots/list":
+        if done(message):
             return message
-        proc.stdin.write(line({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}}))
-        proc.stdin.flush()
 
 
-def handshake(argv: list[str], env: dict[str, str], cwd: str, call: dict) -> tuple[float, float, float]:
-    """Seconds from spawn to the initialize answer, to the tools/list answer and to a first tools/call answer."""
+def handshake(argv: list[str], env: dict[str, str], cwd: str, call: dict, host: str) -> tuple[float, float, float]:
+    """Seconds from spawn to the first answer (initialize, or Claude Code's server/discover probe), to the
+    tools/list answer and to a first tools/call answer, each request sent when the host would send it."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env, cwd=cwd)
+
+    def send(*lines: bytes) -> None:
+        proc.stdin.write(b"".join(lines))
+        proc.stdin.flush()
+
+    def answer_to(request_id):
+        return until(proc, lambda m: m.get("id") == request_id and "method" not in m)
+
     try:
-        proc.stdin.write(line(INITIALIZE))
-        proc.stdin.flush()
-        got = answer(proc)
-        initialized = time.perf_counter() - start
-        assert got.get("id") == 0 and "result" in got, got
-        proc.stdin.write(line(INITIALIZED) + line(TOOLS_LIST))
-        proc.stdin.flush()
-        got = answer(proc)
-        listed = time.perf_counter() - start
-        assert got.get("id") == 1 and got["result"]["tools"], got
-        proc.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
-        proc.stdin.flush()
-        got = answer(proc)
+        if host == "codex":
+            send(request(0, "initialize", CODEX))
+            assert "result" in answer_to(0)
+            first = time.perf_counter() - start
+            send(line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                 request(1, "tools/list", {"_meta": {"progressToken": 0}}))
+            assert answer_to(1)["result"]["tools"]
+            listed = time.perf_counter() - start
+            send(request(2, "tools/call", call))
+        else:
+            send(request("server-discover-probe-1", "server/discover", ENVELOPE))
+            assert "result" in answer_to("server-discover-probe-1")
+            first = time.perf_counter() - start
+            send(request("listen:0", "subscriptions/listen", LISTEN))  # Claude Code waits for its acknowledgement
+            until(proc, lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+            send(request(0, "server/discover", ENVELOPE))
+            answer_to(0)
+            send(request(1, "prompts/list", ENVELOPE), request(3, "resources/list", ENVELOPE),
+                 request(4, "tools/list", ENVELOPE))
+            assert answer_to(4)["result"]["tools"]
+            listed = time.perf_counter() - start
+            send(request(2, "tools/call", {**ENVELOPE, **call}))
+        answer_to(2)
         called = time.perf_counter() - start
-        assert got.get("id") == 2 and not got["result"].get("isError"), got
-        proc.stdin.close()
-        proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return initialized, listed, called
+        proc.kill()  # a listen stream never ends on its own
+        proc.wait()
+    return first, listed, called
 
 
 def run_to_exit(argv: list[str], env: dict[str, str], cwd: str) -> float:
@@ -144,25 +171,29 @@ def main() -> None:
                 [sys.executable, "-m", "loopstate.cli.main", "mcp"],
                 {**env, "PYTHONPATH": f"{base / 'server'}{os.pathsep}{base / 'protocol'}"}, CALLS["loopstate"])
         servers["bare MCPServer, one tool"] = ([sys.executable, str(bare)], env, CALLS["bare"])
-        got: dict[str, tuple[list[float], list[float], list[float]]] = {name: ([], [], []) for name in servers}
+        got = {(name, host): ([], [], []) for name in servers for host in HOSTS}
         floor: list[float] = []
         for name, (argv, child_env, call) in servers.items():  # warm: bytecode written, pages cached
-            handshake(argv, child_env, str(project), call)
+            handshake(argv, child_env, str(project), call, "codex")
         run_to_exit([sys.executable, "-c", "pass"], env, str(project))
         for _ in range(args.rounds):
-            for name, (argv, child_env, call) in servers.items():
-                for samples, value in zip(got[name], handshake(argv, child_env, str(project), call)):
-                    samples.append(value)
+            for host in HOSTS:
+                for name, (argv, child_env, call) in servers.items():
+                    for samples, value in zip(got[name, host], handshake(argv, child_env, str(project), call, host)):
+                        samples.append(value)
             floor.append(run_to_exit([sys.executable, "-c", "pass"], env, str(project)))
 
     load = os.getloadavg()
     print(f"spawn to answer, {args.rounds} rounds, median (min, max); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    bare = [statistics.median(samples) for samples in got["bare MCPServer, one tool"]]
-    for name, samples in got.items():
-        for n, what in enumerate(("initialize", "tools/list", "tools/call")):
-            label = name if n == 0 else ""
-            print(f"{label:26} {what} {figures(samples[n])}  {statistics.median(samples[n]) / bare[n]:4.2f}x bare")
-    print(f"{'python -c pass':26} exit       {figures(floor)}")
+    for host in HOSTS:
+        print(f"\n{host}'s opening ({'Codex 0.171, the initialize handshake' if host == 'codex' else 'Claude Code 2.1.332, 2026-07-28'})")
+        bare = [statistics.median(samples) for samples in got["bare MCPServer, one tool", host]]
+        for name in servers:
+            for n, what in enumerate((FIRST[host], "tools/list", "tools/call")):
+                label = name if n == 0 else ""
+                samples = got[name, host][n]
+                print(f"{label:26} {what:15} {figures(samples)}  {statistics.median(samples) / bare[n]:4.2f}x bare")
+    print(f"\n{'python -c pass':26} {'exit':15} {figures(floor)}")
 
 
 if __name__ == "__main__":
