@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     if is_plain_mcp(argv):
         from loopstate.mcpserver import early
 
-        early.start()
+        answering = early.start()
+        if answering is not None:
+            answering.settle()  # the host's opening first, then the imports (mcpserver/early.SETTLE_SECONDS)
     if is_plain_hook(argv):
         from loopstate.cli.hook import answer_hook
 

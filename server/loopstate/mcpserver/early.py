@@ -62,6 +62,12 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 SUBSCRIPTION_KEY = ENVELOPE + "subscriptionId"
 DISABLE = "LOOPSTATE_MCP_EARLY"  # =0: no early answers, the SDK answers everything (a diagnostic; tests compare)
 MAX_LINE = 1 << 20  # a longer first line: leave the rest to the SDK
+# How long the main thread waits for the opening (``Early.settled``) before it imports the SDK anyway. While
+# it imports, it holds the GIL for long stretches, and on a loaded machine a descheduled holder makes every
+# answer here wait for it: measured with Claude Code under three CPU hogs, its connection took 0.4-0.75 s with
+# the import running beside this thread.
+SETTLE_SECONDS = 2.0  # at most, in all
+SETTLE_IDLE = 0.25  # or this long without a request answered here (a host that lists no tools first)
 
 current: "Early | None" = None  # the running one, for mcpserver/server.serve to take over
 recording: "Recorder | None" = None  # when no table fits: what the SDK answers, for the next start
@@ -384,12 +390,27 @@ class Early:
         os.close(null)
         self.sdk_stdin, self._to_sdk = os.pipe()
         self.thread = threading.Thread(target=self._pump, name="loopstate-mcp-early", daemon=True)
+        self.settled = threading.Event()  # tools/list answered here, or nothing more will be: import the SDK
+
+    def settle(self, timeout: float = SETTLE_SECONDS, idle: float = SETTLE_IDLE) -> None:
+        """Wait (the GIL free) until the host has its tools, nothing more will be answered here, ``idle``
+        seconds pass without an answer here, or ``timeout`` in all."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not self.settled.is_set():
+            answered = len(self.sent) + len(self.acks)
+            if self.settled.wait(min(idle, max(0.0, deadline - time.monotonic()))) or time.monotonic() >= deadline:
+                return
+            if len(self.sent) + len(self.acks) == answered:
+                return  # nothing answered for ``idle``: the SDK is needed
 
     def hand_over(self) -> tuple[int, dict[Any, bytes], dict[Any, bytes]]:
         """Stop answering; the SDK's stdin (a pipe of every byte read), the answers already written by request
         id, and the listen acknowledgements by subscription (request) id."""
         with self.lock:
             self.handed_over = True
+            self.settled.set()
             return self.sdk_stdin, dict(self.sent), dict(self.acks)
 
     def _pump(self) -> None:
@@ -410,12 +431,15 @@ class Early:
                     if len(partial) > MAX_LINE:
                         with self.lock:
                             self.handed_over = True
+                    if self.handed_over:
+                        self.settled.set()
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._to_sdk, view):]
         except OSError:
             pass  # the host's stdin is gone, or the SDK's end: the SDK sees the end of its input
         finally:
+            self.settled.set()
             os.close(self._to_sdk)
 
     def _consider(self, line: bytes) -> None:
@@ -466,6 +490,8 @@ class Early:
                 self.version = None
             return
         self.sent[request_id] = answer
+        if method == "tools/list":
+            self.settled.set()
 
     def _acknowledge(self, request_id: Any, notifications: Any, version: str) -> None:
         """A listen stream's first frame, its acknowledgement, when the table has it for this filter."""
