@@ -1,4 +1,4 @@
-"""The MCP handshake answered while the SDK is still being imported, then the stream handed to the SDK whole.
+"""The host's MCP opening answered while the SDK is still being imported, then the stream handed to the SDK whole.
 
 Both hosts build their first model request without a server that is still
 starting, and importing the MCP SDK (pydantic models of three protocol
@@ -7,23 +7,29 @@ the interpreter is up in about 10 ms. So `loopstate mcp` starts this before
 anything heavy (``cli/main.main``, as soon as argv is a plain ``mcp``):
 
 - a thread, the only reader of the wire stdin for the whole process (fd 0
-  is pointed at /dev/null, as the SDK's own stdio does), answers
-  ``initialize`` and then ``tools/list``, ``prompts/list`` and
-  ``resources/templates/list`` from ``handshake.json``: the SDK's own
+  is pointed at /dev/null, as the SDK's own stdio does), answers from
+  ``handshake.json``: in the handshake era (Codex) ``initialize`` and then
+  ``tools/list``, ``prompts/list`` and ``resources/templates/list``; in the
+  2026-07-28 era (Claude Code 2.1) ``server/discover`` and the same lists,
+  and a ``subscriptions/listen``'s acknowledgement. Those are the SDK's own
   answers, recorded byte for byte from this server with these early answers
   off (``mcpserver/handshake.py`` writes it; tests/mcp/test_mcp_handshake.py
   fails when it is stale and compares the bytes on the wire both ways);
 - every byte it reads, answered or not, goes on unchanged, in order, into a
   pipe that the SDK's stdio transport reads as its stdin. So the SDK still
-  sees the host's ``initialize`` and commits the session's state as always;
-  its own answers to the requests answered here are dropped on the way out
+  sees the host's whole opening, decides the era and commits the session's
+  state as always; its own answers to the requests answered here (and its
+  acknowledgement of a listen acknowledged here) are dropped on the way out
   (``stdio.Noting``), after a comparison that logs a warning if they ever
-  differ.
+  differ;
+- the main thread waits for the opening (``Early.settle``) before it imports
+  the SDK, so that no answer here waits for the GIL behind the import.
 
 Nothing is answered unless the table was recorded for exactly this install
 (its ``fingerprint``: the sources that shape the answers and the SDK's and
-pydantic's versions), the request is in a shape the SDK is sure to accept
-(anything unusual waits for the SDK), and no SDK is serving yet. Only the
+pydantic's versions; else this machine's own recording of the SDK's
+answers, ``Recorder``), the request is in a shape the SDK is sure to answer
+so (anything unusual waits for the SDK), and no SDK is serving yet. Only the
 standard library is imported here.
 """
 
