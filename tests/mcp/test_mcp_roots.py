@@ -97,3 +97,31 @@ async def test_without_a_host_root_the_servers_cwd_is_discovered_upward(root, da
         shown = await client.ok("intent_show", {})
     assert shown["project_id"] == project_id_for(str(root.resolve()))
     assert json.loads(Cli(root, data_dir).ok("intent", "show", "--json"))["project_id"] == shown["project_id"]
+
+
+def test_a_2026_client_whose_roots_cannot_be_asked_gets_the_project_of_the_servers_cwd(root, data_dir):
+    """Claude Code 2.1 speaks 2026-07-28: every request carries its envelope, and the server cannot send it
+    roots/list (no back-channel). Its advertised roots are then no source: the cwd's project is (the host starts
+    the server in the project), as for a client without roots."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.mcp.mcpkit import mcp_env
+
+    (root / ".git").mkdir()
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
+                      "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}}}}
+    messages = [{"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": meta},
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {**meta, "name": "intent_task", "arguments": {"action": "start", "label": "modern"}}},
+                {"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": meta}]
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "mcp"],
+                          input="".join(json.dumps(m) + "\n" for m in messages).encode(), capture_output=True,
+                          env={**mcp_env(data_dir), "PYTHONPATH": os.pathsep.join(sys.path)}, cwd=root, timeout=120)
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    assert answers[1]["result"].get("isError") is not True, answers[1]
+    assert answers[1]["result"]["structuredContent"]["task_id"]
+    project = project_id_for(str(root))
+    assert [r["uri"] for r in answers[2]["result"]["resources"]] == [f"loopstate://{project}/intent"]

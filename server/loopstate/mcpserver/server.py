@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import io
 import logging
 import os
 import warnings
@@ -35,7 +36,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate import __version__
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import random_uuid
-from loopstate.mcpserver import resources, roots
+from loopstate.mcpserver import early, resources, roots
 from loopstate.mcpserver.stdio import Answering, Noting
 from loopstate.mcpserver.tools import tool_functions
 from loopstate.service.engine import Service
@@ -96,7 +97,7 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.tools import Tool
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPError, NoBackChannelError
     from mcp.types import (
         INVALID_PARAMS,
         CallToolResult,
@@ -126,9 +127,10 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
                     warnings.simplefilter("ignore")  # roots are deprecated from 2026-07-28 on; hosts still offer them
                     listed = await peer.list_roots()
             except NoBackChannelError:
-                # A 2026-07-28 session (Claude Code 2.1.332) declares roots but leaves the server no channel to
-                # ask for them: nothing was answered, so nothing is guessed over; --root or the cwd the host
-                # started the server in decides, as for a client without roots.
+                # A 2026-07-28 connection (Claude Code 2.1's): the server cannot ask the client anything,
+                # so the roots it advertises cannot be read; the project is --root's or the cwd's, as
+                # for a client without roots.
+                session.client_roots = []
                 return None
             except Exception as exc:  # the host's answer, whatever went wrong with it: refuse rather than guess
                 raise LoopstateError(ErrorCode.INVALID_ROOT, f"the client offers roots, but roots/list failed "
@@ -313,15 +315,22 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
 
 async def serve(service: Service, explicit_root: str | None) -> None:
+    import anyio
     from mcp.server.stdio import stdio_server
 
     session = Session(explicit_root, os.getcwd())
     server, close = build_server(service, session)
     lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
+    stdin, written, acks = None, {}, {}
+    if early.current is not None:  # the handshake may be answered already: the SDK takes the whole stream from here
+        fd, written, acks = early.current.hand_over()
+        stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace"))
+        if written or acks:
+            log.info("answered request(s) %s before the SDK was loaded", ", ".join(map(repr, [*written, *acks])))
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            writer = Noting(write_stream)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            writer = Noting(write_stream, written, early.recording, acks)
             await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
         close()

@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 
+from loopstate.mcpserver.early import ACKNOWLEDGED, SUBSCRIPTION_KEY
+
 log = logging.getLogger("loopstate.mcp")
 
 DRAIN_SECONDS = 30.0
@@ -47,17 +49,44 @@ class _Wrapper:
 
 
 class Noting(_Wrapper):
-    """The write stream, crossing requests off as their responses go out."""
+    """The write stream, crossing requests off as their responses go out.
 
-    def __init__(self, inner: Any) -> None:
+    ``early`` are the lines mcpserver/early.py already wrote, by request id:
+    the SDK's own answer to each of those requests is dropped here (the host
+    has it), once, after checking that it is the same line.
+    """
+
+    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None, recorder: Any = None,
+                 acks: dict[Any, bytes] | None = None) -> None:
         super().__init__(inner)
         self.pending: set[Any] = set()
         self.answered = anyio.Event()
+        self.early = dict(early or {})
+        self.acks = dict(acks or {})  # listen streams acknowledged early, by subscription id
+        self.recorder = recorder  # early.Recorder: the SDK's handshake answers, kept for the next start
 
     async def send(self, item: Any) -> None:
-        await self.inner.send(item)
         message = getattr(item, "message", None)
-        if getattr(message, "id", None) in self.pending and not hasattr(message, "method"):
+        request_id = getattr(message, "id", None)
+        response = request_id is not None and not hasattr(message, "method")
+        if self.recorder is not None and not self.recorder.done:
+            if response:
+                self.recorder.response(request_id, _wire_line(message))
+            elif getattr(message, "method", None) == ACKNOWLEDGED:
+                meta = (message.params or {}).get("_meta") or {}
+                self.recorder.acknowledged(meta.get(SUBSCRIPTION_KEY), _wire_line(message))
+        written = None
+        if response and self.early and request_id in self.early:
+            written = self.early.pop(request_id)
+        elif self.acks and getattr(message, "method", None) == ACKNOWLEDGED:
+            written = self.acks.pop(((message.params or {}).get("_meta") or {}).get(SUBSCRIPTION_KEY), None)
+        if written is not None:
+            ours = _wire_line(message)
+            if ours != written:
+                log.warning("the early answer %.300r differs from the SDK's %.300r", written, ours)
+        else:
+            await self.inner.send(item)
+        if request_id in self.pending and not hasattr(message, "method"):
             self.pending.discard(message.id)
             if not self.pending:
                 self.answered.set()
@@ -73,6 +102,7 @@ class Answering(_Wrapper):
     def __init__(self, inner: Any, writer: Noting) -> None:
         super().__init__(inner)
         self.writer = writer
+        self.recorder = writer.recorder
 
     async def receive(self) -> Any:
         from mcp.shared.message import SessionMessage
@@ -92,6 +122,10 @@ class Answering(_Wrapper):
                 continue
             if isinstance(item.message, JSONRPCRequest):
                 self.writer.note(item.message.id)
+                if self.recorder is not None and not self.recorder.done:
+                    message = item.message
+                    self.recorder.request({"jsonrpc": "2.0", "id": message.id, "method": message.method,
+                                           **({} if message.params is None else {"params": message.params})})
             return item
 
     async def _drain(self) -> None:
@@ -109,6 +143,11 @@ class Answering(_Wrapper):
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+
+def _wire_line(message: Any) -> bytes:
+    """``message`` as the SDK's stdio transport writes it."""
+    return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
 
 
 def _first_line(exc: Exception) -> str:
