@@ -311,9 +311,16 @@ def mcp_available() -> bool:
     return importlib.util.find_spec("mcp") is not None
 
 
-def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool) -> Plan:
+def trust_source(t: Target, trust: bool) -> str | None:
+    """Where Codex's trust of the target's hooks goes when the user consented (``trust``): the target itself
+    for the user scope, whose path is the trust key's source. Codex reads trust from the user's config only,
+    so a project's hooks are trusted in Codex's /hooks (setup says so)."""
+    return t.path if trust and t.host.name == "codex" and t.hooks and t.scope == "user" else None
+
+
+def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool, trust: bool = False) -> Plan:
     check_executable(executable)
-    groups, server = registration(executable, host), mcp_entry(executable)
+    groups, server = registration(executable, host), mcp_entry(executable, host)
     files, folders_seen = [], set()
     for t in places.targets(host, scope):
         if t.mcp and not mcp and not t.hooks:
@@ -321,7 +328,8 @@ def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: b
         wanted_groups, wanted_server = (groups if t.hooks else None), (server if t.mcp and mcp else None)
         before = read_target(t)
         try:
-            after = merge(t.file_format, _text(before, t.path), host, wanted_groups, wanted_server).encode("utf-8")
+            after = merge(t.file_format, _text(before, t.path), host, wanted_groups, wanted_server,
+                          trust_source=trust_source(t, trust)).encode("utf-8")
         except ConfigShapeError as exc:
             raise _shape_error(t.path, exc) from None
         mine = receipts_for(places, t)
@@ -408,7 +416,8 @@ def _plan_undo(places: Places, t: Target, host: Host, approve: bool) -> Undo:
                     "re-run with --approve to take out only loopstate's entries and keep everything else",
                     path=t.path, receipt_id=r["receipt_id"])
             try:
-                current = unmerge(t.file_format, _text(current, t.path), host).encode("utf-8")
+                current = unmerge(t.file_format, _text(current, t.path), host,
+                                  trust_source=t.path if host.name == "codex" else None).encode("utf-8")
             except ConfigShapeError as exc:
                 raise _shape_error(t.path, exc) from None
             step = "took out loopstate's entries"
