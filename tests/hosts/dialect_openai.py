@@ -11,12 +11,32 @@ Only the events and fields Codex 0.171 needs to end a turn are sent.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterator
 
 from modelserver import Step, Text, ToolCall, sse
 
 PATH = "/v1/responses"
+
+
+@dataclass(frozen=True)
+class ToolSearch:
+    """The model searches Codex's deferred tools (Codex 0.171 reaches MCP tools only this way): a
+    ``tool_search_call`` item run by the client, whose ``tool_search_output`` lists the tools found."""
+
+    query: str
+    call_id: str = ""
+
+
+@dataclass(frozen=True)
+class NamespacedCall:
+    """A call of a tool that a ``tool_search`` exposed inside a namespace (an MCP server's: ``mcp__loopstate``)."""
+
+    namespace: str
+    name: str
+    arguments: dict[str, Any]
+    call_id: str = ""
 
 
 def _items(steps: list[Step], turn: int) -> Iterator[dict[str, Any]]:
@@ -27,8 +47,16 @@ def _items(steps: list[Step], turn: int) -> Iterator[dict[str, Any]]:
         elif isinstance(step, ToolCall):
             yield {"type": "function_call", "id": f"fc_{turn}_{index}", "status": "completed", "name": step.name,
                    "call_id": step.call_id or f"call_{turn}_{index}", "arguments": json.dumps(step.arguments)}
+        elif isinstance(step, NamespacedCall):
+            yield {"type": "function_call", "id": f"fc_{turn}_{index}", "status": "completed", "name": step.name,
+                   "namespace": step.namespace, "call_id": step.call_id or f"call_{turn}_{index}",
+                   "arguments": json.dumps(step.arguments)}
+        elif isinstance(step, ToolSearch):
+            yield {"type": "tool_search_call", "id": f"tsc_{turn}_{index}", "status": "completed",
+                   "execution": "client", "call_id": step.call_id or f"call_{turn}_{index}",
+                   "arguments": {"query": step.query}}
         else:
-            raise TypeError(f"a turn step must be Text or ToolCall, not {step!r}")
+            raise TypeError(f"a turn step must be Text, ToolCall or ToolSearch, not {step!r}")
 
 
 def respond(handler: BaseHTTPRequestHandler, body: Any, steps: list[Step], turn: int) -> None:
