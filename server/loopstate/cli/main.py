@@ -101,8 +101,36 @@ def is_plain_hook(argv: list[str]) -> bool:
     return argv[:1] == ["hook"] and len(argv) <= 3 and not any(item.startswith("-") for item in argv[1:])
 
 
+MCP_OPTIONS = {"--root": None, "--log-level": ("debug", "info", "warning", "error")}
+
+
+def is_plain_mcp(argv: list[str]) -> bool:
+    """``mcp`` with only well-formed ``--root DIR`` / ``--log-level LEVEL``: what a host's MCP entry runs.
+
+    That form starts answering the MCP handshake before anything else is
+    imported (mcpserver/early.py); anything else (``--help``, a typo) goes to
+    the parser first, as for every verb.
+    """
+    if argv[:1] != ["mcp"]:
+        return False
+    items = iter(argv[1:])
+    for item in items:
+        name, eq, value = item.partition("=")
+        if name not in MCP_OPTIONS:
+            return False
+        value = value if eq else next(items, None)
+        choices = MCP_OPTIONS[name]
+        if value is None or value.startswith("-") or (choices is not None and value not in choices):
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if is_plain_mcp(argv):
+        from loopstate.mcpserver import early
+
+        early.start()
     if is_plain_hook(argv):
         from loopstate.cli.hook import answer_hook
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import io
 import logging
 import os
 import warnings
@@ -35,7 +36,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate import __version__
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import random_uuid
-from loopstate.mcpserver import resources, roots
+from loopstate.mcpserver import early, resources, roots
 from loopstate.mcpserver.stdio import Answering, Noting
 from loopstate.mcpserver.tools import tool_functions
 from loopstate.service.engine import Service
@@ -306,15 +307,22 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
 
 async def serve(service: Service, explicit_root: str | None) -> None:
+    import anyio
     from mcp.server.stdio import stdio_server
 
     session = Session(explicit_root, os.getcwd())
     server, close = build_server(service, session)
     lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
+    stdin, written = None, {}
+    if early.current is not None:  # the handshake may be answered already: the SDK takes the whole stream from here
+        fd, written = early.current.hand_over()
+        stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace"))
+        if written:
+            log.info("answered request(s) %s before the SDK was loaded", ", ".join(map(repr, written)))
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            writer = Noting(write_stream)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            writer = Noting(write_stream, written)
             await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
         close()

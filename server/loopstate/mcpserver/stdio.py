@@ -47,17 +47,31 @@ class _Wrapper:
 
 
 class Noting(_Wrapper):
-    """The write stream, crossing requests off as their responses go out."""
+    """The write stream, crossing requests off as their responses go out.
 
-    def __init__(self, inner: Any) -> None:
+    ``early`` are the lines mcpserver/early.py already wrote, by request id:
+    the SDK's own answer to each of those requests is dropped here (the host
+    has it), once, after checking that it is the same line.
+    """
+
+    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None) -> None:
         super().__init__(inner)
         self.pending: set[Any] = set()
         self.answered = anyio.Event()
+        self.early = dict(early or {})
 
     async def send(self, item: Any) -> None:
-        await self.inner.send(item)
         message = getattr(item, "message", None)
-        if getattr(message, "id", None) in self.pending and not hasattr(message, "method"):
+        request_id = getattr(message, "id", None)
+        if self.early and request_id in self.early and not hasattr(message, "method"):
+            written = self.early.pop(request_id)
+            ours = (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+            if ours != written:
+                log.warning("the early answer to request %r differs from the SDK's: wrote %.300r, the SDK has %.300r",
+                            request_id, written, ours)
+        else:
+            await self.inner.send(item)
+        if request_id in self.pending and not hasattr(message, "method"):
             self.pending.discard(message.id)
             if not self.pending:
                 self.answered.set()

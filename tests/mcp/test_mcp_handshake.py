@@ -1,0 +1,174 @@
+"""The handshake `loopstate mcp` answers before the SDK is loaded (mcpserver/early.py) is the SDK's, byte for byte.
+
+Every test here drives a real `loopstate mcp` process over its real stdin and
+stdout. The early answers are compared with the SDK's own (the same process
+with ``LOOPSTATE_MCP_EARLY=0``), for the shapes the hosts send and for shapes
+the early answerer must leave to the SDK; the checked-in table must be what
+the installed SDK answers now. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopstate.mcpserver import early, handshake
+from tests.conftest import REPO, env_for_child
+from tests.mcp.mcpkit import needs_sdk
+from tests.mcp.test_mcp_tools import TOOLS
+
+pytestmark = needs_sdk
+
+CLAUDE = {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}, "elicitation": {}},
+          "clientInfo": {"name": "claude-code", "version": "2.1.332"}}
+CODEX = {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}, "experimental": {}},
+         "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.171.0"}}
+SDK_CLIENT = {"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": True}},
+              "clientInfo": {"name": "mcp", "version": "0.1.0"}}
+
+
+def request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def handshake_lines(init: dict[str, Any], request_id: Any = 0) -> list[dict[str, Any]]:
+    return [request(request_id, "initialize", init), {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            request(1, "tools/list"), request(2, "prompts/list", {}), request(3, "resources/templates/list")]
+
+
+def mcp(data_dir: Path, cwd: Path, messages: list[dict[str, Any]], *, early_on: bool) -> tuple[list[bytes], str]:
+    """The answer lines (sorted: early answers go out first) and stderr of `loopstate mcp` fed ``messages``."""
+    env = env_for_child(data_dir)
+    env[early.DISABLE] = "1" if early_on else "0"
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "mcp", "--log-level", "info"],
+                          input=b"".join((json.dumps(m) + "\n").encode() for m in messages),
+                          capture_output=True, env=env, cwd=cwd, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "differs from the SDK's" not in done.stderr.decode()
+    return sorted(done.stdout.splitlines(keepends=True)), done.stderr.decode()
+
+
+def answered_early(stderr: str) -> str:
+    return next((line for line in stderr.splitlines() if "before the SDK was loaded" in line), "")
+
+
+def test_the_checked_in_table_is_what_the_installed_sdk_answers():
+    if early.distributions() is None:
+        pytest.skip("the SDK is not installed as a distribution")
+    fresh = handshake.dumps(handshake.record())
+    assert early.TABLE.read_text(encoding="utf-8") == fresh, (
+        "mcpserver/handshake.json is stale (the tools, the instructions or the SDK changed): "
+        "run python -m loopstate.mcpserver.handshake")
+    assert early.load() is not None
+
+
+@pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + [
+    {**CLAUDE, "protocolVersion": version} for version in ("2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "1999-01-01")
+], ids=["claude", "codex", "sdk-client", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
+def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
+    early_lines, stderr = mcp(data_dir, root, handshake_lines(init), early_on=True)
+    sdk_lines, _ = mcp(data_dir, root, handshake_lines(init), early_on=False)
+    assert early_lines == sdk_lines and len(early_lines) == 4
+    assert "answered request(s) 0, 1, 2, 3 before the SDK was loaded" in answered_early(stderr)
+
+
+@pytest.mark.parametrize("messages", [
+    handshake_lines({**CLAUDE, "_meta": {"progressToken": 1}}),  # _meta on initialize: the SDK decides
+    handshake_lines({**CLAUDE, "capabilities": {"roots": {"listChanged": "yes"}}}),  # the SDK refuses it
+    handshake_lines({**CLAUDE, "capabilities": {"tasks": {}}}),  # a capability the answerer does not know
+    handshake_lines(CLAUDE, request_id="é"),  # an id the SDK might spell otherwise
+    [request(1, "tools/list")] + handshake_lines(CLAUDE)[:2],  # tools/list before initialize
+    handshake_lines(CLAUDE)[:2] + [request(1, "tools/list", {"cursor": "x"}), request(4, "ping")],
+], ids=["meta", "malformed-capability", "unknown-capability", "non-ascii-id", "list-first", "cursor"])
+def test_what_the_early_answerer_leaves_alone_the_sdk_answers_as_ever(messages, root, data_dir):
+    early_lines, _ = mcp(data_dir, root, messages, early_on=True)
+    sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)
+    assert early_lines == sdk_lines and early_lines
+
+
+def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, data_dir):
+    """The host's order: initialize, read its answer, then initialized + tools/list, then a tool call."""
+    env = env_for_child(data_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "mcp", "--root", str(root), "--log-level", "info"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+
+    def send(*messages: dict[str, Any]) -> None:
+        proc.stdin.write(b"".join((json.dumps(m) + "\n").encode() for m in messages))
+        proc.stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        """The next answer to one of ours; the server's own requests (roots/list: we offer roots) answered on the way."""
+        while True:
+            message = json.loads(proc.stdout.readline())
+            if message.get("method") != "roots/list":
+                return message
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}})
+
+    try:
+        send(request(0, "initialize", CLAUDE))
+        init = answer()
+        assert init["id"] == 0 and init["result"]["protocolVersion"] == "2025-06-18"
+        assert init["result"]["serverInfo"]["name"] == "loopstate"
+        assert init["result"]["capabilities"]["experimental"] == {"codex/sandbox-state-meta": {}}
+        assert init["result"]["capabilities"]["resources"]["subscribe"] is True
+        assert "intent_task" in init["result"]["instructions"]
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"}, request(1, "tools/list"))
+        listed = answer()
+        assert listed["id"] == 1 and {t["name"] for t in listed["result"]["tools"]} == TOOLS
+        assert all(t["inputSchema"]["type"] == "object" for t in listed["result"]["tools"])
+        send(request(2, "tools/call", {"name": "intent_task", "arguments": {"action": "start", "label": "early"}}),
+             request(3, "resources/list"))
+        answers = {a["id"]: a for a in (answer(), answer())}
+        assert answers[2]["result"].get("isError") is not True, answers[2]
+        assert answers[2]["result"]["structuredContent"]["task_id"]
+        assert [r["uri"].rsplit("/", 1)[-1] for r in answers[3]["result"]["resources"]] == ["intent"]
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert proc.stdout.read() == b""
+        stderr = proc.stderr.read().decode()
+        assert "answered request(s) 0, 1 before the SDK was loaded" in answered_early(stderr), stderr
+        assert "differs from the SDK's" not in stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_table_is_used_only_for_the_install_it_was_recorded_for(tmp_path, monkeypatch):
+    table = json.loads(early.TABLE.read_text(encoding="utf-8"))
+    stale = tmp_path / "handshake.json"
+    stale.write_text(json.dumps({**table, "fingerprint": "0" * 64}))
+    monkeypatch.setattr(early, "TABLE", stale)
+    assert early.load() is None
+    # A folder with an `mcp` package but no installed distribution (a stray copy): no early answers at all.
+    stray = tmp_path / "stray"
+    (stray / "mcp").mkdir(parents=True)
+    (stray / "mcp" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(stray), *sys.path])
+    assert early.distributions() is None
+    # The SDK's own `mcp` console script in a bin folder before site-packages is not a package.
+    scripts = tmp_path / "bin"
+    scripts.mkdir()
+    (scripts / "mcp").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "path", [str(scripts), *sys.path[1:]])
+    assert early.distributions() is not None
+
+
+def test_only_a_plain_mcp_argv_starts_the_early_answerer():
+    from loopstate.cli.main import is_plain_mcp
+
+    assert is_plain_mcp(["mcp"]) and is_plain_mcp(["mcp", "--root", "/x", "--log-level", "debug"])
+    assert is_plain_mcp(["mcp", "--root=/x", "--log-level=error"])
+    for argv in (["mcp", "--help"], ["mcp", "--root"], ["mcp", "--log-level", "loud"], ["mcp", "--rot", "/x"],
+                 ["mcp", "extra"], ["serve"], ["mcp", "--root", "--log-level"]):
+        assert not is_plain_mcp(argv), argv
+    assert os.environ.get(early.DISABLE) != "0"  # the suite runs with early answers on, as hosts do
