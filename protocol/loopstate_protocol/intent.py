@@ -89,6 +89,17 @@ class IntentTaskStart(Command, tag="intent.task_start"):
     host_session_id: str | None = None
 
 
+class IntentTaskResume(Command, tag="intent.task_resume"):
+    """Make an existing task the project's current task (the one new host sessions bind to).
+
+    Resuming the task that is already current writes nothing. ``intent.task_start``
+    makes the task it starts current itself.
+    """
+
+    task_id: str
+    actor: Actor = "user"
+
+
 class IntentModeSet(Command, tag="intent.mode_set"):
     """Switch a task between on, off and private (private needs the host session)."""
 
@@ -268,6 +279,10 @@ class IntentTasks(Query, tag="intent.tasks"):
     task_id: str | None = None
 
 
+class IntentCurrent(Query, tag="intent.current"):
+    """The project's current task: the task last started or resumed, from any front door."""
+
+
 class IntentCandidates(Query, tag="intent.candidates"):
     """Candidate signals grouped by signal key, with their distinct task counts."""
 
@@ -317,6 +332,20 @@ class TaskView(msgspec.Struct, kw_only=True, omit_defaults=True):
     label: str | None = None
     history_incomplete: bool = False
     active_claims: int = 0
+    current: bool = False  # the project's current task (intent.current)
+
+
+class CurrentTask(msgspec.Struct, kw_only=True):
+    """The project's current task. ``task_id`` is null when the project has no task a session could bind to;
+    ``reason`` says how it became current: ``started``, ``resumed``, ``migrated`` (picked once from a store
+    written before tasks were current: the newest task with direct user claims), or ``pending_migration``
+    (that pick, computed on read: the next write records it); ``sequence`` is the event that made it current
+    (0 when pending)."""
+
+    task_id: str | None
+    reason: str | None
+    sequence: int
+    task: TaskView | None = None
 
 
 class Disagreement(msgspec.Struct, kw_only=True):
@@ -341,6 +370,7 @@ class CurrentView(msgspec.Struct, kw_only=True):
     task_id: str | None
     sequence: int
     tasks: list[TaskView]
+    current_task_id: str | None
     by_facet: dict[str, dict[str, list[ClaimView]]]
     disagreements: list[Disagreement]
     unknowns: list[ClaimView]
@@ -408,6 +438,7 @@ class CandidateGroup(msgspec.Struct, kw_only=True):
 
 COMMANDS = (
     IntentTaskStart,
+    IntentTaskResume,
     IntentModeSet,
     IntentSourceObserve,
     IntentClaimAdd,
@@ -428,6 +459,7 @@ QUERIES = (
     IntentCompact,
     IntentHookContext,
     IntentTasks,
+    IntentCurrent,
     IntentCandidates,
     IntentExport,
 )

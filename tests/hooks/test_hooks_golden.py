@@ -46,10 +46,13 @@ def test_each_event_answers_exactly_what_the_host_accepts(host: str, project: Pa
     assert context_of(again) == f"{HEADER}\n- [hard_constraint] Keep the public API"
     assert call("Stop") == {"continue": True}  # gate enforcement is off by default
     assert call("SessionEnd") == {"continue": True}
-    start = call("SessionStart", source="resume")  # every SessionStart injects; resume keeps the task
-    assert start == {"continue": True, "hookSpecificOutput": {
-        "hookEventName": "SessionStart", "additionalContext": f"{HEADER}\n- [hard_constraint] Keep the public API"}}
-    assert call("SessionStart", source="clear") == {"continue": True}  # clear: a new task, nothing of the old one
+    for source in ("resume", "clear", "compact", "startup"):  # every SessionStart injects the current task's claims
+        start = call("SessionStart", source=source)
+        assert start == {"continue": True, "hookSpecificOutput": {
+            "hookEventName": "SessionStart", "additionalContext": f"{HEADER}\n- [hard_constraint] Keep the public API"}}
+    started = call("UserPromptSubmit", prompt="/intent start next feature")  # only the user starts a new task
+    assert started["decision"] == "block" and started["reason"].startswith("loopstate: started task ")
+    assert call("SessionStart", source="clear") == {"continue": True}  # the new task has nothing to inject yet
 
     (project / ".loopstate").mkdir()
     (project / ".loopstate" / "STOP").write_text("stop")

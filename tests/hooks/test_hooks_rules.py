@@ -67,18 +67,16 @@ def test_status_lines_come_in_a_fixed_order_and_compose_within_the_cap() -> None
     assert h.omitted_line({}, 0) is None
 
 
-def test_a_session_task_id_is_stable_and_a_new_epoch_is_a_new_task() -> None:
-    one = h.session_task_id("p" * 64, "s" * 64, 0)
-    assert one == h.session_task_id("p" * 64, "s" * 64, 0)
-    assert one != h.session_task_id("p" * 64, "s" * 64, 1) != h.session_task_id("q" * 64, "s" * 64, 0)
-
-
 @pytest.mark.parametrize(("prompt", "parsed"), [
     ("fix the bug", None),
     ("/intentional change", None),
     ("please /intent remember x", None),
     ("/intent remember Keep the API", PromptCommand("remember", "Keep the API")),
     ("  /intent  remember   hard_constraint:Keep it \n", PromptCommand("remember", "hard_constraint:Keep it")),
+    ("/intent remember --project Keep the API", PromptCommand("remember", "Keep the API", project=True)),
+    ("/intent remember --projects x", PromptCommand("remember", "--projects x")),
+    ("/intent start", PromptCommand("start")),
+    ("/intent start checkout refactor", PromptCommand("start", "checkout refactor")),
     ("/intent show", PromptCommand("show")),
     ("/intent forget 1234abcd", PromptCommand("forget", "1234abcd")),
     ("/intent off", PromptCommand("off")),
@@ -93,6 +91,7 @@ def test_intent_commands_parse(prompt: str, parsed: PromptCommand | None) -> Non
     ("/intent", "/intent needs a verb"),
     ("/intent remeber x", "not a verb (did you mean 'remember'?)"),
     ("/intent remember", "needs the text to remember"),
+    ("/intent remember --project", "needs the text to remember"),
     ("/intent forget", "needs a claim id"),
     ("/intent show everything", "/intent show takes nothing after it"),
 ])

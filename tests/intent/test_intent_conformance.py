@@ -29,6 +29,8 @@ def every_event_type(it: Intent) -> str:
     it.run(p.IntentCompactionObserve(task_id=task, trigger="manual"))
     it.run(p.IntentResultSignal(task_id=task, signal="success", note="all tests pass"))
     it.run(p.IntentImport(graph=it.ask(p.IntentExport(task_id=task))))
+    it.start()
+    it.run(p.IntentTaskResume(task_id=task))  # loopstate's own event type: the current task, back to the first
     return task
 
 

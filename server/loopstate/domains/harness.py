@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import msgspec
 
-from loopstate.core.ids import derived_uuid
-
 # Tools that only look: always allowed, even with a kill switch standing (an agent
 # told to stop may still read what it was doing). Claude Code's names; Codex sends
 # Bash, apply_patch and MCP tools, none of which is read-only by name.
@@ -45,11 +43,6 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     run: RunFacts | None = None
     gates: tuple[Gate, ...] = ()
     faults: tuple[str, ...] = ()  # what could not be read (each fails open, said in the context)
-
-
-def session_task_id(project_id: str, session_hash: str, epoch: int) -> str:
-    """The intent task of one host session's ``epoch`` (a clear starts the next): the same inputs, the same task."""
-    return derived_uuid("hook-session-task", f"{project_id}\0{session_hash}\0{epoch}")
 
 
 def _short(text: str) -> str:

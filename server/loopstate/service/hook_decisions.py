@@ -5,11 +5,14 @@ The host adapters (``loopstate.hooks``) parse a host's JSON into a
 and the rules it applies are the pure ones of ``domains.harness`` and
 ``domains.intent.prompt_commands``:
 
-* SessionStart, UserPromptSubmit, Stop and the compactions find (or start) the session's intent task;
-  PreToolUse reads the binding only, so a tool call costs no intent fold;
-* SessionStart injects the context, whatever its source (``clear`` first moves
-  the session to a new task); UserPromptSubmit injects it only when it changed
-  since the last injection in this session, or after a compaction;
+* a session works on the project's current task (or the one ``LOOPSTATE_TASK``
+  pins, or its own private task): ``HookSession.task``; no hook starts a task
+  by itself, only the user's ``/intent start`` and ``/intent remember`` (in a
+  project with no task yet) do. PreToolUse reads the binding only, so a tool
+  call costs no intent fold;
+* SessionStart injects the context, whatever its source; UserPromptSubmit
+  injects it only when it changed since the last injection in this session, or
+  after a compaction;
 * a prompt that is an ``/intent`` command is recorded as a direct user event
   and answered with a receipt (the host is told to block the prompt); any
   other prompt is not stored;
@@ -21,7 +24,7 @@ and the rules it applies are the pure ones of ``domains.harness`` and
   hooks config turns gate enforcement on.
 
 Modes: a task in ``off`` mode injects nothing and records only mode changes;
-a ``private`` task (or one whose control cannot be read) injects nothing and
+a ``private`` session (or one whose control cannot be read) injects nothing and
 records nothing: a hook process cannot hold private memory past its exit.
 """
 
@@ -36,7 +39,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.core.ids import derived_uuid, random_uuid
+from loopstate.core.ids import random_uuid
 from loopstate.core.killswitch import CONFIG_PATH as RUNS_CONFIG
 from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
@@ -121,6 +124,7 @@ class HookSession:
         self.data_dir = data_dir
         self.session = sessions.session_hash(event.session_id)
         self.faults: list[str] = []
+        self._task: tuple[str | None, str] | None = None
         self._intent = None
         self._config: dict[str, Any] | None = None
 
@@ -150,55 +154,71 @@ class HookSession:
     # --- the binding ------------------------------------------------------------------
 
     def bind(self) -> sessions.Binding:
-        """The session's binding, its task started; ``clear`` moves it to a new task."""
-        binding = sessions.read(self.project, self.session)
-        changed = binding is None
-        if binding is None:
-            binding = sessions.new(self.project, self.session)
-        elif self.event.event == "SessionStart" and self.event.source == "clear":
-            binding = sessions.new(self.project, self.session, binding.epoch + 1)
-            changed = True
+        """The session's binding (a new one is not written until there is something to keep); a run or goal
+        the environment names is bound durably. Binding starts no task: see ``task``."""
+        binding = sessions.read(self.project, self.session) or sessions.Binding(host_session_hash=self.session)
         run_id, goal_id = self._run_env()
         goal_id = goal_id or self.config["goal"]
         if (run_id and run_id != binding.run_id) or (goal_id and goal_id != binding.goal_id):
             binding.run_id, binding.goal_id = run_id or binding.run_id, goal_id or binding.goal_id
-            changed = True
-        if changed:
-            self._start_task(binding)
             binding.updated_at = format_time(self.clock())
             sessions.write(self.project, binding, durable=True)
         return binding
-
-    def _start_task(self, binding: sessions.Binding) -> None:
-        from loopstate_protocol import intent as p
-
-        request = "hook-task-" + derived_uuid("hook-task-request", binding.task_id)
-        command = p.IntentTaskStart(task_id=binding.task_id, mode="on", actor="system")
-        try:
-            self.intent().execute(self.root, command, request)
-        except LoopstateError as error:
-            if error.code != ErrorCode.CONFLICT:  # started already (by this session before, or a racing hook)
-                raise
 
     def _save(self, binding: sessions.Binding) -> None:
         binding.updated_at = format_time(self.clock())
         sessions.write(self.project, binding, durable=False)
 
-    # --- the task's mode ------------------------------------------------------------------
+    # --- the session's task and its mode ------------------------------------------------
 
-    def mode(self, binding: sessions.Binding) -> str:
-        """on, off or private (also: a control that cannot be read, which fails closed)."""
+    def _pin(self) -> str | None:
+        return self.env.get("LOOPSTATE_TASK") or None
+
+    def task(self) -> tuple[str | None, str]:
+        """The task this session works on now, and its mode (on, off or private).
+
+        In order: the task ``LOOPSTATE_TASK`` pins (an id or a unique prefix);
+        the private task this session owns (seed 000's one-to-one control: a
+        private session is no other session's); the project's current task
+        (``intent.current``: the task last started or resumed, from any front
+        door). None when the project has no task yet: a hook never starts one
+        by itself. A control that cannot be read fails closed (private).
+        """
+        if self._task is not None:
+            return self._task
         from loopstate_protocol import intent as p
 
-        from loopstate.service.intent_effects import is_private
+        from loopstate.service.intent_effects import is_private, read_control, session_hash
 
+        pin = self._pin()
         try:
-            if is_private(self.project, task_id=binding.task_id, host_session_id=self.event.session_id):
-                return "private"
+            control = None if pin else read_control(self.project, session_hash(self.event.session_id, stored=False))
         except LoopstateError:
-            return "private"
-        tasks = self.intent().query(self.root, p.IntentTasks(task_id=binding.task_id))
-        return tasks[0].mode if tasks else "on"
+            self._task = (None, "private")
+            return self._task
+        if control is not None:
+            self._task = (control["task_id"], "private")
+            return self._task
+        if pin:
+            from loopstate.service.intent_ids import resolve_task
+
+            task_id = resolve_task(self.intent(), self.root, pin)
+            found = self.intent().query(self.root, p.IntentTasks(task_id=task_id))
+            if not found:
+                raise LoopstateError(ErrorCode.NOT_FOUND, f"LOOPSTATE_TASK={pin} names no task of this project; "
+                                     "`loopstate intent tasks` lists them", task_id=task_id)
+            view = found[0]
+        else:
+            view = self.intent().query(self.root, p.IntentCurrent()).task
+            if view is None:
+                self._task = (None, "on")
+                return self._task
+        try:
+            private = is_private(self.project, task_id=view.task_id)
+        except LoopstateError:
+            private = True
+        self._task = (view.task_id, "private" if private else view.mode)
+        return self._task
 
     # --- facts ------------------------------------------------------------------------
 
@@ -255,18 +275,22 @@ class HookSession:
 
     # --- context ------------------------------------------------------------------------
 
-    def context(self, binding: sessions.Binding, mode: str) -> str:
-        """The hook context: status lines, counts, then the user's own claims; capped, deterministic."""
+    def context(self, binding: sessions.Binding) -> str:
+        """The hook context: status lines, counts, then the user's own claims (of the session's task, and the
+        project's project-wide and long-term ones); capped, deterministic. Without a task yet, the status lines."""
         from loopstate_protocol import intent as p
 
+        task_id, mode = self.task()
         if mode != "on":
             return ""
         cap = self.config["context_max_chars"]
         status = harness.status_lines(self.facts(binding))
+        if task_id is None:
+            return harness.compose("", status, cap)
 
         def ask(lines: list[str]) -> Any:
             return self.intent().query(self.root, p.IntentHookContext(
-                task_id=binding.task_id, max_chars=harness.intent_budget(lines, cap)))
+                task_id=task_id, max_chars=harness.intent_budget(lines, cap)))
 
         def with_counts(hook: Any) -> list[str]:
             counts = harness.omitted_line(hook.omitted, hook.open_disputes)
@@ -284,7 +308,9 @@ class HookSession:
 
     def state_key(self, binding: sessions.Binding) -> str | None:
         """A digest of what the context is computed from, read from file identities alone; None when it
-        may change while no file does (a bound run: its lease expires with time) or a fault is being told."""
+        may change while no file does (a bound run: its lease expires with time) or a fault is being told.
+        The session's task is among those inputs' functions (the current task is an intent event, a
+        private session a control file), so it needs no part of its own; a pin does."""
         if binding.run_id or self.faults:
             return None
         paths = [self.project.stream_path("intent"), self.project.dir / "private-sessions",
@@ -294,7 +320,7 @@ class HookSession:
                 paths.append(self.project.stream_path(f"goals.{binding.goal_id}"))
             except LoopstateError:
                 return None
-        parts = [binding.task_id, standing_switch(self.root) or ""]
+        parts = [self._pin() or "", standing_switch(self.root) or ""]
         for path in paths:
             try:
                 info = os.stat(path)
@@ -313,11 +339,13 @@ class HookSession:
         key = self.state_key(binding)  # before the reads: a change while they run shows as a new key next time
         if not always and not binding.reinject and key is not None and key == binding.state_key:
             return None
-        text = self.context(binding, self.mode(binding))
+        text = self.context(binding)
         digest = sessions.context_digest(self.session, text)
         due = always or binding.reinject or digest != binding.injected
-        if due or key != binding.state_key:
+        task_id = self.task()[0]
+        if due or key != binding.state_key or task_id != binding.task_id:
             binding.injected, binding.reinject, binding.state_key = digest, False, None if self.faults else key
+            binding.task_id = task_id
             self._save(binding)
         return (text or None) if due else None
 
@@ -363,9 +391,10 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     elif event.event == "PreCompact":
         from loopstate_protocol import intent as p
 
-        if hs.mode(binding) != "private":
+        task_id, mode = hs.task()
+        if task_id is not None and mode != "private":
             hs.intent().execute(hs.root, p.IntentCompactionObserve(
-                task_id=binding.task_id, trigger=event.trigger if event.trigger in ("manual", "auto") else "auto"),
+                task_id=task_id, trigger=event.trigger if event.trigger in ("manual", "auto") else "auto"),
                 "hook-compact-" + random_uuid())
         binding.reinject = True
         hs._save(binding)
@@ -434,37 +463,57 @@ def _receipt(hs: HookSession, binding: sessions.Binding, command: Any) -> str:
     """Do what the typed command says; the receipt the user sees (the prompt goes no further)."""
     if command.problem is not None:
         return f"loopstate: {command.problem}"
-    mode = hs.mode(binding)
+    task, mode = hs.task()
     try:
-        return "loopstate: " + _apply(hs, binding, command, mode)
+        return "loopstate: " + _apply(hs, binding, command, task, mode)
     except LoopstateError as error:
         return f"loopstate: /intent {command.verb} was not recorded: {error.message}"
 
 
-def _apply(hs: HookSession, binding: sessions.Binding, command: Any, mode: str) -> str:
-    """``command``: a parsed domains.intent.prompt_commands.PromptCommand."""
+NO_TASK = "this project has no task yet; /intent remember TEXT or /intent start [LABEL] starts one."
+
+
+def _apply(hs: HookSession, binding: sessions.Binding, command: Any, task: str | None, mode: str) -> str:
+    """``command``: a parsed domains.intent.prompt_commands.PromptCommand; ``task`` and ``mode``: the session's
+    (HookSession.task). A command that records something about a project without a task starts one, as the
+    user's own act: it becomes the project's current task."""
     from loopstate_protocol import intent as p
 
     from loopstate.domains.intent import rules
 
-    intent, root, task = hs.intent(), hs.root, binding.task_id
+    intent, root = hs.intent(), hs.root
     request = "hook-" + random_uuid()
     if command.verb in ("on", "off", "private"):
-        if command.verb == mode:
-            return f"intent is already {mode} for this session."
-        if mode == "private":
-            action = "durable_on" if command.verb == "on" else "durable_off"
-            intent.execute(root, p.IntentPrivateRecover(host_session_id=hs.event.session_id, action=action), request)
-        else:
-            intent.execute(root, p.IntentModeSet(
-                task_id=task, mode=command.verb, host_session_id=hs.event.session_id), request)
-        binding.injected = binding.state_key = None  # the next prompt shows what the new mode injects
-        hs._save(binding)
-        return {"on": "intent is on: /intent remember records the user's words, and they are injected.",
-                "off": "intent is off for this session: nothing is recorded or injected until /intent on.",
-                "private": "this session is private: nothing is recorded or injected until /intent on."}[command.verb]
+        return _switch(hs, binding, command.verb, task, mode, request)
     if mode == "private":
         return "this session is private: nothing was recorded. /intent on records again."
+    if command.verb == "start":
+        outcome = intent.execute(root, p.IntentTaskStart(
+            label=command.argument or None, actor="user", source=_user_source(hs, f"/intent start {command.argument}")),
+            request)
+        started = outcome.events[-1]["task_id"]
+        _fresh(hs, binding)
+        before = "" if task is None else (f" Claims of task {task[:8]} are no longer injected "
+                                          "(project-wide ones stay); `loopstate intent resume` brings it back.")
+        return f"started task {started[:8]}, now the project's current task for every session.{before}"
+    if command.verb == "remember":
+        facet, statement = rules.split_facet(command.argument)
+        claim = p.ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet],
+                             scope="project" if command.project else "task")
+        source = _user_source(hs, "/intent remember " + ("--project " if command.project else "") + command.argument)
+        if task is None:
+            outcome = intent.execute(root, p.IntentTaskStart(actor="user", source=source, initial_claims=[claim]), request)
+            added = outcome.events[-1]["payload"]["initial_claims"][0]
+            _fresh(hs, binding)
+            where = f"; it started task {outcome.events[-1]['task_id'][:8]}, now the project's current task"
+        else:
+            outcome = intent.execute(root, p.IntentClaimAdd(task_id=task, actor="user", source=source, claim=claim),
+                                     request)
+            added, where = outcome.events[-1]["payload"]["claim"], ""
+        wide = " for every task of the project" if command.project else ""
+        return f"remembered [{facet}]{wide} {added['statement']} (claim {added['claim_id'][:8]}){where}."
+    if task is None:
+        return NO_TASK
     if command.verb == "show":
         hook = intent.query(root, p.IntentHookContext(task_id=task, max_chars=hs.config["context_max_chars"]))
         if mode == "off":
@@ -475,30 +524,56 @@ def _apply(hs: HookSession, binding: sessions.Binding, command: Any, mode: str) 
         shown = [f"{line} ({claim_id[:8]})" for line, claim_id in zip(lines, hook.claim_ids)]
         counts = harness.omitted_line(hook.omitted, hook.open_disputes)
         return "\n".join(["your recorded intent (forget one with /intent forget ID):", *shown, *([counts] if counts else [])])
-    if command.verb == "remember":
-        facet, statement = rules.split_facet(command.argument)
-        outcome = intent.execute(root, p.IntentClaimAdd(
-            task_id=task, actor="user", source=_user_source(hs, f"/intent remember {command.argument}"),
-            claim=p.ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet])),
-            request)
-        claim = outcome.events[-1]["payload"]["claim"]
-        return f"remembered [{facet}] {claim['statement']} (claim {claim['claim_id'][:8]})."
-    # forget
-    wanted = command.argument.lower()
-    found: set[str] = set()
-    cursor = None
-    while True:  # every page of the session's view: the claim may be past the first
-        view = intent.query(root, p.IntentSnapshot(task_id=task, limit=1000, cursor=cursor))
-        found.update(c.claim_id for statuses in view.by_facet.values() for claims in statuses.values() for c in claims
-                     if c.task_id == task and c.claim_id.startswith(wanted))
-        cursor = view.next_cursor
-        if cursor is None:
-            break
-    ids = sorted(found)
-    if len(ids) != 1:
-        what = "no active claim of this session" if not ids else f"{len(ids)} claims of this session"
-        return f"{what} starts with {command.argument!r}; /intent show lists them with their ids."
+    # forget: any claim this session's view shows (its task's, and the project's project-wide ones)
+    from loopstate.service.intent_ids import resolve_claim
+
+    try:
+        claim_id = resolve_claim(intent, root, command.argument, task)
+    except LoopstateError as error:
+        return f"{error.message}; /intent show lists the claims with their ids."
     intent.execute(root, p.IntentClaimInvalidate(
-        task_id=task, claim_id=ids[0], actor="user", reason="forgotten by the user (/intent forget)",
+        task_id=task, claim_id=claim_id, actor="user", reason="forgotten by the user (/intent forget)",
         source=_user_source(hs, f"/intent forget {command.argument}")), request)
-    return f"forgot claim {ids[0][:8]}; it stays in the audit history, no longer injected."
+    return f"forgot claim {claim_id[:8]}; it stays in the audit history, no longer injected."
+
+
+def _fresh(hs: HookSession, binding: sessions.Binding) -> None:
+    """The next prompt computes and shows what the session injects now (its task or mode changed)."""
+    binding.injected = binding.state_key = None
+    hs._save(binding)
+
+
+def _switch(hs: HookSession, binding: sessions.Binding, verb: str, task: str | None, mode: str, request: str) -> str:
+    """``/intent on|off|private``. ``on`` and ``off`` set the mode of the session's task (shared with every
+    session on it). ``private`` makes this session alone private: it takes a private task of its own
+    (seed 000's one-to-one control, a hashed session id and no content), so the shared task is untouched and
+    the session records and injects nothing; ``on`` or ``off`` ends that and the session rejoins the project's
+    current task (a private task that was never durable leaves nothing behind)."""
+    from loopstate_protocol import intent as p
+
+    intent, root, session_id = hs.intent(), hs.root, hs.event.session_id
+    if verb == mode:
+        return f"intent is already {mode} for this session."
+    _fresh(hs, binding)
+    if verb == "private":
+        intent.execute(root, p.IntentTaskStart(mode="private", host_session_id=session_id), request)
+        return "this session is private: nothing is recorded or injected until /intent on."
+    if mode == "private":
+        durable = task is not None and bool(intent.query(root, p.IntentTasks(task_id=task)))
+        action = ("durable_on" if verb == "on" else "durable_off") if durable else "delete"
+        intent.execute(root, p.IntentPrivateRecover(host_session_id=session_id, action=action), request)
+        if durable:  # a task of the old rule, a session's own, made private: it is durable again
+            return {"on": "intent is on: /intent remember records the user's words, and they are injected.",
+                    "off": "intent is off for this session: nothing is recorded or injected until /intent on."}[verb]
+        hs._task = None
+        task, mode = hs.task()
+        if verb == "on" or task is None or mode == "off":
+            return f"intent is {'on' if verb == 'on' else 'off'}: this session is no longer private, it shares the " \
+                   "project's current task again."
+        request = "hook-" + random_uuid()
+    if task is None:
+        return NO_TASK
+    intent.execute(root, p.IntentModeSet(task_id=task, mode=verb), request)
+    return {"on": "intent is on: /intent remember records the user's words, and they are injected.",
+            "off": f"intent is off for task {task[:8]} (every session on it): nothing is recorded or injected "
+                   "until /intent on."}[verb]

@@ -1,4 +1,4 @@
-"""Which intent task (and run, and goal) a host session is bound to, kept beside the store.
+"""What a host session is bound to (a run, a goal) and what it was last told, kept beside the store.
 
 A harness hook is a fresh process per event, so what ties one host session's
 events together lives in a small file per session:
@@ -6,19 +6,26 @@ events together lives in a small file per session:
 
 * ``host_session_hash``: a domain-separated SHA-256 of the host's session id
   (the id itself is never stored), which also names the file;
-* ``epoch`` and ``task_id``: the session's intent task, a UUIDv5 of the
-  project, the hash and the epoch (``domains.harness.session_task_id``), so
-  two hooks racing to start it start the same task and the second is a replay.
-  SessionStart with source ``clear`` moves to the next epoch: a new task;
-  ``resume`` and ``compact`` keep it;
+* ``task_id``: the intent task the session's last context was computed for.
+  It is a record, not the binding: a session works on the project's current
+  task (``intent.current``), or the task ``LOOPSTATE_TASK`` pins, or its own
+  private task, whichever the store says at each event
+  (``hook_decisions.HookSession.task``), so two sessions of one project share
+  one task and a task started anywhere is the one every next event sees;
 * ``run_id`` and ``goal_id``: what the session's tool and stop rules look at
   (from ``LOOPSTATE_RUN`` / ``LOOPSTATE_GOAL`` in the hook's environment, as a
-  harness launcher sets them, or the project's hooks config goal);
+  harness launcher sets them, the project's hooks config goal, or
+  ``loopstate run create|acquire --session ID``: ``bind_run``);
 * ``injected``: a digest of the last context injected in this session,
   ``state_key``: a digest of the identities (inode, size, mtime) of the files
   that context was computed from, so an unchanged store is known without
   reading it, and ``reinject``: set at a compaction, so the next prompt
   injects again.
+
+A file written before sessions shared the current task (schema 1: a task of
+its own per session, an ``epoch`` counting its clears) is still read: its
+run, goal and injection marks are kept, its task is not (the session follows
+the current task), and the next write makes it schema 2.
 
 The digest is a domain-separated SHA-256, salted with the session hash, of
 text that is itself only status lines and the user's claims as the ledger
@@ -35,16 +42,14 @@ import msgspec
 
 from loopstate.core import canonical, safefs
 from loopstate.core.project import Project
-from loopstate.domains.harness import session_task_id
 
 FOLDER = "hook-sessions"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Binding(msgspec.Struct, kw_only=True):
     host_session_hash: str
-    task_id: str
-    epoch: int = 0
+    task_id: str | None = None
     run_id: str | None = None
     goal_id: str | None = None
     injected: str | None = None
@@ -57,6 +62,8 @@ class Binding(msgspec.Struct, kw_only=True):
 
 
 FIELDS = {"schema_version", "project_id", *Binding.__struct_fields__}
+# Schema 1: one task per session and epoch (a clear moved it to the next).
+FIELDS_V1 = (FIELDS - {"schema_version"}) | {"schema_version", "epoch"}
 
 
 def session_hash(host_session_id: str) -> str:
@@ -76,22 +83,37 @@ def read(project: Project, session: str) -> Binding | None:
         record = canonical.decode(data)
     except Exception:
         return None
-    if not isinstance(record, dict) or set(record) != FIELDS or record["schema_version"] != SCHEMA_VERSION \
-            or record["project_id"] != project.project_id or record["host_session_hash"] != session:
+    if not isinstance(record, dict) or record.get("project_id") != project.project_id \
+            or record.get("host_session_hash") != session:
         return None
-    return Binding(**{k: v for k, v in record.items() if k not in ("schema_version", "project_id")})
-
-
-def new(project: Project, session: str, epoch: int = 0) -> Binding:
-    return Binding(host_session_hash=session, epoch=epoch, task_id=session_task_id(project.project_id, session, epoch))
+    fields = {k: v for k, v in record.items() if k not in ("schema_version", "project_id", "epoch")}
+    if record.get("schema_version") == 1 and set(record) == FIELDS_V1:
+        # The session's own task is the old rule's: it now follows the current task, so the state key
+        # (computed for that task) is dropped and the next prompt computes its context afresh.
+        fields.update(task_id=None, state_key=None)
+    elif record.get("schema_version") != SCHEMA_VERSION or set(record) != FIELDS:
+        return None
+    try:
+        return msgspec.convert(fields, Binding)
+    except msgspec.ValidationError:
+        return None
 
 
 def write(project: Project, binding: Binding, *, durable: bool) -> None:
-    """Replace the session's file; durable when it names a new task, a page-cache write for injection marks."""
+    """Replace the session's file; durable when it binds a run or goal, a page-cache write for injection marks."""
     project.ensure()
     safefs.ensure_dir(project.dir / FOLDER, project.dir)
     safefs.atomic_write(path_for(project, binding.host_session_hash), project.dir,
                         canonical.encode(binding.record(project.project_id)), durable=durable)
+
+
+def bind_run(project: Project, host_session_id: str, run_id: str, updated_at: str) -> None:
+    """Bind the host session to ``run_id`` (``loopstate run create|acquire --session ID``): from its next
+    event its PreToolUse enforces that run's lease and budgets, as ``LOOPSTATE_RUN`` would."""
+    session = session_hash(host_session_id)
+    binding = read(project, session) or Binding(host_session_hash=session)
+    binding.run_id, binding.state_key, binding.updated_at = run_id, None, updated_at
+    write(project, binding, durable=True)
 
 
 def context_digest(session: str, text: str) -> str:

@@ -166,7 +166,13 @@ class IntentDomain:
             if query.task_id is not None:
                 task = own.tasks.get(rules.check_uuid(query.task_id, "task_id"))
                 return [] if task is None else [projections.task_view(own, task)]
-            return [projections.task_view(own, t) for t in own.tasks.values()]
+            current_id = own.current_task()[0]
+            return [projections.task_view(own, t, current_id) for t in own.tasks.values()]
+        if isinstance(query, p.IntentCurrent):
+            own = own_project(state, ctx.project_id)
+            task_id, reason, sequence = own.current_task()
+            task = None if task_id is None else projections.task_view(own, own.tasks[task_id], task_id)
+            return p.CurrentTask(task_id=task_id, reason=reason, sequence=sequence, task=task)
         if isinstance(query, p.IntentCandidates):
             return projections.candidate_groups(own_project(state, ctx.project_id))
         if isinstance(query, p.IntentExport):

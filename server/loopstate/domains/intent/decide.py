@@ -20,6 +20,7 @@ from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
 from loopstate.domains.intent.importing import import_event
 from loopstate.domains.intent.records import (
+    CURRENT_TASK_SET,
     MAX_INITIAL_CLAIMS,
     PROMOTION_TASKS,
     SCHEMA_VERSION,
@@ -124,7 +125,40 @@ def task_start(state: IntentState, cmd: p.IntentTaskStart, ctx: Context) -> list
         rules.claim(given, actor=cmd.actor, ref=ref, ctx=ctx, claim_id=ctx.new_id()) for given in cmd.initial_claims
     ]
     payload: dict[str, Any] = {"mode": cmd.mode, "label": rules.label(cmd.label), "initial_claims": claims, "source_ref": ref}
+    if cmd.mode != "private":  # a private task lives in one process's memory: no other session could share it
+        payload["current"] = True
     return [envelope(ctx, "task_started", task_id, cmd.actor, payload)]
+
+
+def task_resume(state: IntentState, cmd: p.IntentTaskResume, ctx: Context) -> list[dict[str, Any]]:
+    """Make an existing task current; the task that is current already stays so, and nothing is written."""
+    task = find_task(state, cmd.task_id, ctx)
+    if task.mode == "private":
+        raise rule(
+            f"task {task.task_id} is private: its events live in one serving process, so no other session can "
+            "share it; switch it on first, or resume another task", task_id=task.task_id,
+        )
+    if state.current is not None and state.current[0] == task.task_id:
+        return []
+    return [envelope(ctx, CURRENT_TASK_SET, task.task_id, cmd.actor, {"reason": "resumed"})]
+
+
+def makes_current(event: dict[str, Any]) -> bool:
+    """Whether folding ``event`` changes the project's current task: a current_task_set, or a task start
+    marked ``current`` (every start but a private one, and a re-enabled private task's)."""
+    kind = event["event_type"]
+    return kind == CURRENT_TASK_SET or (kind == "task_started" and bool((event.get("payload") or {}).get("current")))
+
+
+def migration(state: IntentState, ctx: Context) -> dict[str, Any] | None:
+    """The event that records, on the first write to a store written before tasks were current, the task
+    ``IntentState.current_task`` picked for it; None when the store has a current task already or none to pick."""
+    if state.current is not None:
+        return None
+    picked = state.newest_with_user_claims()
+    if picked is None:
+        return None
+    return envelope(ctx, CURRENT_TASK_SET, picked, "system", {"reason": "migrated"})
 
 
 def mode_set(state: IntentState, cmd: p.IntentModeSet, ctx: Context) -> list[dict[str, Any]]:
@@ -383,6 +417,7 @@ def purge(state: IntentState, cmd: p.IntentPurge, ctx: Context) -> list[dict[str
 
 HANDLERS = {
     p.IntentTaskStart: task_start,
+    p.IntentTaskResume: task_resume,
     p.IntentModeSet: mode_set,
     p.IntentSourceObserve: source_observe,
     p.IntentClaimAdd: claim_add,
@@ -407,4 +442,8 @@ def decide(state: IntentState, command: Any, ctx: Context) -> list[dict[str, Any
     if handler is None:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the intent domain has no command {type(command).__name__}")
     rules.check_command(command)
-    return handler(state, command, ctx)
+    events = handler(state, command, ctx)
+    if not events or ctx.extra.get(PRIVATE_DECISION) or any(makes_current(e) for e in events):
+        return events
+    migrated = migration(state, ctx)
+    return events if migrated is None else [migrated, *events]

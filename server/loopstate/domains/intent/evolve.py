@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopstate.domains.intent import retired
-from loopstate.domains.intent.records import Candidate, Claim, Task
+from loopstate.domains.intent.records import CURRENT_TASK_SET, Candidate, Claim, Task
 from loopstate.domains.intent.state import IntentState
 
 
@@ -63,6 +63,8 @@ def evolve(state: IntentState, event: dict[str, Any], at: int | None = None) -> 
     place = None if at is None else (at, event["event_hash"])
     if kind == "task_started":
         _task(state, event, payload)
+        if payload.get("current"):
+            state.current = (task_id, "started", event.get("sequence", state.sequence + 1))
         for index, data in enumerate(payload.get("initial_claims", ())):
             _claim(state, event, data, task_id, place, index=index)
     elif kind == "mode_set":
@@ -89,6 +91,8 @@ def evolve(state: IntentState, event: dict[str, Any], at: int | None = None) -> 
             _claim(state, event, payload["claim"], task_id, place)
     elif kind == "graph_imported":
         _import(state, event, payload, place)
+    elif kind == CURRENT_TASK_SET:
+        state.current = (task_id, payload["reason"], event.get("sequence", state.sequence + 1))
     if kind == "claim_added" and payload.get("promoted_from"):
         for candidate in state.candidates.values():
             if candidate.signal_key == payload["promoted_from"]["signal_key"]:

@@ -58,11 +58,12 @@ def claim_view(claim: Claim, now: dt.datetime, *, minimal_source: bool = False) 
     )
 
 
-def task_view(state: IntentState, task: Task) -> p.TaskView:
+def task_view(state: IntentState, task: Task, current_id: str | None = None) -> p.TaskView:
+    """``current_id``: the project's current task (decide.current_task), to mark it; None marks none."""
     return p.TaskView(
         task_id=task.task_id, mode=task.mode, started_at=task.started_at, label=task.label,
         history_incomplete=task.history_incomplete,
-        active_claims=state.active_count(task.task_id),
+        active_claims=state.active_count(task.task_id), current=task.task_id == current_id,
     )
 
 
@@ -109,11 +110,13 @@ def current(
         ref = claim.source_ref or {}
         key = (ref.get("kind"), ref.get("event_id"), ref.get("sha256"))
         sources.setdefault(key, p.SourceRef(kind=ref.get("kind", ""), event_id=ref.get("event_id"), sha256=ref.get("sha256")))
-    tasks = [task_view(state, t) for t in state.tasks.values() if task_id is None or t.task_id == task_id]
+    current_id = state.current_task()[0]
+    tasks = [task_view(state, t, current_id) for t in state.tasks.values() if task_id is None or t.task_id == task_id]
     # Only a long-term claim can be stale, and every long-term claim is project-wide: in every view.
     stale = sorted((c for c in state.wide.values() if is_stale(c, now)), key=order_key)
     return p.CurrentView(
-        project_id=project_id, task_id=task_id, sequence=state.sequence, tasks=tasks, by_facet=by_facet,
+        project_id=project_id, task_id=task_id, sequence=state.sequence, tasks=tasks, current_task_id=current_id,
+        by_facet=by_facet,
         disagreements=[
             p.Disagreement(claim_id=c.claim_id, statement=c.statement, epistemic_status=c.epistemic_status)
             for c in active.disputed()

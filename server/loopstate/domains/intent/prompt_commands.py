@@ -12,18 +12,21 @@ import msgspec
 
 from loopstate.domains.intent.wording import nearest
 
-VERBS = ("remember", "show", "forget", "off", "on", "private")
-USAGE = ("/intent remember [FACET:]TEXT, /intent show, /intent forget CLAIM_ID, "
+VERBS = ("remember", "start", "show", "forget", "off", "on", "private")
+USAGE = ("/intent remember [--project] [FACET:]TEXT, /intent start [LABEL], /intent show, /intent forget CLAIM_ID, "
          "/intent off, /intent on or /intent private")
 PREFIX = "/intent"
+PROJECT_FLAG = "--project"
 
 
 class PromptCommand(msgspec.Struct, frozen=True):
-    """A parsed ``/intent`` command; ``problem`` says what is wrong with a malformed one (then nothing is done)."""
+    """A parsed ``/intent`` command; ``problem`` says what is wrong with a malformed one (then nothing is done).
+    ``project``: ``/intent remember --project``, a claim every task of the project sees."""
 
     verb: str
     argument: str = ""
     problem: str | None = None
+    project: bool = False
 
 
 def parse(prompt: str) -> PromptCommand | None:
@@ -37,10 +40,14 @@ def parse(prompt: str) -> PromptCommand | None:
     verb, argument = words[0], (words[1].strip() if len(words) > 1 else "")
     if verb not in VERBS:
         return PromptCommand("usage", problem=f"/intent {verb}: not a verb{nearest(verb, VERBS)}; use {USAGE}")
+    project = False
+    if verb == "remember" and (argument == PROJECT_FLAG or argument.startswith(PROJECT_FLAG + " ")):
+        project, argument = True, argument[len(PROJECT_FLAG):].strip()
     if verb == "remember" and not argument:
-        return PromptCommand(verb, problem="/intent remember needs the text to remember: /intent remember [FACET:]TEXT")
+        return PromptCommand(verb, problem="/intent remember needs the text to remember: "
+                                           "/intent remember [--project] [FACET:]TEXT")
     if verb == "forget" and not argument:
         return PromptCommand(verb, problem="/intent forget needs a claim id (or a unique prefix of one) from /intent show")
-    if verb not in ("remember", "forget") and argument:
+    if verb not in ("remember", "forget", "start") and argument:
         return PromptCommand(verb, problem=f"/intent {verb} takes nothing after it")
-    return PromptCommand(verb, argument)
+    return PromptCommand(verb, argument, project=project)

@@ -50,7 +50,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.intent import retired
-from loopstate.domains.intent.handoff import ActiveClaims, View
+from loopstate.domains.intent.handoff import TEXT, ActiveClaims, View
 from loopstate.domains.intent.records import Candidate, Claim, Task
 
 # (ordinal, new claim id, its task, old claim id, its task or "" when the ledger had no such claim)
@@ -88,6 +88,9 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     active_counts: dict[str, int]
     wide: list[Claim]
     sections: dict[str, memoryview]  # bytes when written
+    # (task id, reason, sequence) of the last current_task_set; last, with a default, so a snapshot
+    # written before tasks were current (which had no such event to fold) still decodes.
+    current: tuple[str, str, int] | None = None
 
 
 LAYOUT = "intent-sections-3"
@@ -172,6 +175,8 @@ class IntentState:
         self.wide: dict[str, Claim] = {}
         self.active_counts: dict[str, int] = {}
         self.edge_count = 0
+        # The project's current task as the last current_task_set made it: (task id, reason, sequence).
+        self.current: tuple[str, str, int] | None = None
         self._sections: dict[str, Section] = {}
         self._encoded: dict[str, bytes | memoryview] = {}  # the snapshot bytes of every clean section
         # Active claims an event added to a section that is still encoded: kept aside until the section is
@@ -198,7 +203,7 @@ class IntentState:
         return (
             self.sequence, self.head, self.tasks, self.candidates, self.project_ids, self.wide,
             {k: n for k, n in self.active_counts.items() if n}, self.edge_count, sections, self._edge_tasks,
-            self.private, self.private_controls, self.controls_unreadable,
+            self.current, self.private, self.private_controls, self.controls_unreadable,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -475,6 +480,32 @@ class IntentState:
     def active_count(self, task_id: str) -> int:
         return self.active_counts.get(task_id, 0)
 
+    def current_task(self) -> tuple[str | None, str | None, int]:
+        """The project's current task as (task id, reason, sequence of the event that made it current).
+
+        A store written before tasks were current has no current_task_set: its
+        current task is the newest task with the user's own claims, reported as
+        ``pending_migration`` (sequence 0) until the first write records that
+        pick (decide.migration), so every front door agrees on it before and after.
+        """
+        if self.current is not None:
+            task_id, reason, sequence = self.current
+            return (task_id, reason, sequence) if task_id in self.tasks else (None, None, 0)
+        picked = self.newest_with_user_claims()
+        return (picked, "pending_migration", 0) if picked is not None else (None, None, 0)
+
+    def newest_with_user_claims(self) -> str | None:
+        """The newest task (by the sequence of its start) with an active claim the hook context shows as
+        text (the user's own explicit words): what a store written before tasks were current makes current.
+        Only tasks with active claims are looked at, so a store of empty session tasks decodes nothing."""
+        for task in sorted(self.tasks.values(), key=lambda t: t.sequence, reverse=True):
+            if not self.active_count(task.task_id) or task.mode == "private":
+                continue
+            section = self.section(task.task_id)
+            if section is not None and section.active.count(TEXT):
+                return task.task_id
+        return None
+
     # --- derived states -------------------------------------------------------------
 
     def restricted(self, task_ids: set[str], project_id: str) -> IntentState:
@@ -524,6 +555,7 @@ class IntentState:
         view.sequence, view.head = self.sequence, self.head
         view.tasks, view.candidates, view.project_ids = self.tasks, self.candidates, self.project_ids
         view.wide, view.active_counts, view.edge_count = self.wide, dict(self.active_counts), self.edge_count
+        view.current = self.current
         view._sections, view._encoded, view._edge_tasks = dict(self._sections), dict(self._encoded), self._edge_tasks
         view._added = {k: list(c) for k, c in self._added.items()}
         view.private, view.private_controls, view.controls_unreadable = self.private, self.private_controls, self.controls_unreadable
@@ -544,7 +576,7 @@ class IntentState:
             layout=LAYOUT, sequence=self.sequence, head=self.head, tasks=list(self.tasks.values()),
             candidates=list(self.candidates.values()), project_ids=sorted(self.project_ids),
             edge_count=self.edge_count, active_counts=dict(self.active_counts), wide=list(self.wide.values()),
-            sections=dict(encoded),
+            sections=dict(encoded), current=self.current,
         )
 
     @classmethod
@@ -557,4 +589,5 @@ class IntentState:
         state.active_counts = form.active_counts
         state.wide = {c.claim_id: c for c in form.wide}
         state._encoded = form.sections
+        state.current = None if form.current is None else tuple(form.current)  # type: ignore[assignment]
         return state
