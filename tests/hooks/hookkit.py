@@ -126,6 +126,16 @@ def hook(host: str, event: str, payload: Any, *, data_dir: Path | None, cwd: Pat
     return out
 
 
+def receipt_of(host: str, out: dict[str, Any]) -> str:
+    """An /intent command's receipt, where each host gets it: Claude Code as context (its command file's body
+    asks the model to relay it; a block would read "operation blocked by hook"), Codex as the block reason."""
+    if host == "claude":
+        assert "decision" not in out, out
+        return (out.get("hookSpecificOutput") or {})["additionalContext"]
+    assert out["decision"] == "block", out
+    return out["reason"]
+
+
 def context_of(out: dict[str, Any]) -> str | None:
     return (out.get("hookSpecificOutput") or {}).get("additionalContext")
 

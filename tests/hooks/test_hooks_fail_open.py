@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, denial_of, hook, host_input
+from hookkit import context_of, denial_of, hook, host_input, receipt_of
 
 from tests.conftest import needs_conformance, prerequisite
 
@@ -49,7 +49,7 @@ def remember(host: str, project: Path, data_dir: Path) -> None:
     out = hook(host, "UserPromptSubmit", host_input(host, "UserPromptSubmit", project, "s-fault",
                                                     prompt="/intent remember Keep the API"), data_dir=data_dir,
                cwd=project)
-    assert "remembered" in out["reason"]
+    assert "remembered" in receipt_of(host, out)
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -161,6 +161,6 @@ def test_a_read_only_data_dir(host: str, project: Path, data_dir: Path) -> None:
         stop_file(project)
         denied = hook(host, "PreToolUse", host_input(host, "PreToolUse", project, "s-fault"), data_dir=data_dir,
                       cwd=project)
-    assert receipt["reason"].startswith("loopstate: /intent remember was not recorded: ")
+    assert receipt_of(host, receipt).startswith("loopstate: /intent remember was not recorded: ")
     assert all(a.get("continue") is True for a in answers.values())
     assert "kill switch" in denial_of(denied)

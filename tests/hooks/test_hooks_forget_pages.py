@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hookkit import hook, host_input, loopstate
+from hookkit import hook, host_input, loopstate, receipt_of
 from loopstate_protocol import intent as p
 
 from loopstate.service import Service
@@ -28,8 +28,7 @@ def test_forget_finds_a_claim_past_the_first_page_of_the_view(project: Path, dat
     def prompt(text: str, turn: str) -> str:
         out = hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "sess-f", prompt=text,
                                                             turn_id=turn), data_dir=data_dir, cwd=project)
-        assert out["decision"] == "block", out
-        return out["reason"]
+        return receipt_of("claude", out)
 
     remembered = prompt("/intent remember the parser keeps the old format", "turn-1")
     claim = remembered.rsplit("(claim ", 1)[1][:8]

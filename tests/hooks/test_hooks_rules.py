@@ -97,3 +97,9 @@ def test_intent_commands_parse(prompt: str, parsed: PromptCommand | None) -> Non
 ])
 def test_malformed_intent_commands_say_what_is_wrong(prompt: str, problem: str) -> None:
     assert problem in parse(prompt).problem
+
+
+def test_the_terminal_run_statuses_are_the_runs_machines() -> None:
+    from loopstate.domains.runs.machine import TERMINAL
+
+    assert h.TERMINAL == TERMINAL

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, denial_of, grep_data, hook, host_input, loopstate
+from hookkit import context_of, denial_of, grep_data, hook, host_input, loopstate, receipt_of
 
 from tests.conftest import needs_conformance
 
@@ -38,7 +38,7 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     receipt = call("UserPromptSubmit", prompt="/intent remember hard_constraint:Never change the public API",
                    turn_id="t1") if host == "codex" else call(
         "UserPromptSubmit", prompt="/intent remember hard_constraint:Never change the public API")
-    assert receipt["decision"] == "block" and "remembered [hard_constraint]" in receipt["reason"]
+    assert "remembered [hard_constraint]" in receipt_of(host, receipt)
     first = call("UserPromptSubmit", prompt=ORDINARY)
     assert "- [hard_constraint] Never change the public API" in context_of(first)
     assert call("UserPromptSubmit", prompt="and add tests") == {"continue": True}  # unchanged since: nothing
@@ -89,18 +89,18 @@ def test_a_session_bound_to_a_run_may_work_only_while_the_run_may(tmp_path: Path
         return hook("claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-run"), data_dir=data_dir,
                     cwd=project, env={"LOOPSTATE_RUN": run_id})
 
-    assert f"run {run_id} is ready, not active" in denial_of(tool())
+    assert f"run {run_id} is ready but has no lease yet" in denial_of(tool())
     loopstate("run", "acquire", run_id, cwd=project, data_dir=data_dir)
     assert tool() == {"continue": True}
     start = hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s-run"), data_dir=data_dir,
                  cwd=project, env={"LOOPSTATE_RUN": run_id})
     assert context_of(start).startswith(f"Run {run_id}: active, lease live; used 0/100 mutations")
     loopstate("run", "stop", "--cancel", run_id, "--reason", "done for today", cwd=project, data_dir=data_dir)
-    assert f"run {run_id} is cancelled, not active" in denial_of(tool())
+    assert f"run {run_id} is cancelled: a finished run does no more work" in denial_of(tool())
     late = hook("claude", "SessionStart", host_input("claude", "SessionStart", project, "s-late"), data_dir=data_dir,
                 cwd=project)  # bound to no run at first; a tool call whose environment names one rebinds it
     assert late == {"continue": True}
-    assert "is cancelled, not active" in denial_of(hook(
+    assert "is cancelled: a finished run" in denial_of(hook(
         "claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-late"), data_dir=data_dir, cwd=project,
         env={"LOOPSTATE_RUN": run_id}))
     missing = hook("claude", "PreToolUse", host_input("claude", "PreToolUse", project, "s-other"), data_dir=data_dir,

@@ -78,7 +78,8 @@ def test_into_an_empty_home_creates_the_folder_and_uninstall_removes_it(tmp_path
     before = h.snapshot()
     h.cli("setup", "apply", "--host", host, "--mcp")
     receipt = json.loads(next((h.data / "installs").glob("*.json")).read_text())
-    actions = ["mkdir", "copy", "copy"] if host == "claude" else ["mkdir", "copy"]  # Claude: settings + .claude.json
+    # Claude: .claude/settings.json, .claude/commands/intent.md (the /intent command) and .claude.json
+    actions = ["mkdir", "copy", "mkdir", "copy", "copy"] if host == "claude" else ["mkdir", "copy"]
     assert [op["action"] for op in receipt["operations"]] == actions
     assert all(op["pre_existing_digest"] is None for op in receipt["operations"])
     h.cli("setup", "uninstall", "--host", host)
@@ -102,7 +103,8 @@ def test_an_apply_that_changes_one_file_of_two_records_the_other_as_skipped(tmp_
     receipts = [json.loads(p.read_text()) for p in (h.data / "installs").glob("*.json")]
     newest = max(receipts, key=lambda r: r["created_at"])
     assert [(op["action"], op["destination"], op["rollback_action"]) for op in newest["operations"]] == [
-        ("skip", ".claude/settings.json", "none"), ("copy", ".claude.json", "restore_if_unchanged")]
+        ("skip", ".claude/settings.json", "none"), ("skip", ".claude/commands/intent.md", "none"),
+        ("copy", ".claude.json", "restore_if_unchanged")]
     h.cli("setup", "uninstall", "--host", "claude")
     assert (h.home / ".claude.json").read_text() == CLAUDE_STATE
     assert (h.home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
@@ -126,7 +128,10 @@ def test_plan_prints_the_diff_and_writes_nothing(tmp_path, host):
     added = [line for line in out.splitlines() if line.startswith("+") and f"hook {host} Stop" in line]
     assert len(added) == 1
     as_json = h.json("setup", "plan", "--host", host)
-    assert as_json["noop"] is False and as_json["diff"] == out
+    folders = [line for line in out.splitlines(keepends=True) if line.startswith("create folder ")]
+    assert as_json["noop"] is False and as_json["diff"] == "".join(line for line in out.splitlines(keepends=True)
+                                                                   if line not in folders)
+    assert folders == ([f"create folder {h.home}/.claude/commands\n"] if host == "claude" else [])
     assert h.snapshot() == before and h.data_snapshot() == data == {}
     h.cli("setup", "apply", "--host", host)
     assert "apply changes nothing" in h.cli("setup", "plan", "--host", host).stdout

@@ -21,6 +21,8 @@ from loopstate.cli.output import add_common, emit_json, project_root
 
 # explicit_import is set by the server on import; a caller never names it.
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
+TASK_HELP = "task id or a unique prefix (`loopstate intent tasks` lists them)"
+CLAIM_HELP = "claim id or a unique prefix of an active claim (`loopstate intent show` lists them)"
 CLAIM_SYNTAX = (
     "a user-explicit initial claim; repeatable. A single word (letters, digits, '_' or '-') before the first "
     "colon names its facet and must be one: hard_constraint:Keep the API. Without such a word the whole text is "
@@ -28,11 +30,33 @@ CLAIM_SYNTAX = (
 )
 
 
-def _service():
-    from loopstate.domains.intent import DOMAIN
-    from loopstate.service import Service
+_SERVICE: list[Any] = []
 
-    return Service(domains=[DOMAIN])
+
+def _service():
+    """One Service per command: resolving an id prefix and the command it is for share one fold."""
+    if not _SERVICE:
+        from loopstate.domains.intent import DOMAIN
+        from loopstate.service import Service
+
+        _SERVICE.append(Service(domains=[DOMAIN]))
+    return _SERVICE[0]
+
+
+def _task(args: argparse.Namespace, given: str | None) -> str | None:
+    """A task id as the user gave it (any unique prefix, as the run verbs take run ids), in full."""
+    if given is None:
+        return None
+    from loopstate.service.intent_ids import resolve_task
+
+    return resolve_task(_service(), project_root(args), given)
+
+
+def _claim(args: argparse.Namespace, given: str, task_id: str | None) -> str:
+    """A claim id as the user gave it (any unique prefix of an active claim the task's view shows), in full."""
+    from loopstate.service.intent_ids import resolve_claim
+
+    return resolve_claim(_service(), project_root(args), given, task_id)
 
 
 def _request_id(args: argparse.Namespace) -> str:
@@ -72,6 +96,12 @@ def _describe(event: dict[str, Any]) -> str:
         parts.append(f"candidate {payload['candidate_id']} (signal {payload['signal_key'][:12]}...)")
     if event["event_type"] == "mode_set":
         parts.append(f"mode {payload['mode']}")
+    if payload.get("current"):
+        parts.append("now the project's current task")
+    if event["event_type"] == "current_task_set":
+        parts.append({"resumed": "resumed: now the project's current task",
+                      "migrated": "made current on the first write since tasks became current "
+                                  "(the newest task with the user's own claims)"}.get(payload["reason"], payload["reason"]))
     if payload.get("counts"):
         parts.append(", ".join(f"{v} {k}" for k, v in payload["counts"].items()))
     return "; ".join(parts)
@@ -196,7 +226,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     claims = []
     for text in args.claim or ():
         facet, statement = _initial_claim(text)
-        claims.append(ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet]))
+        claims.append(ClaimInput(statement=statement, role="user", epistemic_status="explicit", facets=[facet],
+                                 scope=args.scope))
     if args.claims_json:
         raw = _read_input(args.claims_json, "claims-json")
         claims.extend(_decode(raw, list[ClaimInput], "claims-json"))
@@ -204,18 +235,26 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    from loopstate_protocol.intent import IntentTaskResume
+
+    _execute(args, IntentTaskResume(task_id=_task(args, args.task)))
+    return 0
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentClaimAdd
 
-    _execute(args, IntentClaimAdd(task_id=args.task, claim=_claim_input(args), actor=args.actor, source=_source(args)))
+    _execute(args, IntentClaimAdd(task_id=_task(args, args.task), claim=_claim_input(args), actor=args.actor, source=_source(args)))
     return 0
 
 
 def cmd_replace(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentClaimReplace
 
+    task = _task(args, args.task)
     _execute(args, IntentClaimReplace(
-        task_id=args.task, supersedes=args.supersedes, claim=_claim_input(args), actor=args.actor, source=_source(args),
+        task_id=task, supersedes=[_claim(args, c, task) for c in args.supersedes], claim=_claim_input(args), actor=args.actor, source=_source(args),
     ))
     return 0
 
@@ -223,14 +262,17 @@ def cmd_replace(args: argparse.Namespace) -> int:
 def cmd_invalidate(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentClaimInvalidate
 
-    _execute(args, IntentClaimInvalidate(task_id=args.task, claim_id=args.claim, reason=args.reason, actor=args.actor))
+    task = _task(args, args.task)
+    _execute(args, IntentClaimInvalidate(task_id=task, claim_id=_claim(args, args.claim, task), reason=args.reason,
+                                         actor=args.actor))
     return 0
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentClaimConfirm
 
-    _execute(args, IntentClaimConfirm(task_id=args.task, claim_id=args.claim))
+    task = _task(args, args.task)
+    _execute(args, IntentClaimConfirm(task_id=task, claim_id=_claim(args, args.claim, task)))
     return 0
 
 
@@ -238,7 +280,7 @@ def cmd_mode(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentModeSet
 
     _refuse_private(args.mode)
-    _execute(args, IntentModeSet(task_id=args.task, mode=args.mode, host_session_id=args.session))
+    _execute(args, IntentModeSet(task_id=_task(args, args.task), mode=args.mode, host_session_id=args.session))
     return 0
 
 
@@ -246,7 +288,7 @@ def cmd_candidate(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentCandidateAdd
 
     _execute(args, IntentCandidateAdd(
-        task_id=args.task, statement=args.statement, facets=args.facet or ["soft_constraint"], actor=args.actor,
+        task_id=_task(args, args.task), statement=args.statement, facets=args.facet or ["soft_constraint"], actor=args.actor,
         source=_source(args),
     ))
     return 0
@@ -256,7 +298,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentCandidatePromote
 
     _execute(args, IntentCandidatePromote(
-        task_id=args.task, signal_key=args.signal_key, confirmation=args.confirmation, confidence=args.confidence,
+        task_id=_task(args, args.task), signal_key=args.signal_key, confirmation=args.confirmation, confidence=args.confidence,
     ))
     return 0
 
@@ -268,7 +310,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
         kind=args.source_kind, event_id=args.source_id, text=args.text, excerpt=args.excerpt, via_hook=args.via_hook,
         keep_excerpt=args.keep_excerpt,
     )
-    _execute(args, IntentSourceObserve(task_id=args.task, source=source, actor=args.actor))
+    _execute(args, IntentSourceObserve(task_id=_task(args, args.task), source=source, actor=args.actor))
     return 0
 
 
@@ -276,7 +318,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentResultSignal
 
     _execute(args, IntentResultSignal(
-        task_id=args.task, signal=args.signal, note=args.note, actor=args.actor, source=_source(args),
+        task_id=_task(args, args.task), signal=args.signal, note=args.note, actor=args.actor, source=_source(args),
     ))
     return 0
 
@@ -284,7 +326,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 def cmd_compaction(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentCompactionObserve
 
-    _execute(args, IntentCompactionObserve(task_id=args.task, trigger=args.trigger, host_event_id=args.host_event_id))
+    _execute(args, IntentCompactionObserve(task_id=_task(args, args.task), trigger=args.trigger, host_event_id=args.host_event_id))
     return 0
 
 
@@ -323,7 +365,8 @@ def cmd_purge(args: argparse.Namespace) -> int:
             f"a purge physically deletes the {args.target} and cannot be undone; re-run with --yes to confirm",
             field="confirm",
         )
-    _execute(args, IntentPurge(target=args.target, id=args.id, confirm=True))
+    target = _task(args, args.id) if args.target == "task" else _claim(args, args.id, None)
+    _execute(args, IntentPurge(target=args.target, id=target, confirm=True))
     return 0
 
 
@@ -367,12 +410,18 @@ def _short(text: str, width: int = 72) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentSnapshot
 
-    view = _query(args, IntentSnapshot(task_id=args.task, limit=args.limit, cursor=args.cursor))
+    view = _query(args, IntentSnapshot(task_id=_task(args, args.task), limit=args.limit, cursor=args.cursor))
     if args.json:
         emit_json(view)
         return 0
     scope = f"task {view.task_id}" if view.task_id else "project"
     print(f"intent of {scope} at sequence {view.sequence}: {view.active_count} active claim(s)")
+    current = next((t for t in view.tasks if t.task_id == view.current_task_id), None)
+    if view.current_task_id is None:
+        print("current task: none yet (`loopstate intent start` starts one)")
+    elif view.task_id is None or view.task_id == view.current_task_id:
+        label = f" ({current.label})" if current is not None and current.label else ""
+        print(f"current task: {view.current_task_id}{label}, the one new host sessions bind to")
     rows = []
     for facet, by_status in view.by_facet.items():
         for status, claims in by_status.items():
@@ -404,7 +453,7 @@ def _next_page(verb: str, task_id: str | None, limit: int, default_limit: int, c
 def cmd_audit(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentAudit
 
-    view = _query(args, IntentAudit(task_id=args.task, limit=args.limit, cursor=args.cursor))
+    view = _query(args, IntentAudit(task_id=_task(args, args.task), limit=args.limit, cursor=args.cursor))
     if args.json:
         emit_json(view)
         return 0
@@ -424,7 +473,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentCompact
 
-    view = _query(args, IntentCompact(task_id=args.task, max_records=args.max_records, max_chars=args.max_chars))
+    view = _query(args, IntentCompact(task_id=_task(args, args.task), max_records=args.max_records, max_chars=args.max_chars))
     if args.json:
         emit_json(view)
         return 0
@@ -440,7 +489,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_hook_context(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentHookContext
 
-    view = _query(args, IntentHookContext(task_id=args.task, max_chars=args.max_chars))
+    view = _query(args, IntentHookContext(task_id=_task(args, args.task), max_chars=args.max_chars))
     if args.json:
         emit_json(view)
         return 0
@@ -458,8 +507,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         emit_json(tasks)
         return 0
     _table(["TASK", "MODE", "STARTED", "ACTIVE", "LABEL"],
-           [[t.task_id, t.mode + (" (imported)" if t.history_incomplete else ""), t.started_at, t.active_claims, t.label]
-            for t in tasks])
+           [[t.task_id + ("*" if t.current else ""), t.mode + (" (imported)" if t.history_incomplete else ""),
+             t.started_at, t.active_claims, t.label] for t in tasks])
+    if any(t.current for t in tasks):
+        print("(* = the project's current task: new host sessions bind to it)")
     return 0
 
 
@@ -481,7 +532,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     import json
 
-    graph = _query(args, IntentExport(task_id=args.task))
+    graph = _query(args, IntentExport(task_id=_task(args, args.task)))
     data = json.dumps(graph, indent=None if args.json else 2, sort_keys=True)
     if args.out:
         from pathlib import Path
@@ -547,45 +598,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--mode", choices=("on", "off", "private"), default="on")
     start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help=CLAIM_SYNTAX)
     start.add_argument("--claims-json", metavar="FILE", help="a JSON list of claim objects ('-' for stdin)")
+    start.add_argument("--scope", choices=SCOPES, default="task",
+                       help="the scope of the --claim claims: task (default), project (every task sees them) or "
+                       "long_term")
     start.set_defaults(func=cmd_start)
+
+    resume = verbs.add_parser("resume", help="make a task the project's current one (new host sessions bind to it)")
+    _mutating(resume)
+    resume.add_argument("task", help=TASK_HELP)
+    resume.set_defaults(func=cmd_resume)
 
     add = verbs.add_parser("add", help="add one claim to a task")
     _mutating(add)
-    add.add_argument("task")
+    add.add_argument("task", help=TASK_HELP)
     _claim_options(add)
     add.set_defaults(func=cmd_add)
 
     replace = verbs.add_parser("replace", help="add a claim that supersedes others (one locked mutation)")
     _mutating(replace)
-    replace.add_argument("task")
-    replace.add_argument("--supersedes", action="append", required=True, metavar="CLAIM_ID")
+    replace.add_argument("task", help=TASK_HELP)
+    replace.add_argument("--supersedes", action="append", required=True, metavar="CLAIM_ID", help=CLAIM_HELP)
     _claim_options(replace)
     replace.set_defaults(func=cmd_replace)
 
     invalidate = verbs.add_parser("invalidate", help="make a claim inactive (it stays in the audit)")
     _mutating(invalidate)
-    invalidate.add_argument("task")
-    invalidate.add_argument("claim")
+    invalidate.add_argument("task", help=TASK_HELP)
+    invalidate.add_argument("claim", help=CLAIM_HELP)
     invalidate.add_argument("--reason")
     invalidate.add_argument("--actor", choices=ACTORS, default="user")
     invalidate.set_defaults(func=cmd_invalidate)
 
     confirm = verbs.add_parser("confirm", help="review a claim: re-issue it with last_confirmed = now")
     _mutating(confirm)
-    confirm.add_argument("task")
-    confirm.add_argument("claim")
+    confirm.add_argument("task", help=TASK_HELP)
+    confirm.add_argument("claim", help=CLAIM_HELP)
     confirm.set_defaults(func=cmd_confirm)
 
     mode = verbs.add_parser("mode", help="switch a task on or off")
     _mutating(mode)
-    mode.add_argument("task")
+    mode.add_argument("task", help=TASK_HELP)
     mode.add_argument("mode", choices=("on", "off", "private"))
     mode.add_argument("--session", help="host session id (only for private transitions)")
     mode.set_defaults(func=cmd_mode)
 
     candidate = verbs.add_parser("candidate", help="record a repeated signal that may become long-term")
     _mutating(candidate)
-    candidate.add_argument("task")
+    candidate.add_argument("task", help=TASK_HELP)
     candidate.add_argument("statement")
     candidate.add_argument("--facet", action="append", choices=FACETS)
     candidate.add_argument("--actor", choices=ACTORS, default="agent")
@@ -594,7 +653,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     promote = verbs.add_parser("promote", help="the user's explicit confirmation of a signal seen in 3 tasks")
     _mutating(promote)
-    promote.add_argument("task")
+    promote.add_argument("task", help=TASK_HELP)
     promote.add_argument("signal_key")
     promote.add_argument("--confidence", type=float, required=True)
     promote.add_argument("--confirmation", choices=("explicit", "acceptance", "silence", "single_choice"), default="explicit")
@@ -602,7 +661,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     observe = verbs.add_parser("observe", help="record that a source was observed (by id or redacted hash only)")
     _mutating(observe)
-    observe.add_argument("task")
+    observe.add_argument("task", help=TASK_HELP)
     observe.add_argument("--source-kind", choices=SOURCE_KINDS, required=True)
     observe.add_argument("--source-id", help="opaque host event id")
     observe.add_argument("--text", help="source text: credential-redacted and hashed, never stored")
@@ -614,7 +673,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     signal = verbs.add_parser("signal", help="a success/failure/feedback signal about the result (its note is evidence)")
     _mutating(signal)
-    signal.add_argument("task")
+    signal.add_argument("task", help=TASK_HELP)
     signal.add_argument("signal", choices=("success", "failure", "feedback"))
     signal.add_argument("--note", help="what was observed; the user's own words are explicit, anything else evidence")
     signal.add_argument("--actor", choices=ACTORS, default="evidence")
@@ -623,7 +682,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     compaction = verbs.add_parser("compaction", help="record that the host compacted its context")
     _mutating(compaction)
-    compaction.add_argument("task")
+    compaction.add_argument("task", help=TASK_HELP)
     compaction.add_argument("--trigger", choices=("manual", "auto"), default="manual")
     compaction.add_argument("--host-event-id")
     compaction.set_defaults(func=cmd_compaction)
@@ -636,7 +695,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     purge = verbs.add_parser("purge", help="physically delete one claim or one task (re-chains the ledger)")
     _mutating(purge)
     purge.add_argument("target", choices=("claim", "task"))
-    purge.add_argument("id")
+    purge.add_argument("id", help="the task's id or a unique prefix; the claim's (or candidate's) id, or a unique "
+                       "prefix of an active claim")
     purge.add_argument("--yes", action="store_true", help="confirm the deletion (required)")
     purge.set_defaults(func=cmd_purge)
 
@@ -653,7 +713,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     show = verbs.add_parser("show", help="the current view: active claims by facet and status")
     add_common(show)
-    show.add_argument("--task")
+    show.add_argument("--task", help=TASK_HELP)
     show.add_argument("--limit", type=int, default=SNAPSHOT_PAGE,
                       help=f"active claims per page, 1-1000 (default {SNAPSHOT_PAGE})")
     show.add_argument("--cursor", help="where the page starts: the cursor the page before printed (default: the first page)")
@@ -661,21 +721,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     audit = verbs.add_parser("audit", help="claims with their lifecycle and supersession edges, a page at a time")
     add_common(audit)
-    audit.add_argument("--task")
+    audit.add_argument("--task", help=TASK_HELP)
     audit.add_argument("--limit", type=int, default=AUDIT_PAGE, help=f"claims per page, 1-1000 (default {AUDIT_PAGE})")
     audit.add_argument("--cursor", help="where the page starts: the cursor the page before printed (default: the first page)")
     audit.set_defaults(func=cmd_audit)
 
     compact = verbs.add_parser("compact", help="the compact handoff, capped by records and characters")
     add_common(compact)
-    compact.add_argument("task")
+    compact.add_argument("task", help=TASK_HELP)
     compact.add_argument("--max-records", type=int, default=24)
     compact.add_argument("--max-chars", type=int, default=4000)
     compact.set_defaults(func=cmd_compact)
 
     hook = verbs.add_parser("hook-context", help="what a hook may inject (only the user's own explicit claims)")
     add_common(hook)
-    hook.add_argument("task")
+    hook.add_argument("task", help=TASK_HELP)
     hook.add_argument("--max-chars", type=int, default=2000)
     hook.set_defaults(func=cmd_hook_context)
 
@@ -689,7 +749,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     export = verbs.add_parser("export", help="the project's claim graph (the import format)")
     add_common(export)
-    export.add_argument("--task")
+    export.add_argument("--task", help=TASK_HELP)
     export.add_argument("--out", help="write to this file instead of stdout")
     export.set_defaults(func=cmd_export)
 

@@ -263,7 +263,10 @@ def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool 
     if actor:
         p.add_argument("--harness", choices=HARNESSES, default="manual")
         p.add_argument("--actor", default=None, help="actor label (default: your user name)")
-        p.add_argument("--session", default="cli", help="session id")
+        bind = (" and binds that host session to the run: its hooks (PreToolUse) then enforce the run's lease and "
+                "budgets, as LOOPSTATE_RUN would") if name in ("create", "acquire") else ""
+        p.add_argument("--session", default=None, help="the host session id (Claude Code's or Codex's session_id) the "
+                       f"command acts for (default: cli); recorded as the actor's session{bind}")
     if lease:
         p.add_argument("--lease", required=True, help="your lease id (or a unique prefix)")
         p.add_argument("--generation", type=int, required=True, help="your lease generation")
@@ -321,7 +324,16 @@ class _Session:
 def _actor(args: argparse.Namespace) -> dict[str, str]:
     import getpass  # here: only commands that name an actor need it (it loads termios)
 
-    return {"harness": args.harness, "actor": args.actor or getpass.getuser(), "session_id": args.session}
+    return {"harness": args.harness, "actor": args.actor or getpass.getuser(), "session_id": args.session or "cli"}
+
+
+def _bind_session(args: argparse.Namespace, session: _Session, run_id: str) -> None:
+    """``--session ID`` on create and acquire: that host session's hooks now enforce this run (service.sessions)."""
+    if args.session:
+        from loopstate.core.clock import format_time, system_clock
+        from loopstate.service.sessions import bind_run
+
+        bind_run(session.service.project(session.root), args.session, run_id, format_time(system_clock()))
 
 
 def _report(args: argparse.Namespace, outcome, summary: str, **fields: Any) -> int:
@@ -377,6 +389,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         budgets=parse_json(args.budgets, "--budgets") if args.budgets else None,
     )
     outcome = session.execute(command)
+    _bind_session(args, session, run_id)
     grant_id = next((e["data"]["grant_id"] for e in outcome.events if e["type"] == "authority_granted"), None)
     if args.json:
         emit_json({"run_id": run_id, "authority_grant_id": grant_id, "events": outcome.events, "head": outcome.head,
@@ -453,7 +466,9 @@ def cmd_acquire(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Acquire
 
     session = _Session(args)
-    outcome = session.execute(Acquire(run_id=session.run_id(), owner=_actor(args), lane_id=args.lane))
+    run_id = session.run_id()
+    outcome = session.execute(Acquire(run_id=run_id, owner=_actor(args), lane_id=args.lane))
+    _bind_session(args, session, run_id)
     lease = outcome.events[-1]["projection"]["lease"] if outcome.events else None
     summary = f"lease {lease['lease_id']} generation {lease['generation']} until {lease['expires_at']}" if lease else "no change"
     return _report(args, outcome, summary)

@@ -72,7 +72,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             return _uninstall(args, setup, places, host)  # nothing to undo: said so, nothing written
         with setup.installs_lock(places):
             return _uninstall(args, setup, places, host)
-    executable = args.executable or setup.default_executable()
+    executable = setup.program_for(host, args.scope, args.executable)
     mcp = setup.mcp_available() if args.mcp is None else args.mcp
     trust = _codex_trust_consent(args, host)
     if args.setup_verb == "plan":
@@ -89,7 +89,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             # planned again, under the lock
             plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
             done = setup.apply(places, plan, approve=args.approve)
-    closing = _codex_closing(args, plan, places) if host.name == "codex" else []
+    closing = _codex_closing(args, places) if host.name == "codex" else []
     if args.json:
         emit_json({**plan.to_dict(), "receipt": done, "next_steps": closing})
     elif done is None:
@@ -97,10 +97,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
     else:
         for f in plan.files:
             what = " and ".join(w for w, on in ((f"{len(host.events)} hooks", f.target.hooks),
-                                                ("the MCP server loopstate", f.target.mcp and mcp)) if on)
+                                                ("the MCP server loopstate", f.target.mcp and mcp),
+                                                ("the /intent command", f.target.file_format == "command")) if on)
             print(f"{'kept' if f.noop else 'wrote'} {f.target.path} ({what})")
         print(f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} "
               f"--scope {args.scope}`")
+    if not args.json and (shared := setup.shared_files(plan)):
+        print("commit these with the project (they hold no path of this machine; each teammate needs `loopstate` "
+              f"on PATH): {', '.join(shared)}")
     if not args.json:
         for line in closing:
             print(line)
@@ -127,16 +131,12 @@ def _codex_trust_consent(args: argparse.Namespace, host) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _codex_closing(args: argparse.Namespace, plan, places) -> list[str]:
-    """What the user reads last after a Codex apply: which files a team commits (project scope), and, while
-    Codex would not run every hook setup registered, the one step that makes it (as the very last line)."""
+def _codex_closing(args: argparse.Namespace, places) -> list[str]:
+    """What the user reads last after a Codex apply while Codex would not run every hook setup registered: why,
+    and the one step that makes it (as the very last line)."""
     from loopstate.install.doctor import codex_untrusted
 
     lines = []
-    if args.scope == "project":
-        lines.append(f"commit {plan.files[0].target.path}: it holds nothing machine-specific but the loopstate "
-                     "path (--executable picks one every teammate has); each teammate then trusts the project and "
-                     "its hooks in Codex once")
     untrusted = codex_untrusted(places)
     if untrusted and args.scope == "user":
         lines.append(CODEX_TRUST_EXPLAINED)

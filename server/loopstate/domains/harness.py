@@ -16,6 +16,9 @@ import msgspec
 # Bash, apply_patch and MCP tools, none of which is read-only by name.
 READ_ONLY_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 ACTIVE = "active"
+# domains.runs.machine.TERMINAL, written out: importing the runs machine would load the runs domain into every
+# tool call's hook (tests/hooks/test_hooks_rules.py checks the two agree).
+TERMINAL = frozenset({"complete", "cancelled"})
 DEFAULT_CONTEXT_CHARS = 1800
 MAX_LINE = 200
 
@@ -49,43 +52,68 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 3] + "..."
 
 
+def _resume(run_id: str, why: str) -> str:
+    """The recovery command for a run, complete as the CLI takes it (``--reason`` is required)."""
+    return f'`loopstate run resume {run_id} --reason "{why}"`'
+
+
 def tool_denial(tool_name: str, facts: Facts) -> str | None:
-    """Why a tool call must not run, saying how to lift it; None lets it pass (no decision)."""
+    """Why a tool call must not run, saying how to lift it; None lets it pass (no decision).
+
+    Every command in a reason runs as written (tests/hooks/test_hooks_commands.py runs each one): the run's own
+    id, every required option, never a placeholder.
+    """
     if tool_name in READ_ONLY_TOOLS:
         return None
-    if facts.kill_switch is not None:
-        return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
-                f"things are denied. Remove {facts.kill_switch} to lift it (then `loopstate run resume RUN` for a halted run).")
     run = facts.run
+    if facts.kill_switch is not None:
+        then = (f", then resume the halted run with {_resume(run.run_id, 'kill switch lifted')}"
+                if run is not None and run.found else "")
+        return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
+                f"things are denied. Remove {facts.kill_switch} to lift it{then}.")
     if run is None:
         return None
     if not run.found:
         return (f"loopstate: this session is bound to run {run.run_id}, which this project does not have. "
-                "Unset LOOPSTATE_RUN or create the run with `loopstate run create`.")
+                "Unset LOOPSTATE_RUN, or name one of this project's runs (`loopstate run list` shows them).")
     if run.exhausted:
         return (f"loopstate: run {run.run_id} exhausted its budget ({', '.join(run.exhausted)}). "
-                "Start a new run with a fresh budget (`loopstate run create`).")
+                f"Start a new run with a fresh budget (`loopstate run status {run.run_id}` shows what it used).")
+    if run.status in TERMINAL:
+        return (f"loopstate: run {run.run_id} is {run.status}: a finished run does no more work. "
+                "Unset LOOPSTATE_RUN, or bind a run that is still open (`loopstate run list` shows them).")
+    if run.status == "ready":
+        return (f"loopstate: run {run.run_id} is ready but has no lease yet. "
+                f"Take it with `loopstate run acquire {run.run_id}` before work.")
     if run.status != ACTIVE:
         return (f"loopstate: run {run.run_id} is {run.status}, not active. "
-                f"Resume it (`loopstate run resume {run.run_id}`) or take its lease (`loopstate run acquire {run.run_id}`).")
+                f"Resume it with {_resume(run.run_id, 'continue the work')}.")
     if run.lease_expired:
         return (f"loopstate: the lease of run {run.run_id} expired. "
-                f"Recover it with `loopstate run resume {run.run_id}` before more work.")
+                f"Recover it with {_resume(run.run_id, 'lease expired')} before more work.")
     return None
 
 
 def stop_block(facts: Facts, *, enforce_gates: bool, stop_hook_active: bool) -> str | None:
-    """Why the agent may not stop yet (open blocking issues, unresolved gates), when enforcement is on."""
+    """Why the agent may not stop yet (open blocking issues, unresolved gates), when enforcement is on.
+
+    A gate is the user's decision, so the reason asks the agent to bring it to the user, and names the
+    command the user resolves it with, complete (``--decision`` is required)."""
     if not enforce_gates or stop_hook_active:
         return None
-    open_items = []
+    open_items, commands = [], []
     if facts.run is not None and facts.run.open_blocking_issues:
         open_items.append(f"{facts.run.open_blocking_issues} open blocking issue(s) on run {facts.run.run_id}")
+        commands.append(f"`loopstate run status {facts.run.run_id}` lists the issues")
     open_items += [f"gate {g.gate_id} of goal {g.goal_id} ({_short(g.title)})" for g in facts.gates]
+    if facts.gates:
+        first = facts.gates[0]
+        commands.append(f"the user resolves a gate with `loopstate goals resolve {first.goal_id} {first.gate_id} "
+                        "--decision approve` (or reject, defer)")
     if not open_items:
         return None
     return ("loopstate: not done yet: " + "; ".join(open_items)
-            + ". Resolve them (`loopstate goals resolve GOAL GATE`, `loopstate run issue ...`) or say why they stay open.")
+            + ". Finish them, bring them to the user, or say why they stay open (" + "; ".join(commands) + ").")
 
 
 def status_lines(facts: Facts) -> list[str]:

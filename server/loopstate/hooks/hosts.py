@@ -5,6 +5,13 @@ Both hosts take ``continue`` and ``systemMessage`` on every event, context as
 a tool denial as ``hookSpecificOutput.permissionDecision: deny`` and a block as
 top-level ``decision: block`` with a ``reason``. Codex refuses any field it does
 not know, so nothing is ever sent as null or empty.
+
+An ``/intent`` receipt is a block by default: the command goes no further. In
+Claude Code a block shows as "UserPromptSubmit operation blocked by hook" (and
+``continue: false`` as "Operation stopped by hook", both seen in 2.1.332's
+print mode), which reads as a failure; there the command arrives through
+loopstate's command file (``install/claude_commands``), whose body asks the
+model to relay the receipt, so the receipt goes in as context.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ class Host:
         out: dict[str, Any] = {"continue": True}
         if answer.notice:
             out["systemMessage"] = answer.notice
-        if answer.block and event in BLOCK_EVENTS:
+        if answer.receipt and event == "UserPromptSubmit":
+            self.receipt(out, answer.receipt)
+        elif answer.block and event in BLOCK_EVENTS:
             out["decision"] = "block"
             out["reason"] = answer.block
         elif answer.context and event in CONTEXT_EVENTS:
@@ -34,10 +43,17 @@ class Host:
             }
         return out
 
+    def receipt(self, out: dict[str, Any], text: str) -> None:
+        out["decision"] = "block"
+        out["reason"] = text
+
 
 class Claude(Host):
     name = "claude"
     prompt_id_field = None  # Claude Code gives a prompt no id: the redacted text's hash is its identity
+
+    def receipt(self, out: dict[str, Any], text: str) -> None:
+        out["hookSpecificOutput"] = {"hookEventName": "UserPromptSubmit", "additionalContext": text}
 
 
 class Codex(Host):

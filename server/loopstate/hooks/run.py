@@ -2,7 +2,9 @@
 
 A fault (no project, a corrupt or locked store, garbage on stdin, an unknown
 host or event) becomes ``{"continue": true}`` with a ``systemMessage`` saying
-what is wrong and what fixes it; nothing else reaches stdout. The one thing a
+what is wrong and what fixes it, and, once per session, the same as context
+(``service.hook_decisions.fault_answer``: print modes show the user no
+systemMessage); nothing else reaches stdout. The one thing a
 fault does not lift is a visible kill switch: PreToolUse still denies.
 """
 
@@ -30,10 +32,12 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
         out = host.output(hook_event.event, hook_answer(root, hook_event, env))
     except Exception as error:  # fail open: every fault is said, none is raised
         from loopstate.hooks.hostinput import BadInput
-        from loopstate.service.front import hook_fault
+        from loopstate.service.front import hook_fault, hook_fault_answer
 
         said = str(error) if isinstance(error, BadInput) else hook_fault(error)
-        out = {"continue": True, "systemMessage": f"loopstate hook {host.name} {event}: {said}"}
+        session_id = hook_event.session_id if hook_event is not None else None
+        out = host.output(event or "", hook_fault_answer(event or "", session_id, f"loopstate hook {host.name} {event}",
+                                                         said))
         if event == "PreToolUse":
             denial = _switch_denial(hook_event.cwd if hook_event is not None else None)
             if denial is not None:

@@ -11,6 +11,13 @@ covers one file per host and scope. Both hosts take the same registration shape:
 server entry, ``loopstate`` running ``loopstate mcp``, goes into ``mcpServers``
 (Claude Code: ``~/.claude.json`` or the project's ``.mcp.json``) or
 ``[mcp_servers.loopstate]`` (Codex's ``config.toml``).
+
+Claude Code's ``CLAUDE_CONFIG_DIR``, when set, replaces ``~/.claude`` and moves
+``.claude.json`` with it (``$CLAUDE_CONFIG_DIR/.claude.json``): setup writes
+and doctor reads the user scope there, the files the host really reads. Claude
+Code owns every prompt that starts with ``/``, so ``/intent`` reaches the
+hooks only as a command file (``claude_commands``): ``commands/intent.md``
+beside the settings of the same scope.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ CODEX_SESSION_END_TIMEOUT_SECONDS = 3
 STORE_VARIABLES = ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA", "XDG_STATE_HOME")
 SCOPES = ("user", "project")
 MCP_SERVER = "loopstate"  # the server's name in the host's MCP config
+COMMAND_FILE = "{folder}commands/intent.md"  # Claude Code's /intent, relative to a scope's root
 
 
 @dataclass(frozen=True)
@@ -75,14 +83,21 @@ class Target:
 
     @property
     def file_format(self) -> str:
-        return "toml" if self.relative.endswith(".toml") else "json"
+        return "toml" if self.relative.endswith(".toml") else "command" if self.relative.endswith(".md") else "json"
 
 
-def targets(host: Host, scope: str, *, home: str, codex_home: str | None, project: str | None) -> list[Target]:
+def claude_user_root(home: str, claude_config_dir: str | None) -> tuple[str, str]:
+    """Claude Code's user folder as (root, folder relative to it): ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
+    return (claude_config_dir, "") if claude_config_dir else (home, ".claude")
+
+
+def targets(host: Host, scope: str, *, home: str, codex_home: str | None, project: str | None,
+            claude_config_dir: str | None = None) -> list[Target]:
     """The files setup writes for ``host`` at ``scope`` (``project`` is needed for the project scope).
 
-    Claude Code keeps MCP servers apart from its settings: ``~/.claude.json`` for the user, ``.mcp.json`` at
-    the project's root; Codex keeps both in its ``config.toml``."""
+    Claude Code keeps MCP servers apart from its settings: ``.claude.json`` for the user (in ``~`` or in
+    ``$CLAUDE_CONFIG_DIR``), ``.mcp.json`` at the project's root; and the ``/intent`` command file beside the
+    settings. Codex keeps hooks and servers in its ``config.toml``."""
     if host is CODEX:
         if scope == "project":
             assert project is not None
@@ -93,15 +108,20 @@ def targets(host: Host, scope: str, *, home: str, codex_home: str | None, projec
     if scope == "project":
         assert project is not None
         return [Target(host, scope, project, ".claude/settings.json", True, False),
+                Target(host, scope, project, COMMAND_FILE.format(folder=".claude/"), False, False),
                 Target(host, scope, project, ".mcp.json", False, True)]
-    return [Target(host, scope, home, ".claude/settings.json", True, False),
-            Target(host, scope, home, ".claude.json", False, True)]
+    root, folder = claude_user_root(home, claude_config_dir)
+    prefix = folder + "/" if folder else ""
+    return [Target(host, scope, root, prefix + "settings.json", True, False),
+            Target(host, scope, root, COMMAND_FILE.format(folder=prefix), False, False),
+            Target(host, scope, root, ".claude.json", False, True)]
 
 
-def inspected_files(host: Host, *, home: str, codex_home: str | None, project: str | None) -> list[str]:
+def inspected_files(host: Host, *, home: str, codex_home: str | None, project: str | None,
+                    claude_config_dir: str | None = None) -> list[str]:
     """Every file the host reads hooks from (for doctor's collision check), user scope first."""
     if host is CLAUDE:
-        files = [os.path.join(home, ".claude", "settings.json")]
+        files = [os.path.join(*claude_user_root(home, claude_config_dir), "settings.json")]
         if project:
             files += [os.path.join(project, ".claude", "settings.json"),
                       os.path.join(project, ".claude", "settings.local.json")]
@@ -113,12 +133,23 @@ def inspected_files(host: Host, *, home: str, codex_home: str | None, project: s
     return files
 
 
-def mcp_files(host: Host, *, home: str, codex_home: str | None, project: str | None) -> list[str]:
+def mcp_files(host: Host, *, home: str, codex_home: str | None, project: str | None,
+              claude_config_dir: str | None = None) -> list[str]:
     """Every file the host reads MCP servers from, user scope first."""
     if host is CODEX:
         return [path for path in inspected_files(host, home=home, codex_home=codex_home, project=project)
                 if path.endswith(".toml")]
-    return [os.path.join(home, ".claude.json")] + ([os.path.join(project, ".mcp.json")] if project else [])
+    return ([os.path.join(claude_config_dir or home, ".claude.json")]
+            + ([os.path.join(project, ".mcp.json")] if project else []))
+
+
+def command_files(host: Host, *, home: str, project: str | None, claude_config_dir: str | None = None) -> list[str]:
+    """Where Claude Code reads the ``/intent`` command file from, user scope first (Codex: none)."""
+    if host is not CLAUDE:
+        return []
+    root, folder = claude_user_root(home, claude_config_dir)
+    return ([os.path.join(root, COMMAND_FILE.format(folder=folder + "/" if folder else ""))]
+            + ([os.path.join(project, COMMAND_FILE.format(folder=".claude/"))] if project else []))
 
 
 def hook_command(executable: str, host: Host, event: str) -> str:

@@ -307,14 +307,24 @@ def unmerge_toml(text: str, host: Host, trust_source: str | None = None) -> str:
 
 def merge(file_format: str, text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None,
           *, trust_source: str | None = None) -> str:
-    """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None), and for a
-    Codex file with ``trust_source`` our hooks' trust recorded."""
+    """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None); a
+    ``command`` file (Claude Code's ``/intent``) is ours whole; for a Codex file with ``trust_source`` our
+    hooks' trust is recorded too."""
+    if file_format == "command":
+        from loopstate.install import claude_commands
+
+        return claude_commands.merge(text)
     if file_format == "json":
         return merge_json(text, host, groups, server)
     return merge_toml(text, host, groups, server, trust_source)
 
 
-def unmerge(file_format: str, text: str, host: Host, *, trust_source: str | None = None) -> str:
+def unmerge(file_format: str, text: str, host: Host, *, trust_source: str | None = None) -> str | None:
+    """``text`` with our entries taken out; None when nothing is left of the file (our command file)."""
+    if file_format == "command":
+        from loopstate.install import claude_commands
+
+        return claude_commands.unmerge(text)
     return unmerge_json(text, host) if file_format == "json" else unmerge_toml(text, host, trust_source)
 
 

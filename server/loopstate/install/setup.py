@@ -44,6 +44,7 @@ class Places:
     codex_home: str | None
     project: str | None
     data_dir: Path
+    claude_config_dir: str | None = None  # Claude Code's user folder when set (it replaces ~/.claude)
 
     @staticmethod
     def from_environment(project: str | None, environ: dict[str, str] | None = None) -> "Places":
@@ -58,12 +59,25 @@ class Places:
             raise LoopstateError(ErrorCode.INVALID_ROOT, f"CODEX_HOME={codex_home!r} is not an existing absolute "
                                  "directory; create it or unset CODEX_HOME")
         return Places(os.path.realpath(home), codex_home and os.path.realpath(codex_home), project,
-                      resolve_data_dir(env))
+                      resolve_data_dir(env), _claude_config_dir(env))
 
     def targets(self, host: Host, scope: str) -> list[Target]:
         from loopstate.install.hosts import targets
 
-        return targets(host, scope, home=self.home, codex_home=self.codex_home, project=self.project)
+        return targets(host, scope, home=self.home, codex_home=self.codex_home, project=self.project,
+                       claude_config_dir=self.claude_config_dir)
+
+
+def _claude_config_dir(env) -> str | None:
+    """``CLAUDE_CONFIG_DIR`` as Claude Code reads it (an absolute folder; setup creates its parts below)."""
+    value = env.get("CLAUDE_CONFIG_DIR") or None
+    if value is not None and not os.path.isabs(value):
+        raise LoopstateError(ErrorCode.INVALID_ROOT, f"CLAUDE_CONFIG_DIR={value!r} is not an absolute path; set it "
+                             "to the absolute folder Claude Code uses, or unset it")
+    if value is not None and not os.path.isdir(value):
+        raise LoopstateError(ErrorCode.INVALID_ROOT, f"CLAUDE_CONFIG_DIR={value!r} is not an existing directory; "
+                             "create it (Claude Code does on its first start) or unset it")
+    return value and os.path.realpath(value)
 
 
 def default_executable() -> str:
@@ -311,6 +325,29 @@ def mcp_available() -> bool:
     return importlib.util.find_spec("mcp") is not None
 
 
+SHARED_PROGRAM = "loopstate"  # what a project's shared files run: found on each teammate's PATH
+
+
+def program_for(host: Host, scope: str, executable: str | None) -> str:
+    """The program our registration runs: this loopstate's absolute path (``--executable`` or this one), except
+    in a project scope, whose files a team commits: there it is ``loopstate`` from the PATH the host runs hooks
+    and MCP servers with (both hosts keep the user's PATH), so no path of this machine lands in a shared file."""
+    if scope == "project":
+        if executable is not None:
+            files = ".claude/settings.json and .mcp.json" if host.name == "claude" else ".codex/config.toml"
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--executable with --scope project would write this "
+                                 f"machine's path into {files}, which a team commits: "
+                                 "leave --executable out (the project's hooks run `loopstate` from each one's PATH), "
+                                 "or use --scope user")
+        return SHARED_PROGRAM
+    return executable or default_executable()
+
+
+def shared_files(plan: "Plan") -> list[str]:
+    """The files of a plan that are meant to be committed with the project (a project scope's)."""
+    return [f.target.path for f in plan.files if plan.scope == "project"]
+
+
 def trust_source(t: Target, trust: bool) -> str | None:
     """Where Codex's trust of the target's hooks goes when the user consented (``trust``): the target itself
     for the user scope, whose path is the trust key's source. Codex reads trust from the user's config only,
@@ -319,7 +356,8 @@ def trust_source(t: Target, trust: bool) -> str | None:
 
 
 def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool, trust: bool = False) -> Plan:
-    check_executable(executable)
+    if executable != SHARED_PROGRAM:
+        check_executable(executable)
     groups, server = registration(executable, host), mcp_entry(executable, host)
     files, folders_seen = [], set()
     for t in places.targets(host, scope):
@@ -340,7 +378,10 @@ def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: b
                 changed = mine[-1]
         folders = [f for f in missing_folders(t) if f not in folders_seen]
         folders_seen.update(folders)
-        source = rc.source_digest({"hooks": wanted_groups, "mcp_server": wanted_server})
+        wanted: dict[str, Any] = {"hooks": wanted_groups, "mcp_server": wanted_server}
+        if t.file_format == "command":
+            wanted["command"] = after.decode("utf-8")
+        source = rc.source_digest(wanted)
         files.append(FilePlan(t, before, after, source, folders, changed))
     return Plan(host, scope, files)
 
@@ -416,10 +457,11 @@ def _plan_undo(places: Places, t: Target, host: Host, approve: bool) -> Undo:
                     "re-run with --approve to take out only loopstate's entries and keep everything else",
                     path=t.path, receipt_id=r["receipt_id"])
             try:
-                current = unmerge(t.file_format, _text(current, t.path), host,
-                                  trust_source=t.path if host.name == "codex" else None).encode("utf-8")
+                left = unmerge(t.file_format, _text(current, t.path), host,
+                               trust_source=t.path if host.name == "codex" else None)
             except ConfigShapeError as exc:
                 raise _shape_error(t.path, exc) from None
+            current = None if left is None else left.encode("utf-8")
             step = "took out loopstate's entries"
         steps.append(f"{t.path}: receipt {r['receipt_id']}: {step}")
         folders += [op["destination"] for op in reversed(r["operations"]) if op["action"] == "mkdir"

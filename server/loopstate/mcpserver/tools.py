@@ -69,25 +69,38 @@ def _lease(run_id: str, lease_id: str, generation: int) -> dict[str, Any]:
 def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..., Awaitable[Any]]]:
     """The tool functions bound to this server's ``execute(command)``, ``query(message)`` and session state."""
 
+    async def current_task() -> str | None:
+        """The task a tool works on without a task_id: the one this connection started or resumed, else the
+        project's current task (intent.current)."""
+        if session.task_id is None:
+            return (await query(intent_proto.IntentCurrent()))["task_id"]
+        return session.task_id
+
     async def intent_task(
         action: Literal["start", "resume"],
-        task_id: str | None = Opt("resume: default the newest"),
+        task_id: str | None = Opt("resume: default current"),
         label: str | None = Opt("start: a short label"),
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        """Start or resume this session's intent task (claims default to it)."""
+        """Start or resume the project's current task (claims default to it)."""
         if action == "start":
             outcome = await execute(build({"label": label, "task_id": task_id, "actor": "agent"}, intent_proto.IntentTaskStart),
                                     request_id)
             session.task_id = outcome["events"][0]["task_id"]
             return {"task_id": session.task_id, **outcome}
-        tasks = [t for t in await query(intent_proto.IntentTasks()) if task_id in (None, t["task_id"])]
-        live = sorted((t for t in tasks if t["mode"] != "off" or task_id), key=lambda t: t["started_at"])
-        if not live:
-            raise LoopstateError(ErrorCode.NOT_FOUND, f"no task {task_id} in this project" if task_id else
-                                 "this project has no task to resume; start one (action start)", task_id=task_id)
-        session.task_id = live[-1]["task_id"]
-        return {"task_id": session.task_id, "task": live[-1]}
+        if task_id is None:
+            current = await query(intent_proto.IntentCurrent())
+            if current["task_id"] is None:
+                raise LoopstateError(ErrorCode.NOT_FOUND, "this project has no task to resume; start one (action start)")
+            session.task_id = current["task_id"]
+            return {"task_id": session.task_id, "task": current["task"]}
+        from loopstate.core.prefix import resolve_prefix
+
+        known = [t["task_id"] for t in await query(intent_proto.IntentTasks())]
+        task_id = resolve_prefix("task", task_id, known, hint="the intent resource lists the tasks")
+        outcome = await execute(build({"task_id": task_id, "actor": "agent"}, intent_proto.IntentTaskResume), request_id)
+        session.task_id = task_id
+        return {"task_id": task_id, **outcome}
 
     async def intent_claim(
         action: Literal["add", "replace", "invalidate"],
@@ -106,10 +119,11 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """Record, replace or invalidate a claim about the user's intent."""
-        common = {"task_id": task_id or session.task_id, "actor": by,
+        common = {"task_id": task_id or await current_task(), "actor": by,
                   "source": source.model_dump(exclude_none=True) if source else None}
         if common["task_id"] is None:
-            raise LoopstateError(ErrorCode.INVALID_PARAMS, "no task: give task_id, or call intent_task first")
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, "this project has no task yet: give task_id, or start one "
+                                 "with intent_task first")
         if action == "invalidate":
             return await execute(build({**common, "claim_id": claim_id, "reason": reason},
                                        intent_proto.IntentClaimInvalidate, action), request_id)
@@ -124,7 +138,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """The intent snapshot (of this session's task), or its compact handoff."""
-        task = task_id or session.task_id
+        task = task_id or await current_task()
         if compact:
             return await query(build({"task_id": task}, intent_proto.IntentCompact))
         return await query(build({"task_id": task, "cursor": cursor}, intent_proto.IntentSnapshot))

@@ -131,6 +131,13 @@ def hook_fault(error: Exception) -> str:
     return fix_for(error)
 
 
+def hook_fault_answer(event: str, session_id: str | None, where: str, said: str) -> Any:
+    """A failed-open hook's answer: the fault as a notice, and once per session as context (print modes)."""
+    from loopstate.service.hook_decisions import fault_answer
+
+    return fault_answer(event, session_id, where, said)
+
+
 def hook_switch_denial(root: str) -> str | None:
     """A tool denial for a kill switch that stands, reading no store (what a failed hook still enforces)."""
     from loopstate.service.hook_decisions import deny_if_switch

@@ -14,8 +14,8 @@ and the rules it applies are the pure ones of ``domains.harness`` and
   injects it only when it changed since the last injection in this session, or
   after a compaction;
 * a prompt that is an ``/intent`` command is recorded as a direct user event
-  and answered with a receipt (the host is told to block the prompt); any
-  other prompt is not stored;
+  and answered with a receipt (the host adapter decides how the host shows
+  it); any other prompt is not stored;
 * PreCompact records the compaction and marks the session; PostCompact marks
   it (Codex cannot inject there): the next prompt injects again;
 * PostToolUse and SessionEnd answer nothing and read nothing;
@@ -73,6 +73,7 @@ class HookAnswer(msgspec.Struct, kw_only=True):
     context: str | None = None  # to inject
     deny: str | None = None  # PreToolUse: deny, with this reason
     block: str | None = None  # UserPromptSubmit / Stop: block, with this reason
+    receipt: str | None = None  # UserPromptSubmit: what an /intent command did (the host adapter says how it shows)
     notice: str | None = None  # shown to the user (systemMessage)
 
 
@@ -366,6 +367,40 @@ def fix_for(error: Exception) -> str:
     return f"internal error {type(error).__name__}: {error}; please report it"
 
 
+FAULTS_TOLD = "loopstate-faults-told"  # in the temp dir: which sessions were already told which fault
+
+
+def fault_answer(event: str, session_id: str | None, where: str, said: str) -> HookAnswer:
+    """What a hook that failed open answers: the fault in ``notice`` (systemMessage, which the hosts' interactive
+    views show) and, the first time this session meets this fault, as context for the agent to pass on.
+
+    In print mode (``claude -p``) the host shows neither a systemMessage nor a hook's stderr (seen in Claude Code
+    2.1.332), so the agent is the one way a fault reaches the person there; once per session, so a broken store
+    does not fill every prompt. Which session was told is kept as an empty marker named by a hash of the
+    session and the fault's code (``said`` up to its first colon), in the temp dir, since the fault may be that the data dir cannot be written.
+    A marker that cannot be written means telling again, never staying silent.
+    """
+    out = HookAnswer(notice=f"{where}: {said}")
+    if event not in ("SessionStart", "UserPromptSubmit") or session_id is None:
+        return out
+    import hashlib
+    import tempfile
+
+    code = said.split(":", 1)[0]
+    folder = Path(tempfile.gettempdir()) / f"{FAULTS_TOLD}-{os.getuid()}"
+    name = hashlib.sha256(f"loopstate-fault-told\0{sessions.session_hash(session_id)}\0{code}".encode()).hexdigest()
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        return out
+    except OSError:
+        pass
+    out.context = (f"{where}: {said}\nloopstate failed open: nothing of it is injected or enforced in this session but a "
+                   "kill switch. Tell the user this once, with the command it names.")
+    return out
+
+
 def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None) -> HookAnswer:
     """The answer to one host event (raises on a fault: the front door fails open)."""
     if event.event not in EVENTS:
@@ -379,9 +414,9 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
     if command is not None:
         # A command the user typed goes no further than the receipt, even when it could not be recorded.
         try:
-            return HookAnswer(block=_receipt(hs, hs.bind(), command))
+            return HookAnswer(receipt=_receipt(hs, hs.bind(), command))
         except Exception as error:
-            return HookAnswer(block=f"loopstate: /intent {command.verb} was not recorded: {fix_for(error)}")
+            return HookAnswer(receipt=f"loopstate: /intent {command.verb} was not recorded: {fix_for(error)}")
     binding = hs.bind()
     out = HookAnswer()
     if event.event == "SessionStart":

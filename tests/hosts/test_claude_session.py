@@ -1,0 +1,128 @@
+"""Whole Claude Code sessions after a real `loopstate setup apply`: what the host sent the model, its hook report, the store.
+
+Each module sets up once (a private HOME and CLAUDE_CONFIG_DIR, setup apply as a
+user runs it) and drives `claude -p` sessions against the scripted model server.
+Every check has its control: the same tool call without STOP runs; the same
+stop with the gate resolved is not blocked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from claude_kit import ClaudeHome
+from modelserver import Text, ToolCall
+
+from tests.hosts.conftest import needs_claude
+
+pytestmark = needs_claude
+
+
+@pytest.fixture(scope="module")
+def claude(tmp_path_factory) -> ClaudeHome:
+    h = ClaudeHome(tmp_path_factory.mktemp("claude"))
+    out = h.loopstate("setup", "apply", "--host", "claude").stdout
+    assert f"wrote {h.config}/settings.json (6 hooks)" in out and f"wrote {h.config}/commands/intent.md" in out
+    assert not (h.home / ".claude").exists()  # CLAUDE_CONFIG_DIR is where the host reads: nothing in ~/.claude
+    return h
+
+
+def touch(name: str) -> list[list]:
+    return [[ToolCall("Bash", {"command": f"touch {name}", "description": "touch a file"})], [Text("done")]]
+
+
+def test_a_stop_file_denies_the_shell_call_and_without_it_the_same_call_runs(claude: ClaudeHome) -> None:
+    stop = claude.project / ".loopstate" / "STOP"
+    stop.parent.mkdir(exist_ok=True)
+    stop.write_text("stop\n")
+    try:
+        denied = claude.session("make the file", touch("denied.txt"))
+    finally:
+        stop.unlink()
+    assert not (claude.project / "denied.txt").exists()
+    [result] = denied.tool_results(1)
+    assert result["is_error"] is True and "the kill switch .loopstate/STOP stands" in json.dumps(result)
+    [decision] = denied.hook_outputs("PreToolUse")
+    assert decision["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+    ran = claude.session("make the file", touch("ran.txt"))  # the control: no STOP, the same call runs
+    assert (claude.project / "ran.txt").exists()
+    assert "kill switch" not in json.dumps(ran.tool_results(1))
+
+
+def test_intent_remember_is_a_command_whose_receipt_is_relayed_and_the_next_prompt_carries_it(claude) -> None:
+    first = claude.session("/intent remember hard_constraint:Keep the public API", [[Text("receipt relayed")]])
+    assert "intent" in first.init["slash_commands"]  # the host knows the command from the file setup wrote
+    assert not any("blocked by hook" in notice or "stopped by hook" in notice for notice in first.informational())
+    assert len(first.requests) == 1
+    sent = first.sent(0)
+    assert "loopstate: remembered [hard_constraint] Keep the public API (claim " in sent  # the receipt, as context
+    assert "Reply with that receipt as it is" in sent  # the command file's body is the prompt
+    assert b"Keep the public API" in b"".join(p.read_bytes() for p in claude.data.rglob("*.jsonl"))
+
+    again = claude.session("now refactor the checkout", [[Text("ok")]], resume=first.session_id)
+    assert "[hard_constraint] Keep the public API" in again.sent(0)  # injected on the session's next prompt
+
+
+def test_an_open_gate_blocks_the_stop_with_a_command_that_works_and_a_resolved_gate_does_not(claude) -> None:
+    hooks_config = claude.project / ".loopstate" / "hooks.json"
+    hooks_config.parent.mkdir(exist_ok=True)
+    hooks_config.write_text(json.dumps({"enforce_gates": True, "goal": "ship"}))
+    claude.loopstate("goals", "gate", "ship", "Owner sign-off", "--new-goal")
+    try:
+        blocked = claude.session("finish up", [[Text("all done")], [Text("waiting for the owner")]])
+        assert len(blocked.requests) == 2  # the Stop block sent the agent back with the reason
+        reason = "loopstate: not done yet: gate G001 of goal ship (Owner sign-off)"
+        assert reason in blocked.sent(1)
+        assert "`loopstate goals resolve ship G001 --decision approve`" in blocked.sent(1)
+        claude.loopstate("goals", "resolve", "ship", "G001", "--decision", "approve")  # as the reason writes it
+
+        done = claude.session("finish up", [[Text("all done")]])  # the control: the gate resolved, the stop stands
+        assert len(done.requests) == 1 and done.extra_requests == 0
+    finally:
+        hooks_config.unlink()
+
+
+@pytest.mark.xfail(strict=True, reason="loopstate mcp refuses every project call in Claude Code 2.1.332: the host offers "
+                   "roots, and the server's roots/list fails with the SDK's NoBackChannelError (mcpserver/server.py "
+                   "client_root), so the write is INVALID_ROOT")
+def test_mcp_tools_are_there_on_the_first_turn_and_write_to_the_hooks_store(claude) -> None:
+    """Claude Code 2.1.332 defers MCP tools: the first request names them, ToolSearch loads their schemas."""
+    statement = "the importer keeps the old CSV columns"
+    claim = {"action": "add", "statement": statement, "status": "inferred", "facets": ["outcome"], "by": "agent",
+             "confidence": 0.6}
+    load = {"query": "select:mcp__loopstate__intent_claim,mcp__loopstate__intent_show"}
+    first = claude.session("note it", [[ToolCall("ToolSearch", load)],
+                                       [ToolCall("mcp__loopstate__intent_claim", claim)],
+                                       [ToolCall("mcp__loopstate__intent_show", {})], [Text("noted")]],
+                           allowed="mcp__loopstate,ToolSearch")
+    assert {"name": "loopstate", "status": "connected", "source": "user"} in first.init["mcp_servers"]
+    assert "mcp__loopstate__intent_claim" in json.dumps(first.requests[0].body)  # named on the first turn
+    [loaded] = first.tool_results(1)
+    assert "mcp__loopstate__intent_claim" in json.dumps(loaded)
+    [written] = first.tool_results(2)
+    assert written.get("is_error") is not True, written
+    [shown] = first.tool_results(3)
+    assert statement in json.dumps(shown)  # the read sees the write
+    stored = b"".join(p.read_bytes() for p in claude.data.rglob("intent.jsonl"))
+    assert statement.encode() in stored  # in the store the hooks read (the session's LOOPSTATE_DATA_DIR)
+
+
+def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(claude) -> None:
+    [ledger] = claude.data.rglob("intent.jsonl")
+    kept = ledger.read_bytes()
+    ledger.write_bytes(kept.replace(b"Keep the public API", b"Keep the public APX"))
+    try:
+        broken = claude.session("make the file", touch("despite.txt"))
+    finally:
+        ledger.write_bytes(kept)
+    assert (claude.project / "despite.txt").exists()  # failed open: the tool ran
+    told = [i for i in range(len(broken.requests)) if "CORRUPT_LEDGER" in broken.sent(i)]
+    assert told and "run `loopstate verify`, then `loopstate recover`" in broken.sent(told[0])
+    assert broken.sent(0).count("CORRUPT_LEDGER") == 1  # once, though SessionStart and the prompt both met it
+    assert any("CORRUPT_LEDGER" in notice for notice in broken.informational())  # and as the host's notice
+
+    healthy = claude.session("make the file", touch("again.txt"))  # the control: the same store, intact
+    assert "CORRUPT_LEDGER" not in healthy.sent(0)
