@@ -39,6 +39,14 @@ class NamespacedCall:
     call_id: str = ""
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Not an item: the token usage this turn reports in ``response.completed`` (Codex compacts its context
+    when the usage passes ``model_auto_compact_token_limit``)."""
+
+    total_tokens: int
+
+
 def _items(steps: list[Step], turn: int) -> Iterator[dict[str, Any]]:
     for index, step in enumerate(steps):
         if isinstance(step, Text):
@@ -55,8 +63,8 @@ def _items(steps: list[Step], turn: int) -> Iterator[dict[str, Any]]:
             yield {"type": "tool_search_call", "id": f"tsc_{turn}_{index}", "status": "completed",
                    "execution": "client", "call_id": step.call_id or f"call_{turn}_{index}",
                    "arguments": {"query": step.query}}
-        else:
-            raise TypeError(f"a turn step must be Text, ToolCall or ToolSearch, not {step!r}")
+        elif not isinstance(step, Usage):
+            raise TypeError(f"a turn step must be Text, ToolCall, ToolSearch or Usage, not {step!r}")
 
 
 def respond(handler: BaseHTTPRequestHandler, body: Any, steps: list[Step], turn: int) -> None:
@@ -68,9 +76,10 @@ def respond(handler: BaseHTTPRequestHandler, body: Any, steps: list[Step], turn:
                        {"type": "response.output_item.added", "output_index": index, "item": item}))
         events.append(("response.output_item.done",
                        {"type": "response.output_item.done", "output_index": index, "item": item}))
+    total = next((step.total_tokens for step in steps if isinstance(step, Usage)), 15)
     events.append(("response.completed", {"type": "response.completed", "response": {
-        "id": response_id, "usage": {"input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
-                                     "output_tokens_details": None, "total_tokens": 15}}}))
+        "id": response_id, "usage": {"input_tokens": total - 5, "input_tokens_details": None, "output_tokens": 5,
+                                     "output_tokens_details": None, "total_tokens": total}}}))
     sse(handler, events)
 
 
