@@ -71,3 +71,22 @@ def test_a_stop_denies_the_shell_call_and_without_it_the_same_call_runs(tmp_path
         # The context Codex sent with the prompt carries the switch too (SessionStart's injection).
         texts = input_texts(kit.server.model_requests()[-2].body)
         assert "Kill switch: .loopstate/STOP stands; tools that change things are denied." in texts
+
+
+def tree(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(folder).parts}
+
+
+def test_uninstall_after_real_sessions_leaves_the_user_s_files_byte_identical(tmp_path):
+    with codex_kit(tmp_path, TOUCH) as kit:
+        config, project = kit.config.read_bytes(), tree(kit.project)
+        kit.setup("--trust-hooks")
+        session = kit.exec("make a file")
+        assert session.ran("SessionStart")
+        (kit.project / "side-effect").unlink()
+        kit.loopstate("setup", "uninstall", "--host", "codex")
+        assert kit.config.read_bytes() == config and tree(kit.project) == project
+        assert kit.hooks_list() == []  # Codex itself sees no hook of ours, and no trust of one
+        kit.server.then([[Text("plain")]])
+        assert kit.exec("hello").hooks == []
