@@ -82,3 +82,45 @@ def test_the_mcp_entry_passes_the_store_on_and_doctor_fails_an_entry_that_does_n
         'env_vars = ["LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA", "XDG_STATE_HOME"]\n', ""))
     out = h.cli("doctor", "--host", "codex", expect=1).stdout
     assert "would use the store in" in out and "LOOPSTATE_DATA_DIR" in out
+
+
+def on_a_terminal(h, answer: str, *args: str) -> str:
+    """Run the CLI with a pseudo-terminal as stdin and stdout, answer its question, and return all it wrote."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *args], cwd=h.project, env=h.env(),
+                            stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        while b"[y/N] " not in seen:
+            chunk = os.read(master, 4096)
+            assert chunk, seen
+            seen += chunk
+        os.write(master, answer.encode() + b"\n")
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        assert proc.wait(timeout=60) == 0, seen
+    return seen.decode().replace("\r\n", "\n")
+
+
+def test_on_a_terminal_apply_asks_and_a_yes_trusts_a_no_says_the_step(tmp_path):
+    h = make_home(tmp_path)
+    said = on_a_terminal(h, "n", "setup", "apply", "--host", "codex")
+    assert "Codex runs a hook from config.toml only after you trust it" in said
+    assert trust_state(config_path(h, "codex", "user")) == {}
+    assert said.strip().splitlines()[-1].endswith("loopstate setup apply --host codex --trust-hooks")
+    said = on_a_terminal(h, "y", "setup", "apply", "--host", "codex")
+    assert len(trust_state(config_path(h, "codex", "user"))) == 7 and "not trusted" not in said
