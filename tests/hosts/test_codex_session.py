@@ -7,10 +7,11 @@ to fail: the same tool call without STOP runs; without trust no hook runs.
 
 from __future__ import annotations
 
+import os
 import tomllib
 
 from codex_kit import codex_kit, shell
-from conftest import needs_codex
+from conftest import BIN, needs_codex
 from dialect_openai import input_texts, tool_outputs
 from modelserver import Text
 
@@ -90,3 +91,15 @@ def test_uninstall_after_real_sessions_leaves_the_user_s_files_byte_identical(tm
         assert kit.hooks_list() == []  # Codex itself sees no hook of ours, and no trust of one
         kit.server.then([[Text("plain")]])
         assert kit.exec("hello").hooks == []
+
+
+def test_doctor_asks_codex_itself_when_its_cli_is_on_path(tmp_path):
+    with codex_kit(tmp_path) as kit:
+        kit.extra_env["PATH"] = f"{BIN}{os.pathsep}{kit.env()['PATH']}"
+        kit.setup()
+        before = kit.loopstate("doctor", "--host", "codex", expect=1).stdout
+        assert "Codex trusts 0 of loopstate's 7 hooks (from Codex's own hooks/list)" in before
+        assert before.count("it is untrusted") == 7
+        kit.setup("--trust-hooks")
+        after = kit.loopstate("doctor", "--host", "codex").stdout
+        assert "Codex trusts 7 of loopstate's 7 hooks (from Codex's own hooks/list)" in after and after.endswith("ok\n")
