@@ -135,7 +135,7 @@ def main() -> None:
         (project / ".git").mkdir()  # a project root for the CLI's discovery; the handshake never reads the store
         bare = Path(tmp, "bare_server.py")
         bare.write_text(BARE_SERVER)
-        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp, "data"))}
+        env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp, "data")), "XDG_CACHE_HOME": str(Path(tmp, "cache"))}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         servers = {"loopstate mcp": ([args.loopstate, "mcp"], env, CALLS["loopstate"])}
         if args.baseline:

@@ -83,7 +83,13 @@ def server_params(data_dir: Path, *args: str, cwd: Path | None = None) -> Any:
     from mcp import StdioServerParameters
 
     return StdioServerParameters(command=sys.executable, args=["-m", "loopstate.cli.main", "mcp", *args],
-                                 env=env_for_child(data_dir), cwd=str(cwd or REPO))
+                                 env=mcp_env(data_dir), cwd=str(cwd or REPO))
+
+
+def mcp_env(data_dir: Path) -> dict[str, str]:
+    """The child's environment: its data dir, and a cache dir of the test's own (mcpserver/early's Recorder
+    keeps the SDK's handshake answers there when the checked-in table does not fit)."""
+    return {**env_for_child(data_dir), "XDG_CACHE_HOME": str(data_dir.parent / "cache")}
 
 
 @contextlib.asynccontextmanager

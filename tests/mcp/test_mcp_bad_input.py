@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, env_for_child
-from tests.mcp.mcpkit import connected, needs_sdk
+from tests.conftest import REPO
+from tests.mcp.mcpkit import connected, mcp_env, needs_sdk
 from tests.runs.clikit import Cli
 
 pytestmark = needs_sdk
@@ -33,7 +33,7 @@ def exchange(root: Path, data_dir: Path, lines: list) -> dict:
     """Send ``lines`` (dicts, or raw text), close stdin, and return the responses by id once the server exits."""
     text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in [*INITIALIZE, *lines])
     done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "mcp", "--root", str(root)], input=text,
-                          capture_output=True, text=True, env=env_for_child(data_dir), cwd=REPO, timeout=120)
+                          capture_output=True, text=True, env=mcp_env(data_dir), cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     responses = [json.loads(line) for line in done.stdout.splitlines()]
     assert all(r.get("jsonrpc") == "2.0" for r in responses)  # nothing but protocol on stdout

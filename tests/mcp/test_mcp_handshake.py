@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from loopstate.mcpserver import early, handshake
-from tests.conftest import REPO, env_for_child
-from tests.mcp.mcpkit import needs_sdk
+from tests.conftest import REPO
+from tests.mcp.mcpkit import mcp_env, needs_sdk
 from tests.mcp.test_mcp_tools import TOOLS
 
 pytestmark = needs_sdk
@@ -47,8 +47,7 @@ def handshake_lines(init: dict[str, Any], request_id: Any = 0) -> list[dict[str,
 
 def mcp(data_dir: Path, cwd: Path, messages: list[dict[str, Any]], *, early_on: bool) -> tuple[list[bytes], str]:
     """The answer lines (sorted: early answers go out first) and stderr of `loopstate mcp` fed ``messages``."""
-    env = env_for_child(data_dir)
-    env[early.DISABLE] = "1" if early_on else "0"
+    env = {**mcp_env(data_dir), early.DISABLE: "1" if early_on else "0"}
     done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "mcp", "--log-level", "info"],
                           input=b"".join((json.dumps(m) + "\n").encode() for m in messages),
                           capture_output=True, env=env, cwd=cwd, timeout=120)
@@ -65,15 +64,22 @@ def test_the_checked_in_table_is_what_the_installed_sdk_answers():
     if early.distributions() is None:
         pytest.skip("the SDK is not installed as a distribution")
     fresh = handshake.dumps(handshake.record())
-    assert early.TABLE.read_text(encoding="utf-8") == fresh, (
+    assert Path(early.TABLE).read_text(encoding="utf-8") == fresh, (
         "mcpserver/handshake.json is stale (the tools, the instructions or the SDK changed): "
         "run python -m loopstate.mcpserver.handshake")
     assert early.load() is not None
 
 
-@pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + [
+ODD_BUT_SOUND = [  # fields the SDK's models ignore or accept: answered early too
+    {**CLAUDE, "capabilities": {"elicitation": {"schemaValidation": True}, "roots": {"listChanged": False},
+                                "sampling": {"tools": {}}, "x-vendor": [1], "tasks": {}}},
+    {**CODEX, "clientInfo": {**CODEX["clientInfo"], "websiteUrl": "https://example.com", "extra": 1}},
+]
+
+
+@pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + ODD_BUT_SOUND + [
     {**CLAUDE, "protocolVersion": version} for version in ("2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "1999-01-01")
-], ids=["claude", "codex", "sdk-client", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
+], ids=["claude", "codex", "sdk-client", "odd-capabilities", "odd-client-info", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
 def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
     early_lines, stderr = mcp(data_dir, root, handshake_lines(init), early_on=True)
     sdk_lines, _ = mcp(data_dir, root, handshake_lines(init), early_on=False)
@@ -84,11 +90,15 @@ def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
 @pytest.mark.parametrize("messages", [
     handshake_lines({**CLAUDE, "_meta": {"progressToken": 1}}),  # _meta on initialize: the SDK decides
     handshake_lines({**CLAUDE, "capabilities": {"roots": {"listChanged": "yes"}}}),  # the SDK refuses it
-    handshake_lines({**CLAUDE, "capabilities": {"tasks": {}}}),  # a capability the answerer does not know
+    handshake_lines({**CLAUDE, "capabilities": {"tasks": {"list": {}}}}),  # a capability the answerer leaves to the SDK
+    handshake_lines({**CLAUDE, "capabilities": {"elicitation": {"form": True}}}),  # the SDK refuses it
+    handshake_lines({**CLAUDE, "clientInfo": {"name": "x", "version": "1", "icons": [{"src": 1}]}}),
+    handshake_lines({**CLAUDE, "clientInfo": {"name": "x"}}),  # no version: the SDK refuses it
     handshake_lines(CLAUDE, request_id="é"),  # an id the SDK might spell otherwise
     [request(1, "tools/list")] + handshake_lines(CLAUDE)[:2],  # tools/list before initialize
     handshake_lines(CLAUDE)[:2] + [request(1, "tools/list", {"cursor": "x"}), request(4, "ping")],
-], ids=["meta", "malformed-capability", "unknown-capability", "non-ascii-id", "list-first", "cursor"])
+], ids=["meta", "malformed-capability", "tasks", "malformed-elicitation", "icons", "no-client-version", "non-ascii-id",
+        "list-first", "cursor"])
 def test_what_the_early_answerer_leaves_alone_the_sdk_answers_as_ever(messages, root, data_dir):
     early_lines, _ = mcp(data_dir, root, messages, early_on=True)
     sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)
@@ -97,7 +107,7 @@ def test_what_the_early_answerer_leaves_alone_the_sdk_answers_as_ever(messages, 
 
 def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, data_dir):
     """The host's order: initialize, read its answer, then initialized + tools/list, then a tool call."""
-    env = env_for_child(data_dir)
+    env = mcp_env(data_dir)
     proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "mcp", "--root", str(root), "--log-level", "info"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
 
@@ -143,11 +153,47 @@ def test_a_real_session_over_stdio_handshake_then_tools_served_by_the_sdk(root, 
             proc.wait()
 
 
+NO_TABLE = """
+import sys
+from loopstate.mcpserver import early
+early.TABLE = sys.argv.pop(1)  # an install the checked-in table was not recorded for
+from loopstate.cli.main import run
+sys.argv[0] = "loopstate"
+run()
+"""
+
+
+def test_an_install_the_table_does_not_fit_records_the_sdks_answers_for_its_next_start(tmp_path, root, data_dir):
+    env = {**mcp_env(data_dir), "XDG_CACHE_HOME": str(tmp_path / "own-cache")}
+    messages = handshake_lines(CLAUDE)
+
+    def run(**extra: str) -> tuple[list[bytes], str]:
+        done = subprocess.run([sys.executable, "-c", NO_TABLE, str(tmp_path / "none.json"), "mcp", "--log-level", "info"],
+                              input=b"".join((json.dumps(m) + "\n").encode() for m in messages),
+                              capture_output=True, env={**env, **extra}, cwd=root, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        return sorted(done.stdout.splitlines(keepends=True)), done.stderr.decode()
+
+    first, stderr = run()
+    assert not answered_early(stderr)  # no table: the SDK answered, and its answers were kept
+    cached = json.loads((tmp_path / "own-cache" / "loopstate" / "mcp-handshake.json").read_text())
+    assert set(cached["answers"]) == {"2025-06-18"} and set(cached["answers"]["2025-06-18"]) == {"initialize", *early.STATIC}
+    second, stderr = run()
+    assert "answered request(s) 0, 1, 2, 3 before the SDK was loaded" in answered_early(stderr)
+    assert second == first == mcp(data_dir, root, messages, early_on=False)[0]
+    # Another version than the one kept: the SDK answers it (and it is kept beside the first).
+    messages = handshake_lines({**CLAUDE, "protocolVersion": "2025-11-25"})
+    third, stderr = run()
+    assert not answered_early(stderr) and third == mcp(data_dir, root, messages, early_on=False)[0]
+    cached = json.loads((tmp_path / "own-cache" / "loopstate" / "mcp-handshake.json").read_text())
+    assert set(cached["answers"]) == {"2025-06-18", "2025-11-25"}
+
+
 def test_the_table_is_used_only_for_the_install_it_was_recorded_for(tmp_path, monkeypatch):
-    table = json.loads(early.TABLE.read_text(encoding="utf-8"))
+    table = json.loads(Path(early.TABLE).read_text(encoding="utf-8"))
     stale = tmp_path / "handshake.json"
     stale.write_text(json.dumps({**table, "fingerprint": "0" * 64}))
-    monkeypatch.setattr(early, "TABLE", stale)
+    monkeypatch.setattr(early, "TABLE", str(stale))
     assert early.load() is None
     # A folder with an `mcp` package but no installed distribution (a stray copy): no early answers at all.
     stray = tmp_path / "stray"

@@ -88,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     fresh = dumps(record())
     if "--check" in argv:
-        current = early.TABLE.read_text(encoding="utf-8") if early.TABLE.exists() else ""
+        current = Path(early.TABLE).read_text(encoding="utf-8") if os.path.exists(early.TABLE) else ""
         if current != fresh:
             sys.stderr.write(f"{early.TABLE} is stale: run python -m loopstate.mcpserver.handshake\n")
             return 1
         return 0
-    early.TABLE.write_text(fresh, encoding="utf-8")
+    Path(early.TABLE).write_text(fresh, encoding="utf-8")
     sys.stderr.write(f"wrote {early.TABLE}\n")
     return 0
 

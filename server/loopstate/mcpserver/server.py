@@ -322,7 +322,7 @@ async def serve(service: Service, explicit_root: str | None) -> None:
             log.info("answered request(s) %s before the SDK was loaded", ", ".join(map(repr, written)))
     try:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            writer = Noting(write_stream, written)
+            writer = Noting(write_stream, written, early.recording)
             await lowlevel.run(Answering(read_stream, writer), writer, options)
     finally:
         close()

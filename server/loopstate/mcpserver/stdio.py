@@ -54,18 +54,22 @@ class Noting(_Wrapper):
     has it), once, after checking that it is the same line.
     """
 
-    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None) -> None:
+    def __init__(self, inner: Any, early: dict[Any, bytes] | None = None, recorder: Any = None) -> None:
         super().__init__(inner)
         self.pending: set[Any] = set()
         self.answered = anyio.Event()
         self.early = dict(early or {})
+        self.recorder = recorder  # early.Recorder: the SDK's handshake answers, kept for the next start
 
     async def send(self, item: Any) -> None:
         message = getattr(item, "message", None)
         request_id = getattr(message, "id", None)
-        if self.early and request_id in self.early and not hasattr(message, "method"):
+        response = request_id is not None and not hasattr(message, "method")
+        if response and self.recorder is not None and not self.recorder.done:
+            self.recorder.response(request_id, _wire_line(message))
+        if response and self.early and request_id in self.early:
             written = self.early.pop(request_id)
-            ours = (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+            ours = _wire_line(message)
             if ours != written:
                 log.warning("the early answer to request %r differs from the SDK's: wrote %.300r, the SDK has %.300r",
                             request_id, written, ours)
@@ -87,6 +91,7 @@ class Answering(_Wrapper):
     def __init__(self, inner: Any, writer: Noting) -> None:
         super().__init__(inner)
         self.writer = writer
+        self.recorder = writer.recorder
 
     async def receive(self) -> Any:
         from mcp.shared.message import SessionMessage
@@ -106,6 +111,10 @@ class Answering(_Wrapper):
                 continue
             if isinstance(item.message, JSONRPCRequest):
                 self.writer.note(item.message.id)
+                if self.recorder is not None and not self.recorder.done:
+                    message = item.message
+                    self.recorder.request({"jsonrpc": "2.0", "id": message.id, "method": message.method,
+                                           **({} if message.params is None else {"params": message.params})})
             return item
 
     async def _drain(self) -> None:
@@ -123,6 +132,11 @@ class Answering(_Wrapper):
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+
+def _wire_line(message: Any) -> bytes:
+    """``message`` as the SDK's stdio transport writes it."""
+    return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
 
 
 def _first_line(exc: Exception) -> str:
