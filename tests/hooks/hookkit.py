@@ -106,7 +106,7 @@ def hook(host: str, event: str, payload: Any, *, data_dir: Path | None, cwd: Pat
          user: int | None = None) -> dict[str, Any]:
     """Run one hook; the output, checked against the host's shapes."""
     base = {k: v for k, v in os.environ.items() if k not in ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA",
-                                                             "LOOPSTATE_RUN", "LOOPSTATE_GOAL")}
+                                                             "LOOPSTATE_RUN", "LOOPSTATE_GOAL", "LOOPSTATE_TASK")}
     if data_dir is not None:
         base["LOOPSTATE_DATA_DIR"] = str(data_dir)
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

@@ -17,7 +17,7 @@ from loopstate_protocol import intent as p
 from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE
 
 SCHEMA_PATH = CONFORMANCE / "intent-loop" / "ledger-event.schema.json"
-LOOPSTATE_ADDED = ("sequence", "request_fingerprint")
+LOOPSTATE_ADDED = ("sequence", "request_fingerprint", "batch")
 START = "2026-01-01T00:00:00Z"
 
 _formats = jsonschema.FormatChecker()

@@ -41,7 +41,8 @@ def test_every_event_type_is_written_and_conforms(it: Intent, data_dir):
     assert {e["event_type"] for e in events} == set(EVENT_TYPES)
     for event in events:
         assert schema_errors(event) == [], event["event_type"]
-        assert set(LOOPSTATE_ADDED) <= set(event)  # loopstate's own fields are present, and only they are removed
+        # loopstate's own fields are present (batch only on a command's several events), and only they are removed
+        assert set(LOOPSTATE_ADDED) - {"batch"} <= set(event)
         assert event["request_id"] and len(event["request_fingerprint"]) == 64
 
 

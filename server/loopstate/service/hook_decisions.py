@@ -178,9 +178,10 @@ class HookSession:
     def task(self) -> tuple[str | None, str]:
         """The task this session works on now, and its mode (on, off or private).
 
-        In order: the task ``LOOPSTATE_TASK`` pins (an id or a unique prefix);
-        the private task this session owns (seed 000's one-to-one control: a
-        private session is no other session's); the project's current task
+        In order: the private task this session owns (seed 000's one-to-one
+        control: a private session is no other session's, and records nothing
+        whatever pins it); the task ``LOOPSTATE_TASK`` pins (an id or a unique
+        prefix); the project's current task
         (``intent.current``: the task last started or resumed, from any front
         door). None when the project has no task yet: a hook never starts one
         by itself. A control that cannot be read fails closed (private).
@@ -193,7 +194,7 @@ class HookSession:
 
         pin = self._pin()
         try:
-            control = None if pin else read_control(self.project, session_hash(self.event.session_id, stored=False))
+            control = read_control(self.project, session_hash(self.event.session_id, stored=False))
         except LoopstateError:
             self._task = (None, "private")
             return self._task

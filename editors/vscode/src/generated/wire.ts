@@ -578,6 +578,7 @@ export interface ExecuteParams {
   request_id: string;
   command:
     | IntentTaskStart
+    | IntentTaskResume
     | IntentModeSet
     | IntentSourceObserve
     | IntentClaimAdd
@@ -665,6 +666,20 @@ export interface SourceInput {
   excerpt?: string | null;
   via_hook?: boolean;
   keep_excerpt?: boolean;
+}
+/**
+ * Make an existing task the project's current task (the one new host sessions bind to).
+ *
+ * Resuming the task that is already current writes nothing. ``intent.task_start``
+ * makes the task it starts current itself.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "IntentTaskResume".
+ */
+export interface IntentTaskResume {
+  kind: "intent.task_resume";
+  task_id: string;
+  actor?: "agent" | "evidence" | "system" | "user";
 }
 /**
  * Switch a task between on, off and private (private needs the host session).
@@ -1295,6 +1310,15 @@ export interface IntentCompact {
   max_chars?: number;
 }
 /**
+ * The project's current task: the task last started or resumed, from any front door.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "IntentCurrent".
+ */
+export interface IntentCurrent {
+  kind: "intent.current";
+}
+/**
  * The project's claim graph (or one task's) in the import format.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1382,6 +1406,7 @@ export interface QueryParams {
     | IntentCompact
     | IntentHookContext
     | IntentTasks
+    | IntentCurrent
     | IntentCandidates
     | IntentExport
     | Status
