@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, hook, host_input, loopstate
+from hookkit import context_of, hook, host_input, loopstate, receipt_of
 
 HEADER = "User-stated intent (verbatim claims from the user's own messages):"
 
@@ -33,6 +33,11 @@ def prompt(project: Path, data_dir: Path, session: str, text: str, **kw) -> dict
     return event(project, data_dir, session, "UserPromptSubmit", prompt=text, **kw)
 
 
+def receipt_for(project: Path, data_dir: Path, session: str, text: str, **kw) -> str:
+    """An /intent command's receipt, where its host gets it (hookkit.receipt_of)."""
+    return receipt_of(kw.get("host", "claude"), prompt(project, data_dir, session, text, **kw))
+
+
 def tasks(project: Path, data_dir: Path) -> list[dict]:
     return json.loads(loopstate("intent", "tasks", "--json", cwd=project, data_dir=data_dir).stdout)
 
@@ -51,7 +56,7 @@ def test_a_claim_made_by_intent_start_is_injected_at_the_start_of_a_brand_new_se
 def test_intent_remember_in_one_session_is_injected_at_the_start_of_the_next(project, data_dir):
     assert event(project, data_dir, "first", "SessionStart") == {"continue": True}
     assert tasks(project, data_dir) == []  # a hook starts no task by itself
-    receipt = prompt(project, data_dir, "first", "/intent remember Never log card numbers")["reason"]
+    receipt = receipt_for(project, data_dir, "first", "/intent remember Never log card numbers")
     assert "it started task" in receipt and "now the project's current task" in receipt  # the user's act starts one
     assert event(project, data_dir, "first", "SessionEnd") == {"continue": True}
     nxt = event(project, data_dir, "second", "SessionStart", source="startup")
@@ -62,7 +67,7 @@ def test_intent_start_makes_a_new_current_task_and_only_project_claims_follow_it
     prompt(project, data_dir, "s1", "/intent remember Fix the checkout total")
     prompt(project, data_dir, "s1", "/intent remember --project hard_constraint:Python 3.11 only")
     old = [t for t in tasks(project, data_dir) if t.get("current")][0]["task_id"]
-    receipt = prompt(project, data_dir, "s1", "/intent start invoices")["reason"]
+    receipt = receipt_for(project, data_dir, "s1", "/intent start invoices")
     assert receipt.startswith("loopstate: started task ") and f"Claims of task {old[:8]} are no longer injected" in receipt
     for session in ("s1", "s2"):  # the session that started it, and a new one
         start = event(project, data_dir, session, "SessionStart", source="startup")
@@ -112,12 +117,12 @@ def test_loopstate_task_pins_a_process_to_a_task(project, data_dir):
 
 def test_a_private_session_is_its_own_and_the_others_keep_the_shared_task(project, data_dir):
     prompt(project, data_dir, "shared", "/intent remember Keep the API")
-    assert prompt(project, data_dir, "quiet", "/intent private")["reason"].startswith("loopstate: this session is private")
+    assert receipt_for(project, data_dir, "quiet", "/intent private").startswith("loopstate: this session is private")
     assert event(project, data_dir, "quiet", "SessionStart") == {"continue": True}  # injects nothing
-    assert "nothing was recorded" in prompt(project, data_dir, "quiet", "/intent remember Secret plan")["reason"]
+    assert "nothing was recorded" in receipt_for(project, data_dir, "quiet", "/intent remember Secret plan")
     assert context_of(event(project, data_dir, "shared", "SessionStart")) == f"{HEADER}\n- [outcome] Keep the API"
-    assert "Keep the API" in prompt(project, data_dir, "shared", "/intent show")["reason"]
-    back = prompt(project, data_dir, "quiet", "/intent on")["reason"]
+    assert "Keep the API" in receipt_for(project, data_dir, "shared", "/intent show")
+    back = receipt_for(project, data_dir, "quiet", "/intent on")
     assert back.startswith("loopstate: intent is on") and "no longer private" in back
     assert context_of(event(project, data_dir, "quiet", "SessionStart")) == f"{HEADER}\n- [outcome] Keep the API"
     assert len(tasks(project, data_dir)) == 1  # the private task was never durable: nothing of it is left
@@ -193,7 +198,7 @@ def test_run_create_and_acquire_with_session_bind_that_host_session_to_the_run(p
                                    "--asset", "app", "--session", "planner", "--json", cwd=project,
                                    data_dir=data_dir).stdout)
     run_id = created["run_id"]
-    assert f"run {run_id} is ready, not active" in tool("planner")["hookSpecificOutput"]["permissionDecisionReason"]
+    assert f"run {run_id} is ready but has no lease yet" in tool("planner")["hookSpecificOutput"]["permissionDecisionReason"]
     assert tool("worker") == {"continue": True}  # no implicit binding of another session
     loopstate("run", "acquire", run_id[:8], "--session", "worker", cwd=project, data_dir=data_dir)
     assert tool("worker") == {"continue": True}  # bound now, and the run may work
@@ -201,7 +206,7 @@ def test_run_create_and_acquire_with_session_bind_that_host_session_to_the_run(p
     assert json.dumps(status).count('"session_id": "worker"') >= 1  # the lease's owner is that session
     loopstate("run", "stop", "--cancel", run_id, "--reason", "done", cwd=project, data_dir=data_dir)
     denied = tool("worker")["hookSpecificOutput"]["permissionDecisionReason"]
-    assert f"run {run_id} is cancelled, not active" in denied
+    assert f"run {run_id} is cancelled: a finished run does no more work" in denied
     start = event(project, data_dir, "worker", "SessionStart")
     assert context_of(start).startswith(f"Run {run_id}: cancelled")
 
@@ -210,7 +215,7 @@ def test_a_private_session_records_nothing_even_when_a_pin_names_a_task(project,
     task = json.loads(loopstate("intent", "start", "--claim", "Keep it", "--json", cwd=project,
                                 data_dir=data_dir).stdout)["events"][0]["task_id"]
     pinned = {"LOOPSTATE_TASK": task}
-    assert prompt(project, data_dir, "p", "/intent private", env=pinned)["reason"].startswith(
+    assert receipt_for(project, data_dir, "p", "/intent private", env=pinned).startswith(
         "loopstate: this session is private")
-    assert "nothing was recorded" in prompt(project, data_dir, "p", "/intent remember Secret", env=pinned)["reason"]
+    assert "nothing was recorded" in receipt_for(project, data_dir, "p", "/intent remember Secret", env=pinned)
     assert event(project, data_dir, "p", "SessionStart", env=pinned) == {"continue": True}

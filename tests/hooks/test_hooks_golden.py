@@ -52,7 +52,7 @@ def test_each_event_answers_exactly_what_the_host_accepts(host: str, project: Pa
         assert start == {"continue": True, "hookSpecificOutput": {
             "hookEventName": "SessionStart", "additionalContext": f"{HEADER}\n- [hard_constraint] Keep the public API"}}
     started = call("UserPromptSubmit", prompt="/intent start next feature")  # only the user starts a new task
-    assert started["decision"] == "block" and started["reason"].startswith("loopstate: started task ")
+    assert receipt_of(host, started).startswith("loopstate: started task ")
     assert call("SessionStart", source="clear") == {"continue": True}  # the new task has nothing to inject yet
 
     (project / ".loopstate").mkdir()

@@ -108,6 +108,11 @@ class ClaudeHome:
             assert done.returncode == expect, (args, done.returncode, done.stdout, done.stderr)
         return done
 
+    def json_doctor(self, expect: int = 0) -> dict[str, Any]:
+        """``loopstate doctor --host claude --json`` in this environment (the host's CLI on its PATH)."""
+        path = os.pathsep.join([str(CLAUDE.parent), self.env()["PATH"]])
+        return json.loads(self.loopstate("doctor", "--host", "claude", "--json", expect=expect, PATH=path).stdout)
+
     def session(self, prompt: str, script: list[list[Step]], *, allowed: str = "Bash", resume: str | None = None,
                 **extra: str) -> Session:
         with ModelServer({dialect_anthropic.MESSAGES_PATH: dialect_anthropic.stream}, script=script) as server:

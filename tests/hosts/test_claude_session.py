@@ -111,18 +111,46 @@ def test_mcp_tools_are_there_on_the_first_turn_and_write_to_the_hooks_store(clau
 
 
 def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(claude) -> None:
+    claude.loopstate("intent", "start", "--claim", "hard_constraint:the ledger under test")
     [ledger] = claude.data.rglob("intent.jsonl")
     kept = ledger.read_bytes()
-    ledger.write_bytes(kept.replace(b"Keep the public API", b"Keep the public APX"))
+    ledger.write_bytes(kept.replace(b"the ledger under test", b"the ledger under tost"))
     try:
         broken = claude.session("make the file", touch("despite.txt"))
     finally:
         ledger.write_bytes(kept)
     assert (claude.project / "despite.txt").exists()  # failed open: the tool ran
     told = [i for i in range(len(broken.requests)) if "CORRUPT_LEDGER" in broken.sent(i)]
-    assert told and "run `loopstate verify`, then `loopstate recover`" in broken.sent(told[0])
+    assert told and "`loopstate verify`" in broken.sent(told[0]) and "`loopstate recover`" in broken.sent(told[0])
     assert broken.sent(0).count("CORRUPT_LEDGER") == 1  # once, though SessionStart and the prompt both met it
     assert any("CORRUPT_LEDGER" in notice for notice in broken.informational())  # and as the host's notice
 
     healthy = claude.session("make the file", touch("again.txt"))  # the control: the same store, intact
     assert "CORRUPT_LEDGER" not in healthy.sent(0)
+
+
+def test_intent_remembered_in_one_session_is_injected_into_the_next(claude) -> None:
+    signal = "[success_signal] the nightly import finishes under 5 minutes"
+    before = claude.session("go on with the importer", [[Text("ok")]])  # the control: not there before
+    assert signal not in before.sent(0)
+    remembered = claude.session("/intent remember success_signal:the nightly import finishes under 5 minutes",
+                                [[Text("receipt relayed")]])
+    assert "loopstate: " in remembered.sent(0) and "(claim " in remembered.sent(0)
+    later = claude.session("go on with the importer", [[Text("ok")]])  # a new session of the same project
+    assert later.session_id != remembered.session_id
+    assert signal in later.sent(0)
+
+
+def test_a_compaction_is_recorded_and_the_claims_come_back_after_it(claude) -> None:
+    claim = "[hard_constraint] the export keeps the old CSV columns"
+    first = claude.session("/intent remember hard_constraint:the export keeps the old CSV columns", [[Text("ok")]])
+    ledger = next(claude.data.rglob("intent.jsonl"))
+    compactions = ledger.read_bytes().count(b"compaction_observed")
+    compacted = claude.session("/compact", [[Text("<summary>The user works on an exporter.</summary>")]],
+                               resume=first.session_id)
+    assert ledger.read_bytes().count(b"compaction_observed") == compactions + 1  # PreCompact recorded it
+    [after] = [o for o in compacted.hooks("SessionStart") if o["hook_name"] == "SessionStart:compact"]
+    assert claim in after["stdout"]  # re-injected right after the compaction, in the host's own report
+    resumed = claude.session("go on", [[Text("ok")]], resume=first.session_id)
+    sent = resumed.sent(0)  # the transcript now starts at the summary, which does not carry the claim
+    assert "The user works on an exporter." in sent and sent.rfind(claim) > sent.index("The user works on an exporter.")

@@ -56,13 +56,17 @@ class Home:
     project: Path
     data: Path
     codex_home: Path | None = None
+    claude_config: Path | None = None  # CLAUDE_CONFIG_DIR
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
-               if k not in ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA", "XDG_STATE_HOME", "CLAUDE_PROJECT_DIR")}
+               if k not in ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA", "XDG_STATE_HOME", "CLAUDE_PROJECT_DIR",
+                            "CLAUDE_CONFIG_DIR")}
         env.update(HOME=str(self.home), LOOPSTATE_DATA_DIR=str(self.data))
         if self.codex_home is not None:
             env["CODEX_HOME"] = str(self.codex_home)
+        if self.claude_config is not None:
+            env["CLAUDE_CONFIG_DIR"] = str(self.claude_config)
         return env
 
     def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:

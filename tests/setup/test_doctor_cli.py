@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from setuphome import config_path, make_home
+from setuphome import CLAUDE_SETTINGS, config_path, make_home
 
 SECRET = "ghp_notARealToken0123"
 
@@ -31,7 +31,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     h.cli("setup", "apply", "--host", "codex", "--mcp", "--trust-hooks")
     report = h.json("doctor")
     assert report["ok"] is True and report["problems"] == []
-    for host, count in (("claude", 6), ("codex", 7)):
+    for host, count in (("claude", 7), ("codex", 7)):  # Claude: its 6 hooks and UserPromptSubmit with /intent show
         got = report["hosts"][host]
         status = got["status"]
         assert (status["installed"], status["discovery"], status["behavior"]) == (True, "verified", "verified")
@@ -52,7 +52,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     # The probe ran in a scratch project and data dir: nothing of the user's store was created.
     assert sorted(os.listdir(h.data)) == ["harnesses", "installs"]
     text = h.cli("doctor").stdout
-    assert "behavior:  verified (7 of 7 probes answered as the host expects)" in text and text.endswith("ok\n")
+    assert "behavior:  verified (8 of 8 probes answered as the host expects)" in text and text.endswith("ok\n")
 
 
 def test_a_missing_executable_fails_discovery_with_the_fix(tmp_path):
@@ -95,7 +95,7 @@ def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
     state["mcpServers"]["loopstate"]["command"] = str(bad)
     (h.home / ".claude.json").write_text(json.dumps(state))
     done = h.cli("doctor", "--host", "claude", expect=1)
-    assert "behavior:  failed (6 of 7 probes" in done.stdout
+    assert "behavior:  failed (7 of 8 probes" in done.stdout  # 6 hooks, /intent show, the MCP server
     assert "the MCP server loopstate" in done.stdout and "exited 2 without an initialize result: loopstate mcp: no SDK" in done.stdout
 
 
@@ -144,3 +144,64 @@ def test_the_version_comes_from_the_host_cli_on_path(tmp_path):
     codex = report["hosts"]["codex"]["status"]  # on PATH, so checked, but not set up: that fails with the fix
     assert (codex["installed"], codex["version"], codex["discovery"]) == (True, None, "failed")
     assert report["ok"] is False
+
+
+def test_claude_config_dir_is_where_setup_writes_and_doctor_reads(tmp_path):
+    h = make_home(tmp_path)
+    h.claude_config = tmp_path / "claude-config"
+    h.claude_config.mkdir()
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    assert sorted(p.name for p in h.claude_config.rglob("*") if p.is_file()) == [
+        ".claude.json", "intent.md", "settings.json"]
+    assert (h.home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS  # ~/.claude is not read: untouched
+    assert h.json("doctor", "--host", "claude")["ok"] is True
+
+    moved = tmp_path / "other-config"  # the control: the host reads another folder now, where nothing is set up
+    moved.mkdir()
+    h.claude_config = moved
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "loopstate's hooks are not registered for SessionStart" in done.stdout
+
+
+def test_claude_without_the_intent_command_or_with_hooks_disabled_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    assert h.json("doctor", "--host", "claude")["ok"] is True  # the control
+    command = h.home / ".claude" / "commands" / "intent.md"
+    kept = command.read_bytes()
+    command.unlink()
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "no loopstate /intent command file" in done.stdout and "loopstate setup apply --host claude" in done.stdout
+    command.write_bytes(kept)
+    settings = h.home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "disableAllHooks": True}))
+    assert "sets disableAllHooks" in h.cli("doctor", "--host", "claude", expect=1).stdout
+
+
+def test_claude_mcp_entry_naming_another_store_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--mcp")
+    assert h.json("doctor", "--host", "claude")["ok"] is True  # the control: no env, the hooks' store
+    state = h.home / ".claude.json"
+    value = json.loads(state.read_text())
+    value["mcpServers"]["loopstate"]["env"] = {"LOOPSTATE_DATA_DIR": str(tmp_path / "elsewhere")}
+    state.write_text(json.dumps(value))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert f"uses the store {tmp_path / 'elsewhere'}" in done.stdout and f"the hooks use {h.data}" in done.stdout
+
+
+def test_claude_userpromptsubmit_that_does_not_answer_intent_fails(tmp_path):
+    h = make_home(tmp_path, foreign=False)
+    h.cli("setup", "apply", "--host", "claude", "--no-mcp")
+    report = h.json("doctor", "--host", "claude")
+    [intent] = [r for r in report["hosts"]["claude"]["probe"]["results"] if r["event"] == "UserPromptSubmit /intent show"]
+    assert intent["outcome"] == "passed"  # the control: the real hook answers with a receipt
+    fake = script(tmp_path / "bin" / "loopstate", """cat >/dev/null; echo '{"continue": true}'""")
+    settings = h.home / ".claude" / "settings.json"
+    value = json.loads(settings.read_text())
+    for group in value["hooks"]["UserPromptSubmit"]:  # a loopstate that answers every prompt with nothing
+        for handler in group["hooks"]:
+            handler["command"] = f"{fake} hook claude UserPromptSubmit"
+    settings.write_text(json.dumps(value))
+    done = h.cli("doctor", "--host", "claude", expect=1)
+    assert "does not answer /intent show: its answer carries no receipt as additionalContext" in done.stdout

@@ -39,6 +39,7 @@ class RunFacts(msgspec.Struct, frozen=True, kw_only=True):
     exhausted: tuple[str, ...] = ()
     open_blocking_issues: int = 0
     usage: str = ""
+    live_lease: tuple[str, int] | None = None  # a lease still live: its id and generation (resume must name them)
 
 
 class Facts(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,9 +53,11 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 3] + "..."
 
 
-def _resume(run_id: str, why: str) -> str:
-    """The recovery command for a run, complete as the CLI takes it (``--reason`` is required)."""
-    return f'`loopstate run resume {run_id} --reason "{why}"`'
+def _resume(run: RunFacts, why: str) -> str:
+    """The recovery command for a run, complete as the CLI takes it: ``--reason`` is required, and a lease
+    still live is replaced only by its holder naming it (``--lease`` and ``--generation``)."""
+    lease = f" --lease {run.live_lease[0]} --generation {run.live_lease[1]}" if run.live_lease else ""
+    return f'`loopstate run resume {run.run_id} --reason "{why}"{lease}`'
 
 
 def tool_denial(tool_name: str, facts: Facts) -> str | None:
@@ -67,7 +70,7 @@ def tool_denial(tool_name: str, facts: Facts) -> str | None:
         return None
     run = facts.run
     if facts.kill_switch is not None:
-        then = (f", then resume the halted run with {_resume(run.run_id, 'kill switch lifted')}"
+        then = (f", then resume the halted run with {_resume(run, 'kill switch lifted')}"
                 if run is not None and run.found else "")
         return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
                 f"things are denied. Remove {facts.kill_switch} to lift it{then}.")
@@ -87,10 +90,10 @@ def tool_denial(tool_name: str, facts: Facts) -> str | None:
                 f"Take it with `loopstate run acquire {run.run_id}` before work.")
     if run.status != ACTIVE:
         return (f"loopstate: run {run.run_id} is {run.status}, not active. "
-                f"Resume it with {_resume(run.run_id, 'continue the work')}.")
+                f"Resume it with {_resume(run, 'continue the work')}.")
     if run.lease_expired:
         return (f"loopstate: the lease of run {run.run_id} expired. "
-                f"Recover it with {_resume(run.run_id, 'lease expired')} before more work.")
+                f"Recover it with {_resume(run, 'lease expired')} before more work.")
     return None
 
 

@@ -155,9 +155,15 @@ def _last_line(stderr: bytes) -> str:
     return f": {lines[-1][:STDERR_SHOWN]}" if lines else ""
 
 
-def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path) -> dict[str, Any]:
-    payload = json.dumps(probe.synthetic_input(host, event, str(scratch / "project"))).encode()
-    result: dict[str, Any] = {"event": event, "outcome": "failed", "problem": None}
+def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Path,
+              prompt: str | None = None) -> dict[str, Any]:
+    """One probe of a hook; with ``prompt``, a UserPromptSubmit of that prompt, reported as its own probe."""
+    fields = probe.synthetic_input(host, event, str(scratch / "project"))
+    if prompt is not None:
+        fields["prompt"] = prompt
+    payload = json.dumps(fields).encode()
+    result: dict[str, Any] = {"event": event if prompt is None else f"{event} {prompt}", "outcome": "failed",
+                              "problem": None}
     done, result["problem"] = _spawn(shlex.split(command), payload, timeout,
                                      "the synthetic input", scratch)
     if done is None:
@@ -168,6 +174,8 @@ def _run_hook(host: Host, event: str, command: str, timeout: float, scratch: Pat
     result["problem"] = output_problem(host.name, event, done.stdout)
     if result["problem"] is None:
         result["outcome"] = "passed"
+    if prompt is not None:
+        result["stdout"] = done.stdout
     return result
 
 
@@ -185,7 +193,8 @@ def _command_problem(command: str) -> str | None:
 
 def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
     found = []
-    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+    for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project,
+                          claude_config_dir=places.claude_config_dir):
         config, _ = _read_config(path)  # a file that cannot be read is reported with the hooks' files
         servers = config.get(servers_key("toml" if path.endswith(".toml") else "json")) if isinstance(config, dict) else None
         entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
@@ -227,11 +236,15 @@ class _Discovery:
 def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     """Every file the host reads: our hooks and server entries, whether each can run, and what stops the host."""
     per_file, problems, notes, switched_off = [], [], [], None
-    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project):
+    for path in inspected_files(host, home=places.home, codex_home=places.codex_home, project=places.project,
+                                claude_config_dir=places.claude_config_dir):
         config, problem = _read_config(path)
         per_file.append((path, handlers(config)))
         if problem:
             problems.append(f"{problem} (the host cannot read it either)")
+        if host.name == "claude" and isinstance(config, dict) and config.get("disableAllHooks") is True:
+            switched_off = switched_off or (f"{path} sets disableAllHooks, so Claude Code runs no hook at all: "
+                                            "remove that setting")
         if host.name == "codex" and path.endswith("config.toml"):
             switched_off = switched_off or _codex_hooks_disabled(config, path)
     found = probe.sort_handlers(host, per_file)
@@ -255,6 +268,10 @@ def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     if switched_off:
         verdict = "failed"
         problems.append(switched_off)
+    if host.name == "claude" and found.ours:
+        claude_problems = _claude_problems(places, servers)
+        verdict = "failed" if claude_problems else verdict
+        problems += claude_problems
     if not servers:
         notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
                      "(needs pip install 'loopstate[mcp]')")
@@ -403,6 +420,40 @@ def _codex_store_problem(path: str, entry: dict) -> str | None:
             f"env_vars): re-run `loopstate setup apply --host codex`")
 
 
+def _claude_problems(places: Places, servers: list[tuple[str, dict]]) -> list[str]:
+    """What keeps a Claude Code session from running what setup registered, beyond the hooks themselves: the
+    ``/intent`` command file (without it the host owns the prompt: HOSTS.md), and an MCP entry whose
+    environment names another store than the hooks' (Claude Code passes its own environment to both, and the
+    entry's ``env`` on top for the server)."""
+    from loopstate.core.paths import resolve_data_dir
+    from loopstate.install import claude_commands
+    from loopstate.install.hosts import CLAUDE, command_files
+
+    problems = []
+    paths = command_files(CLAUDE, home=places.home, project=places.project,
+                          claude_config_dir=places.claude_config_dir)
+    ours = []
+    for path in paths:
+        try:
+            data = read_regular(path, follow=True)
+        except LoopstateError:
+            data = None
+        if data is not None and claude_commands.MARKER.encode() in data:
+            ours.append(path)
+    if not ours:
+        problems.append(f"no loopstate /intent command file ({' or '.join(paths)}), so Claude Code never passes "
+                        "/intent to the hooks: run `loopstate setup apply --host claude` (with the scope you use)")
+    hooks_store = places.data_dir
+    for path, entry in servers:
+        env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+        server_store = resolve_data_dir({**os.environ, **{k: str(v) for k, v in env.items()}})
+        if os.path.realpath(server_store) != os.path.realpath(hooks_store):
+            problems.append(f"the MCP server {MCP_SERVER} in {path} uses the store {server_store} (its env) but "
+                            f"the hooks use {hooks_store}: take LOOPSTATE_DATA_DIR out of that entry's env, or re-run "
+                            "`loopstate setup apply --host claude`")
+    return problems
+
+
 def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[str], list[str], bool]:
     """Each distinct runnable hook and server entry of ours, once, in a scratch project and data dir:
     (results, procedure, problems, whether something registered could not be probed)."""
@@ -425,6 +476,15 @@ def _probe_all(host: Host, d: _Discovery) -> tuple[list[dict[str, Any]], list[st
             if result["problem"]:
                 problems.append(f"the {handler.event} hook ({path}) {result['problem']}; try it by hand: "
                                 f"`echo '{{}}' | {handler.command}`, or reinstall loopstate and re-run setup apply")
+            if host.name == "claude" and handler.event == "UserPromptSubmit" and not result["problem"]:
+                procedure.append(f"{handler.command} < a synthetic {probe.INTENT_PROBE} prompt")
+                intent = _run_hook(host, handler.event, handler.command, timeout, scratch, probe.INTENT_PROBE)
+                intent["problem"] = intent["problem"] or probe.claude_receipt_problem(intent.pop("stdout", b""))
+                intent["outcome"] = "failed" if intent["problem"] else "passed"
+                results.append(intent)
+                if intent["problem"]:
+                    problems.append(f"the UserPromptSubmit hook ({path}) does not answer {probe.INTENT_PROBE}: "
+                                    f"{intent['problem']}; reinstall loopstate and re-run setup apply")
         for path, entry in d.servers:
             argv = [entry["command"], *entry["args"]]
             if tuple(argv) in seen:

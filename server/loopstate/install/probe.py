@@ -18,6 +18,19 @@ from loopstate.install.registration import Handler
 
 PROBE_SESSION = "loopstate-doctor-probe"
 PROBE_PROMPT = "loopstate doctor: probing this hook (not a request)"
+INTENT_PROBE = "/intent show"  # reads only: the probe records nothing, even in its scratch store
+
+
+def claude_receipt_problem(stdout: bytes) -> str | None:
+    """Why a Claude Code UserPromptSubmit answer to ``/intent show`` is not a receipt the host passes on (as
+    context: hooks/hosts.py), or None."""
+    import json
+
+    try:
+        context = json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
+    except (ValueError, KeyError, TypeError):
+        return "its answer carries no receipt as additionalContext"
+    return None if isinstance(context, str) and context.startswith("loopstate:") else "its receipt is not loopstate's"
 
 
 def synthetic_input(host: Host, event: str, cwd: str) -> dict[str, Any]:

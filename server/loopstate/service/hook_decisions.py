@@ -257,9 +257,11 @@ class HookSession:
         exhausted = tuple(dict.fromkeys(key for key, _ in exhausted_keys(budgets, usage)))
         spent = (f"{usage['mutations']}/{budgets['max_mutations']} mutations, "
                  f"{int(float(usage['duration_seconds']))}/{budgets['max_duration_seconds']} s")
+        lease = status.lease if status.lease is not None and status.lease_expired is False else None
         return harness.RunFacts(
             run_id=run_id, status=run["status"], lease_expired=status.lease_expired, exhausted=exhausted,
             open_blocking_issues=run["open_blocking_issues"], usage=spent,
+            live_lease=(lease["lease_id"], lease["generation"]) if lease else None,
         )
 
     def _open_gates(self, goal_id: str) -> tuple[harness.Gate, ...]:
@@ -362,6 +364,8 @@ def fix_for(error: Exception) -> str:
         fix = {"CORRUPT_LEDGER": "run `loopstate verify`, then `loopstate recover`",
                "LOCK_TIMEOUT": "wait for the holder named above, or end it",
                "FUTURE_SCHEMA": "upgrade loopstate"}.get(code, "run `loopstate doctor`")
+        if "`loopstate " in error.message:  # the error names its own fix already: said once
+            return f"{code}: {error.message}"
         return f"{code}: {error.message}; {fix}"
     if isinstance(error, OSError):
         return f"{error.strerror or error} ({error.filename or 'the data dir'}); check LOOPSTATE_DATA_DIR and its permissions"
