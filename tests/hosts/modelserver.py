@@ -114,6 +114,11 @@ class ModelServer:
         self.extra_requests += 1
         return [Text("done")], turn
 
+    def then(self, script: list[list[Step]]) -> None:
+        """Play ``script`` from the next request on (the turns of a test's next session in the same host home)."""
+        with self._lock:
+            self.script = self.script[:self._turn] + [[]] * max(0, self._turn - len(self.script)) + list(script)
+
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]

@@ -28,7 +28,7 @@ def script(path: Path, body: str) -> Path:
 def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude", "--mcp")
-    h.cli("setup", "apply", "--host", "codex", "--mcp")
+    h.cli("setup", "apply", "--host", "codex", "--mcp", "--trust-hooks")
     report = h.json("doctor")
     assert report["ok"] is True and report["problems"] == []
     for host, count in (("claude", 7), ("codex", 7)):  # Claude: its 6 hooks and UserPromptSubmit with /intent show

@@ -14,7 +14,7 @@ from loopstate.install.registration import (ConfigShapeError, merge_json, merge_
                                             unmerge_toml)
 
 GROUPS = registration("/opt/loopstate/bin/loopstate", CLAUDE)
-SERVER = mcp_entry("/opt/loopstate/bin/loopstate")
+SERVER = mcp_entry("/opt/loopstate/bin/loopstate", CLAUDE)
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
 scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | names
@@ -58,7 +58,7 @@ def test_merge_then_unmerge_gives_back_the_same_bytes(doc, indent, crlf, final_n
 
 
 def test_an_older_registration_of_ours_is_replaced_not_doubled():
-    old = merge_json('{"a": 1}\n', CLAUDE, registration("/old/loopstate", CLAUDE), mcp_entry("/old/loopstate"))
+    old = merge_json('{"a": 1}\n', CLAUDE, registration("/old/loopstate", CLAUDE), mcp_entry("/old/loopstate", CLAUDE))
     new = merge_json(old, CLAUDE, GROUPS, SERVER)
     assert "/old/" not in new and new.count(" hook claude ") == len(CLAUDE.events)
     assert json.loads(new)["a"] == 1 and json.loads(new)["mcpServers"] == {"loopstate": SERVER}
@@ -91,7 +91,7 @@ def test_the_walker_refuses_what_is_not_json(text, words):
 
 def test_toml_keeps_comments_and_refuses_inline_hook_tables():
     text = '# top\nmodel = "gpt-5"  # why\n\n[mcp_servers.docs]\ncommand = "d"  # keep\n'
-    merged = merge_toml(text, CODEX, registration("/x/loopstate", CODEX), mcp_entry("/x/loopstate"))
+    merged = merge_toml(text, CODEX, registration("/x/loopstate", CODEX), mcp_entry("/x/loopstate", CODEX))
     assert merged.startswith(text) and '[mcp_servers.loopstate]\ncommand = "/x/loopstate"\nargs = ["mcp"]' in merged
     undone = unmerge_toml(merged, CODEX)  # taken out by tomlkit: at most a blank line is left behind
     assert undone.startswith(text) and undone[len(text):].strip() == ""

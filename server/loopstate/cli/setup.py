@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             v.add_argument("--mcp", action=argparse.BooleanOptionalAction, default=None,
                            help="also register `loopstate mcp` as the host's MCP server `loopstate` (default: when "
                                 "the MCP SDK is installed: pip install 'loopstate[mcp]')")
+            v.add_argument("--trust-hooks", action="store_true",
+                           help="Codex: record your trust of loopstate's hooks in Codex's config.toml, as its "
+                                "/hooks does (Codex runs no hook you have not trusted); on a terminal apply asks")
         if verb != "plan":
             v.add_argument("--approve", action="store_true",
                            help="go ahead although the file changed since loopstate wrote it")
@@ -71,21 +74,24 @@ def cmd_setup(args: argparse.Namespace) -> int:
             return _uninstall(args, setup, places, host)
     executable = setup.program_for(host, args.scope, args.executable)
     mcp = setup.mcp_available() if args.mcp is None else args.mcp
+    trust = _codex_trust_consent(args, host)
     if args.setup_verb == "plan":
-        plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
+        plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
         if args.json:
             emit_json(plan.to_dict())
         else:
             _print_plan(plan)
         return 0
-    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)
+    plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
     done = None
     if not plan.noop:  # a re-apply writes nothing at all, not even the lock's owner record
         with setup.installs_lock(places):
-            plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp)  # planned again, under the lock
+            # planned again, under the lock
+            plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
             done = setup.apply(places, plan, approve=args.approve)
+    closing = _codex_closing(args, places) if host.name == "codex" else []
     if args.json:
-        emit_json({**plan.to_dict(), "receipt": done})
+        emit_json({**plan.to_dict(), "receipt": done, "next_steps": closing})
     elif done is None:
         print(f"{', '.join(f.target.path for f in plan.files)}: already set up for {host.label}: nothing to do")
     else:
@@ -96,12 +102,52 @@ def cmd_setup(args: argparse.Namespace) -> int:
             print(f"{'kept' if f.noop else 'wrote'} {f.target.path} ({what})")
         print(f"receipt {done['receipt_id']}; undo with `loopstate setup uninstall --host {host.name} "
               f"--scope {args.scope}`")
-        if host.name == "codex":
-            print("Codex asks you to trust new hooks once: open /hooks in Codex and trust loopstate's hooks there")
     if not args.json and (shared := setup.shared_files(plan)):
         print("commit these with the project (they hold no path of this machine; each teammate needs `loopstate` "
               f"on PATH): {', '.join(shared)}")
+    if not args.json:
+        for line in closing:
+            print(line)
     return 0
+
+
+CODEX_TRUST_EXPLAINED = ("Codex runs a hook from config.toml only after you trust it (its /hooks records a hash of "
+                         "each hook in your config.toml; `codex exec` skips an untrusted hook without a word, so "
+                         "a STOP would not stop anything).")
+
+
+def _codex_trust_consent(args: argparse.Namespace, host) -> bool:
+    """The user's consent to trust our Codex hooks: --trust-hooks, or a yes to the question on a terminal
+    (apply only; never asked with --json or when stdin is not a terminal)."""
+    if host.name != "codex" or args.trust_hooks:
+        return bool(args.trust_hooks) and host.name == "codex"
+    if args.setup_verb != "apply" or args.json or args.scope != "user" or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    print(CODEX_TRUST_EXPLAINED)
+    try:
+        answer = input("Trust loopstate's hooks in Codex now, as /hooks would? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _codex_closing(args: argparse.Namespace, places) -> list[str]:
+    """What the user reads last after a Codex apply while Codex would not run every hook setup registered: why,
+    and the one step that makes it (as the very last line)."""
+    from loopstate.install.doctor import codex_untrusted
+
+    lines = []
+    untrusted = codex_untrusted(places)
+    if untrusted and args.scope == "user":
+        lines.append(CODEX_TRUST_EXPLAINED)
+        lines.append(f"{len(untrusted)} of loopstate's hooks are not trusted yet; to make Codex run them: "
+                     f"loopstate setup apply --host codex --trust-hooks")
+    elif untrusted:
+        lines.append(CODEX_TRUST_EXPLAINED)
+        lines.append(f"{len(untrusted)} of loopstate's hooks are not trusted yet (Codex keeps a project's trust in "
+                     "your own config only); to make Codex run them: open /hooks in Codex in this project and "
+                     "trust each loopstate hook")
+    return lines
 
 
 def _print_plan(plan) -> None:

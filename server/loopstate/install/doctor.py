@@ -293,11 +293,149 @@ def _discover(host: Host, places: Places, installed: bool) -> _Discovery:
     if not servers:
         notes.append(f"no MCP server entry for loopstate: `loopstate setup apply --host {host.name} --mcp` adds one "
                      "(needs pip install 'loopstate[mcp]')")
-    if host.name == "codex" and found.ours:
-        notes.append("Codex runs a new or changed hook only once you trust it: open /hooks in Codex to check")
+    if host.name == "codex":
+        trust, source = codex_trust(places, ask_codex=installed)
+        if trust:
+            trusted = sum(hook["status"] == "trusted" for hook in trust)
+            notes.append(f"trust: Codex trusts {trusted} of loopstate's {len(trust)} hooks ({source})")
+        for problem in _codex_trust_problems(places, trust) + [p for path, entry in servers
+                                                               if (p := _codex_store_problem(path, entry))]:
+            verdict = "failed"
+            problems.append(problem)
     if not installed:
         notes.append(f"{host.version_command[0]} is not on PATH here: the hooks run only where {host.label} runs")
     return _Discovery(found, servers, verdict, missing, problems, notes)
+
+
+# Codex ------------------------------------------------------------------------------------
+
+
+def codex_user_config(places: Places) -> str:
+    """The user's Codex config, the one file whose ``[hooks.state]`` and ``[projects]`` Codex reads trust from."""
+    return os.path.join(places.codex_home or os.path.join(places.home, ".codex"), "config.toml")
+
+
+def codex_trust(places: Places, *, ask_codex: bool = False) -> tuple[list[dict[str, str]], str]:
+    """Each loopstate hook in a Codex file: where, its event and trust key, and Codex's status of it
+    (``trusted``, ``modified``, ``untrusted``), and where the status came from. With ``ask_codex`` (its CLI
+    is on PATH) Codex's own ``hooks/list`` says it; else the hashes the user's config.toml holds, computed
+    as Codex computes them (install/codex_trust)."""
+    from loopstate.install import codex_trust as ct
+
+    user, _ = _read_config(codex_user_config(places))
+    trusted = ct.trusted_hashes(user)
+    found = []
+    for path in inspected_files(HOSTS["codex"], home=places.home, codex_home=places.codex_home,
+                                project=places.project):
+        config, _ = _read_config(path)
+        for key, (event, current) in ct.our_hooks(config, path, HOSTS["codex"]).items():
+            found.append({"file": path, "event": event, "key": key, "status": ct.status(key, current, trusted)})
+    source = f"from the hashes in {codex_user_config(places)}"
+    if ask_codex and found:
+        listed, why = _codex_hooks_list(places)
+        if listed is None:
+            source += f"; `codex app-server` could not be asked: {why}"
+        else:
+            source = "from Codex's own hooks/list"
+            for hook in found:  # a hook Codex does not list is in a file it does not read (an untrusted project)
+                hook["status"] = listed.get(hook["key"], "not read by Codex")
+    return found, source
+
+
+def codex_untrusted(places: Places) -> list[dict[str, str]]:
+    return [hook for hook in codex_trust(places)[0] if hook["status"] != "trusted"]
+
+
+APP_SERVER_TIMEOUT = 15.0
+
+
+def _codex_hooks_list(places: Places) -> tuple[dict[str, str] | None, str | None]:
+    """Codex's own trust status per hook key (`codex app-server`, JSON-RPC lines on stdio: initialize, then
+    ``hooks/list`` for the project), or (None, why not). Bounded: the server is killed after the answer or
+    after APP_SERVER_TIMEOUT."""
+    import select
+    import time
+
+    program = shutil.which("codex")
+    if program is None:
+        return None, "codex is not on PATH"
+    cwd = places.project or places.home
+    requests = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"clientInfo": {"name": "loopstate-doctor", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "initialized"},
+                {"jsonrpc": "2.0", "id": 1, "method": "hooks/list", "params": {"cwds": [cwd]}}]
+    try:
+        proc = subprocess.Popen([program, "app-server"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        return None, f"it could not be started: {exc.strerror}"
+    deadline, buffer = time.monotonic() + APP_SERVER_TIMEOUT, b""
+    try:
+        proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        proc.stdin.flush()
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([proc.stdout], [], [], left)[0]:
+                break
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                return None, f"it exited {proc.wait()} without answering hooks/list"
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                message = json.loads(line) if line.strip().startswith(b"{") else {}
+                if message.get("id") == 1:
+                    data = (message.get("result") or {}).get("data") or []
+                    if not data:
+                        return None, f"hooks/list answered {str(message)[:STDERR_SHOWN]}"
+                    return {h["key"]: h["trustStatus"] for h in data[0].get("hooks", [])}, None
+        return None, f"it did not answer hooks/list within {APP_SERVER_TIMEOUT:g} s"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"its answer could not be read ({exc})"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _codex_trust_problems(places: Places, trust: list[dict[str, str]]) -> list[str]:
+    """Why Codex would skip a hook of ours: not trusted (or changed since), or in a project Codex does not read."""
+    problems = []
+    for hook in [h for h in trust if h["status"] not in ("trusted", "managed", "not read by Codex")]:
+        user_scope = os.path.dirname(hook["file"]) == os.path.dirname(codex_user_config(places))
+        fix = ("run `loopstate setup apply --host codex --trust-hooks` (or trust it in Codex's /hooks)" if user_scope
+               else "open /hooks in Codex in this project and trust it")
+        problems.append(f"Codex will not run the {hook['event']} hook in {hook['file']}: it is {hook['status']} "
+                        f"(no trusted_hash for {hook['key']!r} in {codex_user_config(places)} matches it); {fix}")
+    if places.project and any(h["file"].startswith(os.path.join(places.project, ".codex", "")) for h in trust):
+        user, _ = _read_config(codex_user_config(places))
+        projects = user.get("projects") if isinstance(user, dict) else None
+        entry = projects.get(places.project) if isinstance(projects, dict) else None
+        if not (isinstance(entry, dict) and entry.get("trust_level") == "trusted"):
+            problems.append(f"Codex reads {places.project}/.codex/ only for a trusted project, and "
+                            f"{codex_user_config(places)} does not trust {places.project}: start Codex there and "
+                            "trust the folder when it asks (or `codex exec --trust` once)")
+    return problems
+
+
+def _codex_store_problem(path: str, entry: dict) -> str | None:
+    """Whether `loopstate mcp`, started by Codex with HOME and PATH plus what its entry passes on, resolves the
+    same store as the hooks, which get this environment whole."""
+    from loopstate.core.paths import resolve_data_dir
+    from loopstate.install.hosts import STORE_VARIABLES
+
+    named = entry.get("env_vars") if isinstance(entry.get("env_vars"), list) else []
+    seen = {k: os.environ[k] for k in ("HOME", "PATH", *[n for n in named if isinstance(n, str)]) if k in os.environ}
+    if isinstance(entry.get("env"), dict):
+        seen.update({k: str(v) for k, v in entry["env"].items()})
+    try:
+        server, hooks = resolve_data_dir(seen), resolve_data_dir(dict(os.environ))
+    except LoopstateError as exc:
+        return f"the MCP server {MCP_SERVER} in {path}: {exc.message}"
+    if server == hooks:
+        return None
+    missing = [n for n in STORE_VARIABLES if n in os.environ and n not in named]
+    return (f"the MCP server {MCP_SERVER} in {path} would use the store in {server}, the hooks the one in {hooks} "
+            f"(Codex passes {', '.join(missing) or 'no store variable'} to no MCP server unless its entry names it in "
+            f"env_vars): re-run `loopstate setup apply --host codex`")
 
 
 def _claude_problems(places: Places, servers: list[tuple[str, dict]]) -> list[str]:

@@ -27,6 +27,12 @@ import shlex
 from dataclasses import dataclass
 
 HOOK_TIMEOUT_SECONDS = 10
+# Codex gives SessionEnd hooks at most 3 s and warns on every run about a longer timeout.
+CODEX_SESSION_END_TIMEOUT_SECONDS = 3
+# What `loopstate mcp` reads to find the store, as the hooks do (core/paths.resolve_data_dir). Codex starts an MCP
+# server with HOME and PATH only, so its entry names these to pass on: by name, not by value, so a project's entry
+# holds nothing machine-specific and the server resolves the store from the same variables as the hooks.
+STORE_VARIABLES = ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA", "XDG_STATE_HOME")
 SCOPES = ("user", "project")
 MCP_SERVER = "loopstate"  # the server's name in the host's MCP config
 COMMAND_FILE = "{folder}commands/intent.md"  # Claude Code's /intent, relative to a scope's root
@@ -163,17 +169,30 @@ def our_event(command: object, host: Host) -> str | None:
     return None
 
 
+def hook_timeout(host: Host, event: str) -> int:
+    return CODEX_SESSION_END_TIMEOUT_SECONDS if host is CODEX and event == "SessionEnd" else HOOK_TIMEOUT_SECONDS
+
+
 def registration(executable: str, host: Host) -> dict[str, dict]:
     """Our one group per event, as the host's config holds it. No matcher: an absent matcher matches every
     tool on both hosts (Codex reads a matcher as a regular expression, where Claude's ``*`` is not valid)."""
     return {event: {"hooks": [{"type": "command", "command": hook_command(executable, host, event),
-                               "timeout": HOOK_TIMEOUT_SECONDS}]}
+                               "timeout": hook_timeout(host, event)}]}
             for event in host.events}
 
 
-def mcp_entry(executable: str) -> dict:
-    """Our MCP server entry: ``loopstate mcp`` on stdio (both hosts take command and args)."""
-    return {"command": executable, "args": ["mcp"]}
+def mcp_entry(executable: str, host: Host) -> dict:
+    """Our MCP server entry: ``loopstate mcp`` on stdio (both hosts take command and args).
+
+    For Codex also ``env_vars`` (the store's variables, passed on by name: Codex gives a server only HOME and
+    PATH, so without them the server would open another store than the hooks with CODEX_HOME set) and
+    ``required = true``: Codex then waits for the server before the first request instead of leaving a
+    server still starting out of the turn ("omitting pending optional MCP server"); the cost is that a
+    `loopstate mcp` that cannot start stops `codex exec` with an error naming it (doctor checks it starts)."""
+    entry: dict = {"command": executable, "args": ["mcp"]}
+    if host is CODEX:
+        entry.update(env_vars=list(STORE_VARIABLES), required=True)
+    return entry
 
 
 def is_our_server(entry: object) -> bool:

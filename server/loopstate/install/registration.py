@@ -183,6 +183,7 @@ def unmerge_json(text: str, host: Host) -> str:
 
 def _toml_document(text: str | None):
     import tomlkit
+    from tomlkit.container import OutOfOrderTableProxy
     from tomlkit.exceptions import TOMLKitError
 
     try:
@@ -190,7 +191,9 @@ def _toml_document(text: str | None):
     except TOMLKitError as exc:
         raise ConfigShapeError(f"it is not valid TOML ({exc}); fix it or move it aside") from None
     hooks = doc.get("hooks")
-    if hooks is not None and not isinstance(hooks, tomlkit.items.Table):
+    # A table whose sub-tables are split by others (as Codex's /hooks leaves [hooks.state."..."] at the end of
+    # the file) is tomlkit's out-of-order proxy: still a table.
+    if hooks is not None and not isinstance(hooks, (tomlkit.items.Table, OutOfOrderTableProxy)):
         raise ConfigShapeError("its `hooks` is not a table of [[hooks.<Event>]] arrays; fix it by hand")
     return doc
 
@@ -212,8 +215,13 @@ def _toml_group(group: dict):
     return table
 
 
-def merge_toml(text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
+def merge_toml(text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None,
+               trust_source: str | None = None) -> str:
+    """With ``trust_source`` (the file's path, as Codex names it in a trust key) our hooks in the result are
+    also recorded as trusted in its ``[hooks.state]`` (codex_trust), as Codex's /hooks would."""
     import tomlkit
+
+    from loopstate.install import codex_trust
 
     doc = _toml_document(text)
     before = doc.unwrap()
@@ -249,16 +257,28 @@ def merge_toml(text: str | None, host: Host, groups: dict[str, dict] | None, ser
             table.update(server)
             table.add(tomlkit.nl())
             servers[MCP_SERVER] = table
+    trusted: set[str] = set()
+    if trust_source is not None:
+        entries = codex_trust.our_hooks(doc.unwrap(), trust_source, host)
+        codex_trust.record(doc, entries)
+        trusted = set(entries)
     out = tomlkit.dumps(doc)
-    _check_only_ours_changed(before, tomlkit.parse(out).unwrap(), host)
+    _check_only_ours_changed(codex_trust.state_without(before, trusted),
+                             codex_trust.state_without(tomlkit.parse(out).unwrap(), trusted), host)
     return out
 
 
-def unmerge_toml(text: str, host: Host) -> str:
+def unmerge_toml(text: str, host: Host, trust_source: str | None = None) -> str:
+    """With ``trust_source`` the trust Codex keeps for our hooks in this file (``[hooks.state]``, keyed by
+    ``trust_source`` and each hook's place) goes too, whoever recorded it: setup or the user's /hooks."""
     import tomlkit
+
+    from loopstate.install import codex_trust
 
     doc = _toml_document(text)
     before = doc.unwrap()
+    trusted = set(codex_trust.our_hooks(before, trust_source, host)) if trust_source is not None else set()
+    codex_trust.forget(doc, trusted)
     hooks = doc.get("hooks")
     if hooks is not None:
         for event in list(hooks.keys()):
@@ -281,27 +301,31 @@ def unmerge_toml(text: str, host: Host) -> str:
         if not servers:
             del doc["mcp_servers"]
     out = tomlkit.dumps(doc)
-    _check_only_ours_changed(before, tomlkit.parse(out).unwrap(), host)
+    _check_only_ours_changed(codex_trust.state_without(before, trusted), tomlkit.parse(out).unwrap(), host)
     return out
 
 
-def merge(file_format: str, text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
+def merge(file_format: str, text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None,
+          *, trust_source: str | None = None) -> str:
     """``text`` with our hook ``groups`` and our MCP ``server`` entry merged in (either may be None); a
-    ``command`` file (Claude Code's ``/intent``) is ours whole."""
+    ``command`` file (Claude Code's ``/intent``) is ours whole; for a Codex file with ``trust_source`` our
+    hooks' trust is recorded too."""
     if file_format == "command":
         from loopstate.install import claude_commands
 
         return claude_commands.merge(text)
-    return (merge_json if file_format == "json" else merge_toml)(text, host, groups, server)
+    if file_format == "json":
+        return merge_json(text, host, groups, server)
+    return merge_toml(text, host, groups, server, trust_source)
 
 
-def unmerge(file_format: str, text: str, host: Host) -> str | None:
+def unmerge(file_format: str, text: str, host: Host, *, trust_source: str | None = None) -> str | None:
     """``text`` with our entries taken out; None when nothing is left of the file (our command file)."""
     if file_format == "command":
         from loopstate.install import claude_commands
 
         return claude_commands.unmerge(text)
-    return (unmerge_json if file_format == "json" else unmerge_toml)(text, host)
+    return unmerge_json(text, host) if file_format == "json" else unmerge_toml(text, host, trust_source)
 
 
 # Reading every hook ------------------------------------------------------------------

@@ -330,12 +330,13 @@ SHARED_PROGRAM = "loopstate"  # what a project's shared files run: found on each
 
 def program_for(host: Host, scope: str, executable: str | None) -> str:
     """The program our registration runs: this loopstate's absolute path (``--executable`` or this one), except
-    in Claude Code's project scope, whose files a team commits: there it is ``loopstate`` from the PATH the host
-    runs hooks with, so no path of this machine lands in a shared file."""
-    if host.name == "claude" and scope == "project":
+    in a project scope, whose files a team commits: there it is ``loopstate`` from the PATH the host runs hooks
+    and MCP servers with (both hosts keep the user's PATH), so no path of this machine lands in a shared file."""
+    if scope == "project":
         if executable is not None:
-            raise LoopstateError(ErrorCode.INVALID_PARAMS, "--executable with --scope project would write this "
-                                 "machine's path into .claude/settings.json and .mcp.json, which a team commits: "
+            files = ".claude/settings.json and .mcp.json" if host.name == "claude" else ".codex/config.toml"
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--executable with --scope project would write this "
+                                 f"machine's path into {files}, which a team commits: "
                                  "leave --executable out (the project's hooks run `loopstate` from each one's PATH), "
                                  "or use --scope user")
         return SHARED_PROGRAM
@@ -343,14 +344,21 @@ def program_for(host: Host, scope: str, executable: str | None) -> str:
 
 
 def shared_files(plan: "Plan") -> list[str]:
-    """The files of a plan that are meant to be committed with the project (Claude Code's project scope)."""
-    return [f.target.path for f in plan.files if plan.host.name == "claude" and plan.scope == "project"]
+    """The files of a plan that are meant to be committed with the project (a project scope's)."""
+    return [f.target.path for f in plan.files if plan.scope == "project"]
 
 
-def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool) -> Plan:
+def trust_source(t: Target, trust: bool) -> str | None:
+    """Where Codex's trust of the target's hooks goes when the user consented (``trust``): the target itself
+    for the user scope, whose path is the trust key's source. Codex reads trust from the user's config only,
+    so a project's hooks are trusted in Codex's /hooks (setup says so)."""
+    return t.path if trust and t.host.name == "codex" and t.hooks and t.scope == "user" else None
+
+
+def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: bool, trust: bool = False) -> Plan:
     if executable != SHARED_PROGRAM:
         check_executable(executable)
-    groups, server = registration(executable, host), mcp_entry(executable)
+    groups, server = registration(executable, host), mcp_entry(executable, host)
     files, folders_seen = [], set()
     for t in places.targets(host, scope):
         if t.mcp and not mcp and not t.hooks:
@@ -358,7 +366,8 @@ def make_plan(places: Places, host: Host, scope: str, executable: str, *, mcp: b
         wanted_groups, wanted_server = (groups if t.hooks else None), (server if t.mcp and mcp else None)
         before = read_target(t)
         try:
-            after = merge(t.file_format, _text(before, t.path), host, wanted_groups, wanted_server).encode("utf-8")
+            after = merge(t.file_format, _text(before, t.path), host, wanted_groups, wanted_server,
+                          trust_source=trust_source(t, trust)).encode("utf-8")
         except ConfigShapeError as exc:
             raise _shape_error(t.path, exc) from None
         mine = receipts_for(places, t)
@@ -448,7 +457,8 @@ def _plan_undo(places: Places, t: Target, host: Host, approve: bool) -> Undo:
                     "re-run with --approve to take out only loopstate's entries and keep everything else",
                     path=t.path, receipt_id=r["receipt_id"])
             try:
-                left = unmerge(t.file_format, _text(current, t.path), host)
+                left = unmerge(t.file_format, _text(current, t.path), host,
+                               trust_source=t.path if host.name == "codex" else None)
             except ConfigShapeError as exc:
                 raise _shape_error(t.path, exc) from None
             current = None if left is None else left.encode("utf-8")
