@@ -160,11 +160,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = goals.add_subparsers(dest="goals_command", metavar="VERB")
 
-    def usage(_: argparse.Namespace) -> int:
-        goals.print_help()
-        return 2
-
-    goals.set_defaults(func=usage)
     arg = lambda *flags, **options: (flags, options)  # noqa: E731 - a compact table of options
     priority = arg("--priority", choices=["P0", "P1", "P2", "P3", "P4"])
     meta = arg("--meta", action="append", metavar="KEY=VALUE", help="compact metadata (repeatable)")

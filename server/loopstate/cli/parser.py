@@ -99,6 +99,15 @@ def help_width() -> int:
     return (columns or 80) - 2
 
 
+def _group_help(parser: argparse.ArgumentParser):
+    """A group named without its verb prints its own help, verbs listed, on stderr: exit 2, as for any usage
+    error (a verb's own ``set_defaults(func=...)`` takes over once one is named)."""
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+    return show
+
+
 class VerbParser(argparse.ArgumentParser):
     def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs) -> None:
         super().__init__(*args, formatter_class=functools.partial(formatter_class, width=help_width()), **kwargs)
@@ -110,8 +119,8 @@ class VerbParser(argparse.ArgumentParser):
         ``--root`` given elsewhere is kept, never overwritten by this one's absence)."""
         if "--root" not in self._option_string_actions:
             self.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
-        if " " in self.prog:  # a group (`loopstate goals`) without its verb is a usage error naming the verbs
-            kwargs.setdefault("required", True)
+        if " " in self.prog:  # a group (`loopstate goals`) named without its verb prints its verbs, exit 2
+            self.set_defaults(func=_group_help(self))
         return super().add_subparsers(**kwargs)
 
     def error(self, message: str):

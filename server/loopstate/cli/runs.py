@@ -93,7 +93,6 @@ issue id, its status (open), the attempt count and the times."""
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="bounded runs: leases, budgets, authority, kill switch, audit log")
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
-    run.set_defaults(func=_usage(run))
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True, derives="run")
     p.add_argument("--grant", help="authority grant id or a unique prefix (see `loopstate run authority grant`); "
@@ -131,7 +130,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", required=True)
 
     stage_parser = verbs.add_parser("stage", help="start or complete a stage (each start uses one stage attempt)")
-    stage_parser.set_defaults(func=_usage(stage_parser))
     stage = stage_parser.add_subparsers(dest="stage_verb", metavar="VERB")
     p = _verb(stage, "start", "start a stage (runs.stage_start)", cmd_stage_start, lease=True)
     _run_arg(p)
@@ -142,7 +140,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--outcome", choices=("passed", "failed", "blocked"), required=True)
 
     route_parser = verbs.add_parser("route", help="route decisions")
-    route_parser.set_defaults(func=_usage(route_parser))
     route = route_parser.add_subparsers(dest="route_verb", metavar="VERB")
     p = _verb(route, "select", "record a route decision from a JSON file (runs.route_select)", cmd_route_select,
               lease=True)
@@ -167,7 +164,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                     "issue_opened completion (the evidence fields, or the issue's)")
 
     issue_parser = verbs.add_parser("issue", help="the run's issue ledger")
-    issue_parser.set_defaults(func=_usage(issue_parser))
     issue = issue_parser.add_subparsers(dest="issue_verb", metavar="VERB")
     p = _verb(issue, "open", "open an issue", cmd_issue_open, lease=True, epilog=ISSUE_EXAMPLE)
     _run_arg(p)
@@ -184,7 +180,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution")
 
     evidence_parser = verbs.add_parser("evidence", help="evidence records")
-    evidence_parser.set_defaults(func=_usage(evidence_parser))
     evidence = evidence_parser.add_subparsers(dest="evidence_verb", metavar="VERB")
     p = _verb(evidence, "add", "record evidence from a JSON file (without evidence_id, run_id, actor, observed_at)",
               cmd_evidence_add, lease=True, epilog=EVIDENCE_EXAMPLE)
@@ -192,7 +187,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="JSON file with the evidence fields (see the example below)")
 
     auth_parser = verbs.add_parser("authority", help="authority grants")
-    auth_parser.set_defaults(func=_usage(auth_parser))
     auth = auth_parser.add_subparsers(dest="authority_verb", metavar="VERB")
     p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant, derives="grant")
     p.add_argument("--level", choices=("attended", "bounded", "scoped", "operational", "full"), required=True)
@@ -244,14 +238,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate.add_argument("file")
     validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     validate.set_defaults(func=cmd_validate)
-
-
-def _usage(parser: argparse.ArgumentParser):
-    """A group named without its verb prints its own verbs (exit 2, as for any usage error)."""
-    def show(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-    return show
 
 
 def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool = False, mutation: bool = True,
