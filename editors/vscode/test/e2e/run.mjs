@@ -243,9 +243,21 @@ try {
     if (board.user_inbox.length !== 0 || !resolved) throw new Error(`the gate is not resolved: ${JSON.stringify(board.resolved_gates)}`);
   });
 
-  await check("Render ACTIVE_GOAL_STATE.md in a git tree offers the public-safe view, writes it and opens it", async () => {
+  await check("Render ACTIVE_GOAL_STATE.md writes the untracked workbench and opens it; once git tracks it, offers the public-safe view", async () => {
+    const file = path.join(folder, "ACTIVE_GOAL_STATE.md");
     await palette("Render ACTIVE_GOAL_STATE.md");
-    // the folder is a git work tree and the file is not ignored: the private workbench is refused
+    // the folder is a git work tree, but git does not track the file: the private workbench is written
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".tabs-container .tab")].some((tab) => tab.textContent.includes("ACTIVE_GOAL_STATE.md")),
+      { timeout: WAIT_MS },
+    );
+    const written = readFileSync(file, "utf8");
+    if (!written.includes("Write the parser") || !written.includes("local_private")) {
+      throw new Error("the rendered file is not the private workbench with the todo");
+    }
+    // once it is in git's index a commit would publish it: the private render is refused, the public-safe one offered
+    execFileSync("git", ["-C", folder, "add", "ACTIVE_GOAL_STATE.md"]);
+    await palette("Render ACTIVE_GOAL_STATE.md");
     const action = "Render the public-safe view";
     await page.waitForFunction(
       (wanted) => [...document.querySelectorAll(".notification-toast .monaco-button")].some((button) => button.textContent.trim() === wanted),
@@ -255,12 +267,12 @@ try {
     await page.$$eval(".notification-toast .monaco-button", (buttons, wanted) => {
       buttons.find((button) => button.textContent.trim() === wanted)?.click();
     }, action);
-    const file = path.join(folder, "ACTIVE_GOAL_STATE.md");
-    await page.waitForFunction(
-      () => [...document.querySelectorAll(".tabs-container .tab")].some((tab) => tab.textContent.includes("ACTIVE_GOAL_STATE.md")),
-      { timeout: WAIT_MS },
-    );
-    if (!readFileSync(file, "utf8").includes("Write the parser")) throw new Error("the rendered file lacks the todo");
+    const deadline = Date.now() + WAIT_MS;
+    while (!readFileSync(file, "utf8").includes("public_safe")) {
+      if (Date.now() > deadline) throw new Error("the public-safe view was not written");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    if (!readFileSync(file, "utf8").includes("Write the parser")) throw new Error("the public-safe file lacks the todo");
   });
 
   await check("Verify store reports the intact store", async () => {
