@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from corekit import cli, cli_ok as ok
@@ -229,6 +229,7 @@ def test_a_read_renews_a_stale_mark_but_creates_none(store: Path, data_dir: Path
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(0, 1, exclude_max=True), flip=st.integers(1, 255))
+@example(where=0.53125, flip=1)  # a key of an event before the snapshot's head misspelt (found by a fresh clone's run)
 def test_any_byte_changed_before_the_snapshot_is_never_covered_by_the_mark(
     tmp_path_factory: pytest.TempPathFactory, where: float, flip: int,
 ) -> None:

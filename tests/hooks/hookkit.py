@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, require_conformance
 
 SCHEMAS = CONFORMANCE / "codex-hooks"
 SCHEMA_NAMES = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
@@ -33,6 +33,8 @@ def schema(event: str, kind: str) -> dict[str, Any] | None:
 
 def validate(instance: Any, event: str, kind: str) -> None:
     import jsonschema
+
+    require_conformance()  # Codex's published schemas, not a weaker check without them
 
     found = schema(event, kind)
     if found is not None:

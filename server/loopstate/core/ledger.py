@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from loopstate.core import canonical, checkpoint, quarantine, request_file, safefs, snapshot, verified_mark
 from loopstate.core.chain import REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
+from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
@@ -190,7 +191,8 @@ class Ledger:
         try:
             # Re-hashing a lot (a first open with no usable checkpoint) is shared with
             # worker processes; catching up on a few appends never is.
-            for record in stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True):
+            records = stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True)
+            for record in records:
                 if stream.resets != resets:
                     resets = stream.resets
                     self._restart()
@@ -201,7 +203,19 @@ class Ledger:
                 if note is not None and REQUEST_ID in event:
                     note(event[REQUEST_ID], start, end)
                 if on_record is not None:
-                    on_record(record)
+                    try:
+                        on_record(record)
+                    except LoopstateError:
+                        raise
+                    except Exception:
+                        # A record the fold cannot take may be one whose bytes are not verified yet
+                        # (a checkpointed prefix is hashed as a whole, and worker processes hash
+                        # from the end): read the rest first, so corruption is reported as what it
+                        # is (CORRUPT_LEDGER) rather than as the fold's fault; an intact stream
+                        # lets the fold's own error out.
+                        for _ in records:
+                            pass
+                        raise
                 if add is not None:
                     add(record)
         except checkpoint.PrefixChanged:
