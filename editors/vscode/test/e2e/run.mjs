@@ -273,6 +273,9 @@ try {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     if (!readFileSync(file, "utf8").includes("Write the parser")) throw new Error("the public-safe file lacks the todo");
+    // the command opens the file once it is written: let that editor take the focus before the next palette
+    await waitForText("public_safe._", "the public-safe workbench in its editor");
+    await new Promise((resolve) => setTimeout(resolve, 1000));
   });
 
   await check("Verify store reports the intact store", async () => {
