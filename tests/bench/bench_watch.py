@@ -11,15 +11,17 @@ watcher in a real child process of its own:
    ``/proc/<pid>/task/*/status``) over ``--idle`` seconds, for a bare Watcher
    on one folder and for a real ``loopstate serve`` holding two subscriptions
    (the reference injected as ``loopstate.service.watch`` before the server
-   loads). All idle at once. Target: none.
+   loads); with watchfiles installed (not a dependency), also the candidate
+   that was not chosen, its ``awatch`` with its defaults. All idle at once.
+   Target: none.
 2. Syscalls while idle: ``strace -f -c`` attached to each of them for
    ``--strace`` seconds (skipped without strace). An idle process makes none;
    attaching interrupts each blocked call once, so up to one restarted call
    per thread is the floor strace itself causes.
 3. Change latency, one watcher at a time: this process writes and stamps
    ``CLOCK_MONOTONIC`` (system-wide) just before each change; the watcher's
-   process stamps its ``on_change`` call. Appends to an open stream, files
-   created, files replaced by rename, files deleted.
+   process stamps its ``on_change`` call (the candidate: its batch). Appends
+   to an open stream, files created, files replaced by rename, files deleted.
 4. Through the server: another process appends intent commands through its
    own Service (stamped when each is durable) and the subscribed client
    stamps the ``loopstate/changed`` notification that carries it.
