@@ -138,6 +138,13 @@ def wakeups(pid: int) -> tuple[int, int]:
     return total, threads
 
 
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
@@ -321,11 +328,11 @@ def main() -> int:
             before = {name: (cpu_seconds(pid), wakeups(pid)[0]) for name, pid in procs.items()}
             time.sleep(args.idle)
             print(f"1. idle for {args.idle:.0f} s (all {len(procs)} at once)")
-            print(f"   {'':<42}{'CPU s':>8}{'wake-ups':>10}{'threads':>9}")
+            print(f"   {'':<42}{'CPU s':>8}{'wake-ups':>10}{'threads':>9}{'RSS MiB':>9}")
             for name, pid in procs.items():
                 woke, threads = wakeups(pid)
                 print(f"   {name:<42}{cpu_seconds(pid) - before[name][0]:>8.3f}{woke - before[name][1]:>10}"
-                      f"{threads:>9}")
+                      f"{threads:>9}{rss_mib(pid):>9.1f}")
             print(f"   {'target':<42}{'0':>8}{'0':>10}")
             if args.strace and shutil.which("strace"):
                 counts = strace_counts(procs, args.strace)
