@@ -2,11 +2,11 @@
 
 The watching itself is watchdog's: its native observer for the platform
 (inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows,
-kqueue on the BSDs). Each of its threads blocks in the kernel with no timeout
-(watchdog 7 dropped the one-second queue poll of earlier releases), and its
-events reach the event loop through ``call_soon_threadsafe``, so an idle
-server makes no wake-ups at all (measured: tests/bench/bench_watch.py,
-docs/benchmarks.md). watchdog's polling fallback is refused: a poll is a
+kqueue on the BSDs). Each of its threads (on Linux: the inotify reader, one
+per watched folder, the dispatcher) blocks in the kernel with no timeout, and
+its events reach the event loop through ``call_soon_threadsafe``, so an idle
+server makes no wake-ups at all (measured with watchdog 7.1:
+tests/bench/bench_watch.py, docs/benchmarks.md). watchdog's polling fallback is refused: a poll is a
 wake-up a second, and without a native watcher changes by other processes
 show at the next request, as the server says once in its log.
 
