@@ -182,3 +182,34 @@ async def test_a_watcher_that_never_watches_never_loads_the_library(tmp_path: Pa
     done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True,
                                    timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+async def test_a_folder_watched_through_a_symlink_is_reported_as_watched(watcher, tmp_path: Path) -> None:
+    """inotify reports paths as watched; FSEvents (macOS) reports them resolved. Either spelling is the folder."""
+    w, seen = watcher
+    real = tmp_path / "real" / "streams"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    folder = tmp_path / "link" / "streams"
+    w.watch(folder)
+    await other_process("(d / 'intent.jsonl').write_bytes(b'{}\\n')", d=real)
+    await seen.wait_for((folder, "intent.jsonl"))
+    # What FSEvents would send for the same change: the resolved path (an event of watchdog's own
+    # kind, handed to the watcher as its observer thread hands it; no macOS here to make one).
+    from watchdog.events import FileCreatedEvent
+
+    seen.calls.clear()
+    w._deliver(folder, FileCreatedEvent(str(real / "runs.r1.jsonl")))
+    w._deliver(folder, FileCreatedEvent(str(tmp_path / "elsewhere" / "x.jsonl")))  # not in the folder
+    assert seen.calls == [(folder, "runs.r1.jsonl")]
+
+
+async def test_a_watched_folder_that_is_itself_a_symlink_is_followed(watcher, tmp_path: Path) -> None:
+    """A data dir given as a symlink: the watch is on the folder it names, as a plain inotify watch is."""
+    w, seen = watcher
+    (tmp_path / "real").mkdir()
+    folder = tmp_path / "data"
+    folder.symlink_to(tmp_path / "real")
+    w.watch(folder)
+    await other_process("(d / 'intent.jsonl').write_bytes(b'{}\\n')", d=tmp_path / "real")
+    await seen.wait_for((folder, "intent.jsonl"))

@@ -71,6 +71,9 @@ class _Handler:
         self.loop = loop
         self.deliver = deliver
         self.folder = folder
+        # How the folder may be spelled in an event's path: as watched, and resolved
+        # (FSEvents reports real paths: /private/var/... for a folder under /var/...).
+        self.spellings = frozenset({os.path.normpath(folder), os.path.realpath(folder)})
 
     def dispatch(self, event: Any) -> None:
         try:
@@ -135,7 +138,9 @@ class Watcher:
             return True
         handler = _Handler(self.loop, self._deliver, path)
         try:
-            watch = self._observer.schedule(handler, os.fspath(path), recursive=False, event_filter=self._kinds)
+            # follow_symlink: a folder given as a symlink (a data dir that is one) is watched where it points.
+            watch = self._observer.schedule(handler, os.fspath(path), recursive=False, event_filter=self._kinds,
+                                            follow_symlink=True)
         except OSError as exc:
             if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):
                 log.warning("cannot watch %s: %s", path, exc.strerror or exc)
@@ -186,17 +191,19 @@ class Watcher:
 
     def _deliver(self, folder: Path, event: Any) -> None:
         """One event from watchdog, on the loop's thread: re-arm if folders came or went, then tell."""
-        if self._closed or folder not in self._watches:
+        entry = self._watches.get(folder)
+        if self._closed or entry is None:
             return  # queued before its watch was dropped
+        spellings = entry[1].spellings
         kind = type(event).__name__
         src = os.fsdecode(event.src_path)
         dest = os.fsdecode(getattr(event, "dest_path", "") or "")
-        if os.path.normpath(src) == os.path.normpath(folder):
+        if os.path.normpath(src) in spellings:
             if kind == "DirDeletedEvent":  # the watched folder itself went: watchdog has stopped its watch
                 self._drop(folder)
                 self._rearm()
             return
-        names = [os.path.basename(p) for p in (src, dest) if p and os.path.dirname(p) == os.fspath(folder)]
+        names = [os.path.basename(p) for p in (src, dest) if p and os.path.dirname(os.path.normpath(p)) in spellings]
         if kind in ("FileCreatedEvent", "DirCreatedEvent", "FileMovedEvent", "DirMovedEvent"):
             self._rearm()  # a folder we wait for may have appeared
         if folder in self.targets:
