@@ -1,8 +1,8 @@
 """Store locks: exclusive for mutations, shared for readers, bounded waits.
 
-Built on flock(2) (on Windows, LockFileEx: the OS primitive is behind a
-small seam, ``core/lock_posix.py`` or ``core/lock_windows.py``, chosen at
-import by platform). The OS releases a dead holder's lock, so
+Built on flock(2) (on Windows, the OS's byte-range locks through
+portalocker: the primitive is behind a small seam, ``core/lock_posix.py`` or
+``core/lock_windows.py``, chosen at import by platform). The OS releases a dead holder's lock, so
 there is no stale-lock guesswork. An exclusive holder records its pid, a random
 token (one per holder) and the time in the lock file (a fixed-width record that
 stays after release, rewritten only when it changes), and a waiter that times
