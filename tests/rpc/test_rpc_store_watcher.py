@@ -112,7 +112,7 @@ async def test_reads_by_anyone_are_not_changes(watcher, tmp_path: Path) -> None:
     seen.calls.clear()
     await other_process("for _ in range(20): f.read_bytes()", f=stream)
     stream.read_bytes()
-    assert await seen.quiet(0.5) == []
+    assert await seen.quiet(1.0) == []
 
 
 async def test_a_folder_made_after_the_watch_is_armed_as_it_appears(watcher, tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ async def test_watches_are_counted_and_dropped_with_the_last(watcher, tmp_path: 
     assert w._watches == {} and w.targets == {}
     await seen.quiet(0.2)  # anything queued before the watch went
     await other_process("(d / 'b.jsonl').write_bytes(b'')", d=tmp_path)
-    assert await seen.quiet(0.5) == []
+    assert await seen.quiet(1.0) == []
     w.unwatch(tmp_path)  # one too many: nothing to drop, no error
     assert w.targets == {}
 
@@ -169,7 +169,7 @@ async def test_nothing_is_reported_after_close(tmp_path: Path) -> None:
     w.close()
     seen.calls.clear()
     await other_process("(d / 'a.jsonl').write_bytes(b'')", d=tmp_path)
-    assert await seen.quiet(0.5) == []
+    assert await seen.quiet(1.0) == []
     assert not w.available  # closed: it does not start again
     w.watch(tmp_path)
     assert seen.calls == []
