@@ -138,3 +138,15 @@ def test_the_windows_module_keeps_flocks_contract(tmp_path):
     with pytest.raises(OSError) as info:  # not contention: the caller reports it instead of waiting
         lock_windows.flock(closed, lock_windows.LOCK_EX | lock_windows.LOCK_NB)
     assert not isinstance(info.value, BlockingIOError)
+
+
+def test_a_posix_cli_read_imports_neither_portalocker_nor_the_watcher_library(data_dir, root):
+    """What a hook's or a person's read pays for the other platforms: nothing (``-X importtime``)."""
+    run(data_dir, "posix", "append", str(root), "1")
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "loopstate.cli.main", "intent", "show", "--root",
+                           str(root)], env=child_env(data_dir), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "loopstate.core.lock_posix" in imported  # the control: the lock was loaded, through its POSIX module
+    assert not {name for name in imported if name.split(".")[0] in ("portalocker", "watchdog")}
+    assert "loopstate.core.lock_windows" not in imported
