@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import os
 import subprocess
 import sys
+
+import pytest
 
 
 @pytest.mark.slow

@@ -5,12 +5,13 @@ request in flight, writes one at the head it holds, which a cold reader then sta
 
 from __future__ import annotations
 
-import pytest
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 import msgspec
 

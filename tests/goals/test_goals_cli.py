@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import json
 from pathlib import Path
+
+import pytest
 
 from goalkit import FIXTURE
 

@@ -7,8 +7,9 @@ tests only assert delivery, within a generous timeout (no timed assertion).
 
 from __future__ import annotations
 
-import pytest
 import json
+
+import pytest
 
 from loopstate.core.project import Project
 

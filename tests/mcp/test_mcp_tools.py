@@ -1,7 +1,6 @@
 """Every tool of `loopstate mcp` through the SDK's client, over real stdio, against the real store.
 
 Happy paths are checked against what the CLI (another process) then reads
-import pytest
 from the store; refusals are the domains' own rules, arriving as tool errors
 with loopstate's stable codes.
 """
@@ -10,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+
+import pytest
 
 from loopstate_protocol import runs as runs_proto
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 import datetime as dt
 import subprocess
 import uuid
 from pathlib import Path
+
+import pytest
 
 from rpckit import servers, Servers, stream_log  # noqa: F401 (fixtures)
 

@@ -9,13 +9,14 @@ told), and it goes back to sleep the same way.
 
 from __future__ import annotations
 
-import pytest
 import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from loopstate_protocol.client import LoopstateClient
 

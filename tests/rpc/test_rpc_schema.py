@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import json
 from pathlib import Path
+
+import pytest
 
 import jsonschema
 from rpckit import run_cli, servers, task_start  # noqa: F401 (fixtures)
