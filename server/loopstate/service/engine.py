@@ -44,6 +44,9 @@ from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequis
 
 Listener = Callable[[Project, str, News], None]
 
+# What a domain takes from domains/base.Domain when it subclasses it (each has a default there).
+OPTIONAL_STEPS = ("check", "fingerprint_params", "evolve_record", "decision", "replayed_refusal", "stream_prefixes")
+
 # The most records of one catch-up (or one command) listeners get as a list; past it they
 # get the News' bounds only. A subscriber owed more events than this gets the new state.
 NEWS_LIMIT = 256
@@ -124,6 +127,10 @@ class Service:
     def _add_domain(self, domain: Domain) -> None:
         from loopstate.service.registry import effects_for
 
+        missing = [step for step in OPTIONAL_STEPS if not hasattr(domain, step)]
+        if missing:
+            raise TypeError(f"domain {domain.name!r} has no {', '.join(missing)}: subclass loopstate.domains.base.Domain, "
+                            "which gives every optional step its default")
         self._domains[domain.name] = domain
         self._effects[domain.name] = effects_for(domain.name)
         for cls in (*domain.commands, *domain.queries):
