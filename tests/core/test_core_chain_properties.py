@@ -67,6 +67,7 @@ def chain_of(n: int) -> tuple[list[dict], list[bytes]]:
     return sealed_lines([event(i, note="é" * (i % 3), nested={"k": [i, None, True]}) for i in range(n)], TEST_LAYOUT)
 
 
+@pytest.mark.slow
 @examples(40)
 @given(batches=st.lists(st.lists(bodies, min_size=1, max_size=4), min_size=1, max_size=6))
 def test_any_sequence_of_appends_replays_to_the_same_events_and_hashes(batches):

@@ -180,6 +180,7 @@ def _scan(project: Project, layout: ChainLayout, threaded: bool) -> tuple[list[d
         return events, error, stream.position.offset, stream.prefix_digest()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     field=st.sampled_from(["event_hash", "event_digest", "a", "~~", 'h"x', "\\"]),

@@ -8,6 +8,7 @@ counts equal what sorting every visible claim and filtering it would give.
 
 from __future__ import annotations
 
+import pytest
 import datetime as dt
 import heapq
 import uuid
@@ -126,6 +127,7 @@ def reference_hook(found: list[Claim], task: Task, max_chars: int) -> tuple:
     return "\n".join([projections.HEADER, *lines]) if lines else "", ids, omitted, disputes
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(found=st.lists(claims(valid_froms=any_offset), max_size=40))
 def test_keys_sort_as_the_handoff_tuple(found) -> None:
