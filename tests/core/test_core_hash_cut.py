@@ -69,6 +69,7 @@ def _values(field: str, claimed: str) -> st.SearchStrategy[Any]:
     return st.dictionaries(keys, nested, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(field=field_names, claimed=hex64 | st.text(max_size=70), data=st.data())
 def test_the_cut_line_is_the_canonical_encoding_without_the_hash_field(field, claimed, data):
@@ -179,6 +180,7 @@ def _scan(project: Project, layout: ChainLayout, threaded: bool) -> tuple[list[d
         return events, error, stream.position.offset, stream.prefix_digest()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     field=st.sampled_from(["event_hash", "event_digest", "a", "~~", 'h"x', "\\"]),

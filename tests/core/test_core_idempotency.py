@@ -17,6 +17,7 @@ from loopstate.core.clock import FixedClock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import SequentialIds
+from loopstate.domains.base import Domain
 from loopstate.service.engine import Service
 from loopstate_protocol.base import Command, Query
 from loopstate_protocol.errors import ErrorCode
@@ -87,10 +88,12 @@ class Total(Query, tag="counter.total"):
     pass
 
 
-class CounterDomain:
-    """The smallest real Decider: a counter whose bumps carry a server-made id and time."""
+class CounterDomain(Domain):
+    """The smallest real Decider: a counter whose bumps carry a server-made id and time
+    (subclassing Domain gives it every optional step's no-op default)."""
 
     name = "counter"
+    stream_prefixes = ("counter",)
     layout = TEST_LAYOUT
     commands = (Bump,)
     queries = (Total,)
@@ -142,3 +145,14 @@ def test_service_changed_retry_is_request_id_reused(data_dir, root):
             svc.execute(str(root), Bump(by=3), "req-1")
         assert info.value.code is ErrorCode.REQUEST_ID_REUSED
     assert service.query(str(root), Total()) == 2
+
+
+def test_a_domain_that_does_not_subclass_domain_is_refused_naming_what_it_lacks() -> None:
+    class Bare:
+        name = "bare"
+        commands: tuple = ()
+        queries: tuple = ()
+
+    with pytest.raises(TypeError) as info:
+        Service(domains=[Bare()])  # type: ignore[list-item]
+    assert "subclass loopstate.domains.base.Domain" in str(info.value) and "check" in str(info.value)

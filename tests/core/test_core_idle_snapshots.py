@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import msgspec
 
 from loopstate.core.snapshot import SnapshotFile
@@ -35,6 +37,7 @@ def snapshot_head(path: Path) -> int | None:
         return None
 
 
+@pytest.mark.slow
 def test_an_idle_server_writes_the_snapshot_its_stream_is_due(data_dir: Path, root: Path, tmp_path: Path) -> None:
     env = dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir))
     with open(tmp_path / "serve.log", "wb") as log:

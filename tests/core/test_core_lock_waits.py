@@ -17,6 +17,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from corekit import child_env, spawn
 
 from tests.conftest import prerequisite
@@ -75,6 +77,7 @@ def test_a_blocked_waiter_still_times_out_naming_the_holder(core_project, data_d
         holder.communicate()
 
 
+@pytest.mark.slow
 def test_sixteen_cli_writers_at_once_all_succeed_on_one_intact_chain(tmp_path):
     root, data_dir = tmp_path / "proj", tmp_path / "data"
     root.mkdir()

@@ -106,6 +106,7 @@ def _cold_open(project: Project, parallel: bool, monkeypatch: pytest.MonkeyPatch
         return error, folded, ledger.stream.position, ledger.stream.torn, ledger.stream.prefix_digest()
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["byte", "cut", "swap", "drop", "duplicate", "schema"]), data=st.data())
 def test_workers_and_the_sequential_scan_report_the_same_first_error(kind, data, monkeypatch):

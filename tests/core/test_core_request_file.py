@@ -71,6 +71,7 @@ def test_retries_from_before_the_snapshot_answer_from_the_stored_index(store: Pa
     assert late.replayed  # after the stored head, from memory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [0, REQUESTS // 2, REQUESTS - 1])
 def test_the_real_cli_retries_exactly_and_refuses_a_changed_request(store: Path, root: Path, number: int) -> None:
     again = cli(root, "goals", "add", "g", f"task {number}", "--request-id", f"req-{number}", "--json")
@@ -98,6 +99,7 @@ def corrupt(path: Path, how: str) -> None:
         path.write_bytes(data.replace(b"goals.g", b"goals.h", 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["a word flipped", "a word cut off", "torn", "empty", "garbage", "another stream's"])
 def test_a_corrupt_index_file_is_never_trusted(store: Path, data_dir: Path, root: Path, how: str) -> None:
     writer = Service(data_dir=data_dir, domains=[GOALS])
@@ -112,6 +114,7 @@ def test_a_corrupt_index_file_is_never_trusted(store: Path, data_dir: Path, root
     assert ledger.requests.base is None  # not the corrupt one; nor a new one yet (nothing appended: a retry)
 
 
+@pytest.mark.slow
 def test_an_index_bound_to_a_head_the_chain_does_not_have_is_never_used(store: Path, data_dir: Path, root: Path) -> None:
     """Whole (its checksum still right) but bound to another head hash: not this chain's."""
     writer = Service(data_dir=data_dir, domains=[GOALS])
@@ -127,6 +130,7 @@ def test_an_index_bound_to_a_head_the_chain_does_not_have_is_never_used(store: P
     assert ledger.requests.base is None or ledger.requests.base.binding.hash != "0" * 64
 
 
+@pytest.mark.slow
 def test_an_index_of_a_replaced_stream_is_never_used(store: Path, data_dir: Path, root: Path) -> None:
     stream = store / "streams" / "goals.g.jsonl"
     copy = stream.with_suffix(".copy")

@@ -81,6 +81,7 @@ def cli_json(project: Path, tmp_path: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_setup_attaches_and_the_statusline_and_float_follow_another_process(project: Path, tmp_path: Path) -> None:
     (project / "src" / "sub").mkdir(parents=True)
     (project / "a.txt").write_text("a\n")
@@ -115,6 +116,7 @@ def test_setup_attaches_and_the_statusline_and_float_follow_another_process(proj
     assert (claim["role"], claim["direct_user"], claim["source_ref"]["kind"]) == ("user", True, "user_event")
 
 
+@pytest.mark.slow
 def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_up(project: Path, tmp_path: Path) -> None:
     seen = run_script("stop", project, tmp_path)
     # A run created by another process after attach was found and followed.
@@ -151,6 +153,7 @@ def test_a_missing_server_is_a_clear_message_and_a_health_error(project: Path, t
     assert not (tmp_path / "data").exists()  # nothing was written
 
 
+@pytest.mark.slow
 def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: Path, tmp_path: Path) -> None:
     docs = tmp_path / "docs" / "doc"
     shutil.copytree(PLUGIN / "doc", docs)  # helptags writes a tags file: into a copy, not the checkout
@@ -168,6 +171,7 @@ def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: 
         ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health"], "loopstate.txt")
 
 
+@pytest.mark.slow
 def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> None:
     seen = run_script("commands", project, tmp_path)
     # The goal, created by another process after attach, was found and its open gate counted.
@@ -187,6 +191,7 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert (project / ".loopstate" / "STOP").is_file()
 
 
+@pytest.mark.slow
 def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(project: Path, tmp_path: Path) -> None:
     seen = run_script("corrupt", project, tmp_path)
     assert seen["statusline_before"] == "LS · 1 claim"
@@ -199,6 +204,7 @@ def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(proje
     assert "Keep the ledger honest" not in "\n".join(seen["float"])
 
 
+@pytest.mark.slow
 def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(project: Path, tmp_path: Path) -> None:
     seen = run_script("crashloop", project, tmp_path)
     assert seen["statuses"] == ["starting", "restarting"] * 3 + ["starting", "failed"]
@@ -217,6 +223,7 @@ def test_no_module_of_the_plugin_touches_a_global_by_mistake(project: Path, tmp_
     assert seen["globals"] == []
 
 
+@pytest.mark.slow
 def test_the_intent_float_of_a_first_page_says_how_many_claims_follow_and_how_to_see_them(
     project: Path, tmp_path: Path,
 ) -> None:
@@ -237,6 +244,7 @@ def test_the_intent_float_of_a_first_page_says_how_many_claims_follow_and_how_to
     assert not [line for line in seen["whole"] if "not shown" in line]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lifted", [True, False], ids=["switch-lifted", "switch-stands"])
 def test_halted_in_the_statusline_means_a_switch_stands_now(project: Path, tmp_path: Path, lifted: bool) -> None:
     """An older run halted by a switch since lifted is shown halted, without HALTED; the control keeps the switch."""

@@ -76,6 +76,7 @@ def test_python_m_loopstate_is_the_cli(tmp_path: Path) -> None:
     assert "invalid choice: 'no-such-verb'" in wrong.stderr
 
 
+@pytest.mark.slow
 @needs_npm
 def test_unit_and_integration() -> None:
     """vitest: view models, status text, wire types fresh; LiveProjects against a real server."""
@@ -87,6 +88,7 @@ def test_unit_and_integration() -> None:
     assert all(re.fullmatch(r"\d+ passed \(\d+\)", line.strip()) for line in summaries), summaries
 
 
+@pytest.mark.slow
 @needs_code_server
 def test_end_to_end_in_code_server() -> None:
     """The built .vsix in a real VS Code (code-server) driven by chromium: see test/e2e/run.mjs."""

@@ -88,6 +88,7 @@ def page_ids(board: g.Board) -> list[str]:
     return [t.todo_id for t in (*active, *board.completed, *board.archive_candidates)]
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history, st.sampled_from([1, 2, 5, 11, 100]), st.booleans())
 def test_pages_walked_with_any_limit_list_exactly_the_full_computation(commands, limit, public) -> None:
@@ -115,6 +116,7 @@ def test_pages_walked_with_any_limit_list_exactly_the_full_computation(commands,
     assert walked == active + done and board.page.after == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history, st.integers(0, 80))
 def test_a_snapshot_at_any_cut_plus_the_tail_folds_to_the_full_fold(commands, cut) -> None:

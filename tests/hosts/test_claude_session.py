@@ -32,6 +32,7 @@ def touch(name: str) -> list[list]:
     return [[ToolCall("Bash", {"command": f"touch {name}", "description": "touch a file"})], [Text("done")]]
 
 
+@pytest.mark.slow
 def test_a_stop_file_denies_the_shell_call_and_without_it_the_same_call_runs(claude: ClaudeHome) -> None:
     stop = claude.project / ".loopstate" / "STOP"
     stop.parent.mkdir(exist_ok=True)
@@ -51,6 +52,7 @@ def test_a_stop_file_denies_the_shell_call_and_without_it_the_same_call_runs(cla
     assert "kill switch" not in json.dumps(ran.tool_results(1))
 
 
+@pytest.mark.slow
 def test_intent_remember_is_a_command_whose_receipt_is_relayed_and_the_next_prompt_carries_it(claude) -> None:
     first = claude.session("/intent remember hard_constraint:Keep the public API", [[Text("receipt relayed")]])
     assert "intent" in first.init["slash_commands"]  # the host knows the command from the file setup wrote
@@ -65,6 +67,7 @@ def test_intent_remember_is_a_command_whose_receipt_is_relayed_and_the_next_prom
     assert "[hard_constraint] Keep the public API" in again.sent(0)  # injected on the session's next prompt
 
 
+@pytest.mark.slow
 def test_an_open_gate_blocks_the_stop_with_a_command_that_works_and_a_resolved_gate_does_not(claude) -> None:
     hooks_config = claude.project / ".loopstate" / "hooks.json"
     hooks_config.parent.mkdir(exist_ok=True)
@@ -84,6 +87,7 @@ def test_an_open_gate_blocks_the_stop_with_a_command_that_works_and_a_resolved_g
         hooks_config.unlink()
 
 
+@pytest.mark.slow
 def test_mcp_tools_are_there_on_the_first_turn_and_write_to_the_hooks_store(claude) -> None:
     """Claude Code 2.1.332 defers MCP tools: the first request names them, ToolSearch loads their schemas."""
     statement = "the importer keeps the old CSV columns"
@@ -107,6 +111,7 @@ def test_mcp_tools_are_there_on_the_first_turn_and_write_to_the_hooks_store(clau
     assert statement.encode() in stored  # in the store the hooks read (the session's LOOPSTATE_DATA_DIR)
 
 
+@pytest.mark.slow
 def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(claude) -> None:
     claude.loopstate("intent", "start", "--claim", "hard_constraint:the ledger under test")
     [ledger] = claude.data.rglob("intent.jsonl")
@@ -126,6 +131,7 @@ def test_a_corrupt_store_fails_open_and_is_told_once_where_the_user_sees_it(clau
     assert "CORRUPT_LEDGER" not in healthy.sent(0)
 
 
+@pytest.mark.slow
 def test_intent_remembered_in_one_session_is_injected_into_the_next(claude) -> None:
     signal = "[success_signal] the nightly import finishes under 5 minutes"
     before = claude.session("go on with the importer", [[Text("ok")]])  # the control: not there before
@@ -138,6 +144,7 @@ def test_intent_remembered_in_one_session_is_injected_into_the_next(claude) -> N
     assert signal in later.sent(0)
 
 
+@pytest.mark.slow
 def test_a_compaction_is_recorded_and_the_claims_come_back_after_it(claude) -> None:
     claim = "[hard_constraint] the export keeps the old CSV columns"
     first = claude.session("/intent remember hard_constraint:the export keeps the old CSV columns", [[Text("ok")]])
@@ -158,6 +165,7 @@ def test_a_compaction_is_recorded_and_the_claims_come_back_after_it(claude) -> N
 SERVER_STORE = r"""p=$$; while [ "$p" -gt 1 ]; do [ "$(basename "$(readlink /proc/$p/exe)")" = claude.exe ] && break; p=$(cut -d' ' -f4 /proc/$p/stat); done; for k in $(ps -eo pid=,ppid=,args= | awk -v p="$p" '$2 == p && / mcp$/ {print $1}'); do tr '\0' '\n' < /proc/$k/environ | grep '^LOOPSTATE_DATA_DIR='; done"""
 
 
+@pytest.mark.slow
 def test_the_mcp_server_gets_the_store_the_hooks_use(claude, tmp_path) -> None:
     script = [[ToolCall("Bash", {"command": SERVER_STORE, "description": "which store the MCP server uses"})],
               [Text("ok")]]

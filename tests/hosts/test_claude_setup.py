@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from claude_kit import ClaudeHome
 from modelserver import Text, ToolCall
 
@@ -24,6 +26,7 @@ def project_files(h: ClaudeHome) -> dict[str, bytes]:
     return {str(p.relative_to(h.project)): p.read_bytes() for p in sorted(h.project.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_project_scope_is_shareable_runs_in_the_host_and_uninstalls_byte_identical(tmp_path) -> None:
     h = ClaudeHome(tmp_path)
     (h.project / ".claude").mkdir()
@@ -51,6 +54,7 @@ def test_project_scope_is_shareable_runs_in_the_host_and_uninstalls_byte_identic
     assert after.hooks("SessionStart") == [] and (h.project / "ran.txt").exists()
 
 
+@pytest.mark.slow
 def test_doctor_says_what_the_host_does_under_claude_config_dir(tmp_path) -> None:
     h = ClaudeHome(tmp_path)
     h.loopstate("setup", "apply", "--host", "claude", CLAUDE_CONFIG_DIR="")  # set up for ~/.claude

@@ -22,6 +22,7 @@ CLAIM = "Keep the public API"
 COMPACTING = [[shell("true", "call_true"), Usage(50_000)], [Text("SUMMARY")], [Text("after the compaction")]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [True, False], ids=["hooks", "control-untrusted"])
 def test_after_a_compaction_the_next_request_carries_the_user_s_claims_again(tmp_path, trusted):
     with codex_kit(tmp_path) as kit:

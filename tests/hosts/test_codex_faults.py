@@ -5,6 +5,8 @@ systemMessage or stderr), while a STOP still denies.
 
 from __future__ import annotations
 
+import pytest
+
 from codex_kit import codex_kit, shell
 from conftest import needs_codex
 from dialect_openai import input_texts, tool_outputs
@@ -18,6 +20,7 @@ def fault_texts(kit) -> list[str]:
     return [t for t in input_texts(kit.server.model_requests()[-1].body) if "CORRUPT_LEDGER" in t]
 
 
+@pytest.mark.slow
 def test_a_corrupt_ledger_fails_open_and_is_told_once(tmp_path):
     with codex_kit(tmp_path, [[Text("fine")]]) as kit:
         kit.setup("--trust-hooks")

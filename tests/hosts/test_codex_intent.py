@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codex_kit import codex_kit
 from conftest import needs_codex
 from dialect_openai import input_texts
@@ -23,6 +25,7 @@ def sent(kit, index: int = -1) -> list[str]:
     return input_texts(kit.server.model_requests()[index].body)
 
 
+@pytest.mark.slow
 def test_intent_remember_in_exec_is_recorded_and_a_new_session_sees_it(tmp_path):
     with codex_kit(tmp_path, [[Text("first answer")]]) as kit:
         kit.setup("--trust-hooks")
@@ -49,6 +52,7 @@ def gate_enforced(kit, on: bool) -> None:
     (kit.project / ".loopstate" / "hooks.json").write_text(json.dumps({"enforce_gates": on, "goal": "ship"}))
 
 
+@pytest.mark.slow
 def test_an_open_gate_blocks_the_stop_and_codex_goes_on_with_the_reason(tmp_path):
     with codex_kit(tmp_path, [[Text("all done")], [Text("waiting for the sign-off")]]) as kit:
         kit.setup("--trust-hooks")
@@ -61,6 +65,7 @@ def test_an_open_gate_blocks_the_stop_and_codex_goes_on_with_the_reason(tmp_path
         assert ("Stop", "Completed") in session.hooks  # stop_hook_active: the second Stop passes
 
 
+@pytest.mark.slow
 def test_without_enforcement_the_same_stop_ends_the_turn(tmp_path):
     with codex_kit(tmp_path, [[Text("all done")], [Text("waiting for the sign-off")]]) as kit:
         kit.setup("--trust-hooks")

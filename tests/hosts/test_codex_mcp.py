@@ -38,6 +38,7 @@ def statements(kit) -> list[str]:
     return [c["statement"] for c in json.loads(kit.loopstate("intent", "audit", "--json").stdout)["claims"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data_dir", [False, True], ids=["codex-home", "loopstate-data-dir"])
 def test_a_first_turn_writes_and_reads_the_hooks_store_through_mcp(tmp_path, data_dir):
     with codex_kit(tmp_path, FIRST_TURN) as kit:
@@ -54,6 +55,7 @@ def test_a_first_turn_writes_and_reads_the_hooks_store_through_mcp(tmp_path, dat
         assert (kit.data_dir / "projects").is_dir()
 
 
+@pytest.mark.slow
 def test_without_the_entry_s_env_vars_the_server_writes_another_store(tmp_path):
     with codex_kit(tmp_path, FIRST_TURN) as kit:
         kit.setup("--trust-hooks")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import tomllib
 
+import pytest
+
 from codex_kit import codex_kit, shell
 from conftest import BIN, needs_codex
 from dialect_openai import input_texts, tool_outputs
@@ -23,6 +25,7 @@ pytestmark = needs_codex
 TOUCH = [[shell("touch side-effect", "call_touch")], [Text("done")]]
 
 
+@pytest.mark.slow
 def test_setup_s_trust_is_the_hash_codex_computes_and_only_then_codex_runs_the_hooks(tmp_path):
     with codex_kit(tmp_path) as kit:
         out = kit.setup().stdout
@@ -42,7 +45,7 @@ def test_setup_s_trust_is_the_hash_codex_computes_and_only_then_codex_runs_the_h
         listed = {h["key"]: h for h in kit.hooks_list()}
         ours = codex_trust.our_hooks(tomllib.loads(kit.config.read_text()), str(kit.config), CODEX)
         assert set(ours) == set(listed) and len(ours) == 7
-        for key, (event, current) in ours.items():
+        for key, (_event, current) in ours.items():
             assert listed[key]["currentHash"] == current and listed[key]["trustStatus"] == "trusted", key
         kit.server.then(TOUCH)
         session = kit.exec("make a file")
@@ -52,6 +55,7 @@ def test_setup_s_trust_is_the_hash_codex_computes_and_only_then_codex_runs_the_h
         assert kit.loopstate("doctor", "--host", "codex").stdout.endswith("ok\n")
 
 
+@pytest.mark.slow
 def test_a_stop_denies_the_shell_call_and_without_it_the_same_call_runs(tmp_path):
     with codex_kit(tmp_path) as kit:
         kit.setup("--trust-hooks")
@@ -79,6 +83,7 @@ def tree(folder) -> dict[str, bytes]:
             if p.is_file() and ".git" not in p.relative_to(folder).parts}
 
 
+@pytest.mark.slow
 def test_uninstall_after_real_sessions_leaves_the_user_s_files_byte_identical(tmp_path):
     with codex_kit(tmp_path, TOUCH) as kit:
         config, project = kit.config.read_bytes(), tree(kit.project)
@@ -93,6 +98,7 @@ def test_uninstall_after_real_sessions_leaves_the_user_s_files_byte_identical(tm
         assert kit.exec("hello").hooks == []
 
 
+@pytest.mark.slow
 def test_doctor_asks_codex_itself_when_its_cli_is_on_path(tmp_path):
     with codex_kit(tmp_path) as kit:
         kit.extra_env["PATH"] = f"{BIN}{os.pathsep}{kit.env()['PATH']}"

@@ -8,6 +8,8 @@ control in each: a session before the start, in the same home, does not.
 
 from __future__ import annotations
 
+import pytest
+
 from claude_kit import ClaudeHome
 from codex_kit import codex_kit
 from dialect_openai import input_texts
@@ -18,6 +20,7 @@ from tests.hosts.conftest import needs_claude, needs_codex
 CLAIM = "Keep the wire format of the export unchanged"
 
 
+@pytest.mark.slow
 @needs_claude
 def test_a_claim_from_intent_start_is_in_a_new_claude_sessions_first_request(tmp_path) -> None:
     claude = ClaudeHome(tmp_path)
@@ -30,6 +33,7 @@ def test_a_claim_from_intent_start_is_in_a_new_claude_sessions_first_request(tmp
     assert CLAIM in after.sent(0)
 
 
+@pytest.mark.slow
 @needs_codex
 def test_a_claim_from_intent_start_is_in_a_new_codex_sessions_first_request(tmp_path) -> None:
     with codex_kit(tmp_path, [[Text("hi")]]) as kit:

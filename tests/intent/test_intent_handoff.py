@@ -8,6 +8,7 @@ counts equal what sorting every visible claim and filtering it would give.
 
 from __future__ import annotations
 
+import pytest
 import datetime as dt
 import heapq
 import uuid
@@ -16,13 +17,15 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopstate_protocol.intent import FACETS, STATUSES
+
 from loopstate.core import snapshot
 from loopstate.core.checkpoint import Checkpoint
 from loopstate.core.clock import format_time, parse_time
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.intent import projections
 from loopstate.domains.intent.handoff import FACET_ORDER, STATUS_ORDER, ActiveClaims, View, omission_kind, order_key
-from loopstate.domains.intent.records import FACETS, STATUSES, Claim, Task
+from loopstate.domains.intent.records import Claim, Task
 from loopstate.domains.intent.state import IntentState
 
 NOW = parse_time("2026-06-01T00:00:00Z")
@@ -124,6 +127,7 @@ def reference_hook(found: list[Claim], task: Task, max_chars: int) -> tuple:
     return "\n".join([projections.HEADER, *lines]) if lines else "", ids, omitted, disputes
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(found=st.lists(claims(valid_froms=any_offset), max_size=40))
 def test_keys_sort_as_the_handoff_tuple(found) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, victim=st.integers(0, 50), whole_task=st.booleans())
 def test_purge_leaves_a_chain_that_verifies_and_views_without_the_victim(tmp_path_factory, ops, victim, whole_task):

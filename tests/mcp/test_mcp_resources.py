@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loopstate.core.project import Project
 
 from tests.mcp.mcpkit import connected, needs_sdk
@@ -17,6 +19,7 @@ from tests.runs.clikit import Cli
 pytestmark = needs_sdk
 
 
+@pytest.mark.slow
 async def test_a_cli_change_in_another_process_reaches_a_subscriber(root, data_dir):
     cli = Cli(root, data_dir)
     cli.ok("intent", "start", "--label", "before")  # the project exists, so its URI is known
@@ -33,6 +36,7 @@ async def test_a_cli_change_in_another_process_reaches_a_subscriber(root, data_d
         assert "after" in labels
 
 
+@pytest.mark.slow
 async def test_runs_and_goals_resources_update_and_unsubscribe_stops_them(root, data_dir):
     cli = Cli(root, data_dir)
     run_id = cli.create()

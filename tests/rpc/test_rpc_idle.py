@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from loopstate_protocol.client import LoopstateClient
 
 from tests.conftest import env_for_child, prerequisite
@@ -32,6 +34,7 @@ def wakeups(pid: int, seconds: float) -> list[str]:
             and "resumed" not in line]
 
 
+@pytest.mark.slow
 @needs_strace
 def test_an_idle_subscribed_server_makes_no_wakeups(root: Path, data_dir: Path) -> None:
     with LoopstateClient([sys.executable, "-m", "loopstate.cli.main", "serve"], cwd=str(root),

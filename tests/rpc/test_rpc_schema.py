@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import jsonschema
 from rpckit import run_cli, servers, task_start  # noqa: F401 (fixtures)
 
@@ -39,6 +41,7 @@ def test_every_method_and_notification_names_a_definition() -> None:
         assert ref.removeprefix("#/$defs/") in document["$defs"]
 
 
+@pytest.mark.slow
 def test_real_wire_messages_validate_against_the_schema(servers, root: Path) -> None:
     client = servers.start(initialize=False)
     initialized = client.initialize()

@@ -7,6 +7,7 @@ a real store. Refusals are fine; what is written must always satisfy the seed.
 
 from __future__ import annotations
 
+import pytest
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -158,6 +159,7 @@ def check_invariants(events: list[dict], started_at: str, ended_at: str) -> None
         assert [(m["data"]["budget"], m["data"]["stage"]) for m in markers] == keys
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=st.lists(actions, min_size=5, max_size=40))
 def test_any_command_sequence_keeps_the_audit_invariants(script):

@@ -25,6 +25,7 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude", "--mcp")
@@ -56,6 +57,7 @@ def test_a_healthy_home_passes_every_check_and_records_it(tmp_path):
     assert "behavior:  verified (8 of 8 probes answered as the host expects)" in text and text.endswith("ok\n")
 
 
+@pytest.mark.slow
 def test_a_missing_executable_fails_discovery_with_the_fix(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude")
@@ -88,6 +90,7 @@ def test_a_hook_that_answers_badly_fails_behavior(tmp_path, body, words):
     assert words in done.stdout and "try it by hand" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude", "--mcp")
@@ -100,6 +103,7 @@ def test_an_mcp_server_that_does_not_initialize_fails_behavior(tmp_path):
     assert "the MCP server loopstate" in done.stdout and "exited 2 without a server/discover result: loopstate mcp: no SDK" in done.stdout
 
 
+@pytest.mark.slow
 def test_codex_hooks_turned_off_in_config_toml_fail_discovery(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "codex")
@@ -109,6 +113,7 @@ def test_codex_hooks_turned_off_in_config_toml_fail_discovery(tmp_path):
     assert "turns hooks off ([features] hooks = false)" in done.stdout and "set it to true" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_unreadable_config_of_the_host_fails_and_is_named(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude")
@@ -118,6 +123,7 @@ def test_an_unreadable_config_of_the_host_fails_and_is_named(tmp_path):
     assert f"{local}: it is not valid JSON" in done.stdout and "discovery: failed" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_uninstalled_home_says_how_to_set_up(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude")
@@ -131,6 +137,7 @@ def test_an_uninstalled_home_says_how_to_set_up(tmp_path):
                for p in asked["hosts"]["claude"]["problems"])
 
 
+@pytest.mark.slow
 def test_the_version_comes_from_the_host_cli_on_path(tmp_path):
     h = make_home(tmp_path)
     bin_dir = tmp_path / "hostbin"
@@ -147,6 +154,7 @@ def test_the_version_comes_from_the_host_cli_on_path(tmp_path):
     assert report["ok"] is False
 
 
+@pytest.mark.slow
 def test_claude_config_dir_is_where_setup_writes_and_doctor_reads(tmp_path):
     h = make_home(tmp_path)
     h.claude_config = tmp_path / "claude-config"
@@ -164,6 +172,7 @@ def test_claude_config_dir_is_where_setup_writes_and_doctor_reads(tmp_path):
     assert "loopstate's hooks are not registered for SessionStart" in done.stdout
 
 
+@pytest.mark.slow
 def test_claude_without_the_intent_command_or_with_hooks_disabled_fails(tmp_path):
     h = make_home(tmp_path, foreign=False)
     h.cli("setup", "apply", "--host", "claude", "--no-mcp")
@@ -179,6 +188,7 @@ def test_claude_without_the_intent_command_or_with_hooks_disabled_fails(tmp_path
     assert "sets disableAllHooks" in h.cli("doctor", "--host", "claude", expect=1).stdout
 
 
+@pytest.mark.slow
 def test_claude_mcp_entry_naming_another_store_fails(tmp_path):
     h = make_home(tmp_path, foreign=False)
     h.cli("setup", "apply", "--host", "claude", "--mcp")
@@ -191,6 +201,7 @@ def test_claude_mcp_entry_naming_another_store_fails(tmp_path):
     assert f"uses the store {tmp_path / 'elsewhere'}" in done.stdout and f"the hooks use {h.data}" in done.stdout
 
 
+@pytest.mark.slow
 def test_claude_userpromptsubmit_that_does_not_answer_intent_fails(tmp_path):
     h = make_home(tmp_path, foreign=False)
     h.cli("setup", "apply", "--host", "claude", "--no-mcp")

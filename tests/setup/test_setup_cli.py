@@ -30,6 +30,7 @@ def our_commands(host: str, path: Path) -> list[str]:
             for g in groups for h in g["hooks"] if f" hook {host} " in h.get("command", "")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host,scope", CASES)
 def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
     h = make_home(tmp_path)
@@ -73,6 +74,7 @@ def test_round_trip_leaves_every_file_byte_identical(tmp_path, host, scope):
     assert "nothing to uninstall" in h.cli("setup", "uninstall", "--host", host, "--scope", scope).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["claude", "codex"])
 def test_into_an_empty_home_creates_the_folder_and_uninstall_removes_it(tmp_path, host):
     h = make_home(tmp_path, foreign=False)
@@ -97,6 +99,7 @@ def test_no_mcp_writes_no_server_entry(tmp_path, host):
         assert (h.home / ".claude.json").read_text() == CLAUDE_STATE
 
 
+@pytest.mark.slow
 def test_an_apply_that_changes_one_file_of_two_records_the_other_as_skipped(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "claude", "--no-mcp")
@@ -120,6 +123,7 @@ def test_codex_home_is_where_codex_user_hooks_go(tmp_path):
     assert not (h.home / ".codex").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["claude", "codex"])
 def test_plan_prints_the_diff_and_writes_nothing(tmp_path, host):
     h = make_home(tmp_path)
@@ -138,6 +142,7 @@ def test_plan_prints_the_diff_and_writes_nothing(tmp_path, host):
     assert "apply changes nothing" in h.cli("setup", "plan", "--host", host).stdout
 
 
+@pytest.mark.slow
 def test_a_file_changed_since_our_write_is_refused_without_approve(tmp_path):
     h = make_home(tmp_path)
     target = config_path(h, "claude", "user")
@@ -168,6 +173,7 @@ def test_a_file_changed_since_our_write_is_refused_without_approve(tmp_path):
     assert left["hooks"]["PreToolUse"] == json.loads(CLAUDE_SETTINGS)["hooks"]["PreToolUse"]
 
 
+@pytest.mark.slow
 def test_uninstall_with_approve_takes_out_only_our_tables_from_an_edited_config_toml(tmp_path):
     h = make_home(tmp_path)
     target = config_path(h, "codex", "user")
@@ -237,6 +243,7 @@ def test_bad_arguments_say_what_to_pass(tmp_path):
     assert "absolute" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_second_setup_waits_for_the_first_and_is_refused_naming_it(tmp_path):
     import subprocess
     import sys

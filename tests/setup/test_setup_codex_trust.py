@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import tomllib
 
+import pytest
+
 from setuphome import CODEX_CONFIG, config_path, make_home
 
 from loopstate.install import codex_trust
@@ -15,6 +17,7 @@ def trust_state(path) -> dict:
     return tomllib.loads(path.read_text()).get("hooks", {}).get("state", {})
 
 
+@pytest.mark.slow
 def test_without_consent_nothing_is_trusted_and_the_last_line_is_the_step(tmp_path):
     h = make_home(tmp_path)
     out = h.cli("setup", "apply", "--host", "codex").stdout
@@ -24,6 +27,7 @@ def test_without_consent_nothing_is_trusted_and_the_last_line_is_the_step(tmp_pa
     assert doctor.count("it is untrusted") == 7 and "--trust-hooks" in doctor
 
 
+@pytest.mark.slow
 def test_consent_records_each_hook_at_its_place_and_doctor_passes(tmp_path):
     h = make_home(tmp_path)
     h.cli("setup", "apply", "--host", "codex")
@@ -41,6 +45,7 @@ def test_consent_records_each_hook_at_its_place_and_doctor_passes(tmp_path):
     assert "it is modified" in h.cli("doctor", "--host", "codex", expect=1).stdout
 
 
+@pytest.mark.slow
 def test_uninstall_takes_the_trust_out_also_when_the_user_gave_it(tmp_path):
     h = make_home(tmp_path)
     before = h.snapshot()
@@ -67,6 +72,7 @@ def test_setup_registers_session_end_within_codex_s_limit(tmp_path):
     assert {g["hooks"][0]["timeout"] for e, gs in hooks.items() if e != "SessionEnd" for g in gs} == {10}
 
 
+@pytest.mark.slow
 def test_the_mcp_entry_passes_the_store_on_and_doctor_fails_an_entry_that_does_not(tmp_path):
     h = make_home(tmp_path, foreign=False)
     h.codex_home = tmp_path / "codex-home"
@@ -116,6 +122,7 @@ def on_a_terminal(h, answer: str, *args: str) -> str:
     return seen.decode().replace("\r\n", "\n")
 
 
+@pytest.mark.slow
 def test_on_a_terminal_apply_asks_and_a_yes_trusts_a_no_says_the_step(tmp_path):
     h = make_home(tmp_path)
     said = on_a_terminal(h, "n", "setup", "apply", "--host", "codex")

@@ -41,6 +41,7 @@ def render(doc: dict, indent, crlf: bool, final_newline: bool) -> str:
     return text + ("\r\n" if crlf else "\n") * final_newline
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(doc=settings_docs, indent=layouts, crlf=st.booleans(), final_newline=st.booleans(), with_server=st.booleans())
 def test_merge_then_unmerge_gives_back_the_same_bytes(doc, indent, crlf, final_newline, with_server):

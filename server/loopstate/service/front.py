@@ -38,15 +38,14 @@ def project_config(root: str) -> dict[str, Any]:
 
 def kill_switch_paths(root: str) -> tuple[Path, ...]:
     """Every kill switch of the project, as absolute paths, the default ``.loopstate/STOP`` first."""
-    from loopstate.service.runs_effects import switch_path
+    from loopstate.core.killswitch import switch_path
 
     return tuple(switch_path(root, configured) for configured in project_config(root)["kill_switches"])
 
 
 def probe_kill_switch(root: str) -> dict[str, str] | None:
     """The first kill switch that stands (present, or unreadable, which also means stop), else None."""
-    from loopstate.core.killswitch import enclosing_switches
-    from loopstate.service.runs_effects import probe_kill_switches
+    from loopstate.core.killswitch import enclosing_switches, probe_kill_switches
 
     return probe_kill_switches(root, [*project_config(root)["kill_switches"], *enclosing_switches(root)])
 

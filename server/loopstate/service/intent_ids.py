@@ -9,20 +9,25 @@ Resolving only reads.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loopstate_protocol import intent as p
 
 from loopstate.core.prefix import FULL_LENGTH, resolve_prefix
 
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
 
-def resolve_task(service, root: str, given: str) -> str:
+
+def resolve_task(service: Service, root: str, given: str) -> str:
     """The task id ``given`` abbreviates (any unique prefix of a durable task of this project)."""
     if len(given.strip()) >= FULL_LENGTH:
         return given.strip().lower()
-    tasks = service.query(root, p.IntentTasks())
+    tasks: list[p.TaskView] = service.query(root, p.IntentTasks())
     return resolve_prefix("task", given, [t.task_id for t in tasks], hint="`loopstate intent tasks` lists them")
 
 
-def resolve_claim(service, root: str, given: str, task_id: str | None) -> str:
+def resolve_claim(service: Service, root: str, given: str, task_id: str | None) -> str:
     """The claim id ``given`` abbreviates: any unique prefix of an active claim the task's view shows (its own
     claims and the project's project-wide ones; the whole project's without a task), the claims a command
     may supersede, invalidate or confirm."""
