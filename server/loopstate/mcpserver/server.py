@@ -203,7 +203,11 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         tool = CheckedTool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
         tool.parameters = _compact_schema(tool.parameters)
         tools.append(tool.model_copy(update={"fn": wrap(fn), "context_kwarg": "ctx"}))
-    server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING")
+    from mcp.server.subscriptions import InMemorySubscriptionBus
+
+    bus = InMemorySubscriptionBus()  # the subscriptions/listen fan-out, handed to MCPServer so it stays ours to publish on
+    server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING",
+                       subscriptions=bus)
     lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's one handle for handlers MCPServer lacks
 
     def resource_error(exc: LoopstateError, uri: str) -> MCPError:
@@ -235,7 +239,7 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
         if uri in session.subscribed and session.peer is not None:
             await session.peer.send_resource_updated(uri)
-        await server._subscriptions.publish(ResourceUpdated(uri=uri))  # noqa: SLF001 - the listen bus MCPServer owns
+        await bus.publish(ResourceUpdated(uri=uri))
 
     async def follow(uri: str) -> None:
         """Start following ``uri`` for a subscriber; refused (NOT_FOUND) for a URI that is not this project's."""
@@ -243,7 +247,10 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         root = await root_of(None)
         await on_worker(resources.check_project, service, root, view)
         if state["updates"] is None:
-            state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
+            from loopstate.service.live import Live
+
+            loop = asyncio.get_running_loop()
+            state["updates"] = resources.Updates(service, Live(service, worker, loop), loop, notify)
         await state["updates"].subscribe(root, view)
 
     def unfollow(uri: str) -> None:
