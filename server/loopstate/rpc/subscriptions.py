@@ -36,7 +36,6 @@ from loopstate_protocol.messages import ChangedNotification, StreamErrorNotifica
 from loopstate.core.errors import LoopstateError
 from loopstate.core.news import News
 from loopstate.core.project import Project
-from loopstate.core.stream import Stream
 from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.rpc.project_topics import ProjectSubscription, snapshot_of
@@ -89,20 +88,17 @@ def head_of(event: dict[str, Any], domain: Domain, stream: str) -> Head:
     return Head(stream=stream, sequence=event[layout.sequence_field], hash=event[layout.hash_field])
 
 
-def events_between(project: Project, domain: Domain, stream: str, after: int, until: int) -> list[dict[str, Any]]:
-    """Verified events with ``after < sequence <= until``, read from the stream file under a shared lock."""
-    if until <= after:
-        return []
-    reader = Stream(project.dir, stream, domain.layout)
+def events_between(service: Service, root: str, stream: str, after: int, until: int) -> list[dict[str, Any]]:
+    """Verified events with ``after < sequence <= until``: the service's ``project.log``, page by page."""
+    from loopstate_protocol.project import MAX_LOG_LIMIT, ProjectLog
+
     out: list[dict[str, Any]] = []
-    seq = domain.layout.sequence_field
-    with project.lock(stream).shared():
-        for record in reader.read_new():
-            sequence = record.event[seq]
-            if sequence > after:
-                out.append(record.event)
-            if sequence >= until:
-                break
+    while after < until:
+        page = service.query(root, ProjectLog(stream=stream, after=after, before=until + 1, limit=MAX_LOG_LIMIT))
+        out += page.events
+        if page.next_after is None:
+            break
+        after = page.next_after
     return out
 
 
@@ -246,7 +242,7 @@ class Hub(Follower):
         """Events some path folded without announcing (the service promises none does): read them back."""
         log.warning("%s: events %d-%d were not announced by the service; reading them from the stream", stream, after + 1, until)
         try:
-            return events_between(project, domain, stream, after, until)
+            return events_between(self.service, project.root, stream, after, until)
         except LoopstateError as exc:
             log.error("%s: cannot read events %d-%d back: %s", stream, after + 1, until, exc.message)
             return []
