@@ -97,6 +97,12 @@ class Folded:
         return Head(stream=self.stream, sequence=sequence, hash=hash_)
 
 
+def _is_project(message: Command | Query) -> bool:
+    """A ``project.*`` message (told by its tag, so a domain-only reader never imports the project module)."""
+    tag = type(message).__struct_config__.tag
+    return isinstance(tag, str) and tag.startswith("project.")
+
+
 class Service:
     def __init__(
         self,
@@ -106,8 +112,10 @@ class Service:
         new_id: IdFactory = random_uuid,
         lock_timeout: float = DEFAULT_TIMEOUT,
         domains: list[Domain] | None = None,
+        snapshots: bool = True,
     ) -> None:
         self.data_dir = data_dir
+        self.snapshots = snapshots  # start folds from projection snapshots (False: a full fold, `--no-snapshot`)
         self.clock = clock
         self.new_id = new_id
         self.lock_timeout = lock_timeout
@@ -189,7 +197,7 @@ class Service:
         key = (project.project_id, stream)
         folded = self._folded.get(key)
         if folded is None:
-            folded = self._folded[key] = Folded(self, project, domain, stream)
+            folded = self._folded[key] = Folded(self, project, domain, stream, snapshots=self.snapshots)
         return folded
 
     def context(self, project: Project, request_id: str = "", now: dt.datetime | None = None) -> Context:
@@ -210,7 +218,7 @@ class Service:
 
     # the three verbs ---------------------------------------------------------------
 
-    def execute(self, root: str, command: Command, request_id: str) -> Outcome:
+    def execute(self, root: str, command: Command, request_id: str) -> Any:
         """Apply one command durably, or return the first result of its exact retry.
 
         A command whose effects ask for a prerequisite (a run created without a grant
@@ -220,8 +228,13 @@ class Service:
         prerequisite durable and this command undone, and the exact retry of this
         command finds the prerequisite (its request id is derived, so it replays) and
         completes. The prerequisite is asked for only once this command, decided
-        against it, would pass.
+        against it, would pass. A project command (``project.*``: no stream of its own)
+        goes to ``service/project_commands``.
         """
+        if _is_project(command):
+            from loopstate.service import project_commands
+
+            return project_commands.execute(self, root, command, request_id)
         check_request_id(request_id)
         check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
@@ -286,15 +299,22 @@ class Service:
                 raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)
             return outcome
 
-    def query(self, root: str, query: Query) -> Any:
+    def query(self, root: str, query: Query, *, progress: Callable[[str], Any] | None = None) -> Any:
+        """One read; a project query (``project.*``) goes to ``service/project_reads`` (``progress``: verify's)."""
+        if _is_project(query):
+            from loopstate.service import project_reads
+
+            with self._lock:
+                return project_reads.answer(self, root, query, progress=progress)
         with self._lock:
             project = self.project(root)
             domain = self.domain_of(query)
             folded = self.refresh(project, domain, domain.stream_for(query))
             return domain.query(folded.state, query, self.read_context(project, domain, folded.state))
 
-    def view(self, root: str, domain_name: str, view: str, key: str | None) -> tuple[Folded, Any]:
-        """The current projection behind a subscription topic, after catching up."""
+    def view(self, root: str, domain_name: str, view: str, key: str | None, *, catch_up: bool = True) -> tuple[Folded, Any]:
+        """The current projection behind a subscription topic, after catching up (``catch_up=False``: from the
+        state already folded, for a notification of what a catch-up just brought; a stream not open yet is read)."""
         with self._lock:
             project = self.project(root)
             domain = self._domain_named(domain_name)
@@ -304,7 +324,9 @@ class Service:
                     f"unknown topic {domain_name}/{view}; topics are "
                     + ", ".join(f"{d.name}/{v}" for d in self.domains.values() for v in d.views),
                 )
-            folded = self.refresh(project, domain, domain.stream_for_view(view, key))
+            stream = domain.stream_for_view(view, key)
+            known = self._folded.get((project.project_id, stream))
+            folded = self.refresh(project, domain, stream) if catch_up or known is None else known
             return folded, domain.view(folded.state, view, key, self.read_context(project, domain, folded.state))
 
     def compact(self, root: str, streams: list[str] | None = None) -> list[tuple[Head, bool]]:
