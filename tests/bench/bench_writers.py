@@ -13,7 +13,7 @@ bench_core.py. Side by side in each round, on fresh stores on the same disk:
   (the in-process reference), and 16 threads making APPENDS each through
   `Ledger.submit` (group commit: one write and one fsync per group).
 
-Throughput is events per second from release to the last writer's exit; p50 and
+Throughput is events per second from release to the last writer's last append; p50 and
 p99 are of each append's latency. After every run the stream is opened fresh and
 checked exact: every request id exactly once, the expected count, one chain
 (a cold open verifies every link), no torn tail. Verdicts: processes at least
@@ -49,6 +49,9 @@ def child(data_dir: str, root: str, name: str, appends: int) -> None:
     ledger.refresh(collect=False)
     print("ready", flush=True)
     sys.stdin.readline()
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
     latencies = []
     for k in range(appends):
         fields = body(k)
@@ -56,7 +59,11 @@ def child(data_dir: str, root: str, name: str, appends: int) -> None:
         with ledger.mutation() as tx:
             tx.append([fields], request_id=f"{name}-{k}", fp="f" * 64)
         latencies.append(time.perf_counter() - t)
-    print(json.dumps(latencies), flush=True)
+    # CLOCK_MONOTONIC is one clock for every process: the parent measures from its go to the last append.
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    switches = after.ru_nvcsw + after.ru_nivcsw - before.ru_nvcsw - before.ru_nivcsw
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(json.dumps({"latencies": latencies, "end": time.monotonic(), "switches": switches, "cpu": cpu}), flush=True)
 
 
 def processes(base: Path, label: str, writers: int, appends: int) -> dict:
@@ -66,18 +73,23 @@ def processes(base: Path, label: str, writers: int, appends: int) -> dict:
              for w in range(writers)]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready"
-    t = time.perf_counter()
+    t = time.monotonic()
     for proc in procs:
         proc.stdin.write("go\n")
         proc.stdin.flush()
-    latencies = []
+    latencies, ends, switches, cpu = [], [], 0, 0.0
     for proc in procs:
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"writer exited {proc.returncode}"
-        latencies += json.loads(out.strip().splitlines()[-1])
-    elapsed = time.perf_counter() - t
+        report = json.loads(out.strip().splitlines()[-1])
+        latencies += report["latencies"]
+        ends.append(report["end"])
+        switches += report["switches"]
+        cpu += report["cpu"]
+    elapsed = max(ends) - t  # from the go to the last durable append (not the processes' exits)
     check(project, {f"w{w}-{k}" for w in range(writers) for k in range(appends)})
-    return {"rate": writers * appends / elapsed, "p50": statistics.median(latencies), "p99": p99(latencies)}
+    return {"rate": writers * appends / elapsed, "p50": statistics.median(latencies), "p99": p99(latencies),
+            "switches": switches / (writers * appends), "cpu": cpu / (writers * appends)}
 
 
 def threads(base: Path, label: str, writers: int, appends: int, grouped: bool) -> dict:
@@ -168,7 +180,8 @@ def main() -> int:
                 for name, row, rel in ((f"1 process, {procs * n} appends (reference)", serial, 1.0),
                                        (f"{procs} processes x {n} appends", shared, ratio)):
                     print(f"  {name:44} {row['rate']:10,.0f} {row['p50'] * 1e3:7.2f}ms {row['p99'] * 1e3:7.2f}ms "
-                          f"{rel:12.2f}x")
+                          f"{rel:12.2f}x   per append: {row['switches']:.1f} context switches, "
+                          f"{row['cpu'] * 1e6:.0f} us CPU (all writers)")
             if args.only == "processes":
                 continue
             one = threads(base, f"r{r}-one-thread", 1, 16 * n, grouped=False)
