@@ -137,17 +137,20 @@ def main() -> int:
             print(f"\n{size:,} events in each stream (grown in {time.perf_counter() - t0:.1f} s)")
             results = bench.sample(args.samples)
             ref = statistics.median(results["intent.claim_add (reference)"][0])
-            print(f"  {'command':32} {'p50':>9} {'p99':>9} {'CPU':>9} {'p50 / claim':>12}")
+            ref_cpu = results["intent.claim_add (reference)"][1]
+            print(f"  {'command':32} {'p50':>9} {'p99':>9} {'CPU':>9} {'p50 / claim':>12} {'CPU / claim':>12}")
             for name, (wall, spent) in results.items():
                 ratio = statistics.median(wall) / ref
                 print(f"  {name:32} {statistics.median(wall) * 1e3:7.2f}ms {p(wall, 0.99) * 1e3:7.2f}ms "
-                      f"{spent * 1e3:7.2f}ms {ratio:11.2f}x")
+                      f"{spent * 1e3:7.2f}ms {ratio:11.2f}x {spent / ref_cpu:11.2f}x")
                 if size == args.events and not name.endswith("(reference)"):
-                    verdicts.append((name, ratio))
+                    verdicts.append((name, ratio, spent / ref_cpu))
         print(f"\nload average {os.getloadavg()[0]:.2f}")
-    print(f"verdict at {args.events:,} events (each run event's p50 within 1.5x of the claim append's):")
-    for name, ratio in verdicts:
-        print(f"  {name}: {ratio:.2f}x {'met' if ratio <= 1.5 else 'NOT MET'}")
+    print(f"verdict at {args.events:,} events (each run event's p50 within 1.5x of the claim append's; the CPU "
+          "ratio beside it is what a quiet machine's wall tends to, where the fsync is short):")
+    for name, ratio, cpu_ratio in verdicts:
+        print(f"  {name}: {ratio:.2f}x wall {'met' if ratio <= 1.5 else 'NOT MET'}, {cpu_ratio:.2f}x CPU "
+              f"{'(within 1.5x)' if cpu_ratio <= 1.5 else '(above 1.5x)'}")
     return 0
 
 
