@@ -18,7 +18,11 @@ of the whole evidence folder, the issue ledger sorted and encoded again):
   read, and no write unless the log's bytes differ. Any other writer (a
   person, a tool, a restored backup) changes the identity (a rename gives a
   new inode, an in-place write a new ctime, which no user can set back), and
-  then the file is read and compared as a cold process does;
+  then the file is read and compared as a cold process does. (The kernel's
+  file times move in clock ticks of a few milliseconds: an in-place write of
+  the same size within the tick of this process's own write goes unseen until
+  the file next changes or a cold process compares it; the log is never
+  affected);
 * the issue ledger is encoded only when the fold's issue map is a new object
   (the fold builds a new map only on issue events);
 * evidence records never change: each is written once, when its event is
