@@ -220,13 +220,25 @@ def key_before(key: tuple[str, str], holder: dict, holder_id: str) -> bool:
 class _Folder:
     """What this process last wrote into one run's folder, and how to recognise it untouched."""
 
-    __slots__ = ("files", "issues", "evidence_dir", "evidence")
+    __slots__ = ("files", "sources", "issues", "evidence_dir", "evidence")
 
     def __init__(self) -> None:
         self.files: dict[str, tuple[bytes | None, Identity | None]] = {}
+        self.sources: dict[str, tuple[object, bytes | None]] = {}  # the record last encoded per file, and its bytes
         self.issues = _IssueLedger()
         self.evidence_dir: Identity | None = None  # the evidence folder's identity when last listed or written
         self.evidence: set[str] = set()
+
+
+    def encoded(self, name: str, record: dict | None) -> bytes | None:
+        """``record``'s canonical bytes, encoded again only when the fold holds a new record (the boundary
+        before a command sees the same fold the last append left)."""
+        source = self.sources.get(name)
+        if source is not None and source[0] is record:
+            return source[1]
+        data = None if record is None else canonical.encode(record)
+        self.sources[name] = (record, data)
+        return data
 
 
 class RunProjections:
@@ -269,8 +281,8 @@ class RunProjections:
             if evidence is not None and stat.S_ISDIR(evidence.st_mode):  # never through a link
                 safefs.remove_orphan_temps(folder / "evidence")
         wanted = {
-            "run.json": canonical.encode(state.run),
-            "lease.json": None if state.lease is None else canonical.encode(state.lease),
+            "run.json": memo.encoded("run.json", state.run),
+            "lease.json": memo.encoded("lease.json", state.lease),
             "issues.json": memo.issues.bytes_of(state),
         }
         written = []
