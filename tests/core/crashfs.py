@@ -237,7 +237,9 @@ class Model:
             old_at, new_at = (0, 1) if name == "rename" else (1, 3)
             old = self._split(self._path_arg(call, None if name == "rename" else 0, old_at))
             new = self._split(self._path_arg(call, None if name == "rename" else 2, new_at))
-            if old is not None and new is not None:
+            if old is not None and new is not None and name == "renameat2" and "RENAME_EXCHANGE" in args[4]:
+                old[0].entries[old[1]], new[0].entries[new[1]] = new[0].entries[new[1]], old[0].entries[old[1]]
+            elif old is not None and new is not None:
                 new[0].entries[new[1]] = old[0].entries.pop(old[1])
         elif name in ("unlink", "unlinkat", "rmdir"):
             where = self._split(self._path_arg(call, 0 if name == "unlinkat" else None, 1 if name == "unlinkat" else 0))

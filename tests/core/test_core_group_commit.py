@@ -222,3 +222,32 @@ def test_any_mix_of_concurrent_requests_and_retries_is_applied_once_each(tmp_pat
             assert result == "ok" and [rec.event for rec in records] == by_request[request_id]
         else:
             assert result == ErrorCode.REQUEST_ID_REUSED.value
+
+
+def test_a_new_leader_gathers_as_many_jobs_as_the_last_group_held_before_it_writes(core_project):
+    """After a group of five, the next leader waits (bounded by the last write+fsync's time) for five jobs:
+    the five writers queueing one after another share one write and one fsync; a lone writer is not held
+    past that bound."""
+    from loopstate.core.group_commit import GroupCommit
+
+    ledger = Ledger(core_project, "core", TEST_LAYOUT)
+    ledger.submit(lambda tx: _note(tx, "first", event(0)))
+    group: GroupCommit = ledger._group_commit
+    flushes = []
+    flush = ledger.stream.flush
+    ledger.stream.flush = lambda: (flushes.append(1), flush())[1]
+    group._last_size, group._last_flush = 5, 30.0  # as after a group of five; the bound far above the test's time
+    results = []
+    threads = [threading.Thread(target=lambda k=k: results.append(ledger.submit(lambda tx: _note(tx, f"g{k}", event(k)))))
+               for k in range(5)]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)  # one after another: without the gathering the first would write alone
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 5 and flushes == [1], flushes
+    assert [e["sequence"] for e in _durable_events(core_project)] == list(range(1, 7))
+    group._last_size, group._last_flush = 5, 0.05  # a lone writer waits at most the last flush's time
+    t0 = time.monotonic()
+    ledger.submit(lambda tx: _note(tx, "alone", event(9)))
+    assert time.monotonic() - t0 < 30 and group._last_size == 1

@@ -179,3 +179,26 @@ def test_a_worker_left_with_only_spans_the_scan_reached_is_stopped(core_project,
     last = max(span for span, _ in alive_at)
     assert last > 5 and all(alive for span, alive in alive_at if span < last)  # still useful before that
     assert not any(alive for span, alive in alive_at if span == last)
+
+
+def test_a_read_below_the_workers_floor_never_imports_them():
+    """stream.py imports parallel_verify only for a span that could be worth workers: its floor is
+    parallel_verify's smallest threshold, and a small read in a fresh process leaves the module unloaded."""
+    import sys
+
+    from loopstate.core import stream
+
+    assert stream.PARALLEL_FLOOR == min(parallel_verify.PARALLEL_MIN_BYTES, parallel_verify.FOLD_PARALLEL_MIN_BYTES)
+    probe = ("import sys, tempfile, pathlib\n"
+             "from loopstate.core.project import Project\n"
+             "from loopstate.core.ledger import Ledger\n"
+             "from tests.bench.bench_core import LAYOUT, body\n"
+             "tmp = pathlib.Path(tempfile.mkdtemp()); (tmp / 'ws').mkdir()\n"
+             "p = Project(str(tmp / 'ws'), data_dir=tmp / 'data'); p.ensure()\n"
+             "ledger = Ledger(p, 'core', LAYOUT)\n"
+             "with ledger.mutation() as tx: tx.append([body(1)], request_id='r1', fp='f' * 64)\n"
+             "Ledger(p, 'core', LAYOUT).refresh(collect=False)\n"
+             "print('loopstate.core.parallel_verify' in sys.modules, 'queue' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]

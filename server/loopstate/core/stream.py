@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import stat
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 import msgspec
 
-from loopstate.core import canonical, parallel_verify, safefs
+from loopstate.core import canonical, safefs
 from loopstate.core.chain import BATCH, ChainError, ChainLayout, HashCut, Position, batch_part, check_line, seal
 from loopstate.core.live_integrity import LiveIntegrity
 
@@ -75,6 +75,8 @@ class _DigestFeeder:
 
     def __init__(self, digest: Any) -> None:
         self._digest = digest
+        import queue  # only a long scan feeds a digest thread: a short-lived read never imports it
+
         self._queue: queue.Queue[memoryview | None] = queue.Queue(maxsize=4)
         self._thread = threading.Thread(target=self._run, name="loopstate-prefix-digest", daemon=True)
         self._thread.start()
@@ -89,6 +91,21 @@ class _DigestFeeder:
     def finish(self) -> None:
         self._queue.put(None)
         self._thread.join()
+
+
+# parallel_verify's smallest span worth worker processes (its PARALLEL_MIN_BYTES; a test holds them equal):
+# below it no worker is started, so a read of a small stream (every hook and CLI read) never imports it.
+PARALLEL_FLOOR = 16 << 20
+
+
+def _voucher_for(fd: int, path: str, identity: tuple[int, int], start: int, size: int, fields: Any, **kw: Any) -> Any:
+    """parallel_verify.voucher_for, imported only when the span could be worth workers (once imported,
+    its own thresholds decide)."""
+    if size - start < PARALLEL_FLOOR and "loopstate.core.parallel_verify" not in sys.modules:
+        return None
+    from loopstate.core import parallel_verify
+
+    return parallel_verify.voucher_for(fd, path, identity, start, size, fields, **kw)
 
 
 class Stream:
@@ -167,7 +184,7 @@ class Stream:
                 return
             voucher = None
             if parallel:
-                voucher = parallel_verify.voucher_for(
+                voucher = _voucher_for(
                     fd, self._path_str, identity, max(self.position.offset, verify_hash_until or 0), info.st_size,
                     self._fields, from_end=True,
                 )
@@ -195,7 +212,7 @@ class Stream:
             identity = (info.st_dev, info.st_ino)
             if self.identity not in (None, identity) or self.torn is not None:
                 return  # replaced or torn since the last read: read_new sorts that out
-            voucher = parallel_verify.voucher_for(fd, self._path_str, identity, self.position.offset, info.st_size, self._fields)
+            voucher = _voucher_for(fd, self._path_str, identity, self.position.offset, info.st_size, self._fields)
             if voucher is None:
                 return
             try:

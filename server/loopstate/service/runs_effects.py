@@ -61,9 +61,9 @@ from loopstate.core.stream import Record
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
-from loopstate.domains.runs.projections import issue_ledger
 from loopstate.domains.runs.state import GrantState, RunState
 from loopstate.service.lifecycle import Effects, Prepared, Prerequisite
+from loopstate.service.run_projections import PROJECTIONS
 
 if TYPE_CHECKING:
     from loopstate_protocol.base import Command
@@ -164,51 +164,10 @@ def create_kill_switch(root: str, configured: str, note: str) -> Path:
     return path
 
 
-def projection_dir(project: Project, run_id: str) -> Path:
-    return project.dir / "runs" / run_id
-
-
 def write_projections(project: Project, state: RunState) -> list[str]:
-    """Make run.json, lease.json and issues.json equal the log's latest state; returns what was rewritten."""
-    if state.run is None:
-        return []
-    folder = projection_dir(project, state.run_id)
-    safefs.ensure_dir(folder, project.dir)
-    wanted = {
-        "run.json": canonical.encode(state.run),
-        "lease.json": None if state.lease is None else canonical.encode(state.lease),
-        "issues.json": canonical.encode(issue_ledger(state)),
-    }
-    rewritten = []
-    for name, data in wanted.items():
-        path = folder / name
-        current = safefs.read_file(path, project.dir)
-        if current == data:
-            continue
-        if data is None:
-            os.unlink(path)
-            safefs.fsync_dir(folder)
-        else:
-            safefs.atomic_write(path, project.dir, data, durable=False)
-        rewritten.append(name)
-    rewritten += _write_evidence(project, folder, state)
-    return rewritten
-
-
-def _write_evidence(project: Project, folder: Path, state: RunState) -> list[str]:
-    """evidence/<evidence_id>.json for every recorded evidence record (immutable: written when missing)."""
-    if not state.evidence:
-        return []
-    evidence_dir = folder / "evidence"
-    safefs.ensure_dir(evidence_dir, project.dir)
-    present = set(os.listdir(evidence_dir))
-    written = []
-    for evidence_id, record in state.evidence.items():
-        name = f"{evidence_id}.json"
-        if name not in present:
-            safefs.atomic_write(evidence_dir / name, project.dir, canonical.encode(record), durable=False)
-            written.append(f"evidence/{name}")
-    return written
+    """Make run.json, lease.json, issues.json and the evidence files equal the log's latest state; returns
+    what was written (only what changed: see service/run_projections.py)."""
+    return PROJECTIONS.write(project, state)
 
 
 def write_grant_projection(project: Project, state: GrantState) -> bool:

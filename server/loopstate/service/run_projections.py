@@ -1,0 +1,348 @@
+"""A run's projection files, kept equal to its log by writing only what an event changed.
+
+``runs/<run_id>/run.json``, ``lease.json``, ``issues.json`` and
+``evidence/<evidence_id>.json`` are what the runs contract keeps beside the
+log. They are never read back as truth: after any crash the log decides, and
+the next mutation of the run (the boundary, under the run stream's exclusive
+lock) rewrites whatever is missing or stale. Each file is replaced atomically
+(a private temp file renamed over it), so a reader sees the old bytes or the
+new ones, never a mix.
+
+What makes this cheap per event, where rewriting everything was most of a run
+event's time (a read-back of every file, a rename over every file, a listing
+of the whole evidence folder, the issue ledger sorted and encoded again):
+
+* this process remembers, per run folder, the bytes it last wrote to each file
+  and the file's identity right after (inode, size, ctime, mtime). A file
+  whose identity is unchanged holds those bytes: one ``lstat`` instead of a
+  read, and no write unless the log's bytes differ. Any other writer (a
+  person, a tool, a restored backup) changes the identity (a rename gives a
+  new inode, an in-place write a new ctime, which no user can set back), and
+  then the file is read and compared as a cold process does. (The kernel's
+  file times move in clock ticks of a few milliseconds: an in-place write of
+  the same size within the tick of this process's own write goes unseen until
+  the file next changes or a cold process compares it; the log is never
+  affected);
+* the issue ledger is encoded only when the fold's issue map is a new object
+  (the fold builds a new map only on issue events);
+* evidence records never change: each is written once, when its event is
+  folded; the folder is listed only when its identity (inode, mtime) differs
+  from the one this process last saw, i.e. in a cold process or after
+  someone else changed it;
+* a cold process (a CLI call) reads and compares, as before, and first
+  removes the temp files a killed writer left in the run's folders (under the
+  run stream's exclusive lock, which every writer of these files holds).
+
+Writes go to the page cache without fsync (as before): durability is the
+log's, and a projection a power cut lost (or left empty) is rewritten at the
+next boundary. A file that exists is replaced by exchanging it with the
+finished temp file (``renameat2(RENAME_EXCHANGE)``, then the temp name, now
+holding the old bytes, is removed): on ext4 a plain rename over an existing
+file starts the new file's writeback inside the rename (its ``auto_da_alloc``
+safeguard for programs that never fsync), which was most of a heartbeat's
+time (two renames, 60-700 us each, against the log's one fsync); the
+exchange is as atomic for readers and takes a few microseconds. Where the
+call is missing (not Linux, an old C library, a file system without it) the
+plain rename is used.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import os
+import stat
+import sys
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from loopstate.core import canonical, safefs
+from loopstate.core.project import Project
+from loopstate.core.clock import parse_time
+from loopstate.domains.runs.state import RECORD_FIELD, RunState
+
+MUTABLE = ("run.json", "lease.json", "issues.json")
+REMEMBERED_RUNS = 256  # run folders remembered per process (a sidecar may serve many runs)
+
+Identity = tuple[int, int, int, int]
+
+
+def _identity(info: os.stat_result) -> Identity:
+    return (info.st_ino, info.st_size, info.st_ctime_ns, info.st_mtime_ns)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+_EXCHANGE = 2  # RENAME_EXCHANGE (linux/fs.h)
+_renameat2 = None  # looked up on first use: ctypes is imported only by a process that replaces a projection
+
+
+def _exchange(tmp: str, path: str) -> bool:
+    """Swap the two names atomically; False where this system cannot (the caller renames instead)."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                function = ctypes.CDLL(None, use_errno=True).renameat2
+            except (AttributeError, OSError):
+                pass
+            else:
+                function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+                function.restype = ctypes.c_int
+                _renameat2 = function
+    if _renameat2 is False:
+        return False
+    at_cwd = -100  # AT_FDCWD: both paths are absolute
+    if _renameat2(at_cwd, os.fsencode(tmp), at_cwd, os.fsencode(path), _EXCHANGE) == 0:
+        return True
+    import ctypes
+
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOENT):
+        return False  # no exchange here (or the target went away meanwhile): rename
+    raise OSError(error, os.strerror(error), path)
+
+
+def _replace(path: Path, base: Path, data: bytes, existing: os.stat_result | None) -> None:
+    """``data`` at ``path`` atomically: a 0600 temp file, then exchanged with (or renamed to) ``path``.
+
+    The target must be a safe regular file (never a link followed or replaced),
+    as ``safefs.atomic_write`` refuses.
+    """
+    safefs.check_inside(path, base)
+    if existing is not None and (not stat.S_ISREG(existing.st_mode) or existing.st_nlink != 1):
+        safefs.atomic_write(path, base, data, durable=False)  # refuses it with the store's own message
+        return
+    tmp = os.fspath(safefs.temp_name(path))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, safefs.FILE_MODE)
+    try:
+        safefs.write_all(fd, data)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    if existing is not None and _exchange(tmp, os.fspath(path)):
+        os.unlink(tmp)  # the old bytes (a crash before this leaves a temp file: removed by the next cold writer)
+    else:
+        os.replace(tmp, path)
+
+
+class _IssueLedger:
+    """issues.json's bytes, kept up to date from the fold's issue map by encoding only the issues that changed.
+
+    The same bytes as ``canonical.encode(issue_ledger(state))`` (the domain's
+    definition; a test holds the two equal): the issues in (created_at, issue_id)
+    order, and the ledger's updated_at the latest of theirs (the run's creation
+    time when there are none). Each issue's encoding is kept, so an issue event
+    costs one issue's encode and a join, not a sort, a parse of every time and an
+    encode of the whole ledger.
+    """
+
+    __slots__ = ("of", "sequence", "run_id", "created_at", "records", "order", "parts", "latest", "data")
+
+    def __init__(self) -> None:
+        self.of: object = None  # the issue map ``data`` was built from (the fold makes a new one per issue event)
+        self.sequence = -1  # the fold's sequence when ``of`` was seen
+        self.run_id = self.created_at = None
+        self.records: dict[str, dict] = {}
+        self.order: list[tuple[str, str]] = []  # (created_at, issue_id), sorted
+        self.parts: list[bytes] = []  # each issue's encoding, in ``order``
+        self.latest: tuple | None = None  # (time, its text, issue_id) of the latest updated_at
+        self.data: bytes | None = None
+
+    def _changed(self, state: RunState) -> list[tuple[str, dict]]:
+        """The issues whose record differs from the one encoded: from the last event when the fold moved
+        by one event, else by comparing every record (a catch-up, a cold start)."""
+        issues = state.issues
+        if state.sequence == self.sequence + 1 and state.last is not None:
+            record = state.last.get(RECORD_FIELD)
+            if isinstance(record, dict) and issues.get(record.get("issue_id")) is record:
+                if len(issues) - len(self.records) == (record["issue_id"] not in self.records):
+                    return [(record["issue_id"], record)]
+        if (self.run_id, self.created_at) != (state.run_id, state.run["created_at"]) or any(
+                issue_id not in issues for issue_id in self.records):
+            self.__init__()  # another run, or an issue gone: start over (never happens in one run's fold)
+            self.run_id, self.created_at = state.run_id, state.run["created_at"]
+        return [(issue_id, record) for issue_id, record in issues.items() if self.records.get(issue_id) is not record]
+
+    def bytes_of(self, state: RunState) -> bytes:
+        issues = state.issues
+        if issues is self.of and self.data is not None:
+            self.sequence = state.sequence
+            return self.data
+        changed = self._changed(state)
+        for issue_id, record in changed:
+            before = self.records.get(issue_id)
+            key = (record["created_at"], issue_id)
+            if before is not None:
+                at = bisect.bisect_left(self.order, (before["created_at"], issue_id))
+                del self.order[at], self.parts[at]
+            at = bisect.bisect_left(self.order, key)
+            self.order.insert(at, key)
+            self.parts.insert(at, canonical.encode(record))
+            self.records[issue_id] = record
+            if self.latest is not None and self.latest[2] == issue_id:
+                moment = parse_time(record["updated_at"])
+                if moment >= self.latest[0] and before["created_at"] == record["created_at"]:
+                    self.latest = (moment, record["updated_at"], issue_id)  # still the latest, still first among ties
+                else:
+                    self.latest = None  # it moved back: look at every issue again below
+        if self.latest is None:
+            changed = list(self.records.items())
+        for issue_id, record in changed:
+            moment = parse_time(record["updated_at"])
+            if self.latest is None or moment > self.latest[0] or (moment == self.latest[0] and key_before(
+                    (record["created_at"], issue_id), self.records[self.latest[2]], self.latest[2])):
+                self.latest = (moment, record["updated_at"], issue_id)
+        updated_at = state.run["created_at"] if self.latest is None else self.latest[1]
+        frame = canonical.encode({"issues": [], "run_id": state.run_id, "schema_version": "1.0", "updated_at": updated_at})
+        cut = frame.index(b'"issues":[]') + len(b'"issues":[')
+        self.data = b"".join((frame[:cut], b",".join(self.parts), frame[cut:]))
+        self.of, self.sequence = issues, state.sequence
+        return self.data
+
+
+def key_before(key: tuple[str, str], holder: dict, holder_id: str) -> bool:
+    """Of two issues with the same latest time, the one first in the ledger's order names it (as ``max`` does)."""
+    return key < (holder["created_at"], holder_id)
+
+
+class _Folder:
+    """What this process last wrote into one run's folder, and how to recognise it untouched."""
+
+    __slots__ = ("files", "sources", "issues", "evidence_dir", "evidence")
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes | None, Identity | None]] = {}
+        self.sources: dict[str, tuple[object, bytes | None]] = {}  # the record last encoded per file, and its bytes
+        self.issues = _IssueLedger()
+        self.evidence_dir: Identity | None = None  # the evidence folder's identity when last listed or written
+        self.evidence: set[str] = set()
+
+
+    def encoded(self, name: str, record: dict | None) -> bytes | None:
+        """``record``'s canonical bytes, encoded again only when the fold holds a new record (the boundary
+        before a command sees the same fold the last append left)."""
+        source = self.sources.get(name)
+        if source is not None and source[0] is record:
+            return source[1]
+        data = None if record is None else canonical.encode(record)
+        self.sources[name] = (record, data)
+        return data
+
+
+class RunProjections:
+    """The projection writer of one process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._folders: OrderedDict[str, _Folder] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def forget(self) -> None:
+        """Drop what this process remembers (the next write reads and compares like a cold process)."""
+        with self._guard:
+            self._folders.clear()
+
+    def _folder(self, project: Project, folder: Path) -> tuple[_Folder, bool]:
+        key = os.fspath(folder)
+        with self._guard:
+            memo = self._folders.get(key)
+            if memo is not None:
+                self._folders.move_to_end(key)
+                return memo, False
+            memo = self._folders[key] = _Folder()
+            while len(self._folders) > REMEMBERED_RUNS:
+                self._folders.popitem(last=False)
+        return memo, True
+
+    def write(self, project: Project, state: RunState) -> list[str]:
+        """Make the run's projection files equal ``state`` (the log's latest fold); returns what was written.
+
+        Called under the run stream's exclusive lock (before a decision and after an append).
+        """
+        if state.run is None:
+            return []
+        folder = project.dir / "runs" / state.run_id
+        memo, cold = self._folder(project, folder)
+        if cold:
+            safefs.ensure_dir(folder, project.dir)
+            safefs.remove_orphan_temps(folder)
+            evidence = _lstat(os.fspath(folder / "evidence"))
+            if evidence is not None and stat.S_ISDIR(evidence.st_mode):  # never through a link
+                safefs.remove_orphan_temps(folder / "evidence")
+        wanted = {
+            "run.json": memo.encoded("run.json", state.run),
+            "lease.json": memo.encoded("lease.json", state.lease),
+            "issues.json": memo.issues.bytes_of(state),
+        }
+        written = []
+        for name in MUTABLE:
+            if self._put(project, folder, memo, name, wanted[name]):
+                written.append(name)
+        if state.evidence:
+            written += self._evidence(project, folder, memo, state)
+        return written
+
+    def _put(self, project: Project, folder: Path, memo: _Folder, name: str, data: bytes | None) -> bool:
+        path = folder / name
+        info = _lstat(os.fspath(path))
+        known = memo.files.get(name)
+        if known is not None and (None if info is None else _identity(info)) == known[1]:
+            current = known[0]  # untouched since this process wrote (or read) it
+        elif info is None:
+            current = None
+        else:
+            current = safefs.read_file(path, project.dir)  # someone else's file, or a cold process: compare
+        if current == data:
+            memo.files[name] = (data, None if info is None else _identity(info))
+            return False
+        memo.files.pop(name, None)  # until the write is done, this process knows nothing of the file
+        if data is None:
+            safefs.unlink_durably(path, project.dir)
+            memo.files[name] = (None, None)
+        else:
+            _replace(path, project.dir, data, info)
+            after = _lstat(os.fspath(path))
+            if after is not None and stat.S_ISREG(after.st_mode):
+                memo.files[name] = (data, _identity(after))
+        return True
+
+    def _evidence(self, project: Project, folder: Path, memo: _Folder, state: RunState) -> list[str]:
+        """evidence/<evidence_id>.json for every recorded evidence record (immutable: written when missing)."""
+        evidence_dir = folder / "evidence"
+        info = _lstat(os.fspath(evidence_dir))
+        if info is None or not stat.S_ISDIR(info.st_mode) or _identity(info) != memo.evidence_dir:
+            safefs.ensure_dir(evidence_dir, project.dir)
+            memo.evidence = {name for name in os.listdir(evidence_dir) if name.endswith(".json")}
+            memo.evidence_dir = None
+        # Untouched since this process last wrote it: every record up to then has its file, and the fold
+        # keeps records in the order they were recorded, so only the newest ones can be missing.
+        untouched = memo.evidence_dir is not None
+        written = []
+        for evidence_id, record in reversed(state.evidence.items()):
+            name = f"{evidence_id}.json"
+            if name in memo.evidence:
+                if untouched:
+                    break
+                continue
+            safefs.atomic_write(evidence_dir / name, project.dir, canonical.encode(record), durable=False)
+            memo.evidence.add(name)
+            written.append(f"evidence/{name}")
+        if not written and untouched:
+            return written
+        after = _lstat(os.fspath(evidence_dir))
+        memo.evidence_dir = None if after is None else _identity(after)
+        return written
+
+
+PROJECTIONS = RunProjections()

@@ -1,0 +1,128 @@
+"""The run projection writer (service/run_projections.py): only what changed is written, and the files
+always end up equal to the log, whatever else touched them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopstate_protocol import runs as proto
+
+from loopstate.core import canonical
+from loopstate.domains.runs.projections import issue_ledger
+from loopstate.domains.runs.state import RECORD_FIELD, RunState
+from loopstate.service import run_projections
+from loopstate.service.run_projections import PROJECTIONS, _IssueLedger
+
+from tests.runs.test_runs_event_types import EVIDENCE
+
+RUN = {"created_at": "2026-08-16T08:00:00Z"}
+TIMES = st.sampled_from(["2026-08-16T08:00:00Z", "2026-08-16T08:00:01Z", "2026-08-16T08:00:01.000000Z",
+                         "2026-08-16T09:00:00Z", "2026-08-16T07:59:59Z", "2026-08-16T08:00:01.5Z"])
+STEP = st.tuples(st.sampled_from(["open", "transition", "catch_up"]), st.integers(0, 7), TIMES, TIMES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STEP, max_size=40))
+def test_the_kept_issue_ledger_is_byte_for_byte_the_domains(steps):
+    """Opened and transitioned issues, times out of order and tied, catch-ups of several events at once:
+    the incremental bytes equal canonical.encode(issue_ledger(state)) after every step."""
+    ledger, issues, sequence = _IssueLedger(), {}, 0
+    state = RunState(run_id="r1", sequence=0, run=RUN, issues=issues)
+    assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+    for kind, n, created, updated in steps:
+        issue_id = f"i{n}"
+        if kind == "transition" and issue_id in issues:
+            record = {**issues[issue_id], "updated_at": updated, "status": "fixed"}
+        else:
+            record = {"issue_id": issue_id, "created_at": created, "updated_at": updated, "status": "open"}
+        issues = {**issues, issue_id: record}
+        sequence += 3 if kind == "catch_up" else 1
+        state = RunState(run_id="r1", sequence=sequence, run=RUN, issues=issues,
+                         last={"type": "issue_opened", RECORD_FIELD: record})
+        assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+
+
+def _files(h, run_id):
+    folder = h.service.project(h.root).dir / "runs" / run_id
+    return folder, {name: (folder / name).read_bytes() for name in ("run.json", "lease.json", "issues.json")}
+
+
+def _expected(h, run_id):
+    status = h.status(run_id)
+    return {"run.json": canonical.encode(status.run), "lease.json": canonical.encode(status.lease)}
+
+
+def test_a_heartbeat_writes_only_what_it_changed_and_the_files_equal_the_log(h):
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    folder, _ = _files(h, run_id)
+    for _ in range(3):
+        h.run(proto.EvidenceAdd(run_id=run_id, evidence=EVIDENCE, **held))
+        h.run(proto.IssueOpen(run_id=run_id, title="t", severity="low", blocking=False, **held))
+    issues_before = os.stat(folder / "issues.json")
+    evidence_before = {p.name: os.stat(p).st_ino for p in (folder / "evidence").iterdir()}
+    h.clock.advance(200)
+    assert h.types(proto.Heartbeat(run_id=run_id, **held)) == ["lease_renewed"]
+    _, files = _files(h, run_id)
+    for name, data in _expected(h, run_id).items():
+        assert files[name] == data, name
+    after = os.stat(folder / "issues.json")
+    assert (after.st_ino, after.st_mtime_ns) == (issues_before.st_ino, issues_before.st_mtime_ns), "issues.json rewritten"
+    assert {p.name: os.stat(p).st_ino for p in (folder / "evidence").iterdir()} == evidence_before
+    assert json.loads(files["issues.json"])["issues"] == [json.loads(canonical.encode(i)) for i in h.status(run_id).issues]
+    assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name], "a temp file was left"
+
+
+def test_files_changed_behind_the_writers_back_are_put_right_at_the_next_command(h):
+    """The process remembers what it wrote; an in-place edit, a replaced file, a removed evidence file or a
+    removed lease are all noticed (the file's identity changed) and rewritten from the log."""
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    evidence_id = h.run(proto.EvidenceAdd(run_id=run_id, evidence=EVIDENCE, **held)).events[0]["data"]["evidence_id"]
+    folder, files = _files(h, run_id)
+    good_run, good_issues = files["run.json"], files["issues.json"]
+    with open(folder / "run.json", "r+b") as handle:  # same size, same inode: only ctime/mtime tell
+        handle.write(b"X")
+    (folder / "issues.json.new").write_bytes(good_issues.replace(b'"issues":[]', b'"issues":[1]'))
+    os.replace(folder / "issues.json.new", folder / "issues.json")  # another inode
+    (folder / "evidence" / f"{evidence_id}.json").unlink()
+    (folder / "lease.json").unlink()
+    h.run(proto.Sync(run_id=run_id))  # any command of the run: the boundary repairs before deciding
+    _, files = _files(h, run_id)
+    assert files["run.json"] == canonical.encode(h.status(run_id).run) and files["run.json"] != b"X" + good_run[1:]
+    assert files["issues.json"] == good_issues
+    assert files["lease.json"] == canonical.encode(h.status(run_id).lease)
+    recorded = next(e for e in h.events(run_id) if e["type"] == "evidence_recorded")[RECORD_FIELD]
+    assert (folder / "evidence" / f"{evidence_id}.json").read_bytes() == canonical.encode(recorded)
+
+
+def test_a_cold_process_compares_the_files_and_removes_what_a_killed_writer_left(h):
+    run_id, lease = h.leased()
+    folder, files = _files(h, run_id)
+    stale = folder / "run.json.loopstate-tmp-0123456789abcdef"
+    stale.write_bytes(b'{"half":')
+    (folder / "evidence").mkdir(exist_ok=True)
+    stale_evidence = folder / "evidence" / "e.json.loopstate-tmp-0123456789abcdef"
+    stale_evidence.write_bytes(b"{")
+    PROJECTIONS.forget()  # as a fresh process
+    h.clock.advance(200)
+    h.run(proto.Heartbeat(run_id=run_id, lease_id=lease["lease_id"], generation=lease["generation"]))
+    assert not stale.exists() and not stale_evidence.exists()
+    _, files = _files(h, run_id)
+    for name, data in _expected(h, run_id).items():
+        assert files[name] == data, name
+
+
+def test_the_plain_rename_is_used_where_there_is_no_exchange(h, monkeypatch):
+    monkeypatch.setattr(run_projections, "_renameat2", False)
+    run_id, lease = h.leased()
+    h.clock.advance(200)
+    h.run(proto.Heartbeat(run_id=run_id, lease_id=lease["lease_id"], generation=lease["generation"]))
+    folder, files = _files(h, run_id)
+    for name, data in _expected(h, run_id).items():
+        assert files[name] == data, name
+    assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name]
