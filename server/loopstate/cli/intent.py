@@ -487,9 +487,28 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_hook_context(args: argparse.Namespace) -> int:
+    """What a hook may inject; like `loopstate hook`, it fails open (exit 0, nothing injected).
+
+    A script that runs this before a prompt must never block the user's turn:
+    a corrupt, locked or unreadable store, or a task that is gone, prints the
+    fault and its fix on stderr (and as ``fault`` with --json) and injects
+    nothing, instead of exiting 1.
+    """
     from loopstate_protocol.intent import IntentHookContext
 
-    view = _query(args, IntentHookContext(task_id=_task(args, args.task), max_chars=args.max_chars))
+    try:
+        task = _task(args, args.task)
+        view = _query(args, IntentHookContext(task_id=task, max_chars=args.max_chars))
+    except Exception as error:  # fail open, as every hook does: the fault is said, never raised
+        from loopstate.service.front import hook_fault
+
+        said = hook_fault(error)
+        sys.stderr.write(f"loopstate: intent hook-context: {said}; nothing injected (a hook's read fails open)\n")
+        if args.json:
+            code = getattr(getattr(error, "code", None), "value", "INTERNAL_ERROR")
+            emit_json({"task_id": args.task, "text": "", "claim_ids": [], "omitted": {}, "open_disputes": 0,
+                       "fault": {"code": code, "message": said}})
+        return 0
     if args.json:
         emit_json(view)
         return 0
@@ -503,8 +522,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentTasks
 
     tasks = _query(args, IntentTasks())
-    if args.json:
-        emit_json(tasks)
+    if args.json:  # an object, as every --json answer is, so a field can be added without breaking a reader
+        emit_json({"tasks": tasks, "current_task_id": next((t.task_id for t in tasks if t.current), None)})
         return 0
     _table(["TASK", "MODE", "STARTED", "ACTIVE", "LABEL"],
            [[t.task_id + ("*" if t.current else ""), t.mode + (" (imported)" if t.history_incomplete else ""),
@@ -519,7 +538,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
     groups = _query(args, IntentCandidates())
     if args.json:
-        emit_json(groups)
+        emit_json({"candidates": groups})
         return 0
     _table(["SIGNAL", "TASKS", "STATE", "STATEMENT"],
            [[g.signal_key[:16], g.distinct_tasks, "promoted" if g.promoted else "promotable" if g.promotable else "candidate",
