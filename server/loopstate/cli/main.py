@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "loopstate.cli.store": ("verify", "recover", "log"),
     "loopstate.cli.init": ("init",),
     "loopstate.cli.root": ("root",),
+    "loopstate.cli.project": ("project",),
     "loopstate.cli.serve": ("serve", "schema"),
     "loopstate.cli.mcp": ("mcp",),
     "loopstate.cli.intent": ("intent",),

@@ -47,7 +47,33 @@ def project_root(args: argparse.Namespace) -> str:
         resolved = args._resolved_root = choice.root
         if choice.how != "explicit" and choice.root != os.path.realpath(os.getcwd()) and not getattr(args, "json", False):
             sys.stderr.write(f"loopstate: project root {choice.root} ({choice.reason})\n")
+        if not getattr(args, "no_adoption_notice", False):
+            adoption_notice(resolved)
     return resolved
+
+
+def adoption_notice(root: str) -> None:
+    """A folder with no state that looks like a known project elsewhere (moved, re-cloned) says so, on stderr,
+    with the `loopstate project adopt` that carries the state over: never silently a fresh state. A folder
+    with state records its git history once, so a later clone of it is recognised (service/adopt.py)."""
+    try:
+        from loopstate.core.adopted import is_known
+        from loopstate.core.paths import project_id_for, resolve_data_dir
+
+        data_dir = resolve_data_dir()
+        known = is_known(data_dir / "projects", project_id_for(root))
+    except Exception:  # a hint: whatever is wrong with the data dir, the command itself says it
+        return
+    from loopstate.service import adopt
+
+    if known:
+        from loopstate.core.project import Project
+
+        adopt.remember_identity(data_dir, Project(root, data_dir=data_dir).project_id, root)
+        return
+    said = adopt.notice(root, data_dir)
+    if said is not None:
+        sys.stderr.write(f"loopstate: {said}\n")
 
 
 def emit_json(value: Any) -> None:
