@@ -192,7 +192,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _verb(verbs, "complete", "complete a todo (todo_completed); its gates must be resolved", lambda a: proto.CompleteTodo(
         **_common(a), todo_id=a.todo, rationale=a.rationale, validation_refs=a.validation or [],
         evidence_ids=a.evidence or []),
-        arg("todo"), arg("--rationale", required=True), arg("--validation", action="append", help="validation ref"),
+        arg("todo"), arg("--reason", "--rationale", dest="rationale", metavar="REASON", required=True, help="why it is done (one line)"),
+        arg("--validation", action="append", help="validation ref"),
         arg("--evidence", action="append", help="evidence id"))
     _verb(verbs, "gate", "add a user/owner/operator/controller gate (gate_added)", lambda a: proto.AddGate(
         **_common(a), title=a.title, gate_kind=a.kind, gate_id=a.id, todo_id=a.todo, run_id=a.run),
@@ -202,7 +203,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _verb(verbs, "resolve", "approve, reject or defer a gate (gate_resolved)", lambda a: proto.ResolveGate(
         **_common(a), gate_id=a.gate, decision=a.decision, rationale=a.rationale, resolved_by=a.by),
         arg("gate"), arg("--decision", choices=["approve", "reject", "defer"], required=True),
-        arg("--rationale"), arg("--by"))
+        arg("--reason", "--rationale", dest="rationale", metavar="REASON", help="why this decision (one line)"), arg("--by"))
     _verb(verbs, "run", "record a run's status (run_recorded)", lambda a: proto.RecordRun(
         **_common(a), run_id=a.run_id, status=a.status, classification=a.classification,
         delivery_outcome=a.delivery, todo_id=a.todo, summary=a.summary, pointer=a.pointer),
@@ -227,7 +228,9 @@ def register(sub: argparse._SubParsersAction) -> None:
           lambda a: proto.AppendEvent(**_common(a), event_type=a.event_type, payload=_payload(a.payload)),
           arg("event_type", choices=list(typing.get_args(proto.LifecycleEventType)), metavar="EVENT_TYPE",
               help="todo_added, todo_claimed, ..., evidence_attached"),
-          arg("payload", help="the payload as a JSON object, or - to read it from stdin"))
+          arg("payload", help="the payload as a JSON object, or - to read it from stdin; e.g. for todo_added: "
+              "'{\"todo_id\": \"T007\", \"title\": \"Write the docs\", \"priority\": \"P1\"}' (every event type's "
+              "fields: docs/goals.md)"))
     _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
           lambda a: proto.Compact(**_common(a)), renders=False)
     _verb(verbs, "backfill", "import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown", lambda a: proto.Backfill(

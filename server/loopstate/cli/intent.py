@@ -23,6 +23,42 @@ from loopstate.cli.output import add_common, emit_json, project_root
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
 TASK_HELP = "task id or a unique prefix (`loopstate intent tasks` lists them)"
 CLAIM_HELP = "claim id or a unique prefix of an active claim (`loopstate intent show` lists them)"
+CLAIMS_JSON_EXAMPLE = """\
+--claims-json FILE: a JSON list of claim objects, each with
+  statement         one atomic statement (1-500 characters)
+  role              "user" (initial claims are the user's own)
+  epistemic_status  "explicit"
+  facets            a list of: outcome success_signal failure_signal hard_constraint
+                    soft_constraint tradeoff unknown result_feedback disagreement
+  scope             optional: "task" (default), "project" or "long_term"
+  valid_from        optional: RFC 3339 UTC time (default now)
+
+example:
+  cat > claims.json <<'EOF'
+  [{"statement": "Keep the public API", "role": "user", "epistemic_status": "explicit",
+    "facets": ["hard_constraint"]},
+   {"statement": "Checkout answers in under 2 s", "role": "user", "epistemic_status": "explicit",
+    "facets": ["success_signal"], "scope": "project"}]
+  EOF
+  loopstate intent start --label checkout --claims-json claims.json
+"""
+EXEC_EXAMPLE = """\
+COMMAND_JSON: one intent command as the sidecar's loopstate/execute takes it: its "kind" (intent.task_start,
+intent.claim_add, intent.claim_replace, intent.claim_invalidate, ...) and its fields, listed per kind in
+docs/protocol.md and `loopstate schema`.
+
+example:
+  loopstate intent exec '{"kind": "intent.claim_add", "task_id": "TASK_ID", "actor": "agent",
+    "claim": {"statement": "Prefers small diffs", "role": "agent", "epistemic_status": "inferred",
+              "facets": ["soft_constraint"], "confidence": 0.6}}'
+"""
+IMPORT_EXAMPLE = """\
+FILE: a claim graph exactly as `loopstate intent export` writes it ({"tasks": [...], "claims": [...], ...}).
+
+example:
+  loopstate intent export --output graph.json     # in one project
+  loopstate intent import graph.json              # in another: fresh ids, explicit_import provenance
+"""
 CLAIM_SYNTAX = (
     "a user-explicit initial claim; repeatable. A single word (letters, digits, '_' or '-') before the first "
     "colon names its facet and must be one: hard_constraint:Keep the API. Without such a word the whole text is "
@@ -564,7 +600,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             from loopstate.core.errors import LoopstateError
 
             raise LoopstateError(
-                ErrorCode.VALIDATION_FAILED, f"--out {args.out}: cannot be written ({exc.strerror}); pass a writable path",
+                ErrorCode.VALIDATION_FAILED, f"--output {args.out}: cannot be written ({exc.strerror}); pass a writable path",
                 field="out",
             ) from None
         if not args.json:
@@ -610,13 +646,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "unknowns, disputes")
     verbs = intent.add_subparsers(dest="intent_command", metavar="VERB")
 
-    start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims")
+    start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims",
+                             epilog=CLAIMS_JSON_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(start)
     start.add_argument("--task-id", help="a UUID (default: derived from the project and the request id)")
     start.add_argument("--label")
     start.add_argument("--mode", choices=("on", "off", "private"), default="on")
     start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help=CLAIM_SYNTAX)
-    start.add_argument("--claims-json", metavar="FILE", help="a JSON list of claim objects ('-' for stdin)")
+    start.add_argument("--claims-json", metavar="FILE",
+                       help="a JSON list of claim objects ('-' for stdin); the fields and an example are below")
     start.add_argument("--scope", choices=SCOPES, default="task",
                        help="the scope of the --claim claims: task (default), project (every task sees them) or "
                        "long_term")
@@ -706,7 +744,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     compaction.add_argument("--host-event-id")
     compaction.set_defaults(func=cmd_compaction)
 
-    imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)")
+    imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)",
+                           epilog=IMPORT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(imp)
     imp.add_argument("file", help="the graph JSON ('-' for stdin)")
     imp.set_defaults(func=cmd_import)
@@ -725,9 +764,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     recover.add_argument("action", choices=("durable_on", "durable_off", "delete", "resume"))
     recover.set_defaults(func=cmd_recover)
 
-    exe = verbs.add_parser("exec", help="run any intent command given as JSON (with its \"kind\")")
+    exe = verbs.add_parser("exec", help="run any intent command given as JSON (with its \"kind\")",
+                           epilog=EXEC_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(exe)
-    exe.add_argument("command_json", help="the command object ('-' for stdin)")
+    exe.add_argument("command_json", metavar="COMMAND_JSON", help="the command object ('-' for stdin; see below)")
     exe.set_defaults(func=cmd_exec)
 
     show = verbs.add_parser("show", help="the current view: active claims by facet and status")
@@ -769,7 +809,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = verbs.add_parser("export", help="the project's claim graph (the import format)")
     add_common(export)
     export.add_argument("--task", help=TASK_HELP)
-    export.add_argument("--out", help="write to this file instead of stdout")
+    export.add_argument("--output", "--out", dest="out", help="write to this file instead of stdout")
     export.set_defaults(func=cmd_export)
 
     intent.set_defaults(func=lambda args: (intent.print_help(), 2)[1])

@@ -26,6 +26,24 @@ ROOT_HELP = ("project root (default: from the current directory upward, the near
              "else the top of the git work tree, else the current directory)")
 
 
+# Old spellings of a flag, still accepted where scripts may use them, but left out of --help: one name per
+# idea across verbs (`--reason`, `--output`, `--host`), as git, gh and uv keep theirs.
+HIDDEN_ALIASES = frozenset({"--rationale", "--out", "--harness"})
+
+
+class HideAliases(argparse.HelpFormatter):
+    """Help that shows each option by its current name only (HIDDEN_ALIASES still parse)."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        shown = [name for name in action.option_strings if name not in HIDDEN_ALIASES]
+        if shown and len(shown) != len(action.option_strings):
+            import copy
+
+            action = copy.copy(action)
+            action.option_strings = shown
+        return super()._format_action_invocation(action)
+
+
 _wanted: frozenset[str] | None = None  # inside only_subverbs_in: the words of argv
 
 
@@ -110,7 +128,8 @@ def _group_help(parser: argparse.ArgumentParser):
 
 class VerbParser(argparse.ArgumentParser):
     def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs) -> None:
-        super().__init__(*args, formatter_class=functools.partial(formatter_class, width=help_width()), **kwargs)
+        shown = type(formatter_class.__name__, (HideAliases, formatter_class), {})
+        super().__init__(*args, formatter_class=functools.partial(shown, width=help_width()), **kwargs)
         self.register("action", "parsers", SubVerbs)
 
     def add_subparsers(self, **kwargs):
@@ -127,6 +146,8 @@ class VerbParser(argparse.ArgumentParser):
         """argparse's usage error, plus the nearest sub-verb for a mistyped one (``intnet`` -> ``intent``)."""
         import re
 
+        for alias in HIDDEN_ALIASES:  # argparse names an option by all its strings: `--reason/--rationale`
+            message = message.replace(f"/{alias}", "")
         found = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
         if found is not None:
             import difflib

@@ -24,6 +24,9 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.records import parse_json
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
+# --host takes the names `loopstate setup --host` takes (claude, codex) and the rest of the records' harnesses.
+HOSTS = ("claude", "codex", "kimi_code", "opencode", "deepseek_harness", "manual", "claude_code")
+HOST_RECORDED = {"claude": "claude_code"}
 KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger", "install_receipt", "audit_event",
          "harness_status")
 STAGES = ("strategize", "spec_pack", "build", "test", "resolve", "close")
@@ -232,10 +235,17 @@ def register(sub: argparse._SubParsersAction) -> None:
               "markers) without other work (runs.sync)", cmd_sync, actor=True)
     _run_arg(p)
 
-    validate = sub.add_parser("validate", help="check a hand-written seed record (config, run, lease, grant, ...)")
+    validate = sub.add_parser(
+        "validate", help="check a hand-written record (config, run, lease, grant, ...) before loopstate reads it",
+        description="Check a JSON record written by hand (or by another tool) against the shape loopstate reads, "
+                    "and say every field that is wrong. Nothing is written.",
+        epilog="examples:\n  loopstate validate config .loopstate/config.json\n"
+               "  loopstate validate evidence evidence.json     # the file `loopstate run evidence add` takes\n"
+               "  loopstate validate route route.json           # the file `loopstate run route select` takes",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     # Not argparse choices: an unknown kind is refused like any bad input (exit 1, the kinds listed).
     validate.add_argument("kind", metavar="KIND", help="one of: " + ", ".join(KINDS))
-    validate.add_argument("file")
+    validate.add_argument("file", metavar="FILE", help="the JSON record")
     validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     validate.set_defaults(func=cmd_validate)
 
@@ -250,7 +260,9 @@ def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool 
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(p)
     if actor:
-        p.add_argument("--harness", choices=HARNESSES, default="manual")
+        p.add_argument("--host", "--harness", dest="harness", choices=HOSTS, default="manual", metavar="HOST",
+                       help=f"the agent host acting: {', '.join(h for h in HOSTS if h != 'claude_code')} (default "
+                       "manual; `claude` as `loopstate setup --host` names it, recorded as claude_code)")
         p.add_argument("--actor", default=None, help="actor label (default: your user name)")
         bind = (" and binds that host session to the run: its hooks (PreToolUse) then enforce the run's lease and "
                 "budgets, as LOOPSTATE_RUN would") if name in ("create", "acquire") else ""
@@ -325,7 +337,7 @@ class _Session:
 def _actor(args: argparse.Namespace) -> dict[str, str]:
     import getpass  # here: only commands that name an actor need it (it loads termios)
 
-    return {"harness": args.harness, "actor": args.actor or getpass.getuser(), "session_id": args.session or "cli"}
+    return {"harness": HOST_RECORDED.get(args.harness, args.harness), "actor": args.actor or getpass.getuser(), "session_id": args.session or "cli"}
 
 
 def _bind_session(args: argparse.Namespace, session: _Session, run_id: str) -> None:
