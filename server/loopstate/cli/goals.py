@@ -57,6 +57,33 @@ def _service():
     return Service(domains=[DOMAIN])
 
 
+# The roles a todo is for that need no declaring; any other is taken once declared with --new-role (or once
+# a todo of the goal has it), so `--role agnet` is refused with the nearest role instead of filed apart.
+ROLES = ("agent", "user", "owner", "operator", "controller", "reviewer")
+
+
+def _role(args: argparse.Namespace) -> str | None:
+    """``--role`` as given, refused when it is neither a usual role, nor one of the goal's, nor --new-role."""
+    role = args.role
+    if role is None or role in ROLES or args.new_role:
+        return role
+    from loopstate.service.front import goal_state
+
+    try:
+        used = {todo.role for todo in goal_state(project_root(args), args.goal).state.todos.values()}
+    except LoopstateError:
+        used = set()  # no such goal yet, or one the command itself will refuse: only the usual roles
+    if role in used:
+        return role
+    import difflib
+
+    near = difflib.get_close_matches(role, [*ROLES, *sorted(used)], n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--role {role!r} is not a role of goal {args.goal!r}: {hint}"
+                         f"the usual roles are {', '.join(ROLES)}; to give it a new role, repeat with --new-role",
+                         field="role", role=role)
+
+
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     out = {}
     for item in values or []:
@@ -165,9 +192,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     meta = arg("--meta", action="append", metavar="KEY=VALUE", help="compact metadata (repeatable)")
 
     _verb(verbs, "add", "add a todo (todo_added)", lambda a: proto.AddTodo(
-        **_common(a), title=a.title, todo_id=a.id, role=a.role, priority=a.priority or "P2",
+        **_common(a), title=a.title, todo_id=a.id, role=_role(a), priority=a.priority or "P2",
         planner_order=a.order, metadata=_pairs(a.meta, "--meta"), details=a.details, pointer=a.pointer),
-        arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent"),
+        arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent", help="who the todo is for (default agent; usual: " + ", ".join(ROLES) + ")"),
+        arg("--new-role", action="store_true", help="declare a --role that is not a usual one and new to this goal"),
         priority, arg("--order", type=int, help="planner order among same-priority todos"), meta,
         arg("--details", help="private detail text (needs --privacy local_private)"),
         arg("--pointer", help="pointer to private material (needs --privacy private_pointer)"))
@@ -177,9 +205,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("--lease", type=int, metavar="SECONDS", help="lease length; others cannot claim it until then"),
         arg("--note"))
     _verb(verbs, "update", "update a todo's compact metadata (todo_updated)", lambda a: proto.UpdateTodo(
-        **_common(a), todo_id=a.todo, title=a.title, role=a.role, priority=a.priority, planner_order=a.order,
+        **_common(a), todo_id=a.todo, title=a.title, role=_role(a), priority=a.priority, planner_order=a.order,
         metadata=_pairs(a.meta, "--meta") if a.meta else None, details=a.details, pointer=a.pointer),
-        arg("todo"), arg("--title"), arg("--role"), priority, arg("--order", type=int), meta,
+        arg("todo"), arg("--title"), arg("--role"),
+        arg("--new-role", action="store_true", help="declare a --role that is not a usual one and new to this goal"),
+        priority, arg("--order", type=int), meta,
         arg("--details"), arg("--pointer"))
     _verb(verbs, "block", "mark a todo blocked (todo_blocked)", lambda a: proto.BlockTodo(
         **_common(a), todo_id=a.todo, reason=a.reason, gate_ids=a.gate or []),

@@ -44,6 +44,21 @@ class HideAliases(argparse.HelpFormatter):
         return super()._format_action_invocation(action)
 
 
+# Words people reach for that name a verb loopstate calls otherwise (git, gh and the upstream tools' words):
+# a refusal suggests the verb, in the group that has it. Typos are caught by closeness; these are not typos.
+NEAR_MISSES: dict[str, tuple[str, ...]] = {
+    "supersede": ("replace",), "supersedes": ("replace",), "update": ("replace",), "amend": ("replace",),
+    "edit": ("replace", "update"), "retract": ("invalidate",), "remove": ("invalidate", "purge"),
+    "rm": ("invalidate", "purge"), "delete": ("purge",), "forget": ("invalidate",), "new": ("start", "create", "add"),
+    "create": ("start", "add"), "begin": ("start",), "ls": ("list", "tasks"), "list": ("tasks", "list"),
+    "status": ("show", "status", "board"), "view": ("show", "board"), "get": ("show", "status"),
+    "done": ("complete",), "finish": ("complete",), "close": ("complete",), "kill": ("stop",), "halt": ("stop",),
+    "cancel": ("stop",), "abort": ("stop",), "lease": ("acquire",), "renew": ("heartbeat",), "ping": ("heartbeat",),
+    "check": ("verify", "validate"), "fsck": ("verify",), "repair": ("recover",), "history": ("log", "audit"),
+    "approve": ("resolve",), "install": ("apply",), "remove-hooks": ("uninstall",), "move": ("adopt",),
+}
+
+
 _wanted: frozenset[str] | None = None  # inside only_subverbs_in: the words of argv
 
 
@@ -154,6 +169,8 @@ class VerbParser(argparse.ArgumentParser):
 
             choices = re.findall(r"'([^']*)'", found.group(3)) or found.group(3).split(", ")
             near = difflib.get_close_matches(found.group(2), choices, n=1, cutoff=0.6)
+            if not near:  # not a typo but another tool's word for a verb loopstate names otherwise
+                near = [verb for verb in NEAR_MISSES.get(found.group(2).lower(), ()) if verb in choices][:1]
             if near:
                 message = f"{message}; did you mean {near[0]!r}?"
         super().error(message)
