@@ -186,6 +186,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     goals = sub.add_parser("goals", help="todos and gates of a goal (an event stream) and its Markdown workbench",
                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = goals.add_subparsers(dest="goals_command", metavar="VERB")
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(goals, "add board list claim update complete block defer gate resolve render",
+                "run refresh quota evidence append compact backfill bridge", "for tools that record a goal's history")
 
     arg = lambda *flags, **options: (flags, options)  # noqa: E731 - a compact table of options
     priority = arg("--priority", choices=["P0", "P1", "P2", "P3", "P4"])
@@ -267,7 +271,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         **_common(a), markdown=_read(a.file), source_label=a.source_label or os.path.basename(a.file)),
         arg("file"), arg("--source-label", help="label recorded in the source refs (default: the file name)"))
 
-    render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md after recording projection_rendered",
+    render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md (and record that it was rendered: projection_rendered)",
                    lambda a: proto.RenderMarkdown(**_common(a), target=a.output, public=a.public, force=a.force),
                    arg("--output", default="ACTIVE_GOAL_STATE.md", help="path relative to the project root"),
                    arg("--public", action="store_true", help="the redacted public view (required for files git tracks)"),

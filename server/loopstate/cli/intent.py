@@ -813,3 +813,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
 
     intent.set_defaults(func=lambda args: (intent.print_help(), 2)[1])
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(intent, "start show add replace invalidate confirm tasks resume audit export import",
+                "mode candidate candidates promote signal observe compaction hook-context compact exec purge recover",
+                "what hooks, sidecars and scripts send (and rarer repairs)")

@@ -50,6 +50,11 @@ def build_parser(modules=None):
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS if modules is None else modules:
         importlib.import_module(name).register(sub)
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(parser, "intent goals run init root project verify log doctor setup",
+                "recover compact validate schema serve mcp hook completion demo",
+                "for editors, hosts, repairs and scripts")
     return parser
 
 

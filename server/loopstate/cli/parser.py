@@ -112,6 +112,12 @@ class SubVerbs(argparse._SubParsersAction):
             self._parser_class = built
 
 
+def group_verbs(parser: argparse.ArgumentParser, everyday: str, advanced: str, advanced_title: str) -> None:
+    """List ``parser``'s verbs in --help as two sections: the everyday ones first, then the rest (named by
+    ``advanced_title``: what they are for), each in the order given (space-separated names)."""
+    parser.verb_groups = [("everyday verbs", everyday.split()), (advanced_title, advanced.split())]  # type: ignore[attr-defined]
+
+
 def help_width() -> int:
     """The width argparse's formatters wrap help to by default (the terminal's columns, less 2), found as
     ``shutil.get_terminal_size`` finds the columns: $COLUMNS, else the terminal on stdout, else 80.
@@ -156,6 +162,33 @@ class VerbParser(argparse.ArgumentParser):
         if " " in self.prog:  # a group (`loopstate goals`) named without its verb prints its verbs, exit 2
             self.set_defaults(func=_group_help(self))
         return super().add_subparsers(**kwargs)
+
+    def format_help(self) -> str:
+        """argparse's help, but a group's verbs listed in the sections ``group_verbs`` gave it (everyday first)."""
+        groups = getattr(self, "verb_groups", None)
+        verbs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not groups or verbs is None:
+            return super().format_help()
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        by_name = {choice.dest: choice for choice in verbs._choices_actions}
+        listed = [name for _, names in groups for name in names]
+        for title, names in [*groups, ("other verbs", [n for n in by_name if n not in listed])]:
+            shown = [by_name[name] for name in names if name in by_name]
+            if shown:
+                formatter.start_section(title)
+                formatter.add_arguments(shown)
+                formatter.end_section()
+        for group in self._action_groups:
+            actions = [action for action in group._group_actions if action is not verbs]
+            if actions:
+                formatter.start_section(group.title)
+                formatter.add_text(group.description)
+                formatter.add_arguments(actions)
+                formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
 
     def error(self, message: str):
         """argparse's usage error, plus the nearest sub-verb for a mistyped one (``intnet`` -> ``intent``)."""

@@ -96,15 +96,20 @@ issue id, its status (open), the attempt count and the times."""
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="bounded runs: leases, budgets, authority, kill switch, audit log")
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(run, "create list status acquire heartbeat stage intend complete stop resume",
+                "transition route issue evidence authority reconcile sync", "for harnesses, recovery and audits")
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True, derives="run")
     p.add_argument("--grant", help="authority grant id or a unique prefix (see `loopstate run authority grant`); "
-                                   "without it, the seed's default local authority: a new attended grant for "
+                                   "without it, the default local authority: a new attended grant for "
                                    "local_write to repository on this asset only, expiring after 24 hours")
     p.add_argument("--objective", required=True, help="one bounded outcome")
     p.add_argument("--done-gate", action="append", required=True, help="a testable condition (repeatable)")
-    p.add_argument("--asset", required=True, help="asset name (must be in the grant's scope)")
-    p.add_argument("--asset-root", default=".", help="asset root, relative to the project (default .)")
+    p.add_argument("--asset", required=True, help="what the run may change: a name for it (e.g. app) that the authority grant's scope must "
+                   "list")
+    p.add_argument("--asset-root", default=".", help="the folder of that asset, relative to the project (default .)")
     p.add_argument("--track", choices=("code", "noncode"), default="code")
     p.add_argument("--boundary", action="append", help="a declared boundary (repeatable; default: repository-local files)")
     p.add_argument("--mode", choices=("loop", "auto"), default=None, help="default: the project config's default_mode")
@@ -115,15 +120,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", action="append", choices=RUN_STATUSES, metavar="STATUS",
                    help=f"only runs in this status (repeat for several): {', '.join(RUN_STATUSES)}")
 
-    p = _verb(verbs, "status", "show a run's projection, lease, pending operation, issues and the kill switch",
+    p = _verb(verbs, "status", "show a run's current state, lease, pending operation, issues and the kill switch",
               cmd_status, mutation=False)
     p.add_argument("run_id", metavar="RUN", help="run id or a unique prefix")
 
     p = _verb(verbs, "acquire", "take a ready run's first lease", cmd_acquire, actor=True)
     _run_arg(p)
-    p.add_argument("--lane", help="lane id (UUIDv4)")
+    p.add_argument("--lane", help="a UUIDv4 naming one parallel line of work inside the run, when several "
+                   "workers share it (default: none)")
 
-    p = _verb(verbs, "heartbeat", "renew your own lease (coalesced until a renewal is due)", cmd_heartbeat, lease=True)
+    p = _verb(verbs, "heartbeat", "renew your own lease (no event is written until a renewal is due)", cmd_heartbeat, lease=True)
     _run_arg(p)
 
     p = _verb(verbs, "transition", "move an active run (waiting_approval, waiting_external, blocked, complete, failed, "
@@ -147,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = _verb(route, "select", "record a route decision from a JSON file (runs.route_select)", cmd_route_select,
               lease=True)
     _run_arg(p)
-    p.add_argument("file", help="JSON file holding the seed's route record (check it with `loopstate validate route`)")
+    p.add_argument("file", help="JSON file holding the route record (check it with `loopstate validate route`)")
 
     p = _verb(verbs, "intend", "announce an operation before doing it: reserves its budget, checks its authority "
               "(runs.intend); prints the operation id", cmd_intend, lease=True, epilog=COMPLETION_DATA)
@@ -194,7 +200,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant, derives="grant")
     p.add_argument("--level", choices=("attended", "bounded", "scoped", "operational", "full"), required=True)
     p.add_argument("--by", dest="grantor", required=True, help="user-confirmed identity label")
-    p.add_argument("--asset", action="append", default=[], help="asset in scope ('*' for any; repeatable)")
+    p.add_argument("--asset", action="append", default=[], help="an asset (a name runs give with --asset) the grant covers ('*' for any; repeatable)")
     p.add_argument("--action", action="append", default=[], help="action in scope, e.g. local_write (repeatable)")
     p.add_argument("--destination", action="append", default=[], help="destination in scope, e.g. repository (repeatable)")
     p.add_argument("--exclude", action="append", default=[], help="explicit exclusion; wins over every entry (repeatable)")
@@ -499,7 +505,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     session = _Session(args)
     run_id = session.run_id()
     outcome = session.execute(Heartbeat(run_id=run_id, **session.lease(run_id)))
-    return _report(args, outcome, "renewed" if outcome.events else "alive (coalesced: the lease needs no renewal yet)")
+    return _report(args, outcome, "renewed" if outcome.events else "alive (the lease needs no renewal yet: nothing written)")
 
 
 def cmd_transition(args: argparse.Namespace) -> int:
