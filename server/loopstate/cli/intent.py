@@ -438,6 +438,15 @@ def _table(headers: list[str], rows: list[list[Any]]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
+def _with_task_column(headers: list[str], rows: list[list[Any]], column: int,
+                      several: bool) -> tuple[list[str], list[list[Any]]]:
+    """The table with its TASK column (``column``) only when the rows come from several tasks: a
+    project-wide listing says whose each claim is; one task's listing needs no column for it."""
+    if several:
+        return headers, rows
+    return headers[:column] + headers[column + 1:], [row[:column] + row[column + 1:] for row in rows]
+
+
 def _short(text: str, width: int = 72) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -458,14 +467,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     elif view.task_id is None or view.task_id == view.current_task_id:
         label = f" ({current.label})" if current is not None and current.label else ""
         print(f"current task: {view.current_task_id}{label}, the one new host sessions bind to")
-    rows = []
+    rows, tasks = [], set()
     for facet, by_status in view.by_facet.items():
         for status, claims in by_status.items():
             for claim in claims:
                 mark = "*" if claim.direct_user else ""
-                rows.append([facet, status + mark, claim.claim_id[:8], _short(claim.statement)])
+                rows.append([facet, status + mark, claim.task_id[:8], claim.claim_id[:8], _short(claim.statement)])
+                tasks.add(claim.task_id)
     if rows:
-        _table(["FACET", "STATUS", "CLAIM", "STATEMENT"], rows)
+        _table(*_with_task_column(["FACET", "STATUS", "TASK", "CLAIM", "STATEMENT"], rows, 2, len(tasks) > 1))
     for item in view.disagreements:
         print(f"open dispute: {item.claim_id[:8]} {_short(item.statement)}")
     for warning in view.stale:
@@ -493,11 +503,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(view)
         return 0
-    _table(
-        ["CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
-        [[c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "", _short(c.statement, 56)]
-         for c in view.claims],
-    )
+    _table(*_with_task_column(
+        ["TASK", "CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
+        [[c.task_id[:8], c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "",
+          _short(c.statement, 56)] for c in view.claims],
+        0, len({c.task_id for c in view.claims}) > 1))
     for edge in view.edges:
         print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
     if view.remaining:

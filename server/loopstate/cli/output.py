@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from loopstate.cli.parser import ROOT_HELP
+from loopstate.cli.parser import ROOT_HELP, VERBOSE_HELP
 from loopstate.core.errors import LoopstateError
 
 EXIT_ERROR = 1
@@ -28,6 +28,7 @@ def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
     if root:
         # SUPPRESS: absent here, the top-level --root (before the verb) is kept instead of overwritten.
         parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
+        parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
@@ -35,7 +36,8 @@ def project_root(args: argparse.Namespace) -> str:
     """The project root of this command, resolved once (loopstate.service.resolve_root).
 
     When it is not the current directory (found above it), one line on stderr
-    says which root was used and why, unless the output is --json.
+    says which root was used and why, unless the output is --json: once per
+    shell session and root (``root_told``), or on every command with -v.
     """
     resolved = getattr(args, "_resolved_root", None)
     if resolved is None:
@@ -46,10 +48,52 @@ def project_root(args: argparse.Namespace) -> str:
         choice = resolve_root(getattr(args, "root", None))
         resolved = args._resolved_root = choice.root
         if choice.how != "explicit" and choice.root != os.path.realpath(os.getcwd()) and not getattr(args, "json", False):
-            sys.stderr.write(f"loopstate: project root {choice.root} ({choice.reason})\n")
+            if getattr(args, "verbose", False) or not root_told(choice.root):
+                sys.stderr.write(f"loopstate: project root {choice.root} ({choice.reason})\n")
         if not getattr(args, "no_adoption_notice", False):
             adoption_notice(resolved)
     return resolved
+
+
+def _session() -> str:
+    """This shell session: the parent process (the shell that ran the command) and when it started.
+
+    The start time (Linux: /proc/PID/stat's 22nd field) keeps a later shell that got the same pid from
+    passing for this one; elsewhere the pid alone.
+    """
+    import os
+
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/stat", "rb") as handle:
+            started = handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        started = ""
+    return f"{parent}:{started}"
+
+
+def root_told(root: str) -> bool:
+    """Whether this shell session was told this project root already; marks it told when not.
+
+    The mark is an empty file named by a digest of the session and the root, in a 0700 folder of the
+    temp dir (the same place the hooks keep theirs). A mark that cannot be kept means telling again,
+    never staying silent.
+    """
+    import hashlib
+    import os
+    import tempfile
+
+    folder = os.path.join(tempfile.gettempdir(), f"loopstate-{os.getuid() if hasattr(os, 'getuid') else 'user'}",
+                          "roots-told")
+    mark = os.path.join(folder, hashlib.sha256(f"{_session()}\0{root}".encode()).hexdigest()[:32])
+    if os.path.lexists(mark):
+        return True
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except OSError:
+        pass
+    return False
 
 
 def adoption_notice(root: str) -> None:

@@ -22,6 +22,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+VERBOSE_HELP = "say which project root a command found on every command (not only once per shell session)"
 ROOT_HELP = ("project root (default: from the current directory upward, the nearest loopstate project, "
              "else the top of the git work tree, else the current directory)")
 

@@ -188,10 +188,29 @@ def _uninstall(args, setup, places, host) -> int:
     return 0
 
 
+PROGRESS_WIDTH = 79
+
+
+def _doctor_progress():
+    """On a terminal's stderr, one line that says which host is being checked (each takes a few seconds)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(host: str, index: int, total: int) -> None:
+        # Plain text and a carriage return: stderr on a terminal shows escape sequences as text (cli/terminal.py).
+        line = f"loopstate doctor: checking {host} ({index + 1}/{total}): running its hooks and probes..."
+        sys.stderr.write("\r" + line[:PROGRESS_WIDTH].ljust(PROGRESS_WIDTH))
+        sys.stderr.flush()
+
+    return show
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from loopstate.install import doctor
 
-    report = doctor.run(_places(args, need_project=True), args.host)
+    report = doctor.run(_places(args, need_project=True), args.host, progress=_doctor_progress())
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * PROGRESS_WIDTH + "\r")  # the progress line, cleared before the report
     if args.json:
         emit_json(report.to_dict())
     else:
