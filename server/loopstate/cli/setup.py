@@ -77,10 +77,21 @@ def cmd_setup(args: argparse.Namespace) -> int:
     trust = _codex_trust_consent(args, host)
     if args.setup_verb == "plan":
         plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
+        # Without the MCP SDK, apply leaves the MCP entry out; the plan still shows it, and how to get it.
+        with_mcp = (setup.make_plan(places, host, args.scope, executable, mcp=True, trust=trust)
+                    if args.mcp is None and not mcp else None)
         if args.json:
-            emit_json(plan.to_dict())
+            emit_json({**plan.to_dict(), "mcp_available": mcp or args.mcp is not None,
+                       "with_mcp_extra": with_mcp.to_dict() if with_mcp is not None else None})
         else:
             _print_plan(plan)
+            if with_mcp is not None:
+                print(f"\nThe MCP server entry is left out: `loopstate mcp` needs the MCP SDK, which is not installed "
+                      f"here. Install it with `pip install 'loopstate[mcp]'` (in loopstate's environment); then "
+                      f"`loopstate setup apply --host {host.name}` also writes this:")
+                planned = {f.target.path: f.after for f in plan.files}
+                for f in [f for f in with_mcp.files if planned.get(f.target.path) != f.after]:
+                    sys.stdout.write(f.diff())
         return 0
     plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
     done = None
