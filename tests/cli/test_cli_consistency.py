@@ -174,3 +174,56 @@ def test_doctor_says_which_host_it_checks_on_a_terminal_only(tmp_path: Path) -> 
     os.close(primary)
     assert b"loopstate doctor: checking claude (1/2)" in seen and b"checking codex (2/2)" in seen
     assert b"\x1b" not in seen  # plain text and carriage returns only
+
+
+def _on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], rows: int = 10) -> bytes:
+    """What a command writes to a real terminal (a pty on stdout and stderr, ``rows`` rows)."""
+    import fcntl
+    import struct
+    import termios
+
+    primary, replica = pty.openpty()
+    fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 100, 0, 0))
+    with subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=cwd, env=env, stdout=replica,
+                          stderr=replica, stdin=subprocess.DEVNULL) as proc:
+        os.close(replica)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=120)
+    os.close(primary)
+    return seen
+
+
+def test_colour_on_a_terminal_only_and_never_with_no_color(project) -> None:
+    root, data = project
+    _ok("run", "create", "--objective", "o", "--done-gate", "t", "--asset", "app", cwd=root, data=data)
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
+    env = {**base, "LOOPSTATE_DATA_DIR": str(data), "TERM": "xterm", "LOOPSTATE_NO_PAGER": "1"}
+    shown = _on_a_terminal(["run", "list"], root, env)
+    assert b"\x1b[33mready" in shown  # the status, coloured
+    refused = _on_a_terminal(["intent", "show", "--task", "zzzz"], root, env)
+    assert b"loopstate: \x1b[31mNOT_FOUND\x1b[0m:" in refused
+    assert b"\x1b[" not in _on_a_terminal(["run", "list"], root, {**env, "NO_COLOR": "1"})
+    assert "\x1b" not in _ok("run", "list", cwd=root, data=data).stdout  # a pipe: no colour
+
+
+def test_long_output_goes_through_the_pager_on_a_terminal_only(project) -> None:
+    root, data = project
+    for n in range(25):
+        _ok("goals", "add", "g", f"todo {n}", cwd=root, data=data)
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPSTATE_NO_PAGER", "LESS")}
+    env.update(LOOPSTATE_DATA_DIR=str(data), PAGER="sed s/^/paged:/", TERM="xterm")
+    paged = _on_a_terminal(["log"], root, env)
+    assert paged.count(b"paged:") >= 25
+    short = _on_a_terminal(["goals", "list"], root, env)  # fits the terminal: printed as it is
+    assert b"paged:" not in short and b"g" in short
+    assert b"paged:" not in _on_a_terminal(["log", "--json"], root, env)  # never under --json
+    piped = cli("log", cwd=root, data_dir=data, env={"PAGER": "sed s/^/paged:/"})
+    assert piped.returncode == 0 and "paged:" not in piped.stdout  # never into a pipe

@@ -160,14 +160,38 @@ def closed_pipe_exit() -> int:
     return EXIT_CLOSED_PIPE
 
 
+# The verbs whose human output can run long: on a terminal it goes through a pager (cli/terminal.Paged).
+PAGED = {("log",), ("intent", "show"), ("intent", "audit"), ("intent", "export"), ("goals", "board"),
+         ("run", "list"), ("run", "status")}
+
+
+def _verb_path(args: argparse.Namespace) -> tuple[str, ...]:
+    path = [getattr(args, "command", None)]
+    for key in ("intent_command", "goals_command", "run_verb"):
+        if getattr(args, key, None):
+            path.append(getattr(args, key))
+    return tuple(p for p in path if p)
+
+
 def run_guarded(args: argparse.Namespace) -> int:
+    paged = None
+    if not getattr(args, "json", False) and _verb_path(args) in PAGED:
+        from loopstate.cli.terminal import paged_stdout
+
+        paged = paged_stdout(True)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so a closed pipe is seen while it can still be handled
+        if paged is not None:
+            sys.stdout = paged.terminal
+            paged.finish()
         return code
     except BrokenPipeError:
         return closed_pipe_exit()
     except LoopstateError as exc:
+        if paged is not None:  # what was printed before the refusal is shown, then the refusal
+            sys.stdout = paged.terminal
+            paged.finish()
         return refused(args, exc)
     except KeyboardInterrupt:
         return 130
@@ -186,7 +210,9 @@ def refused(args: argparse.Namespace, exc: LoopstateError) -> int:
     if getattr(args, "json", False):
         emit_json({"error": exc.to_dict()})
     else:
-        sys.stderr.write(f"loopstate: {exc.code.value}: {exc.message}\n")
+        from loopstate.cli.terminal import paint
+
+        sys.stderr.write(f"loopstate: {paint(exc.code.value, 'red', sys.stderr)}: {exc.message}\n")
     return EXIT_ERROR
 
 

@@ -441,9 +441,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         used = row["budgets"]
         mutations = f"{used['mutations'][0]}/{used['mutations'][1]}"
         seconds = f"{int(used['duration_seconds'][0])}/{used['duration_seconds'][1]}"
-        print(f"{row['run_id'][:8]}  {row['status']:<18} {row['stage'] or '-':<10} {(row['owner'] or '-')[:14]:<14} "
+        print(f"{row['run_id'][:8]}  {_status_colour(row['status']):<18} {row['stage'] or '-':<10} {(row['owner'] or '-')[:14]:<14} "
               f"{mutations:>9} {seconds:>11}  {row['objective']}")
     return 0
+
+
+def _status_colour(status: str) -> str:
+    """A run's status, coloured on a terminal (cli/terminal.paint): green active, yellow waiting, red ended badly.
+    Padded before painting, so the columns line up with or without colour."""
+    from loopstate.cli.terminal import paint
+
+    style = {"active": "green", "completed": "green", "ready": "yellow", "paused": "yellow", "blocked": "yellow",
+             "failed": "red", "halted": "red", "cancelled": "red"}.get(status)
+    padded = f"{status:<18}"
+    return paint(padded, style) if style else padded
 
 
 def cmd_status(args: argparse.Namespace) -> int:
