@@ -227,3 +227,21 @@ def test_long_output_goes_through_the_pager_on_a_terminal_only(project) -> None:
     assert b"paged:" not in _on_a_terminal(["log", "--json"], root, env)  # never under --json
     piped = cli("log", cwd=root, data_dir=data, env={"PAGER": "sed s/^/paged:/"})
     assert piped.returncode == 0 and "paged:" not in piped.stdout  # never into a pipe
+
+
+def test_the_claims_json_example_in_help_runs_as_shown(project) -> None:
+    root, data = project
+    helped = _ok("intent", "start", "--help", cwd=root, data=data).stdout
+    example = helped.split("example:\n", 1)[1]
+    script = "\n".join(line[2:] for line in example.splitlines() if line.startswith("  "))
+    for field in ("statement", "role", "epistemic_status", "facets", "scope", "valid_from"):
+        assert field in helped.split("example:")[0], field  # every field is named before the example
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (script, done.stderr)
+    shown = _ok("intent", "show", cwd=root, data=data).stdout
+    assert "Keep the public API" in shown and "Checkout answers in under 2 s" in shown
+    wrong = cli("intent", "start", "--claims-json", "-", cwd=root, data_dir=data, stdin='[{"statement": "x"}]')
+    assert wrong.returncode == 1 and "INVALID_PARAMS" in wrong.stderr
+    _clean(root, data)
