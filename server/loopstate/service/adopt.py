@@ -64,26 +64,23 @@ def remember_identity(data_dir: Path, project_id: str, root: str) -> None:
         pass
 
 
-def _known(data_dir: Path) -> list[dict[str, Any]]:
-    """Every project with a store: its id, recorded root and recorded git roots."""
-    projects = data_dir / "projects"
+def _describe(data_dir: Path, project_id: str) -> dict[str, Any] | None:
+    """A known project: its id and where it lives now (the newest root that adopted it and still exists, else
+    where it was founded), or None when it has no store."""
     try:
-        names = os.listdir(projects)
+        with open(data_dir / "projects" / project_id / "project.json", encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    lives = [r for r in _identity(data_dir, project_id).get("roots", []) if os.path.isdir(r)]
+    return {"project_id": project_id, "root": lives[-1] if lives else record.get("root")}
+
+
+def _listdir(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
     except OSError:
         return []
-    found = []
-    for name in names:
-        try:
-            with open(projects / name / "project.json", encoding="utf-8") as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        identity = _identity(data_dir, name)
-        # Where it lives now: the newest root that adopted it and still exists, else where it was founded.
-        lives = [r for r in identity.get("roots", []) if os.path.isdir(r)]
-        found.append({"project_id": name, "root": lives[-1] if lives else record.get("root"),
-                      "git_roots": identity.get("git_roots", [])})
-    return found
 
 
 def _identity(data_dir: Path, project_id: str) -> dict[str, Any]:
@@ -111,22 +108,30 @@ def _config_project(root: str) -> str | None:
 
 
 def look_alike(root: str, data_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Known projects at other paths that ``root`` (which has no state yet) looks like: [{root, project_id, why}]."""
+    """Known projects at other paths that ``root`` (which has no state yet) looks like: [{root, project_id, why}].
+
+    Cheap when nothing can match (a command in a new folder pays for it): no config and no .git is no
+    look at all; a config is compared with the project ids (folder names, no file read); the git history
+    is asked of git only when some project recorded one.
+    """
     data_dir = resolve_data_dir() if data_dir is None else Path(data_dir)
+    found: dict[str, str] = {}
     config_id = _config_project(root)
-    has_git = os.path.lexists(os.path.join(root, ".git"))
-    if config_id is None and not has_git:
-        return []
-    known = [k for k in _known(data_dir) if k["root"] != root]
-    if not known:
-        return []
-    commits = set(git_roots(root)) if has_git and any(k["git_roots"] for k in known) else set()
+    if config_id is not None:
+        for name in _listdir(data_dir / "projects"):
+            if config_id == derived_uuid4("runs.config-project", name):
+                found[name] = "its .loopstate/config.json was written for that project"
+    recorded = _listdir(data_dir / IDENTITIES) if os.path.lexists(os.path.join(root, ".git")) else []
+    if recorded:
+        commits = set(git_roots(root))
+        for name in recorded if commits else []:
+            if name not in found and commits & set(_identity(data_dir, name).get("git_roots", [])):
+                found[name] = "the same first git commit"
     out = []
-    for k in known:
-        if config_id is not None and config_id == derived_uuid4("runs.config-project", k["project_id"]):
-            out.append({**k, "why": "its .loopstate/config.json was written for that project"})
-        elif commits and commits & set(k["git_roots"]):
-            out.append({**k, "why": "the same first git commit"})
+    for name, why in found.items():
+        known = _describe(data_dir, name)
+        if known is not None and known["root"] != root:
+            out.append({**known, "why": why})
     return out
 
 
