@@ -38,7 +38,8 @@ def seed(root: Path, data_dir: Path) -> str:
 def on_a_terminal(argv: list[str], root: Path, data_dir: Path) -> bytes:
     """Run the CLI with stdout and stderr on a pty; everything it wrote there."""
     leader, follower = pty.openpty()
-    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir)}
+    # NO_COLOR: loopstate's own colours are escape sequences too; with them off, any escape seen came from the store.
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir), "NO_COLOR": "1", "LOOPSTATE_NO_PAGER": "1"}
     child = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=root, env=env,
                              stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
     os.close(follower)

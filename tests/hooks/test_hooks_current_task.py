@@ -39,7 +39,7 @@ def receipt_for(project: Path, data_dir: Path, session: str, text: str, **kw) ->
 
 
 def tasks(project: Path, data_dir: Path) -> list[dict]:
-    return json.loads(loopstate("intent", "tasks", "--json", cwd=project, data_dir=data_dir).stdout)
+    return json.loads(loopstate("intent", "tasks", "--json", cwd=project, data_dir=data_dir).stdout)["tasks"]
 
 
 @pytest.mark.parametrize("host", ["claude", "codex"])

@@ -32,7 +32,7 @@ def test_forget_finds_a_claim_past_the_first_page_of_the_view(project: Path, dat
 
     remembered = prompt("/intent remember the parser keeps the old format", "turn-1")
     claim = remembered.rsplit("(claim ", 1)[1][:8]
-    tasks = json.loads(loopstate("intent", "tasks", "--json", cwd=project, data_dir=data_dir).stdout)
+    tasks = json.loads(loopstate("intent", "tasks", "--json", cwd=project, data_dir=data_dir).stdout)["tasks"]
     task = tasks[0]["task_id"]
     service = Service(data_dir=data_dir)
     for n in range(p.SNAPSHOT_PAGE + 5):  # hard constraints of the user's own: they sort before the outcome

@@ -77,7 +77,7 @@ def test_replace_audit_export_import_and_purge(root, data_dir, tmp_path):
     after = as_json(cli(root, data_dir, "audit", "--task", task, "--json"))
     assert [(c["claim_id"], c["state"]) for c in after["claims"]] == [(old, "invalidated")] and after["edges"] == []
     assert all(new not in f.read_text() for f in data_dir.rglob("*.jsonl"))
-    tasks = as_json(cli(root, data_dir, "tasks", "--json"))
+    tasks = as_json(cli(root, data_dir, "tasks", "--json"))["tasks"]
     assert len(tasks) == 2
 
 
@@ -94,7 +94,7 @@ def test_candidates_and_promotion(root, data_dir):
     tasks = [as_json(cli(root, data_dir, "start", "--json"))["events"][0]["task_id"] for _ in range(3)]
     for task in tasks:
         cli(root, data_dir, "candidate", task, "Prefers small commits")
-    (group,) = as_json(cli(root, data_dir, "candidates", "--json"))
+    (group,) = as_json(cli(root, data_dir, "candidates", "--json"))["candidates"]
     assert group["promotable"] and group["distinct_tasks"] == 3
     silent = cli(root, data_dir, "promote", tasks[0], group["signal_key"], "--confidence", "0.7", "--confirmation", "silence",
                  ok=False)

@@ -83,7 +83,7 @@ def test_calls_in_flight_when_input_ends_are_answered_and_durable(root, data_dir
     got = exchange(root, data_dir, lines)
     assert set(got) >= {1, 2, 3, 4, 5}
     task_id = json.loads(got[1]["result"]["content"][0]["text"])["task_id"]
-    assert [t["task_id"] for t in json.loads(Cli(root, data_dir).ok("intent", "tasks", "--json"))] == [task_id]
+    assert [t["task_id"] for t in json.loads(Cli(root, data_dir).ok("intent", "tasks", "--json"))["tasks"]] == [task_id]
 
 
 async def test_an_error_leaves_the_connection_usable(root, data_dir):

@@ -124,7 +124,7 @@ def test_cli_run_flow_grant_create_acquire_heartbeat_issue_evidence_transition(r
     acquired = json.loads(_out(capsys, ["run", "acquire", *r, run_id, "--harness", "codex", "--actor", "bot", "--json"]))
     lease = acquired["events"][0]["projection"]["lease"]
     held = ["--lease", lease["lease_id"], "--generation", str(lease["generation"])]
-    assert "coalesced" in _out(capsys, ["run", "heartbeat", *r, run_id, *held])
+    assert "needs no renewal yet" in _out(capsys, ["run", "heartbeat", *r, run_id, *held])
     issue = _out(capsys, ["run", "issue", "open", *r, run_id, *held, "--title", "bug", "--severity", "low", "--blocking"])
     issue_id = issue.split()[1]
     evidence = tmp_path / "evidence.json"

@@ -15,7 +15,7 @@ from loopstate.cli.output import add_common, emit_json, project_root
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="write each stream's projection snapshot at its head (cold reads start there)",
+    p = sub.add_parser("compact", help="write each stream's folded state at its head, so later commands start there",
                        description="Catch every stream (or the STREAMs named) up under its exclusive lock and write "
                                    "its checkpoint and projection snapshot at the head, so a cold read folds only "
                                    "what is appended after it. The streams are not rewritten.")

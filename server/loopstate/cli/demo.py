@@ -126,7 +126,7 @@ def _run(demo: Demo) -> None:
         run_id = _find(created, "run_id")
         editor.subscribe(demo.root, f"runs/status/{run_id}")
         print(f"editor: subscribed to runs/status/{run_id}")
-        demo.harness("run", "acquire", run_id, "--harness", "codex", "--session", "demo-session")
+        demo.harness("run", "acquire", run_id, "--host", "codex", "--session", "demo-session")
         demo.expect_change(editor)
 
         print("\nuser: pulls the kill switch from another terminal")

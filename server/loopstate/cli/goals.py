@@ -57,6 +57,33 @@ def _service(*, snapshots: bool = True):
     return Service(domains=[DOMAIN], snapshots=snapshots)
 
 
+# The roles a todo is for that need no declaring; any other is taken once declared with --new-role (or once
+# a todo of the goal has it), so `--role agnet` is refused with the nearest role instead of filed apart.
+ROLES = ("agent", "user", "owner", "operator", "controller", "reviewer")
+
+
+def _role(args: argparse.Namespace) -> str | None:
+    """``--role`` as given, refused when it is neither a usual role, nor one of the goal's, nor --new-role."""
+    role = args.role
+    if role is None or role in ROLES or args.new_role:
+        return role
+    from loopstate.service.front import goal_state
+
+    try:
+        used = {todo.role for todo in goal_state(project_root(args), args.goal).state.todos.values()}
+    except LoopstateError:
+        used = set()  # no such goal yet, or one the command itself will refuse: only the usual roles
+    if role in used:
+        return role
+    import difflib
+
+    near = difflib.get_close_matches(role, [*ROLES, *sorted(used)], n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise LoopstateError(ErrorCode.INVALID_PARAMS, f"--role {role!r} is not a role of goal {args.goal!r}: {hint}"
+                         f"the usual roles are {', '.join(ROLES)}; to give it a new role, repeat with --new-role",
+                         field="role", role=role)
+
+
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     out = {}
     for item in values or []:
@@ -159,15 +186,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     goals = sub.add_parser("goals", help="todos and gates of a goal (an event stream) and its Markdown workbench",
                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = goals.add_subparsers(dest="goals_command", metavar="VERB")
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(goals, "add board list claim update complete block defer gate resolve render",
+                "run refresh quota evidence append compact backfill bridge", "for tools that record a goal's history")
 
     arg = lambda *flags, **options: (flags, options)  # noqa: E731 - a compact table of options
     priority = arg("--priority", choices=["P0", "P1", "P2", "P3", "P4"])
     meta = arg("--meta", action="append", metavar="KEY=VALUE", help="compact metadata (repeatable)")
 
     _verb(verbs, "add", "add a todo (todo_added)", lambda a: proto.AddTodo(
-        **_common(a), title=a.title, todo_id=a.id, role=a.role, priority=a.priority or "P2",
+        **_common(a), title=a.title, todo_id=a.id, role=_role(a), priority=a.priority or "P2",
         planner_order=a.order, metadata=_pairs(a.meta, "--meta"), details=a.details, pointer=a.pointer),
-        arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent"),
+        arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent", help="who the todo is for (default agent; usual: " + ", ".join(ROLES) + ")"),
+        arg("--new-role", action="store_true", help="declare a --role that is not a usual one and new to this goal"),
         priority, arg("--order", type=int, help="planner order among same-priority todos"), meta,
         arg("--details", help="private detail text (needs --privacy local_private)"),
         arg("--pointer", help="pointer to private material (needs --privacy private_pointer)"))
@@ -177,9 +209,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         arg("--lease", type=int, metavar="SECONDS", help="lease length; others cannot claim it until then"),
         arg("--note"))
     _verb(verbs, "update", "update a todo's compact metadata (todo_updated)", lambda a: proto.UpdateTodo(
-        **_common(a), todo_id=a.todo, title=a.title, role=a.role, priority=a.priority, planner_order=a.order,
+        **_common(a), todo_id=a.todo, title=a.title, role=_role(a), priority=a.priority, planner_order=a.order,
         metadata=_pairs(a.meta, "--meta") if a.meta else None, details=a.details, pointer=a.pointer),
-        arg("todo"), arg("--title"), arg("--role"), priority, arg("--order", type=int), meta,
+        arg("todo"), arg("--title"), arg("--role"),
+        arg("--new-role", action="store_true", help="declare a --role that is not a usual one and new to this goal"),
+        priority, arg("--order", type=int), meta,
         arg("--details"), arg("--pointer"))
     _verb(verbs, "block", "mark a todo blocked (todo_blocked)", lambda a: proto.BlockTodo(
         **_common(a), todo_id=a.todo, reason=a.reason, gate_ids=a.gate or []),
@@ -192,7 +226,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _verb(verbs, "complete", "complete a todo (todo_completed); its gates must be resolved", lambda a: proto.CompleteTodo(
         **_common(a), todo_id=a.todo, rationale=a.rationale, validation_refs=a.validation or [],
         evidence_ids=a.evidence or []),
-        arg("todo"), arg("--rationale", required=True), arg("--validation", action="append", help="validation ref"),
+        arg("todo"), arg("--reason", "--rationale", dest="rationale", metavar="REASON", required=True, help="why it is done (one line)"),
+        arg("--validation", action="append", help="validation ref"),
         arg("--evidence", action="append", help="evidence id"))
     _verb(verbs, "gate", "add a user/owner/operator/controller gate (gate_added)", lambda a: proto.AddGate(
         **_common(a), title=a.title, gate_kind=a.kind, gate_id=a.id, todo_id=a.todo, run_id=a.run),
@@ -202,7 +237,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _verb(verbs, "resolve", "approve, reject or defer a gate (gate_resolved)", lambda a: proto.ResolveGate(
         **_common(a), gate_id=a.gate, decision=a.decision, rationale=a.rationale, resolved_by=a.by),
         arg("gate"), arg("--decision", choices=["approve", "reject", "defer"], required=True),
-        arg("--rationale"), arg("--by"))
+        arg("--reason", "--rationale", dest="rationale", metavar="REASON", help="why this decision (one line)"), arg("--by"))
     _verb(verbs, "run", "record a run's status (run_recorded)", lambda a: proto.RecordRun(
         **_common(a), run_id=a.run_id, status=a.status, classification=a.classification,
         delivery_outcome=a.delivery, todo_id=a.todo, summary=a.summary, pointer=a.pointer),
@@ -227,14 +262,16 @@ def register(sub: argparse._SubParsersAction) -> None:
           lambda a: proto.AppendEvent(**_common(a), event_type=a.event_type, payload=_payload(a.payload)),
           arg("event_type", choices=list(typing.get_args(proto.LifecycleEventType)), metavar="EVENT_TYPE",
               help="todo_added, todo_claimed, ..., evidence_attached"),
-          arg("payload", help="the payload as a JSON object, or - to read it from stdin"))
+          arg("payload", help="the payload as a JSON object, or - to read it from stdin; e.g. for todo_added: "
+              "'{\"todo_id\": \"T007\", \"title\": \"Write the docs\", \"priority\": \"P1\"}' (every event type's "
+              "fields: docs/goals.md)"))
     _verb(verbs, "compact", "declare a snapshot checkpoint (snapshot_compacted); the event lineage stays",
           lambda a: proto.Compact(**_common(a)), renders=False)
     _verb(verbs, "backfill", "import todos and gates from ACTIVE_GOAL_STATE.md-style Markdown", lambda a: proto.Backfill(
         **_common(a), markdown=_read(a.file), source_label=a.source_label or os.path.basename(a.file)),
         arg("file"), arg("--source-label", help="label recorded in the source refs (default: the file name)"))
 
-    render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md after recording projection_rendered",
+    render = _verb(verbs, "render", "write ACTIVE_GOAL_STATE.md (and record that it was rendered: projection_rendered)",
                    lambda a: proto.RenderMarkdown(**_common(a), target=a.output, public=a.public, force=a.force),
                    arg("--output", default="ACTIVE_GOAL_STATE.md", help="path relative to the project root"),
                    arg("--public", action="store_true", help="the redacted public view (required for files git tracks)"),

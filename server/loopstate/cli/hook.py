@@ -41,7 +41,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     hook = sub.add_parser("hook", help="answer one Claude Code or Codex hook event (host JSON on stdin and stdout)",
-                          description=__doc__)
+                          description="What a Claude Code or Codex hook registration runs (`loopstate setup` "
+                          "writes it): the host's JSON event on stdin, loopstate's answer as the host's JSON on "
+                          "stdout. It always exits 0, so a fault never blocks your session: the fault is said in "
+                          "the answer instead. docs/hooks.md says what each event does.")
     hook.add_argument("host", nargs="?", metavar="HOST", help="claude or codex")
     hook.add_argument("event", nargs="?", metavar="EVENT",
                       help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, PreCompact, PostCompact or SessionEnd")

@@ -24,6 +24,42 @@ from loopstate.cli.output import add_common, emit_json, project_root
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
 TASK_HELP = "task id or a unique prefix (`loopstate intent tasks` lists them)"
 CLAIM_HELP = "claim id or a unique prefix of an active claim (`loopstate intent show` lists them)"
+CLAIMS_JSON_EXAMPLE = """\
+--claims-json FILE: a JSON list of claim objects, each with
+  statement         one atomic statement (1-500 characters)
+  role              "user" (initial claims are the user's own)
+  epistemic_status  "explicit"
+  facets            a list of: outcome success_signal failure_signal hard_constraint
+                    soft_constraint tradeoff unknown result_feedback disagreement
+  scope             optional: "task" (default), "project" or "long_term"
+  valid_from        optional: RFC 3339 UTC time (default now)
+
+example:
+  cat > claims.json <<'EOF'
+  [{"statement": "Keep the public API", "role": "user", "epistemic_status": "explicit",
+    "facets": ["hard_constraint"]},
+   {"statement": "Checkout answers in under 2 s", "role": "user", "epistemic_status": "explicit",
+    "facets": ["success_signal"], "scope": "project"}]
+  EOF
+  loopstate intent start --label checkout --claims-json claims.json
+"""
+EXEC_EXAMPLE = """\
+COMMAND_JSON: one intent command as the sidecar's loopstate/execute takes it: its "kind" (intent.task_start,
+intent.claim_add, intent.claim_replace, intent.claim_invalidate, ...) and its fields, listed per kind in
+docs/protocol.md and `loopstate schema`.
+
+example:
+  loopstate intent exec '{"kind": "intent.claim_add", "task_id": "TASK_ID", "actor": "agent",
+    "claim": {"statement": "Prefers small diffs", "role": "agent", "epistemic_status": "inferred",
+              "facets": ["soft_constraint"], "confidence": 0.6}}'
+"""
+IMPORT_EXAMPLE = """\
+FILE: a claim graph exactly as `loopstate intent export` writes it ({"tasks": [...], "claims": [...], ...}).
+
+example:
+  loopstate intent export --output graph.json     # in one project
+  loopstate intent import graph.json              # in another: fresh ids, explicit_import provenance
+"""
 CLAIM_SYNTAX = (
     "a user-explicit initial claim; repeatable. A single word (letters, digits, '_' or '-') before the first "
     "colon names its facet and must be one: hard_constraint:Keep the API. Without such a word the whole text is "
@@ -402,6 +438,15 @@ def _table(headers: list[str], rows: list[list[Any]]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
+def _with_task_column(headers: list[str], rows: list[list[Any]], column: int,
+                      several: bool) -> tuple[list[str], list[list[Any]]]:
+    """The table with its TASK column (``column``) only when the rows come from several tasks: a
+    project-wide listing says whose each claim is; one task's listing needs no column for it."""
+    if several:
+        return headers, rows
+    return headers[:column] + headers[column + 1:], [row[:column] + row[column + 1:] for row in rows]
+
+
 def _short(text: str, width: int = 72) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -422,14 +467,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     elif view.task_id is None or view.task_id == view.current_task_id:
         label = f" ({current.label})" if current is not None and current.label else ""
         print(f"current task: {view.current_task_id}{label}, the one new host sessions bind to")
-    rows = []
+    rows, tasks = [], set()
     for facet, by_status in view.by_facet.items():
         for status, claims in by_status.items():
             for claim in claims:
                 mark = "*" if claim.direct_user else ""
-                rows.append([facet, status + mark, claim.claim_id[:8], _short(claim.statement)])
+                rows.append([facet, status + mark, claim.task_id[:8], claim.claim_id[:8], _short(claim.statement)])
+                tasks.add(claim.task_id)
     if rows:
-        _table(["FACET", "STATUS", "CLAIM", "STATEMENT"], rows)
+        _table(*_with_task_column(["FACET", "STATUS", "TASK", "CLAIM", "STATEMENT"], rows, 2, len(tasks) > 1))
     for item in view.disagreements:
         print(f"open dispute: {item.claim_id[:8]} {_short(item.statement)}")
     for warning in view.stale:
@@ -457,11 +503,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(view)
         return 0
-    _table(
-        ["CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
-        [[c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "", _short(c.statement, 56)]
-         for c in view.claims],
-    )
+    _table(*_with_task_column(
+        ["TASK", "CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
+        [[c.task_id[:8], c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "",
+          _short(c.statement, 56)] for c in view.claims],
+        0, len({c.task_id for c in view.claims}) > 1))
     for edge in view.edges:
         print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
     if view.remaining:
@@ -487,9 +533,28 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_hook_context(args: argparse.Namespace) -> int:
+    """What a hook may inject; like `loopstate hook`, it fails open (exit 0, nothing injected).
+
+    A script that runs this before a prompt must never block the user's turn:
+    a corrupt, locked or unreadable store, or a task that is gone, prints the
+    fault and its fix on stderr (and as ``fault`` with --json) and injects
+    nothing, instead of exiting 1.
+    """
     from loopstate_protocol.intent import IntentHookContext
 
-    view = _query(args, IntentHookContext(task_id=_task(args, args.task), max_chars=args.max_chars))
+    try:
+        task = _task(args, args.task)
+        view = _query(args, IntentHookContext(task_id=task, max_chars=args.max_chars))
+    except Exception as error:  # fail open, as every hook does: the fault is said, never raised
+        from loopstate.service.front import hook_fault
+
+        said = hook_fault(error)
+        sys.stderr.write(f"loopstate: intent hook-context: {said}; nothing injected (a hook's read fails open)\n")
+        if args.json:
+            code = getattr(getattr(error, "code", None), "value", "INTERNAL_ERROR")
+            emit_json({"task_id": args.task, "text": "", "claim_ids": [], "omitted": {}, "open_disputes": 0,
+                       "fault": {"code": code, "message": said}})
+        return 0
     if args.json:
         emit_json(view)
         return 0
@@ -503,8 +568,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from loopstate_protocol.intent import IntentTasks
 
     tasks = _query(args, IntentTasks())
-    if args.json:
-        emit_json(tasks)
+    if args.json:  # an object, as every --json answer is, so a field can be added without breaking a reader
+        emit_json({"tasks": tasks, "current_task_id": next((t.task_id for t in tasks if t.current), None)})
         return 0
     _table(["TASK", "MODE", "STARTED", "ACTIVE", "LABEL"],
            [[t.task_id + ("*" if t.current else ""), t.mode + (" (imported)" if t.history_incomplete else ""),
@@ -519,7 +584,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
     groups = _query(args, IntentCandidates())
     if args.json:
-        emit_json(groups)
+        emit_json({"candidates": groups})
         return 0
     _table(["SIGNAL", "TASKS", "STATE", "STATEMENT"],
            [[g.signal_key[:16], g.distinct_tasks, "promoted" if g.promoted else "promotable" if g.promotable else "candidate",
@@ -545,7 +610,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             from loopstate.core.errors import LoopstateError
 
             raise LoopstateError(
-                ErrorCode.VALIDATION_FAILED, f"--out {args.out}: cannot be written ({exc.strerror}); pass a writable path",
+                ErrorCode.VALIDATION_FAILED, f"--output {args.out}: cannot be written ({exc.strerror}); pass a writable path",
                 field="out",
             ) from None
         if not args.json:
@@ -591,13 +656,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "unknowns, disputes")
     verbs = intent.add_subparsers(dest="intent_command", metavar="VERB")
 
-    start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims")
+    start = verbs.add_parser("start", help="start a task, optionally with up to 12 initial claims",
+                             epilog=CLAIMS_JSON_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(start)
     start.add_argument("--task-id", help="a UUID (default: derived from the project and the request id)")
     start.add_argument("--label")
     start.add_argument("--mode", choices=("on", "off", "private"), default="on")
     start.add_argument("--claim", action="append", metavar="[FACET:]STATEMENT", help=CLAIM_SYNTAX)
-    start.add_argument("--claims-json", metavar="FILE", help="a JSON list of claim objects ('-' for stdin)")
+    start.add_argument("--claims-json", metavar="FILE",
+                       help="a JSON list of claim objects ('-' for stdin); the fields and an example are below")
     start.add_argument("--scope", choices=SCOPES, default="task",
                        help="the scope of the --claim claims: task (default), project (every task sees them) or "
                        "long_term")
@@ -687,7 +754,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     compaction.add_argument("--host-event-id")
     compaction.set_defaults(func=cmd_compaction)
 
-    imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)")
+    imp = verbs.add_parser("import", help="import an exported graph (fresh ids, explicit_import provenance)",
+                           epilog=IMPORT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(imp)
     imp.add_argument("file", help="the graph JSON ('-' for stdin)")
     imp.set_defaults(func=cmd_import)
@@ -706,9 +774,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     recover.add_argument("action", choices=("durable_on", "durable_off", "delete", "resume"))
     recover.set_defaults(func=cmd_recover)
 
-    exe = verbs.add_parser("exec", help="run any intent command given as JSON (with its \"kind\")")
+    exe = verbs.add_parser("exec", help="run any intent command given as JSON (with its \"kind\")",
+                           epilog=EXEC_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     _mutating(exe)
-    exe.add_argument("command_json", help="the command object ('-' for stdin)")
+    exe.add_argument("command_json", metavar="COMMAND_JSON", help="the command object ('-' for stdin; see below)")
     exe.set_defaults(func=cmd_exec)
 
     show = verbs.add_parser("show", help="the current view: active claims by facet and status")
@@ -750,7 +819,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = verbs.add_parser("export", help="the project's claim graph (the import format)")
     add_common(export)
     export.add_argument("--task", help=TASK_HELP)
-    export.add_argument("--out", help="write to this file instead of stdout")
+    export.add_argument("--output", "--out", dest="out", help="write to this file instead of stdout")
     export.set_defaults(func=cmd_export)
 
     intent.set_defaults(func=lambda args: (intent.print_help(), 2)[1])
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(intent, "start show add replace invalidate confirm tasks resume audit export import",
+                "mode candidate candidates promote signal observe compaction hook-context compact exec purge recover",
+                "what hooks, sidecars and scripts send (and rarer repairs)")

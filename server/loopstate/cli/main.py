@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "loopstate.cli.store": ("verify", "recover", "log"),
     "loopstate.cli.init": ("init",),
     "loopstate.cli.root": ("root",),
+    "loopstate.cli.project": ("project",),
     "loopstate.cli.serve": ("serve", "schema"),
     "loopstate.cli.mcp": ("mcp",),
     "loopstate.cli.intent": ("intent",),
@@ -37,7 +38,7 @@ def build_parser(modules=None):
     """The parser with the verbs of ``modules`` (default: every module) registered."""
     import importlib
 
-    from loopstate.cli.parser import ROOT_HELP, VerbParser
+    from loopstate.cli.parser import ROOT_HELP, VERBOSE_HELP, VerbParser
 
     parser = VerbParser(
         prog="loopstate",
@@ -46,9 +47,15 @@ def build_parser(modules=None):
     parser.add_argument("--version", action="version", version=f"loopstate {__version__}")
     # Also accepted after the verb (cli/output.add_common); whichever is given wins.
     parser.add_argument("--root", default=None, help=ROOT_HELP)
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS if modules is None else modules:
         importlib.import_module(name).register(sub)
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(parser, "intent goals run init root project verify log doctor setup",
+                "recover compact validate schema serve mcp hook completion demo",
+                "for editors, hosts, repairs and scripts")
     return parser
 
 
@@ -58,7 +65,7 @@ def peek_verb(argv: list[str]) -> str | None:
     for item in items:
         if item == "--root":
             next(items, None)
-        elif item.startswith("--root="):
+        elif item.startswith("--root=") or item in ("-v", "--verbose"):
             continue
         elif item.startswith("-"):
             return None  # --help, --version, an abbreviation or a typo: argparse says

@@ -22,8 +22,42 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+VERBOSE_HELP = "say which project root a command found on every command (not only once per shell session)"
 ROOT_HELP = ("project root (default: from the current directory upward, the nearest loopstate project, "
              "else the top of the git work tree, else the current directory)")
+
+
+# Old spellings of a flag, still accepted where scripts may use them, but left out of --help: one name per
+# idea across verbs (`--reason`, `--output`, `--host`), as git, gh and uv keep theirs.
+HIDDEN_ALIASES = frozenset({"--rationale", "--out", "--harness"})
+
+
+class HideAliases(argparse.HelpFormatter):
+    """Help that shows each option by its current name only (HIDDEN_ALIASES still parse)."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        shown = [name for name in action.option_strings if name not in HIDDEN_ALIASES]
+        if shown and len(shown) != len(action.option_strings):
+            import copy
+
+            action = copy.copy(action)
+            action.option_strings = shown
+        return super()._format_action_invocation(action)
+
+
+# Words people reach for that name a verb loopstate calls otherwise (git, gh and the upstream tools' words):
+# a refusal suggests the verb, in the group that has it. Typos are caught by closeness; these are not typos.
+NEAR_MISSES: dict[str, tuple[str, ...]] = {
+    "supersede": ("replace",), "supersedes": ("replace",), "update": ("replace",), "amend": ("replace",),
+    "edit": ("replace", "update"), "retract": ("invalidate",), "remove": ("invalidate", "purge"),
+    "rm": ("invalidate", "purge"), "delete": ("purge",), "forget": ("invalidate",), "new": ("start", "create", "add"),
+    "create": ("start", "add"), "begin": ("start",), "ls": ("list", "tasks"), "list": ("tasks", "list"),
+    "status": ("show", "status", "board"), "view": ("show", "board"), "get": ("show", "status"),
+    "done": ("complete",), "finish": ("complete",), "close": ("complete",), "kill": ("stop",), "halt": ("stop",),
+    "cancel": ("stop",), "abort": ("stop",), "lease": ("acquire",), "renew": ("heartbeat",), "ping": ("heartbeat",),
+    "check": ("verify", "validate"), "fsck": ("verify",), "repair": ("recover",), "history": ("log", "audit"),
+    "approve": ("resolve",), "install": ("apply",), "remove-hooks": ("uninstall",), "move": ("adopt",),
+}
 
 
 _wanted: frozenset[str] | None = None  # inside only_subverbs_in: the words of argv
@@ -79,6 +113,12 @@ class SubVerbs(argparse._SubParsersAction):
             self._parser_class = built
 
 
+def group_verbs(parser: argparse.ArgumentParser, everyday: str, advanced: str, advanced_title: str) -> None:
+    """List ``parser``'s verbs in --help as two sections: the everyday ones first, then the rest (named by
+    ``advanced_title``: what they are for), each in the order given (space-separated names)."""
+    parser.verb_groups = [("everyday verbs", everyday.split()), (advanced_title, advanced.split())]  # type: ignore[attr-defined]
+
+
 def help_width() -> int:
     """The width argparse's formatters wrap help to by default (the terminal's columns, less 2), found as
     ``shutil.get_terminal_size`` finds the columns: $COLUMNS, else the terminal on stdout, else 80.
@@ -110,7 +150,8 @@ def _group_help(parser: argparse.ArgumentParser):
 
 class VerbParser(argparse.ArgumentParser):
     def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs) -> None:
-        super().__init__(*args, formatter_class=functools.partial(formatter_class, width=help_width()), **kwargs)
+        shown = type(formatter_class.__name__, (HideAliases, formatter_class), {})
+        super().__init__(*args, formatter_class=functools.partial(shown, width=help_width()), **kwargs)
         self.register("action", "parsers", SubVerbs)
 
     def add_subparsers(self, **kwargs):
@@ -123,16 +164,47 @@ class VerbParser(argparse.ArgumentParser):
             self.set_defaults(func=_group_help(self))
         return super().add_subparsers(**kwargs)
 
+    def format_help(self) -> str:
+        """argparse's help, but a group's verbs listed in the sections ``group_verbs`` gave it (everyday first)."""
+        groups = getattr(self, "verb_groups", None)
+        verbs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not groups or verbs is None:
+            return super().format_help()
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        by_name = {choice.dest: choice for choice in verbs._choices_actions}
+        listed = [name for _, names in groups for name in names]
+        for title, names in [*groups, ("other verbs", [n for n in by_name if n not in listed])]:
+            shown = [by_name[name] for name in names if name in by_name]
+            if shown:
+                formatter.start_section(title)
+                formatter.add_arguments(shown)
+                formatter.end_section()
+        for group in self._action_groups:
+            actions = [action for action in group._group_actions if action is not verbs]
+            if actions:
+                formatter.start_section(group.title)
+                formatter.add_text(group.description)
+                formatter.add_arguments(actions)
+                formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
+
     def error(self, message: str):
         """argparse's usage error, plus the nearest sub-verb for a mistyped one (``intnet`` -> ``intent``)."""
         import re
 
+        for alias in HIDDEN_ALIASES:  # argparse names an option by all its strings: `--reason/--rationale`
+            message = message.replace(f"/{alias}", "")
         found = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
         if found is not None:
             import difflib
 
             choices = re.findall(r"'([^']*)'", found.group(3)) or found.group(3).split(", ")
             near = difflib.get_close_matches(found.group(2), choices, n=1, cutoff=0.6)
+            if not near:  # not a typo but another tool's word for a verb loopstate names otherwise
+                near = [verb for verb in NEAR_MISSES.get(found.group(2).lower(), ()) if verb in choices][:1]
             if near:
                 message = f"{message}; did you mean {near[0]!r}?"
         super().error(message)

@@ -24,6 +24,9 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs.records import parse_json
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
+# --host takes the names `loopstate setup --host` takes (claude, codex) and the rest of the records' harnesses.
+HOSTS = ("claude", "codex", "kimi_code", "opencode", "deepseek_harness", "manual", "claude_code")
+HOST_RECORDED = {"claude": "claude_code"}
 KINDS = ("config", "run", "lease", "grant", "route", "evidence", "issue_ledger", "install_receipt", "audit_event",
          "harness_status")
 STAGES = ("strategize", "spec_pack", "build", "test", "resolve", "close")
@@ -93,15 +96,20 @@ issue id, its status (open), the attempt count and the times."""
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="bounded runs: leases, budgets, authority, kill switch, audit log")
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
+    from loopstate.cli.parser import group_verbs
+
+    group_verbs(run, "create list status acquire heartbeat stage intend complete stop resume",
+                "transition route issue evidence authority reconcile sync", "for harnesses, recovery and audits")
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True, derives="run")
     p.add_argument("--grant", help="authority grant id or a unique prefix (see `loopstate run authority grant`); "
-                                   "without it, the seed's default local authority: a new attended grant for "
+                                   "without it, the default local authority: a new attended grant for "
                                    "local_write to repository on this asset only, expiring after 24 hours")
     p.add_argument("--objective", required=True, help="one bounded outcome")
     p.add_argument("--done-gate", action="append", required=True, help="a testable condition (repeatable)")
-    p.add_argument("--asset", required=True, help="asset name (must be in the grant's scope)")
-    p.add_argument("--asset-root", default=".", help="asset root, relative to the project (default .)")
+    p.add_argument("--asset", required=True, help="what the run may change: a name for it (e.g. app) that the authority grant's scope must "
+                   "list")
+    p.add_argument("--asset-root", default=".", help="the folder of that asset, relative to the project (default .)")
     p.add_argument("--track", choices=("code", "noncode"), default="code")
     p.add_argument("--boundary", action="append", help="a declared boundary (repeatable; default: repository-local files)")
     p.add_argument("--mode", choices=("loop", "auto"), default=None, help="default: the project config's default_mode")
@@ -112,15 +120,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", action="append", choices=RUN_STATUSES, metavar="STATUS",
                    help=f"only runs in this status (repeat for several): {', '.join(RUN_STATUSES)}")
 
-    p = _verb(verbs, "status", "show a run's projection, lease, pending operation, issues and the kill switch",
+    p = _verb(verbs, "status", "show a run's current state, lease, pending operation, issues and the kill switch",
               cmd_status, mutation=False)
     p.add_argument("run_id", metavar="RUN", help="run id or a unique prefix")
 
     p = _verb(verbs, "acquire", "take a ready run's first lease", cmd_acquire, actor=True)
     _run_arg(p)
-    p.add_argument("--lane", help="lane id (UUIDv4)")
+    p.add_argument("--lane", help="a UUIDv4 naming one parallel line of work inside the run, when several "
+                   "workers share it (default: none)")
 
-    p = _verb(verbs, "heartbeat", "renew your own lease (coalesced until a renewal is due)", cmd_heartbeat, lease=True)
+    p = _verb(verbs, "heartbeat", "renew your own lease (no event is written until a renewal is due)", cmd_heartbeat, lease=True)
     _run_arg(p)
 
     p = _verb(verbs, "transition", "move an active run (waiting_approval, waiting_external, blocked, complete, failed, "
@@ -144,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = _verb(route, "select", "record a route decision from a JSON file (runs.route_select)", cmd_route_select,
               lease=True)
     _run_arg(p)
-    p.add_argument("file", help="JSON file holding the seed's route record (check it with `loopstate validate route`)")
+    p.add_argument("file", help="JSON file holding the route record (check it with `loopstate validate route`)")
 
     p = _verb(verbs, "intend", "announce an operation before doing it: reserves its budget, checks its authority "
               "(runs.intend); prints the operation id", cmd_intend, lease=True, epilog=COMPLETION_DATA)
@@ -191,7 +200,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = _verb(auth, "grant", "record a typed, confirmed, expiring authority grant", cmd_grant, derives="grant")
     p.add_argument("--level", choices=("attended", "bounded", "scoped", "operational", "full"), required=True)
     p.add_argument("--by", dest="grantor", required=True, help="user-confirmed identity label")
-    p.add_argument("--asset", action="append", default=[], help="asset in scope ('*' for any; repeatable)")
+    p.add_argument("--asset", action="append", default=[], help="an asset (a name runs give with --asset) the grant covers ('*' for any; repeatable)")
     p.add_argument("--action", action="append", default=[], help="action in scope, e.g. local_write (repeatable)")
     p.add_argument("--destination", action="append", default=[], help="destination in scope, e.g. repository (repeatable)")
     p.add_argument("--exclude", action="append", default=[], help="explicit exclusion; wins over every entry (repeatable)")
@@ -237,10 +246,17 @@ def register(sub: argparse._SubParsersAction) -> None:
               "markers) without other work (runs.sync)", cmd_sync, actor=True)
     _run_arg(p)
 
-    validate = sub.add_parser("validate", help="check a hand-written seed record (config, run, lease, grant, ...)")
+    validate = sub.add_parser(
+        "validate", help="check a hand-written record (config, run, lease, grant, ...) before loopstate reads it",
+        description="Check a JSON record written by hand (or by another tool) against the shape loopstate reads, "
+                    "and say every field that is wrong. Nothing is written.",
+        epilog="examples:\n  loopstate validate config .loopstate/config.json\n"
+               "  loopstate validate evidence evidence.json     # the file `loopstate run evidence add` takes\n"
+               "  loopstate validate route route.json           # the file `loopstate run route select` takes",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     # Not argparse choices: an unknown kind is refused like any bad input (exit 1, the kinds listed).
     validate.add_argument("kind", metavar="KIND", help="one of: " + ", ".join(KINDS))
-    validate.add_argument("file")
+    validate.add_argument("file", metavar="FILE", help="the JSON record")
     validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     validate.set_defaults(func=cmd_validate)
 
@@ -255,7 +271,9 @@ def _verb(sub, name: str, help_: str, func, *, actor: bool = False, lease: bool 
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(p)
     if actor:
-        p.add_argument("--harness", choices=HARNESSES, default="manual")
+        p.add_argument("--host", "--harness", dest="harness", choices=HOSTS, default="manual", metavar="HOST",
+                       help=f"the agent host acting: {', '.join(h for h in HOSTS if h != 'claude_code')} (default "
+                       "manual; `claude` as `loopstate setup --host` names it, recorded as claude_code)")
         p.add_argument("--actor", default=None, help="actor label (default: your user name)")
         bind = (" and binds that host session to the run: its hooks (PreToolUse) then enforce the run's lease and "
                 "budgets, as LOOPSTATE_RUN would") if name in ("create", "acquire") else ""
@@ -330,7 +348,7 @@ class _Session:
 def _actor(args: argparse.Namespace) -> dict[str, str]:
     import getpass  # here: only commands that name an actor need it (it loads termios)
 
-    return {"harness": args.harness, "actor": args.actor or getpass.getuser(), "session_id": args.session or "cli"}
+    return {"harness": HOST_RECORDED.get(args.harness, args.harness), "actor": args.actor or getpass.getuser(), "session_id": args.session or "cli"}
 
 
 def _bind_session(args: argparse.Namespace, session: _Session, run_id: str) -> None:
@@ -429,9 +447,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         used = row["budgets"]
         mutations = f"{used['mutations'][0]}/{used['mutations'][1]}"
         seconds = f"{int(used['duration_seconds'][0])}/{used['duration_seconds'][1]}"
-        print(f"{row['run_id'][:8]}  {row['status']:<18} {row['stage'] or '-':<10} {(row['owner'] or '-')[:14]:<14} "
+        print(f"{row['run_id'][:8]}  {_status_colour(row['status']):<18} {row['stage'] or '-':<10} {(row['owner'] or '-')[:14]:<14} "
               f"{mutations:>9} {seconds:>11}  {row['objective']}")
     return 0
+
+
+def _status_colour(status: str) -> str:
+    """A run's status, coloured on a terminal (cli/terminal.paint): green active, yellow waiting, red ended badly.
+    Padded before painting, so the columns line up with or without colour."""
+    from loopstate.cli.terminal import paint
+
+    style = {"active": "green", "completed": "green", "ready": "yellow", "paused": "yellow", "blocked": "yellow",
+             "failed": "red", "halted": "red", "cancelled": "red"}.get(status)
+    padded = f"{status:<18}"
+    return paint(padded, style) if style else padded
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -493,7 +522,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     session = _Session(args)
     run_id = session.run_id()
     outcome = session.execute(Heartbeat(run_id=run_id, **session.lease(run_id)))
-    return _report(args, outcome, "renewed" if outcome.events else "alive (coalesced: the lease needs no renewal yet)")
+    return _report(args, outcome, "renewed" if outcome.events else "alive (the lease needs no renewal yet: nothing written)")
 
 
 def cmd_transition(args: argparse.Namespace) -> int:

@@ -77,10 +77,21 @@ def cmd_setup(args: argparse.Namespace) -> int:
     trust = _codex_trust_consent(args, host)
     if args.setup_verb == "plan":
         plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
+        # Without the MCP SDK, apply leaves the MCP entry out; the plan still shows it, and how to get it.
+        with_mcp = (setup.make_plan(places, host, args.scope, executable, mcp=True, trust=trust)
+                    if args.mcp is None and not mcp else None)
         if args.json:
-            emit_json(plan.to_dict())
+            emit_json({**plan.to_dict(), "mcp_available": mcp or args.mcp is not None,
+                       "with_mcp_extra": with_mcp.to_dict() if with_mcp is not None else None})
         else:
             _print_plan(plan)
+            if with_mcp is not None:
+                print(f"\nThe MCP server entry is left out: `loopstate mcp` needs the MCP SDK, which is not installed "
+                      f"here. Install it with `pip install 'loopstate[mcp]'` (in loopstate's environment); then "
+                      f"`loopstate setup apply --host {host.name}` also writes this:")
+                planned = {f.target.path: f.after for f in plan.files}
+                for f in [f for f in with_mcp.files if planned.get(f.target.path) != f.after]:
+                    sys.stdout.write(f.diff())
         return 0
     plan = setup.make_plan(places, host, args.scope, executable, mcp=mcp, trust=trust)
     done = None
@@ -188,10 +199,29 @@ def _uninstall(args, setup, places, host) -> int:
     return 0
 
 
+PROGRESS_WIDTH = 79
+
+
+def _doctor_progress():
+    """On a terminal's stderr, one line that says which host is being checked (each takes a few seconds)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(host: str, index: int, total: int) -> None:
+        # Plain text and a carriage return: stderr on a terminal shows escape sequences as text (cli/terminal.py).
+        line = f"loopstate doctor: checking {host} ({index + 1}/{total}): running its hooks and probes..."
+        sys.stderr.write("\r" + line[:PROGRESS_WIDTH].ljust(PROGRESS_WIDTH))
+        sys.stderr.flush()
+
+    return show
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from loopstate.install import doctor
 
-    report = doctor.run(_places(args, need_project=True), args.host)
+    report = doctor.run(_places(args, need_project=True), args.host, progress=_doctor_progress())
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * PROGRESS_WIDTH + "\r")  # the progress line, cleared before the report
     if args.json:
         emit_json(report.to_dict())
     else:

@@ -73,3 +73,94 @@ def neutralize_terminals() -> None:
             continue
         if tty and not isinstance(stream, Neutralized):
             setattr(sys, name, Neutralized(stream, table))
+
+
+# --- colour and paging: for a person at a terminal only ----------------------------------
+
+_STYLES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+_SGR = "\x00sgr:"  # in a Neutralized stream: a style to emit as such, written by ``paint`` only
+
+
+def colour_on(stream: TextIO) -> bool:
+    """Colour is for a terminal: never into a pipe or a file, never when NO_COLOR is set (to anything, as
+    no-color.org says), nor for TERM=dumb."""
+    import os
+
+    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    return isinstance(stream, Neutralized)
+
+
+def paint(text: str, style: str, stream: TextIO | None = None) -> str:
+    """``text`` in ``style`` when ``stream`` (default stdout) takes colour, else ``text`` unchanged.
+
+    The style travels as a marker that only a Neutralized stream turns into an escape sequence, so the
+    text itself (a claim's statement, a run's objective) still cannot drive the terminal.
+    """
+    stream = sys.stdout if stream is None else stream
+    if not colour_on(stream):
+        return text
+    return f"{_SGR}{_STYLES[style]}\x00{text}{_SGR}0\x00"
+
+
+_MARK = re.compile("\x00sgr:([0-9;]+)\x00")
+
+
+def _write_neutralized(self: Neutralized, text: str) -> int:
+    pieces = _MARK.split(text)
+    out = []
+    for index, piece in enumerate(pieces):
+        out.append(f"\x1b[{piece}m" if index % 2 else piece.translate(self._table))
+    self._stream.write("".join(out))
+    return len(text)
+
+
+Neutralized.write = _write_neutralized  # type: ignore[method-assign]
+
+
+PAGED_LINES_SLACK = 1  # the pager's own prompt line
+
+
+class Paged:
+    """Collects a command's stdout on a terminal, then shows it through a pager when it is taller than the
+    terminal (``$PAGER``, else ``less``; ``LESS`` as the user set it, else FRX: quit when it fits, keep
+    colours, leave the text on screen). Never in a pipe, never under --json (``paged_stdout`` decides)."""
+
+    def __init__(self, terminal: Neutralized) -> None:
+        import io
+
+        self.terminal = terminal
+        self.buffer = io.StringIO()
+        self.stream = Neutralized(self.buffer, terminal._table)
+
+    def finish(self) -> None:
+        import os
+        import shlex
+        import shutil
+        import subprocess
+
+        text = self.buffer.getvalue()
+        rows = shutil.get_terminal_size((80, 24)).lines
+        pager = os.environ.get("PAGER", "less")
+        command = shlex.split(pager) if pager.strip() else []
+        if text.count("\n") + PAGED_LINES_SLACK <= rows or not command or shutil.which(command[0]) is None:
+            self.terminal._stream.write(text)
+            self.terminal._stream.flush()
+            return
+        env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+        try:
+            subprocess.run(command, input=text, text=True, env=env, check=False)
+        except (OSError, KeyboardInterrupt):
+            self.terminal._stream.write(text)
+
+
+def paged_stdout(wanted: bool) -> Paged | None:
+    """When ``wanted`` (a long human listing) and stdout is a terminal: stdout collected for the pager."""
+    import os
+
+    stdout = sys.stdout
+    if not wanted or not isinstance(stdout, Neutralized) or os.environ.get("LOOPSTATE_NO_PAGER"):
+        return None
+    paged = Paged(stdout)
+    sys.stdout = paged.stream  # type: ignore[assignment]
+    return paged

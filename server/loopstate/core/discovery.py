@@ -26,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from loopstate.core.adopted import is_known
 from loopstate.core.paths import project_id_for, resolve_data_dir
 
 EXPLICIT = "explicit"
@@ -70,7 +71,7 @@ def discover_root(start: str, data_dir: Path | None = None) -> ProjectRoot:
     chain = _ancestors(here)
     projects = (resolve_data_dir() if data_dir is None else Path(data_dir)) / "projects"
     for folder in chain:
-        if os.path.isdir(projects / project_id_for(folder)):
+        if is_known(projects, project_id_for(folder)):  # its own store, or one it adopted (core/adopted.py)
             return ProjectRoot(folder, PROJECT)
     for folder in chain:
         if os.path.lexists(os.path.join(folder, ".git")):
@@ -86,7 +87,7 @@ def enclosing_projects(root: str, data_dir: Path | None = None) -> list[str]:
     """
     projects = (resolve_data_dir() if data_dir is None else Path(data_dir)) / "projects"
     return [folder for folder in _ancestors(os.path.realpath(root))[1:]
-            if os.path.isdir(projects / project_id_for(folder))]
+            if is_known(projects, project_id_for(folder))]
 
 
 def resolve_root(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,

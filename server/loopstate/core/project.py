@@ -25,6 +25,7 @@ from pathlib import Path
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, safefs
+from loopstate.core.adopted import adopted_id
 from loopstate.core.errors import LoopstateError
 from loopstate.core.lock import DEFAULT_TIMEOUT, StoreLock
 from loopstate.core.paths import canonical_root, project_id_for, resolve_data_dir
@@ -48,8 +49,9 @@ class Project:
 
     def __init__(self, root: str | os.PathLike[str], *, data_dir: Path | None = None, lock_timeout: float = DEFAULT_TIMEOUT) -> None:
         self.root = canonical_root(root)
-        self.project_id = project_id_for(self.root)
         self.data_dir = Path(data_dir) if data_dir is not None else resolve_data_dir()
+        # A root that adopted a moved or re-cloned project carries that project's id (core/adopted.py).
+        self.project_id = adopted_id(self.data_dir, project_id_for(self.root))
         self.dir = self.data_dir / "projects" / self.project_id
         self.lock_timeout = lock_timeout
         self._ensured: tuple[int, int] | None = None

@@ -23,7 +23,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
@@ -555,9 +555,14 @@ def _record(places: Places, report: HostReport) -> str:
     return str(path)
 
 
-def run(places: Places, only: list[str] | None) -> Report:
+def run(places: Places, only: list[str] | None, progress: Callable[[str, int, int], None] | None = None) -> Report:
+    """Every host's report; ``progress(host, index, total)`` is told before each host is checked (its probes
+    take seconds: the CLI shows it on a terminal)."""
     reports, problems = [], []
-    for name in only or HOSTS:
+    names = list(only or HOSTS)
+    for index, name in enumerate(names):
+        if progress is not None:
+            progress(name, index, len(names))
         report = check_host(HOSTS[name], places, asked=bool(only))
         if report is not None:
             report.recorded = _record(places, report)

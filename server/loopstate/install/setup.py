@@ -210,7 +210,7 @@ def installs_lock(places: Places):
 
 
 def save_receipt(places: Places, receipt: dict[str, Any]) -> None:
-    """Checked by the seed's validator before it is written (a receipt uninstall cannot trust is never kept)."""
+    """Checked by the record validator before it is written (a receipt uninstall cannot trust is never kept)."""
     import json
 
     validate("install_receipt", receipt)
@@ -219,7 +219,7 @@ def save_receipt(places: Places, receipt: dict[str, Any]) -> None:
 
 
 def load_receipts(places: Places) -> list[dict[str, Any]]:
-    """Every receipt in the data dir, checked by the seed's validator, oldest first."""
+    """Every receipt in the data dir, checked by the record validator, oldest first."""
     folder = _installs(places)
     if not folder.is_dir():
         return []
@@ -400,7 +400,7 @@ def apply(places: Places, plan: Plan, *, approve: bool) -> dict[str, Any] | None
     receipt_id = str(uuid.uuid4())
     operations, backups = [], []
     for f in plan.files:
-        if f.noop:  # seed 002's skip: looked at, left as it was, nothing to undo
+        if f.noop:  # the-loop's skip rule: looked at, left as it was, nothing to undo
             operations.append({**rc.file_operation(f.target.relative, f.source, f.before, f.after),
                                "action": "skip", "rollback_action": "none"})
             continue

@@ -168,7 +168,7 @@ try {
   await check("a claim and a todo added by another process reach the status item and the tree without input", async () => {
     await page.click(ITEM); // opens the panel (the item's command); the trees are then visible
     await waitForText("Write the parser", "the Goals tree's first todo");
-    const [task] = JSON.parse(cli("intent", "tasks", "--json"));
+    const [task] = JSON.parse(cli("intent", "tasks", "--json")).tasks;
     cli("intent", "add", "--facet", "hard_constraint", task.task_id, "Keep the public API stable");
     cli("goals", "add", "main", "Document the old format", "--priority", "P1");
     await waitForItem((text) => text.includes("2 claims"), "2 claims");
@@ -312,7 +312,7 @@ try {
     const [pid, ...others] = ourServers();
     if (pid === undefined || others.length > 0) throw new Error(`expected one loopstate serve, found ${[pid, ...others]}`);
     process.kill(pid, "SIGKILL");
-    const [task] = JSON.parse(cli("intent", "tasks", "--json"));
+    const [task] = JSON.parse(cli("intent", "tasks", "--json")).tasks;
     cli("intent", "add", "--facet", "unknown", "--status", "unknown", task.task_id, "Which encodings appear?");
     await waitForItem((text) => text.includes("4 claims"), "4 claims after the restart");
     const now = ourServers();

@@ -49,7 +49,7 @@ describe("the live view of a project", () => {
     const state = () => live.project(store.folder)!;
     expect(summarize(state(), "proj").text).toBe("$(pulse) run ready 0% · 1 claim");
 
-    const [task] = JSON.parse(store.cli("intent", "tasks", "--json"));
+    const [task] = JSON.parse(store.cli("intent", "tasks", "--json")).tasks;
     store.cli("intent", "add", "--facet", "hard_constraint", task.task_id, "Keep the public API stable");
     await changeWhere((l) => live.onDidChange(l), () => state().intent?.active_count === 2);
     store.cli("goals", "add", "main", "Document the old format", "--priority", "P1");
@@ -73,7 +73,7 @@ describe("the live view of a project", () => {
     live.detach("loopstate serve exited");
     expect(live.project(store.folder)!.problem).toBe("loopstate serve exited");
 
-    const [task] = JSON.parse(store.cli("intent", "tasks", "--json"));
+    const [task] = JSON.parse(store.cli("intent", "tasks", "--json")).tasks;
     store.cli("intent", "add", task.task_id, "Added while the server was down");
 
     const replacement = startServer(store);
