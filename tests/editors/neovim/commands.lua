@@ -34,6 +34,7 @@ H.wait_for('the log', function() return scratch('loopstate://log/goals.release')
 H.record('log', scratch('loopstate://log/goals.release'))
 H.record('log_completion', vim.fn.getcompletion('LoopStateLog ', 'cmdline'))
 -- No run in this project: the kill switch is set all the same (through the CLI's `run stop`).
+vim.cmd.edit('notes.txt') -- back to the project's file, whose statusline is the project's
 H.answer({ 'Stop all runs' })
 vim.cmd('LoopStateStop')
 H.wait_for('the statusline to show halted', function() return loopstate.statusline():find('HALTED', 1, true) end)

@@ -1,17 +1,12 @@
 --- The loopstate CLI, run asynchronously (vim.system) for what the sidecar protocol does not
---- carry: which project a directory belongs to, the lists of runs and goals, verify and log.
+--- carry: the lists of runs and goals, verify and log.
 local config = require('loopstate.config')
 
 local M = {}
 
 --- Why the command line cannot start, or nil when its program is executable.
 function M.missing(cmd)
-  local program = cmd[1]
-  if vim.fn.executable(program) == 1 then
-    return nil
-  end
-  return ('loopstate: the server command `%s` is not executable (not found, or not on PATH). '
-    .. 'Install loopstate (`pip install loopstate`) or point setup{cmd = {...}} at it.'):format(program)
+  return require('loopstate.client').missing(cmd)
 end
 
 local function env()
@@ -50,35 +45,6 @@ function M.run(args, opts, on_done)
   if not ok then
     vim.schedule(function() on_done(('loopstate: cannot run `%s`: %s'):format(cmd[1], err)) end)
   end
-end
-
---- Directory -> resolved root ({root, how, reason, project_id, exists, store}): one CLI call per
---- directory, shared by every caller that asks while it runs, then cached.
-local roots, waiting = {}, {}
-
-function M.resolve_root(dir, on_done)
-  if roots[dir] then
-    return on_done(nil, roots[dir])
-  end
-  if waiting[dir] then
-    return table.insert(waiting[dir], on_done)
-  end
-  waiting[dir] = { on_done }
-  M.run({ 'root', dir, '--json' }, { cwd = dir, json = true }, function(err, info)
-    local callbacks = waiting[dir]
-    waiting[dir] = nil
-    if not err then
-      roots[dir] = info
-    end
-    for _, cb in ipairs(callbacks) do
-      cb(err, not err and info or nil)
-    end
-  end)
-end
-
---- Forget cached roots (a project created since may now be the nearest).
-function M.forget_roots()
-  roots = {}
 end
 
 return M

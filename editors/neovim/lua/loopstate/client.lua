@@ -1,9 +1,11 @@
 --- One `loopstate serve` per project root, started with vim.lsp.start and shared by every
---- buffer of that project; the subscriptions it keeps (the intent snapshot, the runs, the goal
---- boards) and their latest projections; restart with backoff after a crash, resubscribing
---- with `since` from the last head seen so nothing is missed.
+--- buffer of that project; which buffer belongs to which project (each to one at most, whatever
+--- the order of events); the subscriptions it keeps (the intent snapshot, the runs, the goal
+--- boards) and their latest projections; an initialize timeout; restart with backoff after a
+--- crash, resubscribing with `since` from the last head seen so nothing is missed; one message
+--- per fault. Loading this module loads no part of vim.lsp: that happens at the first start.
 local config = require('loopstate.config')
-local cli = require('loopstate.cli')
+local roots = require('loopstate.root')
 local discovery = require('loopstate.discovery')
 
 local M = {}
@@ -49,6 +51,7 @@ end
 -- Neovim 0.11 made the client's functions methods (the dot form is deprecated there); 0.10
 -- has only the dot form. These two calls are the only ones the plugin makes on a client.
 local METHODS = vim.fn.has('nvim-0.11') == 1
+M.METHODS = METHODS
 
 local function client_request(lsp, method, params, handler)
   if METHODS then
@@ -57,11 +60,11 @@ local function client_request(lsp, method, params, handler)
   return lsp.request(method, params, handler)
 end
 
-local function client_stop(lsp)
+local function client_stop(lsp, force)
   if METHODS then
-    return lsp:stop()
+    return lsp:stop(force)
   end
-  return lsp.stop()
+  return lsp.stop(force)
 end
 
 --- The live LSP client of a project, or nil while it is down.
@@ -173,13 +176,32 @@ end)
 
 local start
 
+local function say(msg, level)
+  notify('loopstate: ' .. msg, level)
+end
+
+local function log_path()
+  return vim.lsp.get_log_path()
+end
+
+--- Why `cmd` cannot start, or nil when its program is executable.
+function M.missing(cmd)
+  if vim.fn.executable(cmd[1]) == 1 then
+    return nil
+  end
+  return ('loopstate: the server command `%s` is not executable (not found, or not on PATH). '
+    .. 'Install loopstate (`pip install loopstate`) or point setup{cmd = {...}} at it.'):format(cmd[1])
+end
+
+-- A fault is said once: the first exit of a server that was running warns and restarts it;
+-- the attempts after it are silent (the statusline shows them) and giving up is one error.
 local function schedule_restart(project, why)
   local limits = config.options.restart
   project.attempts = project.attempts + 1
   if project.attempts > limits.max_attempts then
     project.status, project.error = 'failed', ('%s; gave up after %d restarts (:LoopStateRestart tries again)'):format(
       why, limits.max_attempts)
-    notify('loopstate: ' .. project.error, vim.log.levels.ERROR)
+    say(project.error, vim.log.levels.ERROR)
     return changed(project)
   end
   local delay = math.min(limits.initial_ms * 2 ^ (project.attempts - 1), limits.max_ms)
@@ -193,22 +215,38 @@ local function schedule_restart(project, why)
   end, delay)
 end
 
-local function on_exit(project, code, signal)
+local function forget_client(project)
   by_client[project.client_id or -1] = nil
   project.client_id = nil
   project.by_sub = {}
   for _, entry in pairs(project.topics) do
     entry.sub_id, entry.pending = nil, false
   end
-  if project.closed or project.stopping then
-    if project.status ~= 'failed' then -- a refused server (wrong protocol) keeps saying why
+end
+
+--- The server of `project` (started as generation `gen`) exited with `code` and `signal`.
+local function on_exit(project, gen, code, signal)
+  if gen ~= project.generation then
+    return -- a server this project no longer uses (stopped for a restart)
+  end
+  if project.init_timer then
+    project.init_timer:stop()
+    project.init_timer:close()
+    project.init_timer = nil
+  end
+  local was = project.status
+  forget_client(project)
+  if project.closed or project.stopping or was == 'failed' then
+    if was ~= 'failed' then -- a refused or timed-out server keeps saying why
       project.status = 'stopped'
     end
     return changed(project)
   end
   local why = ('the server exited (status %s%s; its stderr is in %s)'):format(code,
-    signal ~= 0 and (', signal ' .. signal) or '', vim.lsp.log.get_filename())
-  notify(('loopstate: %s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
+    signal ~= 0 and (', signal ' .. signal) or '', log_path())
+  if was == 'running' then
+    say(('%s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
+  end
   schedule_restart(project, why)
 end
 
@@ -224,65 +262,113 @@ local function check_version(result)
       advertised, M.PROTOCOL)
   end
 end
+M.check_version = check_version
+
+--- A refusal that no restart would mend: said once, the server stopped, not restarted.
+local function fail(project, client, why)
+  project.status, project.error = 'failed', why
+  say(why, vim.log.levels.ERROR)
+  if client then
+    client_stop(client, true)
+  end
+  changed(project)
+end
+
+--- The `cmd` of vim.lsp.start as a function: the same process through vim.lsp.rpc, except that
+--- the exit is reported here, once, by the plugin (with the real status and where the server's
+--- stderr is), and Neovim's client is told of a clean exit so it adds no second warning.
+local function transport(project, gen)
+  local cmd, env = config.options.cmd, config.options.cmd_env
+  return function(dispatchers)
+    return vim.lsp.rpc.start(cmd, {
+      notification = dispatchers.notification,
+      server_request = dispatchers.server_request,
+      on_error = dispatchers.on_error,
+      on_exit = function(code, signal)
+        vim.schedule(function() on_exit(project, gen, code, signal) end)
+        dispatchers.on_exit(0, 0)
+      end,
+    }, { cwd = project.root, env = env })
+  end
+end
+
+local function on_init(project, gen, client, result)
+  if gen ~= project.generation then
+    return
+  end
+  if project.init_timer then
+    project.init_timer:stop()
+    project.init_timer:close()
+    project.init_timer = nil
+  end
+  if project.status ~= 'starting' then
+    return -- timed out meanwhile; the server is being stopped
+  end
+  local wrong = check_version(result)
+  if wrong then
+    return fail(project, client, wrong)
+  end
+  project.init_result = result
+  project.server_version = result.serverInfo and result.serverInfo.version
+  project.protocol = result.capabilities.experimental.loopstate.protocolVersion
+  project.status, project.error, project.attempts = 'running', nil, 0
+  for topic in pairs(project.topics) do
+    M.follow(project, topic)
+  end
+  discovery.discover(project)
+  discovery.watch(project)
+  for buf in pairs(project.buffers) do
+    M.attach_lsp(project, buf)
+  end
+  changed(project)
+end
 
 start = function(project)
-  local missing = cli.missing(config.options.cmd)
+  local cmd = config.options.cmd
+  local missing = M.missing(cmd)
   if missing then
     project.status, project.error = 'missing', missing
     notify(missing, vim.log.levels.ERROR)
     return changed(project)
   end
+  project.generation = project.generation + 1
+  local gen = project.generation
   project.status = 'starting'
   local id = vim.lsp.start({
     name = 'loopstate',
-    cmd = config.options.cmd,
-    cmd_env = config.options.cmd_env,
+    cmd = transport(project, gen),
     root_dir = project.root,
     handlers = { ['loopstate/changed'] = on_changed, ['loopstate/streamError'] = on_stream_error },
-    on_init = function(client, result)
-      local wrong = check_version(result)
-      if wrong then
-        project.status, project.error = 'failed', wrong
-        project.stopping = true
-        notify('loopstate: ' .. wrong, vim.log.levels.ERROR)
-        client_stop(client)
-        return changed(project)
-      end
-      project.server_version = result.serverInfo and result.serverInfo.version
-      project.protocol = result.capabilities.experimental.loopstate.protocolVersion
-      project.status, project.error, project.attempts = 'running', nil, 0
-      for topic in pairs(project.topics) do
-        M.follow(project, topic)
-      end
-      discovery.discover(project)
-      discovery.watch(project)
-      for buf in pairs(project.buffers) do
-        if vim.api.nvim_buf_is_loaded(buf) then
-          vim.lsp.buf_attach_client(buf, client.id)
-        end
-      end
-      changed(project)
-    end,
-    on_exit = function(code, signal)
-      vim.schedule(function() on_exit(project, code, signal) end)
-    end,
+    on_init = function(client, result) on_init(project, gen, client, result) end,
   }, { attach = false, silent = true, reuse_client = function() return false end })
   if not id then
-    return schedule_restart(project, ('`%s` could not be started'):format(table.concat(config.options.cmd, ' ')))
+    return schedule_restart(project, ('`%s` could not be started'):format(table.concat(cmd, ' ')))
   end
   project.client_id = id
   by_client[id] = project
+  -- A command that never answers `initialize` (not loopstate, or hung) must not leave the
+  -- project `starting` for ever: after start_timeout_ms it is stopped and the user told once.
+  local timeout = config.options.start_timeout_ms
+  project.init_timer = vim.uv.new_timer()
+  project.init_timer:start(timeout, 0, vim.schedule_wrap(function()
+    if gen ~= project.generation or project.status ~= 'starting' then
+      return
+    end
+    fail(project, vim.lsp.get_client_by_id(id), ('`%s` did not answer `initialize` within %.1f s: is it really '
+      .. '`loopstate serve`? Fix setup{cmd = ...} (its stderr is in %s), then :LoopStateRestart'):format(
+      table.concat(cmd, ' '), timeout / 1000, log_path()))
+  end))
   changed(project)
 end
 
---- The project of `root` (resolved), started on first use.
+--- The project of a resolved root ({root, store}), started on first use.
 function M.project(info)
   local project = M.projects[info.root]
   if project then
     return project
   end
   project = {
-    root = info.root, store = info.store, status = 'new', version = 0, attempts = 0,
+    root = info.root, store = info.store, status = 'new', version = 0, attempts = 0, generation = 0,
     topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {},
   }
   M.projects[info.root] = project
@@ -291,46 +377,127 @@ function M.project(info)
   return project
 end
 
---- Resolve the project of `buf` and start or reuse its server; on_done(err, project).
-function M.attach(buf, on_done)
-  on_done = on_done or function() end
-  local name = vim.api.nvim_buf_get_name(buf)
-  local dir = (vim.bo[buf].buftype == '' and name ~= '') and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd()
-  if not vim.uv.fs_stat(dir) then
-    dir = vim.fn.getcwd()
+-- buffers ---------------------------------------------------------------------------------
+
+-- buf -> {root, name}: the project a buffer belongs to, and the name it had when that was
+-- decided. A buffer belongs to one project at most; a new name (`:file`, `:saveas`, an empty
+-- buffer reused by `:edit`) is decided afresh, and the buffer leaves its old project first.
+local membership = {}
+
+--- Attach `buf` to the project's client when both are ready (vim.lsp ignores a repeat).
+function M.attach_lsp(project, buf)
+  local client = M.lsp(project)
+  local member = membership[buf]
+  if client and project.status == 'running' and member and member.root == project.root
+    and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '' then
+    vim.lsp.buf_attach_client(buf, client.id)
   end
-  cli.resolve_root(dir, function(err, info)
-    if err then
-      -- Said once per distinct failure, and this buffer is not tried again at every BufEnter.
-      if vim.api.nvim_buf_is_valid(buf) then
-        vim.b[buf].loopstate_error = err
-      end
-      if M.last_error ~= err then
-        M.last_error = err
-        notify(err, vim.log.levels.ERROR)
-      end
-      return on_done(err)
-    end
-    if not vim.api.nvim_buf_is_valid(buf) then
-      return on_done('the buffer is gone')
-    end
-    local project = M.project(info)
-    vim.b[buf].loopstate_root = project.root
-    if vim.bo[buf].buftype == '' then
-      project.buffers[buf] = true
-      local client = M.lsp(project)
-      if client and project.status == 'running' then
-        vim.lsp.buf_attach_client(buf, client.id)
-      end
-    end
-    on_done(nil, project)
-  end)
 end
 
---- The project the current buffer belongs to, if it has been resolved.
+local function leave(buf)
+  local member = membership[buf]
+  if not member then
+    return
+  end
+  membership[buf] = nil
+  local project = M.projects[member.root]
+  if project then
+    project.buffers[buf] = nil
+    local client = M.lsp(project)
+    if client and vim.api.nvim_buf_is_valid(buf) and vim.lsp.buf_is_attached(buf, client.id) then
+      vim.lsp.buf_detach_client(buf, client.id)
+    end
+  end
+end
+
+local function join(buf, project)
+  local name = vim.api.nvim_buf_get_name(buf)
+  local member = membership[buf]
+  if member and member.root == project.root then
+    member.name = name
+    return
+  end
+  leave(buf)
+  membership[buf] = { root = project.root, name = name }
+  project.buffers[buf] = true
+  M.attach_lsp(project, buf)
+end
+
+--- Called as buffers are entered or renamed: a named file buffer whose project already has a
+--- store (or whose project runs already, after a command there) joins that project's server;
+--- anything else (no project, a plain git work tree, a special buffer, $HOME) starts nothing.
+function M.auto(buf)
+  if not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local member = membership[buf]
+  local name = vim.api.nvim_buf_get_name(buf)
+  if member and member.name == name then
+    return
+  end
+  local dir = roots.folder_of(buf)
+  local info = dir and roots.find(dir)
+  if not info or info.refused then
+    return leave(buf)
+  end
+  local running = M.projects[info.root]
+  if info.how == 'project' or (running and not running.closed) then
+    return join(buf, M.project(info))
+  end
+  leave(buf)
+end
+
+--- For a command: the project of `buf` (of the current directory for a buffer that is not a
+--- file), started if need be. A plain git work tree is a project from the first command on;
+--- a folder in neither is refused, as are $HOME and a folder holding the data dir.
+--- Returns project, nil, and whether this call created it; or nil and why.
+function M.for_command(buf)
+  local current = M.lookup(buf)
+  if current then
+    return current
+  end
+  local dir = roots.folder_of(buf) or vim.fn.getcwd()
+  local info, why = roots.find(dir)
+  if not info then
+    return nil, 'loopstate: ' .. why
+  end
+  if info.refused then
+    return nil, 'loopstate: ' .. info.refused
+  end
+  if info.how == 'cwd' and not M.projects[info.root] then
+    return nil, ('loopstate: %s is in no loopstate project and no git work tree; open a file of a project '
+      .. '(or :cd into one), or create one there with the CLI (`loopstate intent start`)'):format(dir)
+  end
+  local fresh = M.projects[info.root] == nil
+  local project = M.project(info)
+  join(buf, project)
+  return project, nil, fresh
+end
+
+--- The project the buffer belongs to (as its current name says), or nil.
 function M.current(buf)
-  local root = vim.b[buf or 0].loopstate_root
-  return root and M.projects[root] or nil
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local member = membership[buf]
+  if member and member.name == vim.api.nvim_buf_get_name(buf) then
+    return M.projects[member.root]
+  end
+end
+
+--- The project a command or a completion in `buf` means, if it runs already: the buffer's own,
+--- or for a buffer that is not a file (a float, a scratch buffer) the current directory's.
+function M.lookup(buf)
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local own = M.current(buf)
+  if own or roots.folder_of(buf) then
+    return own
+  end
+  local info = roots.find(vim.fn.getcwd())
+  return info and M.projects[info.root] or nil
+end
+
+--- Forget a wiped buffer.
+function M.forget(buf)
+  leave(buf)
 end
 
 --- Stop a project's server (no restart) and start it afresh.
@@ -341,8 +508,13 @@ function M.restart(project)
     project.stopping = true
     client_stop(client)
     vim.wait(2000, function() return project.client_id == nil end)
+    if project.client_id then
+      client_stop(client, true)
+      forget_client(project)
+    end
   end
   project.stopping = false
+  project.status = 'stopped'
   start(project)
 end
 

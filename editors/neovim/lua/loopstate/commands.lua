@@ -18,21 +18,28 @@ local function say(msg, level)
   vim.notify(msg, level or vim.log.levels.INFO, { title = 'loopstate' })
 end
 
---- The project of the current buffer, attaching it first when needed; fn(project).
+--- The project of the current buffer (started by this command in a plain git work tree), once
+--- its server runs (or has failed, which the server's status then says); fn(project).
 local function with_project(fn)
-  local project = client.current(0)
-  if project then
-    return fn(project)
+  local project, why, fresh = client.for_command(vim.api.nvim_get_current_buf())
+  if not project then
+    return say(why, vim.log.levels.ERROR)
   end
-  client.attach(vim.api.nvim_get_current_buf(), function(err, found)
-    if err then
-      return say(err, vim.log.levels.ERROR)
+  local before = project.status
+  if project.status ~= 'running' then
+    vim.wait(config.options.start_timeout_ms + 1000, function()
+      return project.status ~= 'starting' and project.status ~= 'new'
+    end)
+  end
+  if project.status ~= 'running' then
+    -- A start that failed during this command has said why already (one message per fault).
+    if not (fresh or before == 'starting' or before == 'new') then
+      say(('loopstate: the server of %s is %s%s'):format(project.root, project.status,
+        project.error and (': ' .. project.error) or ''), vim.log.levels.ERROR)
     end
-    if found.status ~= 'running' then
-      vim.wait(10000, function() return found.status ~= 'starting' and found.status ~= 'new' end)
-    end
-    fn(found)
-  end)
+    return
+  end
+  fn(project)
 end
 
 local function done_or_error(what)
@@ -155,6 +162,7 @@ function M.stop()
 end
 
 --- :LoopStateBoard GOAL: the goal's board in a float, live (the goal is followed from now on).
+--- A goal the project does not have is refused (and so never offered in completion).
 function M.board(goal_id)
   with_project(function(project)
     local function show(goal)
@@ -168,11 +176,18 @@ function M.board(goal_id)
         return lines
       end)
     end
-    if goal_id and goal_id ~= '' then
-      return show(goal_id)
+    if not project.discovered then
+      vim.wait(10000, function() return project.discovered or project.status ~= 'running' end)
     end
     local goals = vim.tbl_keys(project.goals)
     table.sort(goals)
+    if goal_id and goal_id ~= '' then
+      if not project.goals[goal_id] then
+        return say(('loopstate: %s has no goal %q (%s)'):format(project.root, goal_id,
+          #goals > 0 and ('its goals: ' .. table.concat(goals, ', ')) or 'it has no goal yet'), vim.log.levels.ERROR)
+      end
+      return show(goal_id)
+    end
     if #goals == 0 then
       return say('loopstate: this project has no goals yet (:LoopStateBoard GOAL names one)', vim.log.levels.WARN)
     end
@@ -184,12 +199,17 @@ function M.board(goal_id)
   end)
 end
 
---- Goal ids for completion.
-function M.goal_ids()
-  local project = client.current(0)
+local function matching(names, lead)
+  lead = lead or ''
+  return vim.tbl_filter(function(name) return vim.startswith(name, lead) end, names)
+end
+
+--- Goal ids for completion: the project's own goals (none before its server has listed them).
+function M.goal_ids(lead)
+  local project = client.lookup(0)
   local ids = project and vim.tbl_keys(project.goals) or {}
   table.sort(ids)
-  return ids
+  return matching(ids, lead)
 end
 
 --- :LoopStateGate: pick an open gate of any followed goal, decide it (approve, reject, defer).
@@ -264,8 +284,8 @@ function M.log(stream)
 end
 
 --- Stream names for :LoopStateLog completion.
-function M.stream_names()
-  local project = client.current(0)
+function M.stream_names(lead)
+  local project = client.lookup(0)
   if not project then
     return {}
   end
@@ -277,7 +297,7 @@ function M.stream_names()
     table.insert(names, 'goals.' .. goal_id)
   end
   table.sort(names)
-  return names
+  return matching(names, lead)
 end
 
 function M.restart()

@@ -4,13 +4,16 @@ local M = {}
 M.defaults = {
   -- The sidecar: `loopstate serve` over stdio (any LSP-style command line).
   cmd = { 'loopstate', 'serve' },
-  -- The CLI, for what the protocol does not carry (root discovery, listing runs and goals,
-  -- verify, log). Default: `cmd` without its trailing `serve`.
+  -- The CLI, for what the protocol does not carry (listing runs and goals, verify, log).
+  -- Default: `cmd` without its trailing `serve`.
   cli = nil,
   -- Extra environment for the server and the CLI (LOOPSTATE_DATA_DIR, say).
   cmd_env = nil,
-  -- Start a server when a buffer of a project is entered.
+  -- Start a server when a file of a project that has a store is entered.
   autostart = true,
+  -- How long a started server may take to answer `initialize` before it is stopped and the
+  -- user told (a `cmd` that is not loopstate, or hangs).
+  start_timeout_ms = 10000,
   -- Restart after a crash: the delay doubles from initial_ms up to max_ms; after max_attempts
   -- failures in a row the plugin gives up and says so (`:LoopStateRestart` tries again).
   restart = { initial_ms = 250, max_ms = 30000, max_attempts = 8 },
@@ -49,6 +52,9 @@ function M.apply(opts)
   end
   if opts.cmd and #opts.cmd == 0 then
     error('loopstate: setup{cmd = ...} is empty; give the server command, e.g. {"loopstate", "serve"}')
+  end
+  if opts.start_timeout_ms ~= nil and (type(opts.start_timeout_ms) ~= 'number' or opts.start_timeout_ms <= 0) then
+    error('loopstate: setup{start_timeout_ms = ...} must be a positive number of milliseconds', 3)
   end
   M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
   return M.options

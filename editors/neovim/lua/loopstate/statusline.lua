@@ -108,19 +108,43 @@ function M.render(project)
   return table.concat(parts, ' · ')
 end
 
---- The component: '' outside a loopstate project; otherwise the cached text of its project.
-function M.get(buf)
+--- The highlight group of a project's state.
+function M.group_of(project)
+  if project.status == 'missing' or project.status == 'failed' then
+    return 'LoopStateError'
+  end
+  if project.status ~= 'running' then
+    return 'LoopStateBusy'
+  end
+  local s = M.summary(project)
+  if s.halted then
+    return 'LoopStateHalted'
+  end
+  return s.errors > 0 and 'LoopStateError' or 'LoopStateOk'
+end
+
+--- The group of the current buffer's project, or nil outside one.
+function M.group(buf)
+  local project = client.current(buf)
+  return project and M.group_of(project) or nil
+end
+
+--- The component: '' outside a loopstate project; otherwise the cached text of its project
+--- (with opts.highlight, wrapped in its highlight group for a `%{%...%}` statusline).
+function M.get(buf, opts)
   local project = client.current(buf)
   if not project then
-    return vim.b[buf or 0].loopstate_error and 'LS: no server' or ''
+    return ''
   end
   local hit = cache[project.root]
-  if hit and hit.version == project.version then
-    return hit.text
+  if not (hit and hit.version == project.version) then
+    hit = { version = project.version, text = M.render(project), group = M.group_of(project) }
+    cache[project.root] = hit
   end
-  local text = M.render(project)
-  cache[project.root] = { version = project.version, text = text }
-  return text
+  if opts and opts.highlight then
+    return ('%%#%s#%s%%*'):format(hit.group, (hit.text:gsub('%%', '%%%%')))
+  end
+  return hit.text
 end
 
 local redraw_pending = false

@@ -175,7 +175,7 @@ local function fill(buf, lines)
   vim.bo[buf].modifiable = false
 end
 
---- A float that shows lines_fn(project), redrawn on every change; `q` closes it.
+--- A float that shows lines_fn(project), redrawn on every change; `q` and `<Esc>` close it.
 function M.float(project, title, lines_fn)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.bo[buf].bufhidden = 'wipe'
@@ -190,7 +190,14 @@ function M.float(project, title, lines_fn)
     col = math.floor((vim.o.columns - width) / 2),
   })
   vim.wo[win].wrap = false
-  vim.keymap.set('n', 'q', function() vim.api.nvim_win_close(win, true) end, { buffer = buf, nowait = true, desc = 'close' })
+  local function close()
+    if vim.api.nvim_win_is_valid(win) then
+      vim.api.nvim_win_close(win, true)
+    end
+  end
+  for _, key in ipairs({ 'q', '<Esc>' }) do
+    vim.keymap.set('n', key, close, { buffer = buf, nowait = true, desc = 'loopstate: close' })
+  end
   open[buf] = { project = project, lines_fn = lines_fn }
   vim.api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = function() open[buf] = nil end })
   return buf, win
@@ -211,7 +218,9 @@ function M.scratch(name, lines)
   vim.bo[buf].buftype, vim.bo[buf].bufhidden, vim.bo[buf].swapfile = 'nofile', 'wipe', false
   pcall(vim.api.nvim_buf_set_name, buf, name)
   fill(buf, lines)
-  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'close' })
+  for _, key in ipairs({ 'q', '<Esc>' }) do
+    vim.keymap.set('n', key, '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'loopstate: close' })
+  end
   return buf
 end
 
