@@ -50,6 +50,7 @@ def make_store(root: Path, tmp_path: Path) -> Path:
     """Make `root` a loopstate project: its store folder in the test's data dir (what a first write makes)."""
     from loopstate.core.project import Project
 
+    root.mkdir(parents=True, exist_ok=True)
     Project(root, data_dir=tmp_path / "data").ensure()
     return root
 
@@ -270,3 +271,45 @@ def test_halted_in_the_statusline_means_a_switch_stands_now(project: Path, tmp_p
         (project / ".loopstate" / "STOP").unlink()
     seen = run_script("lifted", project, tmp_path)
     assert seen["statusline"].startswith("LS HALTED ·" if not lifted else "LS · run halted_kill_switch"), seen
+
+
+def test_nothing_starts_outside_a_project_with_a_store(git_tree: Path, tmp_path: Path) -> None:
+    """No process, no watcher, not even vim.lsp, until a file of a project with a store is entered (counted)."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (git_tree / "src").mkdir()
+    store = make_store(tmp_path / "stored", tmp_path)
+    seen = run_script("quiet", plain, tmp_path, LOOPSTATE_NVIM_PLAIN=str(plain), LOOPSTATE_NVIM_GIT=str(git_tree),
+                      LOOPSTATE_NVIM_STORE=str(store))
+    for step in seen["quiet"]:
+        assert (step["spawned"], step["watchers"], step["children"]) == ([], 0, []), step
+        assert not step["lsp_loaded"] and not step["client_loaded"] and step["statusline"] == "", step
+    assert [step["what"] for step in seen["quiet"]][-1] == "a URL buffer"
+    # The control: the counting sees a server start. One `loopstate serve` for two files of the project.
+    control = seen["store"]
+    assert control["spawned"][:1] == ["loopstate serve"] and control["lsp_loaded"], control
+    assert len([c for c in control["children"] if c.endswith(" serve ")]) == 1, control
+    # A command in the plain git work tree started its server; a later file there joined it.
+    after = seen["git_after_command"]
+    assert [cmd for cmd in after["spawned"] if cmd == "loopstate serve"] == ["loopstate serve"] * 2, after
+    assert seen["git_readme_root"] == str(git_tree)
+    # A command in a folder that is in no project is refused, saying why, and starts nothing.
+    refused = seen["plain_command"]
+    assert refused["spawned"] == 0 and refused["message"]["level"] == 4
+    assert "is in no loopstate project and no git work tree" in refused["message"]["msg"]
+
+
+@pytest.mark.parametrize("order", ["before", "after"], ids=["before-initialize", "after-initialize"])
+@pytest.mark.parametrize("how", ["edit", "rename"])
+def test_a_buffer_that_changes_project_is_attached_to_one_server_in_any_order(
+    project: Path, tmp_path: Path, how: str, order: str,
+) -> None:
+    """Neovim started in project A; the buffer becomes a file of project B before or after A's server answers."""
+    other = make_store(tmp_path / "other", tmp_path)
+    seen = run_script("race", project, tmp_path, LOOPSTATE_NVIM_A=str(project), LOOPSTATE_NVIM_B=str(other),
+                      LOOPSTATE_NVIM_HOW=how, LOOPSTATE_NVIM_ORDER=order)["result"]
+    assert seen["a_status_at_change"] == ("starting" if order == "before" else "running")
+    assert seen["buffer_clients"] == [str(other)]  # one client, B's
+    assert seen["a_attached"] == [] and seen["a_buffers"] == []
+    assert len(seen["b_buffers"]) == 1 and seen["current"] == str(other)
+    assert seen["servers"] == 2 and seen["statusline"] == "LS · 0 claims"
