@@ -20,8 +20,12 @@ H.record('stop_declined_file', vim.uv.fs_stat(vim.fs.joinpath(project.root, '.lo
 
 H.answer({ 'Stop all runs' })
 vim.cmd('LoopStateStop')
-H.wait_for('the statusline to show halted', function() return loopstate.statusline():find('HALTED', 1, true) end)
+H.wait_for('the statusline to show halted', function()
+  local text = loopstate.statusline()
+  return text:find('HALTED', 1, true) and text:find('run halted_kill_switch', 1, true)
+end)
 H.record('statusline_halted', loopstate.statusline())
+H.record('halted_highlight', { group = loopstate.highlight(), text = loopstate.statusline({ highlight = true }) })
 
 -- SIGKILL the server; while it is down another process adds a claim.
 --- The pid of the running `loopstate serve` (the child of Neovim whose command line ends in serve).

@@ -6,7 +6,6 @@
 --- per fault. Loading this module loads no part of vim.lsp: that happens at the first start.
 local config = require('loopstate.config')
 local roots = require('loopstate.root')
-local discovery = require('loopstate.discovery')
 
 local M = {}
 
@@ -99,6 +98,14 @@ end
 
 -- subscriptions ----------------------------------------------------------------------------
 
+-- A `project/...` topic has a head of its own (a count of snapshots), not a stream's: it is
+-- never resubscribed `since` one.
+local function is_project_topic(topic)
+  return vim.startswith(topic, 'project/')
+end
+
+local on_snapshot -- set below: what a project topic's snapshot makes the plugin follow
+
 --- Follow `topic`; the entry keeps its head across restarts, so a resubscription asks `since` it.
 function M.follow(project, topic)
   local entry = project.topics[topic]
@@ -110,7 +117,7 @@ function M.follow(project, topic)
     return entry
   end
   entry.pending = true
-  local since = entry.head and entry.head.sequence or vim.NIL
+  local since = (entry.head and not is_project_topic(topic)) and entry.head.sequence or vim.NIL
   M.request(project, 'loopstate/subscribe', { topic = topic, since = since, deliver = 'snapshot' }, function(err, result)
     entry.pending = false
     if err and since ~= vim.NIL and project.status == 'running' then
@@ -131,6 +138,7 @@ function M.follow(project, topic)
     entry.missed = since ~= vim.NIL and #(result.events or {}) or 0
     project.caught_up = (project.caught_up or 0) + entry.missed
     entry.head, entry.snapshot = result.head, result.snapshot
+    on_snapshot(project, entry)
     changed(project)
   end)
   return entry
@@ -144,6 +152,36 @@ end
 function M.follow_goal(project, goal_id)
   project.goals[goal_id] = true
   return M.follow(project, 'goals/board/' .. goal_id)
+end
+
+--- The three project topics the server pushes: every run (with the kill switch), every goal,
+--- the kill switch alone. Which runs and goals to follow comes from them, so a run or goal
+--- that another process creates is followed as soon as the server says it exists.
+M.PROJECT_TOPICS = { 'project/runs', 'project/goals', 'project/kill_switch' }
+
+on_snapshot = function(project, entry)
+  local snapshot = type(entry.snapshot) == 'table' and entry.snapshot or nil
+  if not snapshot then
+    return
+  end
+  if entry.topic == 'project/runs' then
+    local runs = snapshot.runs or {}
+    for i, row in ipairs(runs) do
+      -- Runs that can still change are followed, and the latest whatever its status.
+      if not M.TERMINAL[row.status] or i == #runs then
+        M.follow_run(project, row.run_id)
+      end
+    end
+    project.listed_runs = true
+  elseif entry.topic == 'project/goals' then
+    for _, goal in ipairs(snapshot.goals or {}) do
+      M.follow_goal(project, goal.goal_id)
+    end
+    project.listed_goals = true
+  elseif entry.topic == 'project/kill_switch' then
+    project.kill_switch = snapshot
+  end
+  project.discovered = project.listed_runs and project.listed_goals or false
 end
 
 --- A notification handler for `fn(project, entry, params)`, called for the subscriptions this
@@ -160,16 +198,26 @@ local function for_subscription(fn)
 end
 
 -- A snapshot subscription's notification carries the whole projection: a gap (coalesced
--- notifications) or a re-chained stream costs nothing but the newer projection.
-local on_changed = for_subscription(function(_, entry, params)
+-- notifications) or a re-chained stream costs nothing but the newer projection. After a
+-- stream error, the stream readable again (`loopstate recover`) comes as `rewritten: true`:
+-- the error is cleared and the fresh projection shown, with no restart.
+local on_changed = for_subscription(function(project, entry, params)
+  if entry.error then
+    project.unreadable[entry.error] = nil
+  end
   entry.head, entry.snapshot, entry.error = params.head, params.snapshot, nil
+  on_snapshot(project, entry)
 end)
 
 -- The server no longer answers from that stream; neither does the plugin show what it knew.
-local on_stream_error = for_subscription(function(_, entry, params)
+-- One broken stream is reported by each topic that reads it: the user is told once.
+local on_stream_error = for_subscription(function(project, entry, params)
   entry.snapshot = nil
   entry.error = ('%s: %s'):format(params.error and params.error.code or 'ERROR', params.message)
-  notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
+  if not project.unreadable[entry.error] then
+    project.unreadable[entry.error] = true
+    notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
+  end
 end)
 
 -- lifecycle -------------------------------------------------------------------------------
@@ -312,15 +360,33 @@ local function on_init(project, gen, client, result)
   project.server_version = result.serverInfo and result.serverInfo.version
   project.protocol = result.capabilities.experimental.loopstate.protocolVersion
   project.status, project.error, project.attempts = 'running', nil, 0
+  for _, topic in ipairs(M.PROJECT_TOPICS) do
+    M.follow(project, topic)
+  end
   for topic in pairs(project.topics) do
     M.follow(project, topic)
   end
-  discovery.discover(project)
-  discovery.watch(project)
+  M.check_root(project)
   for buf in pairs(project.buffers) do
     M.attach_lsp(project, buf)
   end
   changed(project)
+end
+
+--- The server's own answer to which project the root is (`project.root`): the plugin decided it
+--- from the file system, and a server that disagrees (another data dir in its environment, a
+--- newer rule) is worth one warning rather than a silent split.
+function M.check_root(project)
+  M.query(project, { kind = 'project.root', path = project.root }, function(err, info)
+    if err or type(info) ~= 'table' then
+      return
+    end
+    project.server_root = info
+    if info.root ~= project.root then
+      say(('the server puts %s in the project %s (%s); this plugin found %s. Check LOOPSTATE_DATA_DIR and '
+        .. 'setup{cmd_env}'):format(project.root, info.root, info.reason, project.root), vim.log.levels.WARN)
+    end
+  end)
 end
 
 start = function(project)
@@ -369,7 +435,7 @@ function M.project(info)
   end
   project = {
     root = info.root, store = info.store, status = 'new', version = 0, attempts = 0, generation = 0,
-    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {},
+    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {}, unreadable = {},
   }
   M.projects[info.root] = project
   M.follow(project, 'intent/snapshot')
@@ -522,7 +588,6 @@ end
 function M.close_all()
   for _, project in pairs(M.projects) do
     project.closed = true
-    discovery.unwatch(project)
     local client = M.lsp(project)
     if client then
       client_stop(client)

@@ -22,6 +22,7 @@ function M.commands()
   cmd('LoopState', function() commands().state() end, { desc = 'loopstate: intent, runs and goals of this project' })
   cmd('LoopStateClaim', function() commands().claim() end, { desc = 'loopstate: add your own claim' })
   cmd('LoopStateStop', function() commands().stop() end, { desc = 'loopstate: the kill switch (asks first)' })
+  cmd('LoopStateResume', function() commands().resume() end, { desc = 'loopstate: clear the kill switch (asks first)' })
   cmd('LoopStateBoard', function(a) commands().board(a.args) end, {
     nargs = '?', desc = 'loopstate: a goal board',
     complete = function(lead) return commands().goal_ids(lead) end,

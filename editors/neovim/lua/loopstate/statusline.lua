@@ -30,8 +30,10 @@ end
 --- Everything the string shows, as numbers and words (for tests and custom components).
 function M.summary(project)
   local s = { server = project.status, halted = false, blocking = 0, gates = 0, errors = 0 }
+  local seen = {} -- one broken stream read by several topics (a run's status, the run list) counts once
   for _, entry in pairs(project.topics) do
-    if entry.error then
+    if entry.error and not seen[entry.error] then
+      seen[entry.error] = true
       s.errors = s.errors + 1
     end
   end
@@ -40,23 +42,16 @@ function M.summary(project)
   if type(view) == 'table' then
     s.claims, s.disputes = view.active_count or 0, count(view.disagreements)
   end
-  -- HALTED says a kill switch stands now, as the server probed it for the newest run status it sent
-  -- (a run halted by a switch that was lifted since says so in its own status). Without a followed
-  -- run, the project's listing (or the plugin's own stop) is all there is.
-  local probed = false
+  -- HALTED says a kill switch stands now: the server pushes `project/kill_switch` whenever a
+  -- switch file appears or goes (also by hand), so a run halted by a switch lifted since shows
+  -- its halted status without it.
+  s.halted = type(project.kill_switch) == 'table' and project.kill_switch.set == true
   for run_id in pairs(project.runs) do
     local entry = project.topics['runs/status/' .. run_id]
     local status = entry and type(entry.snapshot) == 'table' and entry.snapshot
     if status and type(status.run) == 'table' then
       s.blocking = s.blocking + (status.run.open_blocking_issues or 0)
-      if type(status.kill_switch) == 'table' then
-        probed = true
-        s.halted = s.halted or status.kill_switch.set == true
-      end
     end
-  end
-  if not probed and project.kill_switch and project.kill_switch.set then
-    s.halted = true
   end
   for goal_id in pairs(project.goals) do
     local entry = project.topics['goals/board/' .. goal_id]

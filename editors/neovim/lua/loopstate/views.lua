@@ -165,6 +165,51 @@ function M.state_lines(project)
   return lines
 end
 
+--- A `project.verify` report as lines, one per stream.
+function M.verify_lines(report)
+  local lines = {}
+  for _, r in ipairs(report.streams or {}) do
+    if r.ok then
+      local line = ('ok      %s: %d events, head %s %s'):format(r.stream, r.events or 0, str(r.sequence),
+        str(r.hash):sub(1, 12))
+      if type(r.torn_tail) == 'table' then
+        line = line .. (' (partial final line of %d bytes at byte %d: the next mutation quarantines it)'):format(
+          r.torn_tail.length, r.torn_tail.offset)
+      end
+      table.insert(lines, line)
+    else
+      local e = type(r.error) == 'table' and r.error or {}
+      table.insert(lines, ('CORRUPT %s: byte %s, sequence %s: %s (%d events verified before it; `loopstate recover` keeps them)'):format(
+        r.stream, str(e.offset), str(e.sequence), str(e.reason), r.events or 0))
+    end
+  end
+  if #lines == 0 then
+    lines = { 'no streams yet for ' .. str(report.root) }
+  end
+  return lines
+end
+
+--- The pages of one stream's `project.log` as lines: a heading, then one line per event
+--- (sequence, time, type, hash).
+function M.log_lines(pages)
+  local first = pages[1]
+  local lines = { ('== %s (head %s %s, %d events)'):format(first.stream, str(first.head.sequence),
+    str(first.head.hash):sub(1, 12), first.event_count or 0) }
+  for _, page in ipairs(pages) do
+    for _, event in ipairs(page.events or {}) do
+      local kind = event.event_type or event.type or '?'
+      if kind == 'current_task_set' and type(event.payload) == 'table' then
+        kind = ('%s (%s)'):format(kind, str(event.payload.reason))
+      end
+      local at = event.occurred_at or event.at or event.recorded_at or ''
+      local hash = event.event_hash or event.event_digest or ''
+      table.insert(lines, ('%6s  %-27s  %-24s  %s'):format(str(event.sequence or event.append_sequence), at, kind,
+        tostring(hash):sub(1, 12)))
+    end
+  end
+  return lines
+end
+
 -- floats ------------------------------------------------------------------------------------
 
 local open = {} -- buffer -> {project, lines_fn}
