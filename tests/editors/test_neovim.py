@@ -287,11 +287,12 @@ def test_nothing_starts_outside_a_project_with_a_store(git_tree: Path, tmp_path:
     assert [step["what"] for step in seen["quiet"]][-1] == "a URL buffer"
     # The control: the counting sees a server start. One `loopstate serve` for two files of the project.
     control = seen["store"]
-    assert control["spawned"][:1] == ["loopstate serve"] and control["lsp_loaded"], control
-    assert len([c for c in control["children"] if c.endswith(" serve ")]) == 1, control
+    assert control["spawned"] == ["loopstate serve"] and control["lsp_loaded"], control
+    assert control["watchers"] == 0 and len(control["children"]) == 1, control
+    assert control["children"][0].endswith(" serve "), control
     # A command in the plain git work tree started its server; a later file there joined it.
     after = seen["git_after_command"]
-    assert [cmd for cmd in after["spawned"] if cmd == "loopstate serve"] == ["loopstate serve"] * 2, after
+    assert after["spawned"] == ["loopstate serve"] * 2 and after["watchers"] == 0, after
     assert seen["git_readme_root"] == str(git_tree)
     # A command in a folder that is in no project is refused, saying why, and starts nothing.
     refused = seen["plain_command"]
@@ -313,3 +314,29 @@ def test_a_buffer_that_changes_project_is_attached_to_one_server_in_any_order(
     assert seen["a_attached"] == [] and seen["a_buffers"] == []
     assert len(seen["b_buffers"]) == 1 and seen["current"] == str(other)
     assert seen["servers"] == 2 and seen["statusline"] == "LS · 0 claims"
+
+
+def test_the_views_follow_other_processes_through_the_sidecar_alone(project: Path, tmp_path: Path) -> None:
+    """No CLI process and no file watcher of the plugin's own (counted), and every change still arrives live."""
+    seen = run_script("sidecar_only", project, tmp_path)["seen"]
+    assert seen["first"] == "LS · 0 claims"
+    assert seen["run"] == "LS · run ready/strategize 0/100 mut · 0 claims"
+    assert seen["gate"] == "LS · run ready/strategize 0/100 mut · 1 gate · 0 claims"
+    assert seen["claim"] == "LS · run ready/strategize 0/100 mut · 1 gate · 1 claim"
+    assert seen["halted"].startswith("LS HALTED · ")
+    # Lifted by hand (rm .loopstate/STOP): the switch topic said so; the run keeps its halted status.
+    assert seen["lifted"] == "LS · run halted_kill_switch/strategize 0/100 mut · 1 gate · 1 claim"
+    run = seen["run_id"]
+    verified = [line.split(":")[0].split()[1] for line in seen["verify"]]
+    assert all(line.startswith("ok      ") for line in seen["verify"])
+    assert {"goals.release", "intent", f"runs.{run}"} <= set(verified)  # and the run's grant stream
+    headings = [line.split()[1] for line in seen["log"] if line.startswith("== ")]
+    assert headings == verified  # every stream's log, in the server's order
+    assert "kill switch set (" in seen["stop_message"] and seen["stop_message"].endswith("halted 0 run(s)")
+    assert seen["resumed"] == "LS · run halted_kill_switch/strategize 0/100 mut · 1 gate · 1 claim"
+    assert seen["resume_message"].startswith("loopstate: kill switch cleared; 1 run(s) stay halted")
+    assert seen["stop_file"] is False
+    # The one process the plugin started is its server; no watcher of its own.
+    assert seen["spawned"] == ["loopstate serve"], seen["spawned"]
+    assert seen["watchers"] == 0
+    assert len(seen["children"]) == 1 and seen["children"][0].endswith(" serve "), seen["children"]

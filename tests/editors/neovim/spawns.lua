@@ -5,6 +5,9 @@
 local S = { spawned = {}, watchers = 0 }
 
 local function record(cmd)
+  if S.paused then
+    return -- the test's own "other process", not the plugin's
+  end
   table.insert(S.spawned, type(cmd) == 'table' and table.concat(cmd, ' ') or tostring(cmd))
 end
 
@@ -29,6 +32,15 @@ end
 vim.uv.new_fs_event = function(...)
   S.watchers = S.watchers + 1
   return new_fs_event(...)
+end
+
+--- Run fn() without counting (the test playing another process).
+function S.uncounted(fn, ...)
+  S.paused = true
+  local ok, result = pcall(fn, ...)
+  S.paused = false
+  if not ok then error(result, 0) end
+  return result
 end
 
 --- The processes that are children of this Neovim now (pid -> command line).

@@ -308,29 +308,55 @@ local function log_pages(project, stream, on_done)
   page(0)
 end
 
+--- The project's stream names (the protocol lists them in a verification, which reads each
+--- stream as a full log would anyway); on_done(err, names). Kept for completion.
+local function all_streams(project, on_done)
+  client.query(project, { kind = 'project.verify' }, function(err, report)
+    if err then
+      return on_done(err)
+    end
+    project.stream_names = vim.tbl_map(function(r) return r.stream end, report.streams or {})
+    on_done(nil, project.stream_names)
+  end)
+end
+
 --- :LoopStateLog [STREAM]: the audit log of one stream, or of every stream, in a scratch buffer.
 function M.log(stream)
   with_project(function(project)
-    local streams = (stream and stream ~= '') and { stream } or M.stream_names('', project)
-    local lines, left, failed = {}, #streams, nil
-    local by_stream = {}
-    for _, name in ipairs(streams) do
-      log_pages(project, name, function(err, pages)
-        by_stream[name] = pages
-        failed = failed or (err and (name .. ': ' .. err))
-        left = left - 1
-        if left > 0 then
-          return
-        end
-        if failed and #streams == 1 then
-          return say('loopstate: log failed: ' .. failed, vim.log.levels.ERROR)
-        end
-        for _, n in ipairs(streams) do
-          vim.list_extend(lines, by_stream[n] and views.log_lines(by_stream[n]) or { ('== %s: unreadable'):format(n) })
-        end
-        views.scratch('loopstate://log/' .. ((stream and stream ~= '') and stream or 'all'), lines)
-      end)
+    local one = stream and stream ~= ''
+    local function show(streams)
+      local left, by_stream = #streams, {}
+      if left == 0 then
+        return views.scratch('loopstate://log/all', { 'no streams yet for ' .. project.root })
+      end
+      for _, name in ipairs(streams) do
+        log_pages(project, name, function(err, pages)
+          by_stream[name] = pages or err
+          left = left - 1
+          if left > 0 then
+            return
+          end
+          if one and err then
+            return say('loopstate: log failed: ' .. err, vim.log.levels.ERROR)
+          end
+          local lines = {}
+          for _, n in ipairs(streams) do
+            local got = by_stream[n]
+            vim.list_extend(lines, type(got) == 'table' and views.log_lines(got) or { ('== %s: %s'):format(n, got) })
+          end
+          views.scratch('loopstate://log/' .. (one and stream or 'all'), lines)
+        end)
+      end
     end
+    if one then
+      return show({ stream })
+    end
+    all_streams(project, function(err, names)
+      if err then
+        return say('loopstate: log failed: ' .. err, vim.log.levels.ERROR)
+      end
+      show(names)
+    end)
   end)
 end
 
@@ -352,6 +378,11 @@ function M.stream_names(lead, project)
   end
   for goal_id in pairs(project.goals) do
     table.insert(names, 'goals.' .. goal_id)
+  end
+  for _, name in ipairs(project.stream_names or {}) do -- every stream, once a full log listed them
+    if not vim.tbl_contains(names, name) then
+      table.insert(names, name)
+    end
   end
   table.sort(names)
   return matching(names, lead)
