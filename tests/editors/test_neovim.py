@@ -113,7 +113,7 @@ def test_setup_attaches_and_the_statusline_and_float_follow_another_process(proj
     # The float is the snapshot: every active claim under its facet, with its status.
     view = cli_json(project, tmp_path, "intent", "show")
     float_lines = seen["float"]["lines"]
-    assert seen["float"]["floating"] and seen["float_closed"]
+    assert seen["float"]["floating"] and seen["float_closed"] and seen["float_closed_by_esc"]
     assert float_lines[0] == f"loopstate  {project}"
     assert float_lines[2] == "Intent: 1 active claim, 1 task (sequence 1)"
     claim = view["by_facet"]["hard_constraint"]["explicit"]
@@ -149,6 +149,13 @@ def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_
     assert restarted["new_pid"] != restarted["old_pid"]
     assert (restarted["head_before"], restarted["head_after"], restarted["missed"]) == (0, 1, 1)
     assert restarted["statusline"] == "LS HALTED · run halted_kill_switch/strategize 0/100 mut · 1 claim"
+    # One fault, one message: the plugin's warning with the signal, not Neovim's "Client ... quit" too.
+    [warning] = seen["messages_after_kill"]
+    assert warning["level"] == 3 and "signal 9" in warning["msg"] and warning["msg"].endswith("; restarting")
+    # HALTED has its highlight group, in the text and as a statusline evaluates it.
+    hl = seen["halted_highlight"]
+    assert hl["group"] == "LoopStateHalted" and hl["text"].startswith("%#LoopStateHalted#LS HALTED · ")
+    assert hl["evaluated"].startswith("LS HALTED · ") and hl["evaluated_group"] == "LoopStateHalted"
     assert seen["float_after_restart"] == [f"loopstate  {project}", "(1 event caught up after a server restart)", ""]
 
 
@@ -194,6 +201,11 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert seen["statusline_gate"] == "LS · 1 gate · 0 claims"
     assert seen["board"] == ["  release (0 runs)", "    agent", "      T001 [open/P2] Write the changelog",
                              "    gate G001 [open, you] Ship it?"]
+    assert seen["board_closed_by_esc"]
+    unknown = seen["unknown_goal"]
+    assert unknown["message"]["level"] == 4 and unknown["windows"] == 0
+    assert unknown["message"]["msg"] == f'loopstate: {project} has no goal "NoSuchGoal" (its goals: release)'
+    assert (unknown["completion"], unknown["completion_n"]) == (["release"], [])
     # :LoopStateGate recorded the decision as the configured actor, with the rationale typed.
     board = cli_json(project, tmp_path, "goals", "board", "release")
     [gate] = board["resolved_gates"]
@@ -217,6 +229,13 @@ def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(proje
     assert seen["float"][2] == "Intent: unreadable"
     assert seen["float"][3].startswith("  CORRUPT_LEDGER: stream 'intent' is corrupt")
     assert "Keep the ledger honest" not in "\n".join(seen["float"])
+    assert seen["messages"] == 1  # one fault, one message
+    # `loopstate recover` by another process: the same server says the stream reads again, and
+    # the statusline comes back by itself (the damaged only event was quarantined: 0 claims).
+    repaired = seen["repaired"]
+    assert repaired["statusline"] == "LS · 0 claims" and repaired["same_server"], repaired
+    assert repaired["float"][2] == "Intent: 0 active claims, 0 tasks (sequence 0)", repaired
+    assert repaired["messages"] == 1
 
 
 def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(project: Path, tmp_path: Path) -> None:
@@ -340,3 +359,24 @@ def test_the_views_follow_other_processes_through_the_sidecar_alone(project: Pat
     assert seen["spawned"] == ["loopstate serve"], seen["spawned"]
     assert seen["watchers"] == 0
     assert len(seen["children"]) == 1 and seen["children"][0].endswith(" serve "), seen["children"]
+
+
+def test_a_command_that_never_answers_initialize_times_out_with_one_message(project: Path, tmp_path: Path) -> None:
+    seen = run_script("timeout", project, tmp_path)
+    assert seen["statuses"] == ["starting", "failed"]  # and no restart
+    [message] = seen["messages"]
+    assert message["level"] == 4
+    assert message["msg"].startswith("loopstate: `sleep 600` did not answer `initialize` within 0.7 s: is it really "
+                                     "`loopstate serve`?")
+    assert seen["statusline"] == "LS: no server" and seen["children"] == 0
+    health = "\n".join(seen["health"]["lines"])
+    assert "`sleep 600` does not work as a loopstate server: it did not answer `initialize` within 3.0 s" in health
+    print(f"checkhealth with a command that never answers: {seen['health']['ms']:.0f} ms (probe bound 3000 ms)")
+
+
+def test_highlight_groups_are_linked_to_standard_ones(project: Path, tmp_path: Path) -> None:
+    seen = run_script("highlights", project, tmp_path)
+    expected = {"LoopStateOk": "DiagnosticOk", "LoopStateBusy": "DiagnosticWarn", "LoopStateHalted": "DiagnosticError",
+                "LoopStateError": "DiagnosticError"}
+    assert seen["after_setup"] == {**expected, "LoopStateOk": "fg #00ff00"}  # the user's own is kept
+    assert seen["after_colorscheme"] == expected

@@ -25,7 +25,10 @@ H.wait_for('the statusline to show halted', function()
   return text:find('HALTED', 1, true) and text:find('run halted_kill_switch', 1, true)
 end)
 H.record('statusline_halted', loopstate.statusline())
-H.record('halted_highlight', { group = loopstate.highlight(), text = loopstate.statusline({ highlight = true }) })
+local evaluated = vim.api.nvim_eval_statusline("%{%v:lua.require'loopstate'.statusline({'highlight':v:true})%}",
+  { highlights = true })
+H.record('halted_highlight', { group = loopstate.highlight(), text = loopstate.statusline({ highlight = true }),
+  evaluated = evaluated.str, evaluated_group = evaluated.highlights[1] and evaluated.highlights[1].group })
 
 -- SIGKILL the server; while it is down another process adds a claim.
 --- The pid of the running `loopstate serve` (the child of Neovim whose command line ends in serve).
@@ -46,6 +49,7 @@ local pid = server_pid()
 local claims = project.topics['intent/snapshot'].snapshot.active_count
 local head = project.topics['intent/snapshot'].head.sequence
 local statuses = H.track_statuses()
+local messages_before = #H.messages
 vim.uv.kill(pid, 'sigkill')
 H.wait_for('the plugin to see the crash', function() return statuses[1] ~= nil end)
 H.cli({ 'intent', 'start', '--claim', 'outcome:Recorded while the server was down' })
@@ -55,6 +59,8 @@ H.wait_for('the statusline to catch up', function()
   local view = project.topics['intent/snapshot'].snapshot
   return view and view.active_count == claims + 1 and loopstate.statusline():find((claims + 1) .. ' claim', 1, true)
 end)
+vim.wait(300) -- Neovim's client reports an exit on a later turn: any such message would be in now
+H.record('messages_after_kill', vim.list_slice(H.messages, messages_before + 1))
 H.record('restarted', {
   new_pid = new_pid, old_pid = pid, statusline = loopstate.statusline(),
   missed = project.topics['intent/snapshot'].missed, head_before = head,
