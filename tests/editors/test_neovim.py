@@ -380,3 +380,42 @@ def test_highlight_groups_are_linked_to_standard_ones(project: Path, tmp_path: P
                 "LoopStateError": "DiagnosticError"}
     assert seen["after_setup"] == {**expected, "LoopStateOk": "fg #00ff00"}  # the user's own is kept
     assert seen["after_colorscheme"] == expected
+
+
+@pytest.mark.parametrize("data_from", ["environment", "cmd_env"])
+def test_the_plugin_finds_the_project_as_loopstate_root_does(tmp_path: Path, data_from: str) -> None:
+    """The Lua rules (no process) against the CLI's `loopstate root --json`, folder by folder."""
+    data = tmp_path / ("data" if data_from == "environment" else "other-data")
+    top = tmp_path / "work"
+    (top / "repo" / ".git").mkdir(parents=True)
+    (top / "repo" / "src" / "deep").mkdir(parents=True)
+    (top / "repo" / "pkg" / "inner").mkdir(parents=True)
+    (top / "stored" / "sub").mkdir(parents=True)
+    (top / "plain" / "x").mkdir(parents=True)
+    (top / "wörk dir").mkdir()
+    from loopstate.core.project import Project
+
+    Project(top / "stored", data_dir=data).ensure()
+    Project(top / "repo" / "pkg", data_dir=data).ensure()  # a project nested in a git work tree
+    Project(top / "wörk dir", data_dir=data).ensure()
+    (top / "link").symlink_to(top / "repo" / "src")
+    dirs = [top / "repo", top / "repo" / "src" / "deep", top / "repo" / "pkg" / "inner", top / "stored" / "sub",
+            top / "plain" / "x", top / "link", top / "wörk dir"]
+    extra = {"LOOPSTATE_NVIM_DIRS": "\n".join(map(str, dirs))}
+    if data_from == "cmd_env":
+        extra["LOOPSTATE_NVIM_CMD_ENV_DATA"] = str(data)  # the environment names tmp_path/"data", the server's cmd_env this
+    found = run_script("roots", top, tmp_path, **extra)["found"]
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data)}
+    for folder, lua in zip(dirs, found):
+        done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "root", str(folder), "--json"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        cli = json.loads(done.stdout)
+        assert lua == {k: cli[k] for k in ("root", "how", "store", "exists", "project_id")}, folder
+    assert [f["how"] for f in found] == ["git", "git", "project", "project", "cwd", "git", "project"]
+
+
+def test_a_server_that_looks_in_another_data_dir_is_one_warning(project: Path, tmp_path: Path) -> None:
+    seen = run_script("mismatch", project, tmp_path, LOOPSTATE_NVIM_OTHER_DATA=str(tmp_path / "elsewhere"))
+    [warning] = seen["messages"]
+    assert warning["level"] == 3
+    assert warning["msg"].startswith(f"loopstate: the server finds no store for {project} (it looks in {tmp_path / 'elsewhere'}")
