@@ -152,6 +152,7 @@ def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_
     # One fault, one message: the plugin's warning with the signal, not Neovim's "Client ... quit" too.
     [warning] = seen["messages_after_kill"]
     assert warning["level"] == 3 and "signal 9" in warning["msg"] and warning["msg"].endswith("; restarting")
+    assert seen["messages_after_second_kill"] == [warning]  # killed again a moment later: still that one fault
     # HALTED has its highlight group, in the text and as a statusline evaluates it.
     hl = seen["halted_highlight"]
     assert hl["group"] == "LoopStateHalted" and hl["text"].startswith("%#LoopStateHalted#LS HALTED · ")

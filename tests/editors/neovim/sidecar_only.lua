@@ -48,11 +48,13 @@ vim.cmd.edit('notes.txt')
 H.answer({ 'Stop all runs' })
 vim.cmd('LoopStateStop')
 seen.stopped = until_statusline('the stop', '^LS HALTED · run halted_kill_switch')
+H.wait_for('the stop message', function() return H.message_matching('kill switch set') end)
 seen.stop_message = H.message_matching('kill switch set').msg
 H.answer({ 'Clear the kill switch' })
 vim.cmd('LoopStateResume')
 H.wait_for('the resume', function() return not loopstate.statusline():find('HALTED', 1, true) end)
 seen.resumed = loopstate.statusline()
+H.wait_for('the resume message', function() return H.message_matching('kill switch cleared') end)
 seen.resume_message = H.message_matching('kill switch cleared').msg
 seen.stop_file = vim.uv.fs_stat(vim.fs.joinpath(project.root, '.loopstate', 'STOP')) ~= nil
 seen.run_id = run_id

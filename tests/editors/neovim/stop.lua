@@ -65,8 +65,17 @@ H.record('restarted', {
   new_pid = new_pid, old_pid = pid, statusline = loopstate.statusline(),
   missed = project.topics['intent/snapshot'].missed, head_before = head,
   head_after = project.topics['intent/snapshot'].head.sequence,
-  warned = H.message_matching('signal 9') ~= nil, statuses = statuses,
+  warned = H.message_matching('signal 9') ~= nil, statuses = vim.deepcopy(statuses),
 })
 vim.cmd('LoopState')
 H.record('float_after_restart', vim.api.nvim_buf_get_lines(0, 0, 3, false))
+vim.api.nvim_feedkeys('q', 'x', false)
+
+-- Killed again soon after it came back: the same fault, so no second warning.
+local second = server_pid()
+vim.uv.kill(second, 'sigkill')
+H.wait_for('the second crash', function() return project.status ~= 'running' end)
+H.wait_for('the second restart', function() return project.status == 'running' end)
+vim.wait(300)
+H.record('messages_after_second_kill', vim.list_slice(H.messages, messages_before + 1))
 vim.cmd('qa!')

@@ -50,7 +50,6 @@ end
 -- Neovim 0.11 made the client's functions methods (the dot form is deprecated there); 0.10
 -- has only the dot form. These two calls are the only ones the plugin makes on a client.
 local METHODS = vim.fn.has('nvim-0.11') == 1
-M.METHODS = METHODS
 
 local function client_request(lsp, method, params, handler)
   if METHODS then
@@ -242,7 +241,10 @@ function M.missing(cmd)
 end
 
 -- A fault is said once: the first exit of a server that was running warns and restarts it;
--- the attempts after it are silent (the statusline shows them) and giving up is one error.
+-- the attempts after it are silent (the statusline shows them) and giving up is one error. A
+-- server that ran for STABLE_MS before it exited starts a new count (and a new warning); one
+-- that keeps exiting soon after it started is the same fault.
+M.STABLE_MS = 60000
 local function schedule_restart(project, why)
   local limits = config.options.restart
   project.attempts = project.attempts + 1
@@ -263,6 +265,14 @@ local function schedule_restart(project, why)
   end, delay)
 end
 
+local function stop_init_timer(project)
+  if project.init_timer then
+    project.init_timer:stop()
+    project.init_timer:close()
+    project.init_timer = nil
+  end
+end
+
 local function forget_client(project)
   by_client[project.client_id or -1] = nil
   project.client_id = nil
@@ -277,11 +287,7 @@ local function on_exit(project, gen, code, signal)
   if gen ~= project.generation then
     return -- a server this project no longer uses (stopped for a restart)
   end
-  if project.init_timer then
-    project.init_timer:stop()
-    project.init_timer:close()
-    project.init_timer = nil
-  end
+  stop_init_timer(project)
   local was = project.status
   forget_client(project)
   if project.closed or project.stopping or was == 'failed' then
@@ -292,7 +298,11 @@ local function on_exit(project, gen, code, signal)
   end
   local why = ('the server exited (status %s%s; its stderr is in %s)'):format(code,
     signal ~= 0 and (', signal ' .. signal) or '', log_path())
-  if was == 'running' then
+  if was == 'running' and (vim.uv.now() - (project.running_since or 0)) >= M.STABLE_MS then
+    project.attempts, project.warned = 0, false
+  end
+  if was == 'running' and not project.warned then
+    project.warned = true
     say(('%s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
   end
   schedule_restart(project, why)
@@ -344,11 +354,7 @@ local function on_init(project, gen, client, result)
   if gen ~= project.generation then
     return
   end
-  if project.init_timer then
-    project.init_timer:stop()
-    project.init_timer:close()
-    project.init_timer = nil
-  end
+  stop_init_timer(project)
   if project.status ~= 'starting' then
     return -- timed out meanwhile; the server is being stopped
   end
@@ -359,7 +365,7 @@ local function on_init(project, gen, client, result)
   project.init_result = result
   project.server_version = result.serverInfo and result.serverInfo.version
   project.protocol = result.capabilities.experimental.loopstate.protocolVersion
-  project.status, project.error, project.attempts = 'running', nil, 0
+  project.status, project.error, project.running_since = 'running', nil, vim.uv.now()
   for _, topic in ipairs(M.PROJECT_TOPICS) do
     M.follow(project, topic)
   end
@@ -418,6 +424,7 @@ start = function(project)
   -- A command that never answers `initialize` (not loopstate, or hung) must not leave the
   -- project `starting` for ever: after start_timeout_ms it is stopped and the user told once.
   local timeout = config.options.start_timeout_ms
+  stop_init_timer(project)
   project.init_timer = vim.uv.new_timer()
   project.init_timer:start(timeout, 0, vim.schedule_wrap(function()
     if gen ~= project.generation or project.status ~= 'starting' then
@@ -571,7 +578,7 @@ end
 
 --- Stop a project's server (no restart) and start it afresh.
 function M.restart(project)
-  project.attempts = 0
+  project.attempts, project.warned = 0, false
   local client = M.lsp(project)
   if client then
     project.stopping = true
