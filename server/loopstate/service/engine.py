@@ -123,8 +123,10 @@ class Service:
         new_id: IdFactory = random_uuid,
         lock_timeout: float = DEFAULT_TIMEOUT,
         domains: list[Domain] | None = None,
+        snapshots: bool = True,
     ) -> None:
         self.data_dir = data_dir
+        self.snapshots = snapshots  # start folds from projection snapshots (False: a full fold, `--no-snapshot`)
         self.clock = clock
         self.new_id = new_id
         self.lock_timeout = lock_timeout
@@ -198,7 +200,7 @@ class Service:
         key = (project.project_id, stream)
         folded = self._folded.get(key)
         if folded is None:
-            folded = self._folded[key] = Folded(self, project, domain, stream)
+            folded = self._folded[key] = Folded(self, project, domain, stream, snapshots=self.snapshots)
         return folded
 
     def context(self, project: Project, request_id: str = "") -> Context:
