@@ -25,7 +25,7 @@ seen.gate = until_statusline('the gate', '1 gate')
 other({ 'intent', 'start', '--claim', 'outcome:Ship the parser' })
 seen.claim = until_statusline('the claim', '1 claim')
 other({ 'run', 'stop' })
-seen.halted = until_statusline('the kill switch', '^LS HALTED')
+seen.halted = until_statusline('the kill switch and the halted run', '^LS HALTED · run halted_kill_switch')
 -- The user lifts the switch by hand, as the message of a stop says to: no process at all.
 assert(os.remove(vim.fs.joinpath(project.root, '.loopstate', 'STOP')))
 H.wait_for('the switch lifted', function() return not loopstate.statusline():find('HALTED', 1, true) end)
