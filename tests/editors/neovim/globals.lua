@@ -6,7 +6,7 @@ local bcnames = require('jit.vmdef').bcnames
 
 local ALLOWED = {}
 for name in ([[vim bit jit require ipairs pairs type tostring tonumber error assert pcall select
-  unpack table string math os io debug next setmetatable getmetatable rawget rawset print]]):gmatch('%S+') do
+  unpack table string math os io debug next setmetatable getmetatable rawget rawset print package]]):gmatch('%S+') do
   ALLOWED[name] = true
 end
 

@@ -74,13 +74,15 @@ function H.message_matching(pattern)
   end
 end
 
---- setup(opts), then wait until the current buffer's server runs and its intent snapshot is
---- in (with `discovered`: also the CLI's listing of runs and goals); the project.
+--- setup(opts), open a file of the project (the current directory, which has a store), then
+--- wait until its server runs and its intent snapshot is in (with `discovered`: also the
+--- listing of runs and goals); the project.
 function H.setup_and_attach(opts, discovered)
   require('loopstate').setup(opts or {})
+  vim.cmd.edit(vim.fn.fnameescape(vim.fs.joinpath(vim.fn.getcwd(), 'notes.txt')))
   local client = require('loopstate.client')
   H.wait_for('the server to attach', function()
-    local p = client.current(0)
+    local p = package.loaded['loopstate.client'] and client.current(0)
     return p and p.status == 'running' and p.topics['intent/snapshot'].snapshot ~= nil and (not discovered or p.discovered)
   end)
   return client.current(0)

@@ -19,6 +19,10 @@ local buf = vim.api.nvim_get_current_buf()
 H.record('float', { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), floating = vim.api.nvim_win_get_config(0).relative ~= '' })
 vim.api.nvim_feedkeys('q', 'x', false)
 H.record('float_closed', not vim.api.nvim_buf_is_valid(buf))
+vim.cmd('LoopState')
+local again = vim.api.nvim_get_current_buf()
+vim.api.nvim_feedkeys(vim.keycode('<Esc>'), 'x', false)
+H.record('float_closed_by_esc', again ~= buf and not vim.api.nvim_buf_is_valid(again))
 
 H.answer({ 'The tests run in real Neovim', 'success_signal', 'explicit' })
 local seen = project.version

@@ -1,13 +1,17 @@
--- A server command that does not exist: a clear message, the statusline says so, and
+-- A server command that does not exist, in a plain git work tree: opening a file starts nothing;
+-- a command does, and the user gets one clear message; the statusline says so, and
 -- :checkhealth loopstate reports it as an error.
 local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
 local loopstate = require('loopstate')
 
 local missing = assert(os.getenv('LOOPSTATE_NVIM_MISSING'))
--- With LOOPSTATE_NVIM_CLI the CLI works (the root is found) and only the server is missing.
-local cli = os.getenv('LOOPSTATE_NVIM_CLI')
-loopstate.setup({ cmd = { missing, 'serve' }, cli = cli and { cli } or nil })
+loopstate.setup({ cmd = { missing, 'serve' } })
+vim.cmd.edit('notes.txt')
+vim.wait(100) -- the plugin looks at the buffer on the next turn of the event loop
+H.record('before_command', { messages = #H.messages, client_loaded = package.loaded['loopstate.client'] ~= nil })
+vim.cmd('LoopState')
 H.record_message('message', 'not executable', 'the message about the missing server')
+H.record('messages', #H.messages)
 H.record('statusline', loopstate.statusline())
 
 vim.cmd('checkhealth loopstate')

@@ -20,8 +20,15 @@ H.record('stop_declined_file', vim.uv.fs_stat(vim.fs.joinpath(project.root, '.lo
 
 H.answer({ 'Stop all runs' })
 vim.cmd('LoopStateStop')
-H.wait_for('the statusline to show halted', function() return loopstate.statusline():find('HALTED', 1, true) end)
+H.wait_for('the statusline to show halted', function()
+  local text = loopstate.statusline()
+  return text:find('HALTED', 1, true) and text:find('run halted_kill_switch', 1, true)
+end)
 H.record('statusline_halted', loopstate.statusline())
+local evaluated = vim.api.nvim_eval_statusline("%{%v:lua.require'loopstate'.statusline({'highlight':v:true})%}",
+  { highlights = true })
+H.record('halted_highlight', { group = loopstate.highlight(), text = loopstate.statusline({ highlight = true }),
+  evaluated = evaluated.str, evaluated_group = evaluated.highlights[1] and evaluated.highlights[1].group })
 
 -- SIGKILL the server; while it is down another process adds a claim.
 --- The pid of the running `loopstate serve` (the child of Neovim whose command line ends in serve).
@@ -42,6 +49,7 @@ local pid = server_pid()
 local claims = project.topics['intent/snapshot'].snapshot.active_count
 local head = project.topics['intent/snapshot'].head.sequence
 local statuses = H.track_statuses()
+local messages_before = #H.messages
 vim.uv.kill(pid, 'sigkill')
 H.wait_for('the plugin to see the crash', function() return statuses[1] ~= nil end)
 H.cli({ 'intent', 'start', '--claim', 'outcome:Recorded while the server was down' })
@@ -51,12 +59,23 @@ H.wait_for('the statusline to catch up', function()
   local view = project.topics['intent/snapshot'].snapshot
   return view and view.active_count == claims + 1 and loopstate.statusline():find((claims + 1) .. ' claim', 1, true)
 end)
+vim.wait(300) -- Neovim's client reports an exit on a later turn: any such message would be in now
+H.record('messages_after_kill', vim.list_slice(H.messages, messages_before + 1))
 H.record('restarted', {
   new_pid = new_pid, old_pid = pid, statusline = loopstate.statusline(),
   missed = project.topics['intent/snapshot'].missed, head_before = head,
   head_after = project.topics['intent/snapshot'].head.sequence,
-  warned = H.message_matching('signal 9') ~= nil, statuses = statuses,
+  warned = H.message_matching('signal 9') ~= nil, statuses = vim.deepcopy(statuses),
 })
 vim.cmd('LoopState')
 H.record('float_after_restart', vim.api.nvim_buf_get_lines(0, 0, 3, false))
+vim.api.nvim_feedkeys('q', 'x', false)
+
+-- Killed again soon after it came back: the same fault, so no second warning.
+local second = server_pid()
+vim.uv.kill(second, 'sigkill')
+H.wait_for('the second crash', function() return project.status ~= 'running' end)
+H.wait_for('the second restart', function() return project.status == 'running' end)
+vim.wait(300)
+H.record('messages_after_second_kill', vim.list_slice(H.messages, messages_before + 1))
 vim.cmd('qa!')

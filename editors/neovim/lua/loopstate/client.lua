@@ -1,10 +1,11 @@
 --- One `loopstate serve` per project root, started with vim.lsp.start and shared by every
---- buffer of that project; the subscriptions it keeps (the intent snapshot, the runs, the goal
---- boards) and their latest projections; restart with backoff after a crash, resubscribing
---- with `since` from the last head seen so nothing is missed.
+--- buffer of that project; which buffer belongs to which project (each to one at most, whatever
+--- the order of events); the subscriptions it keeps (the intent snapshot, the runs, the goal
+--- boards) and their latest projections; an initialize timeout; restart with backoff after a
+--- crash, resubscribing with `since` from the last head seen so nothing is missed; one message
+--- per fault. Loading this module loads no part of vim.lsp: that happens at the first start.
 local config = require('loopstate.config')
-local cli = require('loopstate.cli')
-local discovery = require('loopstate.discovery')
+local roots = require('loopstate.root')
 
 local M = {}
 
@@ -57,11 +58,11 @@ local function client_request(lsp, method, params, handler)
   return lsp.request(method, params, handler)
 end
 
-local function client_stop(lsp)
+local function client_stop(lsp, force)
   if METHODS then
-    return lsp:stop()
+    return lsp:stop(force)
   end
-  return lsp.stop()
+  return lsp.stop(force)
 end
 
 --- The live LSP client of a project, or nil while it is down.
@@ -96,6 +97,14 @@ end
 
 -- subscriptions ----------------------------------------------------------------------------
 
+-- A `project/...` topic has a head of its own (a count of snapshots), not a stream's: it is
+-- never resubscribed `since` one.
+local function is_project_topic(topic)
+  return vim.startswith(topic, 'project/')
+end
+
+local on_snapshot -- set below: what a project topic's snapshot makes the plugin follow
+
 --- Follow `topic`; the entry keeps its head across restarts, so a resubscription asks `since` it.
 function M.follow(project, topic)
   local entry = project.topics[topic]
@@ -107,7 +116,7 @@ function M.follow(project, topic)
     return entry
   end
   entry.pending = true
-  local since = entry.head and entry.head.sequence or vim.NIL
+  local since = (entry.head and not is_project_topic(topic)) and entry.head.sequence or vim.NIL
   M.request(project, 'loopstate/subscribe', { topic = topic, since = since, deliver = 'snapshot' }, function(err, result)
     entry.pending = false
     if err and since ~= vim.NIL and project.status == 'running' then
@@ -128,6 +137,7 @@ function M.follow(project, topic)
     entry.missed = since ~= vim.NIL and #(result.events or {}) or 0
     project.caught_up = (project.caught_up or 0) + entry.missed
     entry.head, entry.snapshot = result.head, result.snapshot
+    on_snapshot(project, entry)
     changed(project)
   end)
   return entry
@@ -141,6 +151,36 @@ end
 function M.follow_goal(project, goal_id)
   project.goals[goal_id] = true
   return M.follow(project, 'goals/board/' .. goal_id)
+end
+
+--- The three project topics the server pushes: every run (with the kill switch), every goal,
+--- the kill switch alone. Which runs and goals to follow comes from them, so a run or goal
+--- that another process creates is followed as soon as the server says it exists.
+M.PROJECT_TOPICS = { 'project/runs', 'project/goals', 'project/kill_switch' }
+
+on_snapshot = function(project, entry)
+  local snapshot = type(entry.snapshot) == 'table' and entry.snapshot or nil
+  if not snapshot then
+    return
+  end
+  if entry.topic == 'project/runs' then
+    local runs = snapshot.runs or {}
+    for i, row in ipairs(runs) do
+      -- Runs that can still change are followed, and the latest whatever its status.
+      if not M.TERMINAL[row.status] or i == #runs then
+        M.follow_run(project, row.run_id)
+      end
+    end
+    project.listed_runs = true
+  elseif entry.topic == 'project/goals' then
+    for _, goal in ipairs(snapshot.goals or {}) do
+      M.follow_goal(project, goal.goal_id)
+    end
+    project.listed_goals = true
+  elseif entry.topic == 'project/kill_switch' then
+    project.kill_switch = snapshot
+  end
+  project.discovered = project.listed_runs and project.listed_goals or false
 end
 
 --- A notification handler for `fn(project, entry, params)`, called for the subscriptions this
@@ -157,29 +197,61 @@ local function for_subscription(fn)
 end
 
 -- A snapshot subscription's notification carries the whole projection: a gap (coalesced
--- notifications) or a re-chained stream costs nothing but the newer projection.
-local on_changed = for_subscription(function(_, entry, params)
+-- notifications) or a re-chained stream costs nothing but the newer projection. After a
+-- stream error, the stream readable again (`loopstate recover`) comes as `rewritten: true`:
+-- the error is cleared and the fresh projection shown, with no restart.
+local on_changed = for_subscription(function(project, entry, params)
+  if entry.error then
+    project.unreadable[entry.error] = nil
+  end
   entry.head, entry.snapshot, entry.error = params.head, params.snapshot, nil
+  on_snapshot(project, entry)
 end)
 
 -- The server no longer answers from that stream; neither does the plugin show what it knew.
-local on_stream_error = for_subscription(function(_, entry, params)
+-- One broken stream is reported by each topic that reads it: the user is told once.
+local on_stream_error = for_subscription(function(project, entry, params)
   entry.snapshot = nil
   entry.error = ('%s: %s'):format(params.error and params.error.code or 'ERROR', params.message)
-  notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
+  if not project.unreadable[entry.error] then
+    project.unreadable[entry.error] = true
+    notify(('loopstate: %s can no longer be read: %s'):format(params.topic, params.message), vim.log.levels.ERROR)
+  end
 end)
 
 -- lifecycle -------------------------------------------------------------------------------
 
 local start
 
+local function say(msg, level)
+  notify('loopstate: ' .. msg, level)
+end
+
+local function log_path()
+  return vim.lsp.get_log_path()
+end
+
+--- Why `cmd` cannot start, or nil when its program is executable.
+function M.missing(cmd)
+  if vim.fn.executable(cmd[1]) == 1 then
+    return nil
+  end
+  return ('loopstate: the server command `%s` is not executable (not found, or not on PATH). '
+    .. 'Install loopstate (`pip install loopstate`) or point setup{cmd = {...}} at it.'):format(cmd[1])
+end
+
+-- A fault is said once: the first exit of a server that was running warns and restarts it;
+-- the attempts after it are silent (the statusline shows them) and giving up is one error. A
+-- server that ran for STABLE_MS before it exited starts a new count (and a new warning); one
+-- that keeps exiting soon after it started is the same fault.
+M.STABLE_MS = 60000
 local function schedule_restart(project, why)
   local limits = config.options.restart
   project.attempts = project.attempts + 1
   if project.attempts > limits.max_attempts then
     project.status, project.error = 'failed', ('%s; gave up after %d restarts (:LoopStateRestart tries again)'):format(
       why, limits.max_attempts)
-    notify('loopstate: ' .. project.error, vim.log.levels.ERROR)
+    say(project.error, vim.log.levels.ERROR)
     return changed(project)
   end
   local delay = math.min(limits.initial_ms * 2 ^ (project.attempts - 1), limits.max_ms)
@@ -193,22 +265,46 @@ local function schedule_restart(project, why)
   end, delay)
 end
 
-local function on_exit(project, code, signal)
+local function stop_init_timer(project)
+  if project.init_timer then
+    project.init_timer:stop()
+    project.init_timer:close()
+    project.init_timer = nil
+  end
+end
+
+local function forget_client(project)
   by_client[project.client_id or -1] = nil
   project.client_id = nil
   project.by_sub = {}
   for _, entry in pairs(project.topics) do
     entry.sub_id, entry.pending = nil, false
   end
-  if project.closed or project.stopping then
-    if project.status ~= 'failed' then -- a refused server (wrong protocol) keeps saying why
+end
+
+--- The server of `project` (started as generation `gen`) exited with `code` and `signal`.
+local function on_exit(project, gen, code, signal)
+  if gen ~= project.generation then
+    return -- a server this project no longer uses (stopped for a restart)
+  end
+  stop_init_timer(project)
+  local was = project.status
+  forget_client(project)
+  if project.closed or project.stopping or was == 'failed' then
+    if was ~= 'failed' then -- a refused or timed-out server keeps saying why
       project.status = 'stopped'
     end
     return changed(project)
   end
   local why = ('the server exited (status %s%s; its stderr is in %s)'):format(code,
-    signal ~= 0 and (', signal ' .. signal) or '', vim.lsp.log.get_filename())
-  notify(('loopstate: %s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
+    signal ~= 0 and (', signal ' .. signal) or '', log_path())
+  if was == 'running' and (vim.uv.now() - (project.running_since or 0)) >= M.STABLE_MS then
+    project.attempts, project.warned = 0, false
+  end
+  if was == 'running' and not project.warned then
+    project.warned = true
+    say(('%s for %s; restarting'):format(why, project.root), vim.log.levels.WARN)
+  end
   schedule_restart(project, why)
 end
 
@@ -224,66 +320,132 @@ local function check_version(result)
       advertised, M.PROTOCOL)
   end
 end
+M.check_version = check_version
+
+--- A refusal that no restart would mend: said once, the server stopped, not restarted.
+local function fail(project, client, why)
+  project.status, project.error = 'failed', why
+  say(why, vim.log.levels.ERROR)
+  if client then
+    client_stop(client, true)
+  end
+  changed(project)
+end
+
+--- The `cmd` of vim.lsp.start as a function: the same process through vim.lsp.rpc, except that
+--- the exit is reported here, once, by the plugin (with the real status and where the server's
+--- stderr is), and Neovim's client is told of a clean exit so it adds no second warning.
+local function transport(project, gen)
+  local cmd, env = config.options.cmd, config.options.cmd_env
+  return function(dispatchers)
+    return vim.lsp.rpc.start(cmd, {
+      notification = dispatchers.notification,
+      server_request = dispatchers.server_request,
+      on_error = dispatchers.on_error,
+      on_exit = function(code, signal)
+        vim.schedule(function() on_exit(project, gen, code, signal) end)
+        dispatchers.on_exit(0, 0)
+      end,
+    }, { cwd = project.root, env = env })
+  end
+end
+
+local function on_init(project, gen, client, result)
+  if gen ~= project.generation then
+    return
+  end
+  stop_init_timer(project)
+  if project.status ~= 'starting' then
+    return -- timed out meanwhile; the server is being stopped
+  end
+  local wrong = check_version(result)
+  if wrong then
+    return fail(project, client, wrong)
+  end
+  project.init_result = result
+  project.server_version = result.serverInfo and result.serverInfo.version
+  project.protocol = result.capabilities.experimental.loopstate.protocolVersion
+  project.status, project.error, project.running_since = 'running', nil, vim.uv.now()
+  for _, topic in ipairs(M.PROJECT_TOPICS) do
+    M.follow(project, topic)
+  end
+  for topic in pairs(project.topics) do
+    M.follow(project, topic)
+  end
+  M.check_root(project)
+  for buf in pairs(project.buffers) do
+    M.attach_lsp(project, buf)
+  end
+  changed(project)
+end
+
+--- The server's own answer to which project the root is (`project.root`): the plugin decided it
+--- from the file system, and a server that disagrees (another data dir in its environment, a
+--- newer rule) is worth one warning rather than a silent split.
+function M.check_root(project)
+  M.query(project, { kind = 'project.root', path = project.root }, function(err, info)
+    if err or type(info) ~= 'table' then
+      return
+    end
+    project.server_root = info
+    if info.root ~= project.root then
+      say(('the server puts %s in the project %s (%s); this plugin found %s. Check LOOPSTATE_DATA_DIR and '
+        .. 'setup{cmd_env}'):format(project.root, info.root, info.reason, project.root), vim.log.levels.WARN)
+    elseif project.how == 'project' and not info.exists then
+      say(('the server finds no store for %s (it looks in %s), though this plugin found one in %s. Check '
+        .. 'LOOPSTATE_DATA_DIR and setup{cmd_env}'):format(project.root, info.store, project.store), vim.log.levels.WARN)
+    end
+  end)
+end
 
 start = function(project)
-  local missing = cli.missing(config.options.cmd)
+  local cmd = config.options.cmd
+  local missing = M.missing(cmd)
   if missing then
     project.status, project.error = 'missing', missing
     notify(missing, vim.log.levels.ERROR)
     return changed(project)
   end
+  project.generation = project.generation + 1
+  local gen = project.generation
   project.status = 'starting'
   local id = vim.lsp.start({
     name = 'loopstate',
-    cmd = config.options.cmd,
-    cmd_env = config.options.cmd_env,
+    cmd = transport(project, gen),
     root_dir = project.root,
     handlers = { ['loopstate/changed'] = on_changed, ['loopstate/streamError'] = on_stream_error },
-    on_init = function(client, result)
-      local wrong = check_version(result)
-      if wrong then
-        project.status, project.error = 'failed', wrong
-        project.stopping = true
-        notify('loopstate: ' .. wrong, vim.log.levels.ERROR)
-        client_stop(client)
-        return changed(project)
-      end
-      project.server_version = result.serverInfo and result.serverInfo.version
-      project.protocol = result.capabilities.experimental.loopstate.protocolVersion
-      project.status, project.error, project.attempts = 'running', nil, 0
-      for topic in pairs(project.topics) do
-        M.follow(project, topic)
-      end
-      discovery.discover(project)
-      discovery.watch(project)
-      for buf in pairs(project.buffers) do
-        if vim.api.nvim_buf_is_loaded(buf) then
-          vim.lsp.buf_attach_client(buf, client.id)
-        end
-      end
-      changed(project)
-    end,
-    on_exit = function(code, signal)
-      vim.schedule(function() on_exit(project, code, signal) end)
-    end,
+    on_init = function(client, result) on_init(project, gen, client, result) end,
   }, { attach = false, silent = true, reuse_client = function() return false end })
   if not id then
-    return schedule_restart(project, ('`%s` could not be started'):format(table.concat(config.options.cmd, ' ')))
+    return schedule_restart(project, ('`%s` could not be started'):format(table.concat(cmd, ' ')))
   end
   project.client_id = id
   by_client[id] = project
+  -- A command that never answers `initialize` (not loopstate, or hung) must not leave the
+  -- project `starting` for ever: after start_timeout_ms it is stopped and the user told once.
+  local timeout = config.options.start_timeout_ms
+  stop_init_timer(project)
+  project.init_timer = vim.uv.new_timer()
+  project.init_timer:start(timeout, 0, vim.schedule_wrap(function()
+    if gen ~= project.generation or project.status ~= 'starting' then
+      return
+    end
+    fail(project, vim.lsp.get_client_by_id(id), ('`%s` did not answer `initialize` within %.1f s: is it really '
+      .. '`loopstate serve`? Fix setup{cmd = ...} (its stderr is in %s), then :LoopStateRestart'):format(
+      table.concat(cmd, ' '), timeout / 1000, log_path()))
+  end))
   changed(project)
 end
 
---- The project of `root` (resolved), started on first use.
+--- The project of a resolved root ({root, store}), started on first use.
 function M.project(info)
   local project = M.projects[info.root]
   if project then
     return project
   end
   project = {
-    root = info.root, store = info.store, status = 'new', version = 0, attempts = 0,
-    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {},
+    root = info.root, store = info.store, how = info.how, status = 'new', version = 0, attempts = 0, generation = 0,
+    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {}, unreadable = {},
   }
   M.projects[info.root] = project
   M.follow(project, 'intent/snapshot')
@@ -291,58 +453,144 @@ function M.project(info)
   return project
 end
 
---- Resolve the project of `buf` and start or reuse its server; on_done(err, project).
-function M.attach(buf, on_done)
-  on_done = on_done or function() end
-  local name = vim.api.nvim_buf_get_name(buf)
-  local dir = (vim.bo[buf].buftype == '' and name ~= '') and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd()
-  if not vim.uv.fs_stat(dir) then
-    dir = vim.fn.getcwd()
+-- buffers ---------------------------------------------------------------------------------
+
+-- buf -> {root, name}: the project a buffer belongs to, and the name it had when that was
+-- decided. A buffer belongs to one project at most; a new name (`:file`, `:saveas`, an empty
+-- buffer reused by `:edit`) is decided afresh, and the buffer leaves its old project first.
+local membership = {}
+
+--- Attach `buf` to the project's client when both are ready (vim.lsp ignores a repeat).
+function M.attach_lsp(project, buf)
+  local client = M.lsp(project)
+  local member = membership[buf]
+  if client and project.status == 'running' and member and member.root == project.root
+    and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '' then
+    vim.lsp.buf_attach_client(buf, client.id)
   end
-  cli.resolve_root(dir, function(err, info)
-    if err then
-      -- Said once per distinct failure, and this buffer is not tried again at every BufEnter.
-      if vim.api.nvim_buf_is_valid(buf) then
-        vim.b[buf].loopstate_error = err
-      end
-      if M.last_error ~= err then
-        M.last_error = err
-        notify(err, vim.log.levels.ERROR)
-      end
-      return on_done(err)
-    end
-    if not vim.api.nvim_buf_is_valid(buf) then
-      return on_done('the buffer is gone')
-    end
-    local project = M.project(info)
-    vim.b[buf].loopstate_root = project.root
-    if vim.bo[buf].buftype == '' then
-      project.buffers[buf] = true
-      local client = M.lsp(project)
-      if client and project.status == 'running' then
-        vim.lsp.buf_attach_client(buf, client.id)
-      end
-    end
-    on_done(nil, project)
-  end)
 end
 
---- The project the current buffer belongs to, if it has been resolved.
+local function leave(buf)
+  local member = membership[buf]
+  if not member then
+    return
+  end
+  membership[buf] = nil
+  local project = M.projects[member.root]
+  if project then
+    project.buffers[buf] = nil
+    local client = M.lsp(project)
+    if client and vim.api.nvim_buf_is_valid(buf) and vim.lsp.buf_is_attached(buf, client.id) then
+      vim.lsp.buf_detach_client(buf, client.id)
+    end
+  end
+end
+
+local function join(buf, project)
+  local name = vim.api.nvim_buf_get_name(buf)
+  local member = membership[buf]
+  if member and member.root == project.root then
+    member.name = name
+    return
+  end
+  leave(buf)
+  membership[buf] = { root = project.root, name = name }
+  project.buffers[buf] = true
+  M.attach_lsp(project, buf)
+end
+
+--- Called as buffers are entered or renamed: a named file buffer whose project already has a
+--- store (or whose project runs already, after a command there) joins that project's server;
+--- anything else (no project, a plain git work tree, a special buffer, $HOME) starts nothing.
+function M.auto(buf)
+  if not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local member = membership[buf]
+  local name = vim.api.nvim_buf_get_name(buf)
+  if member and member.name == name then
+    return
+  end
+  local dir = roots.folder_of(buf)
+  local info = dir and roots.find(dir)
+  if not info or info.refused then
+    return leave(buf)
+  end
+  local running = M.projects[info.root]
+  if info.how == 'project' or (running and not running.closed) then
+    return join(buf, M.project(info))
+  end
+  leave(buf)
+end
+
+--- For a command: the project of `buf` (of the current directory for a buffer that is not a
+--- file), started if need be. A plain git work tree is a project from the first command on;
+--- a folder in neither is refused, as are $HOME and a folder holding the data dir.
+--- Returns project, nil, and whether this call created it; or nil and why.
+function M.for_command(buf)
+  local current = M.lookup(buf)
+  if current then
+    return current
+  end
+  local dir = roots.folder_of(buf) or vim.fn.getcwd()
+  local info, why = roots.find(dir)
+  if not info then
+    return nil, 'loopstate: ' .. why
+  end
+  if info.refused then
+    return nil, 'loopstate: ' .. info.refused
+  end
+  if info.how == 'cwd' and not M.projects[info.root] then
+    return nil, ('loopstate: %s is in no loopstate project and no git work tree; open a file of a project '
+      .. '(or :cd into one), or create one there with the CLI (`loopstate intent start`)'):format(dir)
+  end
+  local fresh = M.projects[info.root] == nil
+  local project = M.project(info)
+  join(buf, project)
+  return project, nil, fresh
+end
+
+--- The project the buffer belongs to (as its current name says), or nil.
 function M.current(buf)
-  local root = vim.b[buf or 0].loopstate_root
-  return root and M.projects[root] or nil
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local member = membership[buf]
+  if member and member.name == vim.api.nvim_buf_get_name(buf) then
+    return M.projects[member.root]
+  end
+end
+
+--- The project a command or a completion in `buf` means, if it runs already: the buffer's own,
+--- or for a buffer that is not a file (a float, a scratch buffer) the current directory's.
+function M.lookup(buf)
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local own = M.current(buf)
+  if own or roots.folder_of(buf) then
+    return own
+  end
+  local info = roots.find(vim.fn.getcwd())
+  return info and M.projects[info.root] or nil
+end
+
+--- Forget a wiped buffer.
+function M.forget(buf)
+  leave(buf)
 end
 
 --- Stop a project's server (no restart) and start it afresh.
 function M.restart(project)
-  project.attempts = 0
+  project.attempts, project.warned = 0, false
   local client = M.lsp(project)
   if client then
     project.stopping = true
     client_stop(client)
     vim.wait(2000, function() return project.client_id == nil end)
+    if project.client_id then
+      client_stop(client, true)
+      forget_client(project)
+    end
   end
   project.stopping = false
+  project.status = 'stopped'
   start(project)
 end
 
@@ -350,7 +598,6 @@ end
 function M.close_all()
   for _, project in pairs(M.projects) do
     project.closed = true
-    discovery.unwatch(project)
     local client = M.lsp(project)
     if client then
       client_stop(client)

@@ -1,18 +1,75 @@
---- `:checkhealth loopstate`: the server and its version, the protocol version, the data dir,
---- and whether changes by other processes can be pushed (inotify).
+--- `:checkhealth loopstate`: the configured server command itself (started, asked `initialize`,
+--- its answer checked, then shut down), the project of the current folder and the data dir
+--- (from the file system, as the plugin decides them), and each project's server. No CLI is
+--- run and nothing is watched; a running server of the same command answers for it at no cost.
 local M = {}
 
-local function run(cmd, timeout)
-  local ok, proc = pcall(vim.system, cmd, { text = true, env = require('loopstate.config').options.cmd_env and
-    vim.tbl_extend('force', vim.fn.environ(), require('loopstate.config').options.cmd_env) or nil })
+-- How long the probe waits for `initialize` (a healthy server answers in about half a second).
+M.PROBE_TIMEOUT_MS = 3000
+
+local function frame(message)
+  local body = vim.json.encode(message)
+  return ('Content-Length: %d\r\n\r\n%s'):format(#body, body)
+end
+
+--- Start `cmd`, send `initialize`, and return its result (or nil and why) within timeout_ms;
+--- the process is then asked to shut down and exit (and killed two seconds later if it has not).
+function M.probe(cmd, env, timeout_ms)
+  local buffer, answer = '', nil
+  local ok, proc = pcall(vim.system, cmd, {
+    stdin = true, env = env,
+    stdout = function(_, data)
+      buffer = buffer .. (data or '')
+      while not answer do
+        local header_end = buffer:find('\r\n\r\n', 1, true)
+        local length = header_end and tonumber(buffer:sub(1, header_end):match('Content%-Length: *(%d+)'))
+        if not (length and #buffer >= header_end + 3 + length) then
+          return
+        end
+        local body = buffer:sub(header_end + 4, header_end + 3 + length)
+        buffer = buffer:sub(header_end + 4 + length)
+        local decoded_ok, message = pcall(vim.json.decode, body, { luanil = { object = true, array = true } })
+        if decoded_ok and type(message) == 'table' and message.id == 1 then
+          answer = message
+        end
+      end
+    end,
+  })
   if not ok then
-    return nil, proc
+    return nil, ('cannot start it: %s'):format(proc)
   end
-  local done = proc:wait(timeout or 10000)
-  if done.code ~= 0 then
-    return nil, vim.trim((done.stderr or '') .. (done.stdout or ''))
+  proc:write(frame({ jsonrpc = '2.0', id = 1, method = 'initialize',
+    params = { processId = vim.fn.getpid(), capabilities = vim.empty_dict(), clientInfo = { name = 'loopstate-checkhealth' } } }))
+  local exited
+  vim.wait(timeout_ms, function()
+    exited = proc:is_closing()
+    return answer ~= nil or exited
+  end, 10)
+  if answer then
+    proc:write(frame({ jsonrpc = '2.0', id = 2, method = 'shutdown' }))
+    proc:write(frame({ jsonrpc = '2.0', method = 'exit' }))
+    proc:write(nil)
   end
-  return done.stdout
+  if answer then
+    -- It exits by itself after `exit`; one that does not is killed soon after, without waiting here.
+    vim.defer_fn(function()
+      if not proc:is_closing() then
+        proc:kill('sigkill')
+      end
+    end, 2000)
+  elseif not exited then
+    proc:kill('sigkill')
+  end
+  if answer and answer.result then
+    return answer.result
+  end
+  if answer then
+    return nil, ('it refused `initialize`: %s'):format(vim.inspect(answer.error))
+  end
+  if exited then
+    return nil, ('it exited (status %s) before answering `initialize`'):format(proc:wait(1000).code)
+  end
+  return nil, ('it did not answer `initialize` within %.1f s'):format(timeout_ms / 1000)
 end
 
 function M.check()
@@ -30,50 +87,60 @@ function M.check()
 
   local config = require('loopstate.config')
   local client = require('loopstate.client')
-  local cli = require('loopstate.cli')
+  local roots = require('loopstate.root')
   h.start('loopstate: server')
   local cmd = config.options.cmd
-  local missing = cli.missing(cmd)
+  local shown = '`' .. table.concat(cmd, ' ') .. '`'
   local advice = { 'pip install loopstate (or pipx install loopstate)', 'or set setup{cmd = {"/path/to/loopstate", "serve"}}' }
+  local missing = client.missing(cmd)
   if missing then
     h.error(missing, advice)
   else
-    h.ok(('`%s` found: %s'):format(table.concat(cmd, ' '), vim.fn.exepath(cmd[1])))
-  end
-  local cli_missing = cli.missing(config.cli())
-  if cli_missing then
-    if cli_missing ~= missing then
-      h.error(cli_missing:gsub('server command', 'CLI'), advice)
+    h.ok(('%s found: %s'):format(shown, vim.fn.exepath(cmd[1])))
+    local result, why
+    for _, project in pairs(client.projects) do
+      if project.init_result then
+        result = project.init_result -- started from the same options: its answer is the command's
+        break
+      end
     end
-    return
-  end
-  local version, err = run(vim.list_extend(vim.deepcopy(config.cli()), { '--version' }))
-  if version then
-    h.ok('version: ' .. vim.trim(version))
-  else
-    h.error('`' .. table.concat(config.cli(), ' ') .. ' --version` failed: ' .. tostring(err))
-  end
-  local schema = run(vim.list_extend(vim.deepcopy(config.cli()), { 'schema' }))
-  local ok, decoded = pcall(vim.json.decode, schema or '')
-  local protocol = ok and type(decoded) == 'table' and decoded['x-protocol-version'] or nil
-  if not protocol then
-    h.error('the server did not print its protocol version (`loopstate schema`)')
-  elseif protocol:match('^%d+%.%d+') == client.PROTOCOL:match('^%d+%.%d+') then
-    h.ok(('protocol %s (this plugin speaks %s)'):format(protocol, client.PROTOCOL))
-  else
-    h.error(('the server speaks protocol %s, this plugin %s'):format(protocol, client.PROTOCOL),
-      { 'upgrade whichever of the two is older' })
+    local how = 'its running server'
+    if not result then
+      how = 'a probe'
+      result, why = M.probe(cmd, config.options.cmd_env, M.PROBE_TIMEOUT_MS)
+    end
+    if not result then
+      h.error(('%s does not work as a loopstate server: %s'):format(shown, why),
+        { 'check that it is `loopstate serve` (Neovim\'s LSP log has what it printed)', advice[2] })
+    else
+      local refused = client.check_version(result)
+      local info = result.serverInfo or {}
+      if refused then
+        h.error(('%s answered `initialize` (%s), but %s'):format(shown, how, refused))
+      else
+        h.ok(('%s answered `initialize` (%s): %s %s, protocol %s (this plugin speaks %s)'):format(shown, how,
+          info.name or '?', info.version or '?', result.capabilities.experimental.loopstate.protocolVersion,
+          client.PROTOCOL))
+      end
+    end
   end
 
   h.start('loopstate: project and data dir')
-  local root_out, root_err = run(vim.list_extend(vim.deepcopy(config.cli()), { 'root', vim.fn.getcwd(), '--json' }))
-  local rok, info = pcall(vim.json.decode, root_out or '')
-  if not rok or type(info) ~= 'table' then
-    h.error('cannot resolve the project of ' .. vim.fn.getcwd() .. ': ' .. tostring(root_err))
+  local info, why = roots.find(vim.fn.getcwd())
+  if not info then
+    h.error('cannot resolve the project of ' .. vim.fn.getcwd() .. ': ' .. tostring(why))
   else
-    h.ok(('project root %s (%s)'):format(info.root, info.reason))
-    local data_dir = vim.fs.dirname(vim.fs.dirname(info.store))
-    h.ok(('data dir %s%s'):format(data_dir, info.exists and '' or ' (this project has no store yet)'))
+    local reasons = {
+      project = 'a loopstate project: files here start its server',
+      git = 'the top of a git work tree with no store yet: a loopstate command starts its server',
+      cwd = 'in no project and no git work tree: nothing starts here',
+    }
+    if info.refused then
+      h.warn(('%s: %s'):format(info.root, info.refused))
+    else
+      h.ok(('project root %s (%s)'):format(info.root, reasons[info.how]))
+    end
+    h.ok(('data dir %s'):format(info.data_dir))
   end
   for root, project in pairs(client.projects) do
     if project.status == 'running' then
@@ -82,26 +149,6 @@ function M.check()
       h.error(('%s: %s'):format(root, project.error or project.status))
     else
       h.warn(('%s: %s%s'):format(root, project.status, project.error and (': ' .. project.error) or ''))
-    end
-  end
-
-  h.start('loopstate: live updates')
-  if vim.uv.os_uname().sysname ~= 'Linux' then
-    h.warn('not Linux: the server has no inotify, so changes by other processes show at the next request')
-  else
-    local limit = vim.fn.filereadable('/proc/sys/fs/inotify/max_user_instances') == 1
-      and vim.trim(vim.fn.readfile('/proc/sys/fs/inotify/max_user_instances')[1] or '') or nil
-    local probe = vim.uv.new_fs_event()
-    local watching = probe and probe:start(vim.fn.getcwd(), {}, function() end)
-    if probe then
-      probe:stop()
-      probe:close()
-    end
-    if watching then
-      h.ok('inotify available (max_user_instances ' .. (limit or '?') .. '): changes are pushed, nothing is polled')
-    else
-      h.error('inotify watches cannot be created (max_user_instances ' .. (limit or '?') .. ')',
-        { 'raise fs.inotify.max_user_instances / max_user_watches' })
     end
   end
 end

@@ -30,8 +30,10 @@ end
 --- Everything the string shows, as numbers and words (for tests and custom components).
 function M.summary(project)
   local s = { server = project.status, halted = false, blocking = 0, gates = 0, errors = 0 }
+  local seen = {} -- one broken stream read by several topics (a run's status, the run list) counts once
   for _, entry in pairs(project.topics) do
-    if entry.error then
+    if entry.error and not seen[entry.error] then
+      seen[entry.error] = true
       s.errors = s.errors + 1
     end
   end
@@ -40,23 +42,16 @@ function M.summary(project)
   if type(view) == 'table' then
     s.claims, s.disputes = view.active_count or 0, count(view.disagreements)
   end
-  -- HALTED says a kill switch stands now, as the server probed it for the newest run status it sent
-  -- (a run halted by a switch that was lifted since says so in its own status). Without a followed
-  -- run, the project's listing (or the plugin's own stop) is all there is.
-  local probed = false
+  -- HALTED says a kill switch stands now: the server pushes `project/kill_switch` whenever a
+  -- switch file appears or goes (also by hand), so a run halted by a switch lifted since shows
+  -- its halted status without it.
+  s.halted = type(project.kill_switch) == 'table' and project.kill_switch.set == true
   for run_id in pairs(project.runs) do
     local entry = project.topics['runs/status/' .. run_id]
     local status = entry and type(entry.snapshot) == 'table' and entry.snapshot
     if status and type(status.run) == 'table' then
       s.blocking = s.blocking + (status.run.open_blocking_issues or 0)
-      if type(status.kill_switch) == 'table' then
-        probed = true
-        s.halted = s.halted or status.kill_switch.set == true
-      end
     end
-  end
-  if not probed and project.kill_switch and project.kill_switch.set then
-    s.halted = true
   end
   for goal_id in pairs(project.goals) do
     local entry = project.topics['goals/board/' .. goal_id]
@@ -108,19 +103,43 @@ function M.render(project)
   return table.concat(parts, ' · ')
 end
 
---- The component: '' outside a loopstate project; otherwise the cached text of its project.
-function M.get(buf)
+--- The highlight group of a project's state.
+function M.group_of(project)
+  if project.status == 'missing' or project.status == 'failed' then
+    return 'LoopStateError'
+  end
+  if project.status ~= 'running' then
+    return 'LoopStateBusy'
+  end
+  local s = M.summary(project)
+  if s.halted then
+    return 'LoopStateHalted'
+  end
+  return s.errors > 0 and 'LoopStateError' or 'LoopStateOk'
+end
+
+--- The group of the current buffer's project, or nil outside one.
+function M.group(buf)
+  local project = client.current(buf)
+  return project and M.group_of(project) or nil
+end
+
+--- The component: '' outside a loopstate project; otherwise the cached text of its project
+--- (with opts.highlight, wrapped in its highlight group for a `%{%...%}` statusline).
+function M.get(buf, opts)
   local project = client.current(buf)
   if not project then
-    return vim.b[buf or 0].loopstate_error and 'LS: no server' or ''
+    return ''
   end
   local hit = cache[project.root]
-  if hit and hit.version == project.version then
-    return hit.text
+  if not (hit and hit.version == project.version) then
+    hit = { version = project.version, text = M.render(project), group = M.group_of(project) }
+    cache[project.root] = hit
   end
-  local text = M.render(project)
-  cache[project.root] = { version = project.version, text = text }
-  return text
+  if opts and opts.highlight then
+    return ('%%#%s#%s%%*'):format(hit.group, (hit.text:gsub('%%', '%%%%')))
+  end
+  return hit.text
 end
 
 local redraw_pending = false

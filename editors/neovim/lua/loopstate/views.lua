@@ -165,6 +165,51 @@ function M.state_lines(project)
   return lines
 end
 
+--- A `project.verify` report as lines, one per stream.
+function M.verify_lines(report)
+  local lines = {}
+  for _, r in ipairs(report.streams or {}) do
+    if r.ok then
+      local line = ('ok      %s: %d events, head %s %s'):format(r.stream, r.events or 0, str(r.sequence),
+        str(r.hash):sub(1, 12))
+      if type(r.torn_tail) == 'table' then
+        line = line .. (' (partial final line of %d bytes at byte %d: the next mutation quarantines it)'):format(
+          r.torn_tail.length, r.torn_tail.offset)
+      end
+      table.insert(lines, line)
+    else
+      local e = type(r.error) == 'table' and r.error or {}
+      table.insert(lines, ('CORRUPT %s: byte %s, sequence %s: %s (%d events verified before it; `loopstate recover` keeps them)'):format(
+        r.stream, str(e.offset), str(e.sequence), str(e.reason), r.events or 0))
+    end
+  end
+  if #lines == 0 then
+    lines = { 'no streams yet for ' .. str(report.root) }
+  end
+  return lines
+end
+
+--- The pages of one stream's `project.log` as lines: a heading, then one line per event
+--- (sequence, time, type, hash).
+function M.log_lines(pages)
+  local first = pages[1]
+  local lines = { ('== %s (head %s %s, %d events)'):format(first.stream, str(first.head.sequence),
+    str(first.head.hash):sub(1, 12), first.event_count or 0) }
+  for _, page in ipairs(pages) do
+    for _, event in ipairs(page.events or {}) do
+      local kind = event.event_type or event.type or '?'
+      if kind == 'current_task_set' and type(event.payload) == 'table' then
+        kind = ('%s (%s)'):format(kind, str(event.payload.reason))
+      end
+      local at = event.occurred_at or event.at or event.recorded_at or ''
+      local hash = event.event_hash or event.event_digest or ''
+      table.insert(lines, ('%6s  %-27s  %-24s  %s'):format(str(event.sequence or event.append_sequence), at, kind,
+        tostring(hash):sub(1, 12)))
+    end
+  end
+  return lines
+end
+
 -- floats ------------------------------------------------------------------------------------
 
 local open = {} -- buffer -> {project, lines_fn}
@@ -175,7 +220,7 @@ local function fill(buf, lines)
   vim.bo[buf].modifiable = false
 end
 
---- A float that shows lines_fn(project), redrawn on every change; `q` closes it.
+--- A float that shows lines_fn(project), redrawn on every change; `q` and `<Esc>` close it.
 function M.float(project, title, lines_fn)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.bo[buf].bufhidden = 'wipe'
@@ -190,7 +235,14 @@ function M.float(project, title, lines_fn)
     col = math.floor((vim.o.columns - width) / 2),
   })
   vim.wo[win].wrap = false
-  vim.keymap.set('n', 'q', function() vim.api.nvim_win_close(win, true) end, { buffer = buf, nowait = true, desc = 'close' })
+  local function close()
+    if vim.api.nvim_win_is_valid(win) then
+      vim.api.nvim_win_close(win, true)
+    end
+  end
+  for _, key in ipairs({ 'q', '<Esc>' }) do
+    vim.keymap.set('n', key, close, { buffer = buf, nowait = true, desc = 'loopstate: close' })
+  end
   open[buf] = { project = project, lines_fn = lines_fn }
   vim.api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = function() open[buf] = nil end })
   return buf, win
@@ -211,7 +263,9 @@ function M.scratch(name, lines)
   vim.bo[buf].buftype, vim.bo[buf].bufhidden, vim.bo[buf].swapfile = 'nofile', 'wipe', false
   pcall(vim.api.nvim_buf_set_name, buf, name)
   fill(buf, lines)
-  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'close' })
+  for _, key in ipairs({ 'q', '<Esc>' }) do
+    vim.keymap.set('n', key, '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'loopstate: close' })
+  end
   return buf
 end
 
