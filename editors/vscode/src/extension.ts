@@ -37,8 +37,16 @@ async function resolveCommand(): Promise<LoopstateCommand | null> {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const activatedAt = Date.now();
   const output = vscode.window.createOutputChannel("loopstate", { log: true });
   const live = new LiveProjects();
+  // How long a person waits for the first state (docs/benchmarks.md, the editor section).
+  const firstState = live.onDidChange((root) => {
+    const state = live.project(root);
+    if (state?.intent == null || state.problem !== null) return;
+    output.appendLine(`first state of ${root} ${Date.now() - activatedAt} ms after activation`);
+    firstState.dispose();
+  });
   const supervisor = new ServerSupervisor(live, output, resolveCommand);
   const roots = new Map<string, string>(); // folder uri -> project root
 

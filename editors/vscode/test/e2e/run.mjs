@@ -79,6 +79,31 @@ function freePort() {
   });
 }
 
+/** The extension's Output lines (its log file under the user data dir), joined. */
+function outputLog() {
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (entry.name === "loopstate.log") found.push(readFileSync(full, "utf8"));
+    }
+  };
+  walk(path.join(dirs.user, "logs"));
+  return found.join("\n");
+}
+
+/** The extension's own figure: activation to the first state it showed. */
+async function firstStateMs() {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const match = /first state of \S+ (\d+) ms after activation/.exec(outputLog());
+    if (match) return Number(match[1]);
+    if (Date.now() > deadline) throw new Error("the Output never gave the first-state figure");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 let codeServerProcess = null;
 const browserLog = []; // the workbench's console (the extension host's console.log is forwarded there)
 let browser = null;
@@ -163,6 +188,7 @@ try {
   await check("the status item shows the project's state", async () => {
     await waitForItem((text) => text.includes("1 claim") && text.includes("run ready"), "1 claim and the ready run");
     await shot("1-status");
+    console.log(`first state: ${await firstStateMs()} ms after activation`);
   });
 
   await check("a claim and a todo added by another process reach the status item and the tree without input", async () => {
