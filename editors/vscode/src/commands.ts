@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import * as vscode from "vscode";
 import { CliError, runCli, runCliJson } from "./cli";
 import type { LiveProjects } from "./live";
-import type { Gate } from "./model/projections";
+import type { Claim, Gate } from "./model/projections";
 import type { TreeNode } from "./model/trees";
 import type { LoopstateCommand } from "./serverCommand";
 import { messageOf, type ServerSupervisor } from "./server";
@@ -64,11 +64,13 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     guarded("loopstate.restartServer", () => ctx.supervisor.restart()),
     guarded("loopstate.refresh", () => ctx.refresh()),
     guarded("loopstate.stopAll", () => stopAll(ctx)),
+    guarded("loopstate.resume", () => resume(ctx)),
+    guarded("loopstate.retractClaim", (node?: TreeNode) => retractClaim(ctx, node)),
     guarded("loopstate.addClaim", () => addClaim(ctx)),
     guarded("loopstate.resolveGate", (node?: TreeNode) => resolveGate(ctx, node)),
     guarded("loopstate.renderGoalState", (node?: TreeNode) => renderGoalState(ctx, node)),
     guarded("loopstate.verify", () => verify(ctx)),
-    guarded("loopstate.showAuditLog", () => showAuditLog(ctx)),
+    guarded("loopstate.showAuditLog", (node?: TreeNode) => showAuditLog(ctx, node)),
     vscode.workspace.registerTextDocumentContentProvider(AUDIT_SCHEME, new AuditLogProvider(ctx)),
   ];
 }
@@ -121,6 +123,30 @@ async function stopAll(ctx: CommandContext): Promise<void> {
   );
 }
 
+/** Clear the project's kill switch (`project.resume`), after a modal confirmation. */
+async function resume(ctx: CommandContext): Promise<void> {
+  const { root, name } = requireRoot(ctx);
+  const state = ctx.live.project(root);
+  if (state?.killSwitch && !state.killSwitch.set) {
+    void vscode.window.showInformationMessage(`loopstate: no kill switch stands in ${name}.`);
+    return;
+  }
+  const confirm = "Resume";
+  const choice = await vscode.window.showWarningMessage(
+    `Clear the kill switch of ${name}?`,
+    {
+      modal: true,
+      detail:
+        "This removes the project's STOP file, so runs may start again. Runs the switch halted stay halted " +
+        "until their harness resumes them.",
+    },
+    confirm,
+  );
+  if (choice !== confirm) return;
+  await execute(ctx, root, { kind: "project.resume", actor: "user", reason: "resumed from VS Code" });
+  void vscode.window.showInformationMessage(`loopstate: the kill switch of ${name} is cleared.`);
+}
+
 async function addClaim(ctx: CommandContext): Promise<void> {
   const { root } = requireRoot(ctx);
   const tasks = ctx.live.project(root)?.intent?.tasks ?? [];
@@ -167,6 +193,58 @@ async function addClaim(ctx: CommandContext): Promise<void> {
   });
 }
 
+/** Every claim the Intent view shows, for a pick when Retract claim runs from the palette. */
+function shownClaims(ctx: CommandContext, root: string): Array<{ claim: Claim; taskId: string | null }> {
+  const snapshot = ctx.live.project(root)?.intent;
+  if (!snapshot) return [];
+  const fallbackTask = snapshot.task_id ?? (snapshot.tasks?.length === 1 ? snapshot.tasks[0].task_id : null);
+  const seen = new Map<string, { claim: Claim; taskId: string | null }>();
+  for (const byStatus of Object.values(snapshot.by_facet ?? {})) {
+    for (const list of Object.values(byStatus)) {
+      for (const claim of list) seen.set(claim.claim_id, { claim, taskId: claim.task_id ?? fallbackTask });
+    }
+  }
+  for (const claim of [...(snapshot.disagreements ?? []), ...(snapshot.unknowns ?? [])]) {
+    if (!seen.has(claim.claim_id)) seen.set(claim.claim_id, { claim, taskId: claim.task_id ?? fallbackTask });
+  }
+  return [...seen.values()];
+}
+
+/** Retract (invalidate) a claim, as the user, after a modal confirmation (`intent.claim_invalidate`). */
+async function retractClaim(ctx: CommandContext, node?: TreeNode): Promise<void> {
+  const { root } = requireRoot(ctx);
+  const claims = shownClaims(ctx, root);
+  let chosen = node?.ref?.claim_id ? claims.find((c) => c.claim.claim_id === node.ref!.claim_id) : undefined;
+  if (chosen === undefined) {
+    if (claims.length === 0) {
+      void vscode.window.showInformationMessage("loopstate: this project has no active claim to retract.");
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      claims.map((c) => ({ label: c.claim.statement, description: `${c.claim.epistemic_status ?? "?"} · ${c.claim.claim_id}`, c })),
+      { title: "Retract which claim?" },
+    );
+    if (!picked) return;
+    chosen = picked.c;
+  }
+  if (chosen.taskId === null) throw new Error(`the task of claim ${chosen.claim.claim_id} is not known; run \`loopstate intent show\``);
+  const confirm = "Retract";
+  const choice = await vscode.window.showWarningMessage(
+    `Retract the claim "${chosen.claim.statement}"?`,
+    { modal: true, detail: "It is recorded as invalidated by you; the claim and its history stay in the audit log." },
+    confirm,
+  );
+  if (choice !== confirm) return;
+  await execute(ctx, root, {
+    kind: "intent.claim_invalidate",
+    task_id: chosen.taskId,
+    claim_id: chosen.claim.claim_id,
+    actor: "user",
+    reason: "retracted from VS Code",
+    source: { kind: "user_event", event_id: randomUUID() },
+  });
+}
+
 function openGates(ctx: CommandContext, root: string): Array<{ goalId: string; gate: Gate }> {
   const boards = ctx.live.project(root)?.boards ?? new Map();
   const gates: Array<{ goalId: string; gate: Gate }> = [];
@@ -179,7 +257,8 @@ function openGates(ctx: CommandContext, root: string): Array<{ goalId: string; g
 async function resolveGate(ctx: CommandContext, node?: TreeNode): Promise<void> {
   const { root } = requireRoot(ctx);
   const gates = openGates(ctx, root);
-  let chosen = node?.contextValue === "gate" ? gates.find((g) => node.id === `goals/${g.goalId}/gate/${g.gate.gate_id}`) : undefined;
+  let chosen =
+    node?.contextValue === "gate" ? gates.find((g) => g.goalId === node.ref?.goal_id && g.gate.gate_id === node.ref?.gate_id) : undefined;
   if (chosen === undefined) {
     if (gates.length === 0) {
       void vscode.window.showInformationMessage("loopstate: no gate is waiting for a decision.");
@@ -207,7 +286,7 @@ async function resolveGate(ctx: CommandContext, node?: TreeNode): Promise<void> 
 }
 
 async function pickGoal(ctx: CommandContext, root: string, node?: TreeNode): Promise<string | undefined> {
-  if (node?.contextValue === "goal") return node.label;
+  if (node?.contextValue === "goal" && node.ref?.goal_id) return node.ref.goal_id;
   const goals = [...(ctx.live.project(root)?.boards.keys() ?? [])].sort();
   if (goals.length === 0) throw new Error("this project has no goal yet (`loopstate goals add GOAL TITLE` starts one)");
   return goals.length === 1 ? goals[0] : vscode.window.showQuickPick(goals, { title: "Which goal?" });
@@ -256,7 +335,7 @@ async function verify(ctx: CommandContext): Promise<void> {
     .then((choice) => choice && ctx.output.show());
 }
 
-async function showAuditLog(ctx: CommandContext): Promise<void> {
+async function showAuditLog(ctx: CommandContext, node?: TreeNode): Promise<void> {
   const { root } = requireRoot(ctx);
   const state = ctx.live.project(root);
   const streams = [
@@ -264,7 +343,10 @@ async function showAuditLog(ctx: CommandContext): Promise<void> {
     ...[...(state?.runs.keys() ?? [])].map((id) => `runs.${id}`),
     ...[...(state?.boards.keys() ?? [])].map((id) => `goals.${id}`),
   ];
-  const stream = await vscode.window.showQuickPick(streams, { title: "Show the audit log of which stream?" });
+  // From a run's node (a click or its context menu): that run's stream, without asking.
+  const stream = node?.ref?.run_id
+    ? `runs.${node.ref.run_id}`
+    : await vscode.window.showQuickPick(streams, { title: "Show the audit log of which stream?" });
   if (!stream) return;
   const uri = vscode.Uri.from({ scheme: AUDIT_SCHEME, path: `/${stream}.log`, query: new URLSearchParams({ root }).toString() });
   const document = await vscode.workspace.openTextDocument(uri);

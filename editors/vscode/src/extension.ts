@@ -5,6 +5,7 @@
  * pushed `loopstate/changed`; with no change in the store the extension does nothing.
  */
 
+import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import { inventory } from "./cli";
 import { registerCommands } from "./commands";
@@ -12,28 +13,58 @@ import { LiveProjects } from "./live";
 import { NewStreamWatcher } from "./newStreams";
 import { discoverRoot } from "./projectRoot";
 import { messageOf, ServerSupervisor } from "./server";
-import { chooseCommand, type LoopstateCommand } from "./serverCommand";
+import { describe, locate, type LoopstateCommand } from "./serverCommand";
 import { Presenter } from "./views";
 
-/** The Python extension's selected interpreter, if that extension is installed. */
-async function pythonInterpreter(): Promise<string | null> {
+/**
+ * The Python extension's selected interpreter for ``folder``, if that extension is installed
+ * (activating it only then: locate() asks only when the workspace has no venv with loopstate).
+ */
+async function pythonInterpreter(folder: vscode.Uri | undefined): Promise<string | null> {
   const python = vscode.extensions.getExtension("ms-python.python");
   if (python === undefined) return null;
   try {
     const api = (await python.activate()) as {
-      environments?: { getActiveEnvironmentPath?(): { path?: string } | undefined };
-      settings?: { getExecutionDetails?(): { execCommand?: string[] } | undefined };
+      environments?: { getActiveEnvironmentPath?(resource?: vscode.Uri): { path?: string } | undefined };
+      settings?: { getExecutionDetails?(resource?: vscode.Uri): { execCommand?: string[] } | undefined };
     };
-    return api.environments?.getActiveEnvironmentPath?.()?.path ?? api.settings?.getExecutionDetails?.()?.execCommand?.[0] ?? null;
+    return api.environments?.getActiveEnvironmentPath?.(folder)?.path ?? api.settings?.getExecutionDetails?.(folder)?.execCommand?.[0] ?? null;
   } catch {
     return null;
   }
 }
 
-async function resolveCommand(): Promise<LoopstateCommand | null> {
-  const setting = vscode.workspace.getConfiguration("loopstate").get<string>("serverPath", "");
-  if (setting.trim()) return chooseCommand(setting, process.env.PATH, null);
-  return chooseCommand("", process.env.PATH, await pythonInterpreter());
+/** The PATH a login shell of the user's sets up (bounded: a profile that hangs is given up on). */
+function loginShellPath(): Promise<string | null> {
+  const shell = process.env.SHELL;
+  if (process.platform === "win32" || !shell) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    execFile(shell, ["-l", "-c", 'printf "%s" "$PATH"'], { timeout: 3000, encoding: "utf8" }, (error, stdout) =>
+      resolve(error ? null : stdout.trim() || null),
+    );
+  });
+}
+
+/** Which loopstate to run (src/serverCommand.ts has the order), remembered until the setting or the folders change. */
+class CommandResolver {
+  private found: Promise<LoopstateCommand | null> | null = null;
+
+  resolve(): Promise<LoopstateCommand | null> {
+    this.found ??= locate({
+      setting: vscode.workspace.getConfiguration("loopstate").get<string>("serverPath", ""),
+      folders: (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath),
+      trusted: vscode.workspace.isTrusted,
+      env: process.env,
+      platform: process.platform,
+      pythonInterpreter: () => pythonInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri),
+      loginShellPath,
+    });
+    return this.found;
+  }
+
+  forget(): void {
+    this.found = null;
+  }
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -47,6 +78,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output.appendLine(`first state of ${root} ${Date.now() - activatedAt} ms after activation`);
     firstState.dispose();
   });
+  const commands = new CommandResolver();
+  const resolveCommand = async () => {
+    const command = await commands.resolve();
+    if (command !== null && command.origin !== "setting") output.appendLine(`found loopstate: ${describe(command)} (${command.origin})`);
+    return command;
+  };
   const supervisor = new ServerSupervisor(live, output, resolveCommand);
   const roots = new Map<string, string>(); // folder uri -> project root
 
@@ -62,6 +99,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       output.appendLine(`${folder.uri.fsPath}: ${messageOf(error)}`);
       return null;
     }
+  };
+  const folderName = (root: string): string => {
+    for (const folder of vscode.workspace.workspaceFolders ?? []) {
+      if (roots.get(folder.uri.toString()) === root) return folder.name;
+    }
+    return root;
   };
   const activeRoot = (): { root: string; name: string } | null => {
     const editor = vscode.window.activeTextEditor;
@@ -119,7 +162,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     );
   };
 
-  const presenter = new Presenter(live, activeRoot);
+  const presenter = new Presenter(live, activeRoot, () => (vscode.workspace.workspaceFolders?.length ?? 0) > 1);
+  // A stream that turns unreadable is said once (a notification with "Show output", an Output
+  // line); its return, after `loopstate recover`, is an Output line and the views refetched.
+  context.subscriptions.push(
+    live.onStreamNotice((notice) => {
+      const name = folderName(notice.root);
+      if (notice.readable) {
+        output.appendLine(`${name}: ${notice.topic} is readable again; its state was fetched afresh`);
+        return;
+      }
+      output.appendLine(`${name}: ${notice.topic} cannot be read: ${notice.message}. Run \`loopstate verify\`, then \`loopstate recover\`.`);
+      void vscode.window
+        .showErrorMessage(`loopstate: ${name}: ${notice.topic} cannot be read (${notice.message}). Its views are marked until the store is repaired.`, "Show output")
+        .then((choice) => choice && output.show());
+    }),
+  );
   context.subscriptions.push(
     output,
     presenter,
@@ -142,6 +200,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.workspace.onDidChangeConfiguration(async (change) => {
       if (change.affectsConfiguration("loopstate.serverPath")) {
+        commands.forget();
         output.appendLine("loopstate.serverPath changed: restarting the server");
         await supervisor.restart();
         await refresh();

@@ -31,21 +31,36 @@ interface Subscription {
 
 export type Listener = (root: string) => void;
 
+/** A stream became unreadable or readable again: the extension says so once, in a notification and the Output. */
+export interface StreamNotice {
+  root: string;
+  topic: string;
+  readable: boolean;
+  message: string;
+}
+
 export class LiveProjects {
   private readonly projects = new Map<string, ProjectState>();
   private readonly topics = new Map<string, Subscription>(); // root + "\n" + topic
   private readonly byId = new Map<string, Subscription>();
   private readonly listeners = new Set<Listener>();
+  private readonly noticeListeners = new Set<(notice: StreamNotice) => void>();
   private wire: Wire | null = null;
   /** Why no server is attached (shown on every project), or null while one is. */
   private serverProblem: string | null = "loopstate serve is not running yet";
-  /** A stream of the project that cannot be read (`loopstate/streamError`), by root. */
-  private readonly streamProblems = new Map<string, string>();
+  /** A project's root refused by the server (subscribing failed), by root. */
+  private readonly rootProblems = new Map<string, string>();
 
   /** Called after every change to a project's state. */
   onDidChange(listener: Listener): { dispose(): void } {
     this.listeners.add(listener);
     return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** Called when a stream turns unreadable (once per fault) and when it is readable again. */
+  onStreamNotice(listener: (notice: StreamNotice) => void): { dispose(): void } {
+    this.noticeListeners.add(listener);
+    return { dispose: () => this.noticeListeners.delete(listener) };
   }
 
   project(root: string): ProjectState | undefined {
@@ -61,7 +76,9 @@ export class LiveProjects {
   async attach(wire: Wire): Promise<void> {
     this.wire = wire;
     this.serverProblem = null;
-    this.streamProblems.clear(); // a new server verifies every stream again: it reports what is still broken
+    // A new server reads every stream again: a topic it subscribes is readable (its mark goes),
+    // one it refuses or reports stays marked.
+    this.rootProblems.clear();
     this.byId.clear();
     for (const sub of this.topics.values()) sub.id = null;
     for (const root of this.projects.keys()) this.settle(root);
@@ -81,7 +98,7 @@ export class LiveProjects {
     if (!this.projects.has(root)) this.projects.set(root, emptyProject(root));
     const state = this.projects.get(root)!;
     if (killSwitch !== null) state.killSwitch = killSwitch;
-    state.problem = this.streamProblems.get(root) ?? this.serverProblem;
+    state.problem = this.rootProblems.get(root) ?? this.serverProblem;
     const wanted: Array<[TopicKind, string, string]> = [
       ["intent", "intent/snapshot", ""],
       ...runIds.map((id): [TopicKind, string, string] => ["run", `runs/status/${id}`, id]),
@@ -107,7 +124,7 @@ export class LiveProjects {
       if (sub.id !== null) this.byId.delete(sub.id);
     }
     this.projects.delete(root);
-    this.streamProblems.delete(root);
+    this.rootProblems.delete(root);
     const wire = this.wire;
     if (wire !== null) {
       await Promise.all(
@@ -118,10 +135,23 @@ export class LiveProjects {
     }
   }
 
-  /** A `loopstate/changed` notification. */
+  /**
+   * A `loopstate/changed` notification. After a `loopstate/streamError` the server sends one
+   * with `rewritten: true` once the stream is readable again (repaired by `loopstate recover`):
+   * the fault is cleared and the topic fetched afresh, so the view comes back by itself.
+   */
   changed(params: ChangedNotification): void {
     const sub = this.byId.get(params.subscription_id);
     if (sub === undefined) return; // a subscription of a folder that has left the workspace
+    const state = this.projects.get(sub.root);
+    const wasBroken = state?.streamProblems.delete(sub.topic) ?? false;
+    if (wasBroken) this.notice({ root: sub.root, topic: sub.topic, readable: true, message: "readable again" });
+    if (params.rewritten || wasBroken) {
+      // What this client knew of the stream is void: take the whole projection again.
+      sub.sequence = null;
+      void this.resubscribe(sub);
+      return;
+    }
     this.fold(sub, params.head, params.snapshot ?? null);
   }
 
@@ -129,11 +159,30 @@ export class LiveProjects {
   streamError(params: StreamErrorNotification): void {
     const sub = this.byId.get(params.subscription_id);
     if (sub === undefined) return;
-    this.streamProblems.set(
-      sub.root,
-      `${params.topic}: ${params.message} (${params.error.code}); run \`loopstate verify\`, then \`loopstate recover\``,
-    );
+    const state = this.projects.get(sub.root);
+    if (state === undefined) return;
+    const message = `${params.message} (${params.error.code})`;
+    const known = state.streamProblems.get(sub.topic);
+    state.streamProblems.set(sub.topic, message);
+    if (known === undefined) this.notice({ root: sub.root, topic: sub.topic, readable: false, message });
     this.settle(sub.root);
+  }
+
+  /** Drop ``sub``'s subscription and take it again from the start (its state is void). */
+  private async resubscribe(sub: Subscription): Promise<void> {
+    const wire = this.wire;
+    if (wire === null) return;
+    if (sub.id !== null) {
+      this.byId.delete(sub.id);
+      const old = sub.id;
+      sub.id = null;
+      await wire.sendRequest("loopstate/unsubscribe", { subscription_id: old }).catch(() => undefined);
+    }
+    await this.subscribe(sub);
+  }
+
+  private notice(notice: StreamNotice): void {
+    for (const listener of this.noticeListeners) listener(notice);
   }
 
   private async subscribe(sub: Subscription): Promise<void> {
@@ -147,14 +196,26 @@ export class LiveProjects {
       // Refused (a root the server does not accept, a corrupt stream): that project shows why.
       if (this.wire !== wire) return;
       const code = (error as { data?: { code?: string } }).data?.code;
-      const message = error instanceof Error ? error.message : String(error);
-      this.streamProblems.set(sub.root, `subscribing to ${sub.topic} failed: ${message}${code ? ` (${code})` : ""}`);
+      const message = `${error instanceof Error ? error.message : String(error)}${code ? ` (${code})` : ""}`;
+      const state = this.projects.get(sub.root);
+      if (code === "CORRUPT_LEDGER" || code === "STORE_IO_ERROR" || code === "UNSAFE_PATH" || code === "FUTURE_SCHEMA") {
+        // One stream cannot be read: mark its part of the views.
+        if (state !== undefined && !state.streamProblems.has(sub.topic)) {
+          state.streamProblems.set(sub.topic, message);
+          this.notice({ root: sub.root, topic: sub.topic, readable: false, message });
+        }
+      } else {
+        this.rootProblems.set(sub.root, `subscribing to ${sub.topic} failed: ${message}`);
+      }
       this.settle(sub.root);
       return;
     }
     if (this.wire !== wire || !this.topics.has(`${sub.root}\n${sub.topic}`)) return;
     sub.id = result.subscription_id;
     this.byId.set(result.subscription_id, sub);
+    if (this.projects.get(sub.root)?.streamProblems.delete(sub.topic)) {
+      this.notice({ root: sub.root, topic: sub.topic, readable: true, message: "readable again" });
+    }
     this.fold(sub, result.head, result.snapshot);
   }
 
@@ -173,7 +234,7 @@ export class LiveProjects {
   private settle(root: string): void {
     const state = this.projects.get(root);
     if (state === undefined) return;
-    state.problem = this.streamProblems.get(root) ?? this.serverProblem;
+    state.problem = this.rootProblems.get(root) ?? this.serverProblem;
     this.emit(root);
   }
 

@@ -105,11 +105,14 @@ export interface ProjectState {
   intent: IntentSnapshot | null;
   runs: Map<string, RunStatus>;
   boards: Map<string, GoalBoard>;
+  /** As the project's kill-switch topic last pushed it; null before it is known. */
   killSwitch: KillSwitch | null;
-  /** Why the project cannot be shown (server missing, stream corrupt), if it cannot. */
+  /** Why the project cannot be shown at all (no server, a refused root), if it cannot. */
   problem: string | null;
+  /** Streams that cannot be read now, by topic (`loopstate/streamError`), with the reason. */
+  streamProblems: Map<string, string>;
 }
 
 export function emptyProject(root: string): ProjectState {
-  return { root, intent: null, runs: new Map(), boards: new Map(), killSwitch: null, problem: null };
+  return { root, intent: null, runs: new Map(), boards: new Map(), killSwitch: null, problem: null, streamProblems: new Map() };
 }

@@ -81,6 +81,7 @@ export function project(over: Partial<ProjectState> = {}): ProjectState {
     boards: new Map([["main", board()]]),
     killSwitch: null,
     problem: null,
+    streamProblems: new Map(),
     ...over,
   };
 }

@@ -55,6 +55,57 @@ describe("the presenter", () => {
     expect(redraws).toBe(1);
   });
 
+  it("names the project in every view, offers Collapse All, and badges the gates waiting for the user", () => {
+    for (const id of ["loopstate.intent", "loopstate.runs", "loopstate.goals"]) {
+      expect(created.treeViews.get(id)).toMatchObject({ description: "proj", showCollapseAll: true });
+    }
+    expect(created.treeViews.get("loopstate.goals")!.badge).toEqual({ value: 1, tooltip: "1 gate is waiting for you" });
+    const emptied = { ...board(), user_inbox: [] };
+    live.changed({ subscription_id: "sub-goals/board/main", topic: "goals/board/main", head: { stream: "s", sequence: 9, hash: null }, previous_sequence: 3, snapshot: emptied as any });
+    expect(created.treeViews.get("loopstate.goals")!.badge).toBeUndefined();
+  });
+
+  it("marks the view of an unreadable stream, and tells once", () => {
+    const notices: unknown[] = [];
+    live.onStreamNotice((notice) => notices.push(notice));
+    const error = { subscription_id: "sub-intent/snapshot", topic: "intent/snapshot", error: { code: "CORRUPT_LEDGER" }, message: "chain broken at 2" };
+    live.streamError(error);
+    live.streamError(error);
+    expect(notices).toEqual([{ root: ROOT, topic: "intent/snapshot", readable: false, message: "chain broken at 2 (CORRUPT_LEDGER)" }]);
+    expect(created.treeViews.get("loopstate.intent")!.message).toContain("intent/snapshot is unreadable");
+    expect(created.treeViews.get("loopstate.runs")!.message).toBeUndefined();
+    const intentTree = created.treeProviders.get("loopstate.intent") as NodeTree;
+    expect(intentTree.getChildren().map((node) => node.label)).toEqual(["intent: unreadable"]);
+    expect(item.text).toBe("$(error) 1 stream unreadable");
+  });
+
+  it("after a repair, clears the mark and fetches the topic afresh, by itself", async () => {
+    const wire = preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "goals/board/main": board() });
+    await live.attach(wire);
+    const notices: Array<{ readable: boolean }> = [];
+    live.onStreamNotice((notice) => notices.push(notice));
+    live.streamError({ subscription_id: "sub-intent/snapshot", topic: "intent/snapshot", error: { code: "CORRUPT_LEDGER" }, message: "broken" });
+    wire.sent.length = 0;
+    live.changed({ subscription_id: "sub-intent/snapshot", topic: "intent/snapshot", head: { stream: "s", sequence: 1, hash: null }, previous_sequence: 0, snapshot: intent() as any, rewritten: true });
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(notices.map((n) => n.readable)).toEqual([false, true]);
+    expect(wire.sent.map((m) => [m.method, m.params.since ?? null])).toEqual([["loopstate/unsubscribe", null], ["loopstate/subscribe", null]]);
+    expect(item.text).toBe("$(pulse) run active 40% · 3 claims · 1 dispute");
+    expect(created.treeViews.get("loopstate.intent")!.message).toBeUndefined();
+  });
+
+  it("after a halt keeps following the run that was active, not a never-started one", async () => {
+    const wire = preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "runs/status/r2": run("r2", "ready", { updated_at: "2026-01-15T09:00:00Z" }), "goals/board/main": board() });
+    await live.track(ROOT, ["r2"]);
+    await live.attach(wire);
+    expect(item.tooltip).toContain("Run r1: active");
+    // the kill switch halts both; the never-started r2 is now the more recently updated
+    const halt = (id: string, updated: string) => run(id, "halted_kill_switch", { updated_at: updated, usage: {} }, { kill_switch: { set: true, paths: ["/p/STOP"] } });
+    live.changed({ subscription_id: "sub-runs/status/r1", topic: "runs/status/r1", head: { stream: "s", sequence: 9, hash: null }, previous_sequence: 2, snapshot: halt("r1", "2026-01-15T10:00:00Z") as any });
+    live.changed({ subscription_id: "sub-runs/status/r2", topic: "runs/status/r2", head: { stream: "s", sequence: 9, hash: null }, previous_sequence: 2, snapshot: halt("r2", "2026-01-15T10:00:01Z") as any });
+    expect(item.tooltip).toContain("Run r1: halted_kill_switch");
+  });
+
   it("turns tree nodes into items: ids kept, run details folded, the rest open", () => {
     const runs = created.treeProviders.get("loopstate.runs") as NodeTree;
     const [top] = runs.getChildren();
@@ -65,6 +116,8 @@ describe("the presenter", () => {
     expect((runs.getTreeItem(budgets) as any).collapsibleState).toBe(vscode.TreeItemCollapsibleState.Collapsed);
     const stage = runs.getChildren(top)[0];
     expect((runs.getTreeItem(stage) as any).collapsibleState).toBe(vscode.TreeItemCollapsibleState.None);
+    // a click on a run opens its audit log, with the node as the argument
+    expect(item.command).toEqual({ command: "loopstate.showAuditLog", title: "Show the run's audit log", arguments: [top] });
   });
 
   it("shows a refused subscription as the project's problem, with the server's code", async () => {
