@@ -1,24 +1,24 @@
 /**
  * The loopstate extension: one `loopstate serve` per window (src/server.ts), every workspace
  * folder followed as a project (src/live.ts), shown in a status bar item and three tree views
- * (src/views.ts), acted on by the commands (src/commands.ts). Everything shown arrives as a
- * pushed `loopstate/changed`; with no change in the store the extension does nothing.
+ * (src/views.ts), acted on by the commands (src/commands.ts). Everything goes through the
+ * server: a folder's project is its `project.root` answer, what is shown arrives as a pushed
+ * `loopstate/changed`, and the extension starts no other process and watches no file (finding
+ * loopstate may ask a login shell for its PATH, once, when nothing else found it).
  */
 
 import { execFile } from "node:child_process";
 import * as vscode from "vscode";
-import { inventory } from "./cli";
 import { registerCommands } from "./commands";
-import { LiveProjects } from "./live";
-import { NewStreamWatcher } from "./newStreams";
-import { discoverRoot } from "./projectRoot";
+import type { RootInfo } from "./generated/wire";
+import { LiveProjects, type Wire } from "./live";
 import { messageOf, ServerSupervisor } from "./server";
 import { describe, locate, type LoopstateCommand } from "./serverCommand";
-import { Presenter } from "./views";
+import { type ActiveProject, Presenter } from "./views";
 
 /**
  * The Python extension's selected interpreter for ``folder``, if that extension is installed
- * (activating it only then: locate() asks only when the workspace has no venv with loopstate).
+ * (activated only then: locate() asks only when no workspace venv has loopstate).
  */
 async function pythonInterpreter(folder: vscode.Uri | undefined): Promise<string | null> {
   const python = vscode.extensions.getExtension("ms-python.python");
@@ -45,7 +45,7 @@ function loginShellPath(): Promise<string | null> {
   });
 }
 
-/** Which loopstate to run (src/serverCommand.ts has the order), remembered until the setting or the folders change. */
+/** Which loopstate to run (src/serverCommand.ts has the order), remembered until the setting, trust or folders change. */
 class CommandResolver {
   private found: Promise<LoopstateCommand | null> | null = null;
 
@@ -78,35 +78,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output.appendLine(`first state of ${root} ${Date.now() - activatedAt} ms after activation`);
     firstState.dispose();
   });
+
   const commands = new CommandResolver();
   const resolveCommand = async () => {
     const command = await commands.resolve();
     if (command !== null && command.origin !== "setting") output.appendLine(`found loopstate: ${describe(command)} (${command.origin})`);
     return command;
   };
-  const supervisor = new ServerSupervisor(live, output, resolveCommand);
-  const roots = new Map<string, string>(); // folder uri -> project root
 
-  const folderRoot = (folder: vscode.WorkspaceFolder): string | null => {
-    const known = roots.get(folder.uri.toString());
-    if (known !== undefined) return known;
-    if (folder.uri.scheme !== "file") return null;
-    try {
-      const root = discoverRoot(folder.uri.fsPath);
-      roots.set(folder.uri.toString(), root);
-      return root;
-    } catch (error) {
-      output.appendLine(`${folder.uri.fsPath}: ${messageOf(error)}`);
-      return null;
-    }
-  };
-  const folderName = (root: string): string => {
-    for (const folder of vscode.workspace.workspaceFolders ?? []) {
-      if (roots.get(folder.uri.toString()) === root) return folder.name;
-    }
-    return root;
-  };
-  const activeRoot = (): { root: string; name: string } | null => {
+  const roots = new Map<string, string>(); // folder uri -> project root, as the server answered
+  const folderRoot = (folder: vscode.WorkspaceFolder): string | null => roots.get(folder.uri.toString()) ?? null;
+  const folderName = (root: string): string =>
+    (vscode.workspace.workspaceFolders ?? []).find((folder) => folderRoot(folder) === root)?.name ?? root;
+  const activeRoot = (): ActiveProject | null => {
     const editor = vscode.window.activeTextEditor;
     const folder =
       (editor && vscode.workspace.getWorkspaceFolder(editor.document.uri)) ?? vscode.workspace.workspaceFolders?.[0];
@@ -114,58 +98,35 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const root = folderRoot(folder);
     return root === null ? null : { root, name: folder.name };
   };
-  // A run or goal another process creates is noticed through the store folder (src/newStreams.ts);
-  // the listings it triggers are coalesced: one in flight per project, one more queued at most.
-  const watchers = new Map<string, NewStreamWatcher>();
-  const listing = new Map<string, { running: Promise<void>; again: boolean }>();
-  const relist = (root: string): void => {
-    const current = listing.get(root);
-    if (current !== undefined) {
-      current.again = true;
-      return;
-    }
-    const entry = { running: Promise.resolve(), again: false };
-    listing.set(root, entry);
-    entry.running = (async () => {
-      do {
-        entry.again = false;
-        await refresh(root);
-      } while (entry.again);
-      listing.delete(root);
-    })();
-  };
-  const watchStore = (root: string): void => {
-    if (watchers.has(root)) return;
-    watchers.set(root, new NewStreamWatcher(root, (kind, id) => live.follows(root, kind, id), () => relist(root)));
-  };
-  const refresh = async (only?: string): Promise<void> => {
-    const command = await resolveCommand();
-    const folders = vscode.workspace.workspaceFolders ?? [];
-    const wanted = [...new Set(folders.map(folderRoot).filter((root): root is string => root !== null))];
+
+  /** Ask the server for each folder's project (`project.root`) and follow the new ones. */
+  const trackFolders = async (wire: Wire): Promise<void> => {
+    const folders = (vscode.workspace.workspaceFolders ?? []).filter((folder) => folder.uri.scheme === "file");
     await Promise.all(
-      wanted
-        .filter((root) => only === undefined || root === only)
-        .map(async (root) => {
-          watchStore(root);
-          if (command === null) {
-            await live.track(root);
-            return;
-          }
-          try {
-            const found = await inventory(command, root);
-            await live.track(root, found.runIds, found.goalIds, found.killSwitch);
-          } catch (error) {
-            output.appendLine(`listing the runs and goals of ${root}: ${messageOf(error)}`);
-            await live.track(root);
-          }
-        }),
+      folders.map(async (folder) => {
+        const known = roots.get(folder.uri.toString());
+        if (known !== undefined) return live.track(known);
+        try {
+          const info = await wire.sendRequest<RootInfo>("loopstate/query", { root: folder.uri.fsPath, query: { kind: "project.root" } });
+          roots.set(folder.uri.toString(), info.root);
+          await live.track(info.root);
+        } catch (error) {
+          output.appendLine(`${folder.uri.fsPath}: ${messageOf(error)}`);
+        }
+      }),
     );
+    presenter.render();
   };
 
+  const supervisor = new ServerSupervisor(live, output, resolveCommand, (client) => trackFolders(client));
   const presenter = new Presenter(live, activeRoot, () => (vscode.workspace.workspaceFolders?.length ?? 0) > 1);
-  // A stream that turns unreadable is said once (a notification with "Show output", an Output
-  // line); its return, after `loopstate recover`, is an Output line and the views refetched.
   context.subscriptions.push(
+    output,
+    presenter,
+    { dispose: () => void supervisor.dispose() },
+    ...registerCommands({ live, supervisor, output, activeRoot }),
+    // A stream that turns unreadable is said once (a notification with "Show output", an Output
+    // line); its return, after `loopstate recover`, is an Output line and the views refetched.
     live.onStreamNotice((notice) => {
       const name = folderName(notice.root);
       if (notice.readable) {
@@ -177,37 +138,30 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         .showErrorMessage(`loopstate: ${name}: ${notice.topic} cannot be read (${notice.message}). Its views are marked until the store is repaired.`, "Show output")
         .then((choice) => choice && output.show());
     }),
-  );
-  context.subscriptions.push(
-    output,
-    presenter,
-    { dispose: () => void supervisor.dispose() },
-    { dispose: () => watchers.forEach((watcher) => watcher.dispose()) },
-    ...registerCommands({ live, supervisor, output, activeRoot, command: resolveCommand, refresh }),
     vscode.window.onDidChangeActiveTextEditor(() => presenter.render()),
     vscode.workspace.onDidChangeWorkspaceFolders(async (change) => {
       for (const folder of change.removed) {
         const root = roots.get(folder.uri.toString());
         roots.delete(folder.uri.toString());
-        if (root !== undefined && ![...roots.values()].includes(root)) {
-          watchers.get(root)?.dispose();
-          watchers.delete(root);
-          await live.untrack(root);
-        }
+        if (root !== undefined && ![...roots.values()].includes(root)) await live.untrack(root);
       }
-      await refresh();
+      commands.forget(); // a new folder may bring its own venv
+      const client = supervisor.running;
+      if (client !== null) await trackFolders(client);
       presenter.render();
+    }),
+    vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+      commands.forget();
+      if (supervisor.running === null) await supervisor.restart();
     }),
     vscode.workspace.onDidChangeConfiguration(async (change) => {
       if (change.affectsConfiguration("loopstate.serverPath")) {
         commands.forget();
         output.appendLine("loopstate.serverPath changed: restarting the server");
         await supervisor.restart();
-        await refresh();
       }
     }),
   );
-  await refresh();
   await supervisor.start();
 }
 

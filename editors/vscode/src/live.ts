@@ -1,6 +1,12 @@
 /**
  * The live state of every tracked project, kept by `loopstate/subscribe` and the pushed
- * `loopstate/changed` / `loopstate/streamError` notifications; nothing here polls.
+ * `loopstate/changed` / `loopstate/streamError` notifications; nothing here polls, spawns or
+ * watches files.
+ *
+ * Per project it subscribes `intent/snapshot` and the three project topics: `project/runs`
+ * and `project/goals` (each run and goal of the project: a new one, created by any process,
+ * is pushed, and its `runs/status/<id>` or `goals/board/<id>` is then subscribed too) and
+ * `project/kill_switch` (set or cleared by anyone, a STOP file removed by hand included).
  *
  * It knows no VS Code: it talks through ``Wire`` (a LanguageClient in the extension, a
  * vscode-jsonrpc connection in test/integration), so the same code is tested against a real
@@ -10,14 +16,31 @@
  */
 
 import type { ChangedNotification, Head, StreamErrorNotification, SubscribeParams, SubscribeResult } from "./generated/wire";
-import { emptyProject, type GoalBoard, type IntentSnapshot, type KillSwitch, type ProjectState, type RunStatus } from "./model/projections";
+import {
+  emptyProject,
+  type GoalBoard,
+  type GoalList,
+  type IntentSnapshot,
+  type KillSwitch,
+  type ProjectState,
+  type RunList,
+  type RunStatus,
+} from "./model/projections";
 
 /** What LiveProjects needs of a connection to `loopstate serve`. */
 export interface Wire {
   sendRequest<R>(method: string, params: unknown): Promise<R>;
 }
 
-type TopicKind = "intent" | "run" | "goal";
+type TopicKind = "intent" | "run" | "goal" | "runs" | "goals" | "kill_switch";
+
+/** The topics every tracked project has; runs and goals are added as `project/runs` and `project/goals` list them. */
+const PROJECT_TOPICS: Array<[TopicKind, string]> = [
+  ["intent", "intent/snapshot"],
+  ["kill_switch", "project/kill_switch"],
+  ["runs", "project/runs"],
+  ["goals", "project/goals"],
+];
 
 interface Subscription {
   root: string;
@@ -67,11 +90,6 @@ export class LiveProjects {
     return this.projects.get(root);
   }
 
-  /** Whether ``root``'s run or goal ``id`` is followed already. */
-  follows(root: string, kind: "runs" | "goals", id: string): boolean {
-    return this.topics.has(`${root}\n${kind === "runs" ? "runs/status" : "goals/board"}/${id}`);
-  }
-
   /** Use ``wire`` from now on and subscribe every known topic on it (with ``since`` where known). */
   async attach(wire: Wire): Promise<void> {
     this.wire = wire;
@@ -93,27 +111,32 @@ export class LiveProjects {
     for (const root of this.projects.keys()) this.settle(root);
   }
 
-  /** Follow the project at ``root``: its intent now, then ``runIds`` and ``goalIds``. */
-  async track(root: string, runIds: string[] = [], goalIds: string[] = [], killSwitch: KillSwitch | null = null): Promise<void> {
+  /** Follow the project at ``root``: its intent, kill switch, runs and goals, each as pushed. */
+  async track(root: string): Promise<void> {
     if (!this.projects.has(root)) this.projects.set(root, emptyProject(root));
     const state = this.projects.get(root)!;
-    if (killSwitch !== null) state.killSwitch = killSwitch;
     state.problem = this.rootProblems.get(root) ?? this.serverProblem;
-    const wanted: Array<[TopicKind, string, string]> = [
-      ["intent", "intent/snapshot", ""],
-      ...runIds.map((id): [TopicKind, string, string] => ["run", `runs/status/${id}`, id]),
-      ...goalIds.map((id): [TopicKind, string, string] => ["goal", `goals/board/${id}`, id]),
-    ];
-    const fresh: Subscription[] = [];
-    for (const [kind, topic, key] of wanted) {
-      const name = `${root}\n${topic}`;
-      if (this.topics.has(name)) continue;
-      const sub: Subscription = { root, topic, kind, key, sequence: null, id: null };
-      this.topics.set(name, sub);
-      fresh.push(sub);
-    }
+    const fresh = PROJECT_TOPICS.map(([kind, topic]) => this.want(root, kind, topic, "")).filter((sub): sub is Subscription => sub !== null);
     this.emit(root);
     if (this.wire !== null) await Promise.all(fresh.map((sub) => this.subscribe(sub)));
+  }
+
+  /** The subscription for ``topic`` of ``root``, made if new (returned then, else null). */
+  private want(root: string, kind: TopicKind, topic: string, key: string): Subscription | null {
+    const name = `${root}\n${topic}`;
+    if (this.topics.has(name)) return null;
+    const sub: Subscription = { root, topic, kind, key, sequence: null, id: null };
+    this.topics.set(name, sub);
+    return sub;
+  }
+
+  /** Subscribe the run or goal topics a project listing names that are not followed yet. */
+  private follow(root: string, kind: "run" | "goal", ids: string[]): void {
+    const prefix = kind === "run" ? "runs/status" : "goals/board";
+    for (const id of ids) {
+      const sub = this.want(root, kind, `${prefix}/${id}`, id);
+      if (sub !== null && this.wire !== null) void this.subscribe(sub);
+    }
   }
 
   /** Stop following ``root`` (its folder left the workspace). */
@@ -223,10 +246,35 @@ export class LiveProjects {
     const state = this.projects.get(sub.root);
     if (state === undefined) return;
     sub.sequence = head.sequence;
-    if (sub.kind === "intent") state.intent = (snapshot ?? null) as IntentSnapshot | null;
-    else if (snapshot === null || snapshot === undefined) (sub.kind === "run" ? state.runs : state.boards).delete(sub.key);
-    else if (sub.kind === "run") state.runs.set(sub.key, snapshot as RunStatus);
-    else state.boards.set(sub.key, snapshot as GoalBoard);
+    switch (sub.kind) {
+      case "intent":
+        state.intent = (snapshot ?? null) as IntentSnapshot | null;
+        break;
+      case "kill_switch":
+        state.killSwitch = (snapshot ?? null) as KillSwitch | null;
+        break;
+      case "runs": {
+        const list = (snapshot ?? null) as RunList | null;
+        state.runList = list;
+        if (list?.kill_switch) state.killSwitch = list.kill_switch;
+        this.follow(sub.root, "run", (list?.runs ?? []).map((run) => run.run_id));
+        break;
+      }
+      case "goals": {
+        const list = (snapshot ?? null) as GoalList | null;
+        state.goalList = list;
+        this.follow(sub.root, "goal", (list?.goals ?? []).map((goal) => goal.goal_id));
+        break;
+      }
+      case "run":
+        if (snapshot === null || snapshot === undefined) state.runs.delete(sub.key);
+        else state.runs.set(sub.key, snapshot as RunStatus);
+        break;
+      case "goal":
+        if (snapshot === null || snapshot === undefined) state.boards.delete(sub.key);
+        else state.boards.set(sub.key, snapshot as GoalBoard);
+        break;
+    }
     this.emit(sub.root);
   }
 

@@ -1,5 +1,6 @@
 /**
- * One `loopstate serve` per window, through vscode-languageclient over stdio.
+ * One `loopstate serve` per window, through vscode-languageclient over stdio: the only process
+ * the extension starts (everything it reads and writes goes through this server).
  *
  * The language client's own restart is turned off (its error handler answers
  * DoNotRestart) so that this supervisor owns the policy: a crash restarts the server after a
@@ -46,6 +47,8 @@ export class ServerSupervisor implements vscode.Disposable {
     private readonly live: LiveProjects,
     private readonly output: vscode.LogOutputChannel,
     private readonly resolveCommand: () => Promise<LoopstateCommand | null>,
+    /** After each server is attached: find the folders' projects and track them (src/extension.ts). */
+    private readonly onAttached: (client: LanguageClient) => Promise<void> = async () => undefined,
   ) {}
 
   get running(): LanguageClient | null {
@@ -110,6 +113,7 @@ export class ServerSupervisor implements vscode.Disposable {
     this.notified = null;
     try {
       await this.live.attach(client);
+      await this.onAttached(client);
     } catch (error) {
       this.output.appendLine(`subscribing failed: ${messageOf(error)}`);
       void vscode.window.showErrorMessage(`loopstate: subscribing failed: ${messageOf(error)}`, "Show output")
