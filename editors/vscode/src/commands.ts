@@ -6,9 +6,10 @@
  */
 
 import { randomUUID } from "node:crypto";
+import { userInfo } from "node:os";
 import * as vscode from "vscode";
 import type { LiveProjects } from "./live";
-import type { ExecuteResult, LogPage, ResumeOutcome, RunList, StopOutcome, VerifyReport } from "./generated/wire";
+import type { ExecuteResult, LogPage, ProjectStop, ResumeOutcome, RunList, StopOutcome, VerifyReport } from "./generated/wire";
 import type { Claim, Gate } from "./model/projections";
 import type { TreeNode } from "./model/trees";
 import { messageOf, type ServerSupervisor } from "./server";
@@ -92,6 +93,17 @@ async function execute(ctx: CommandContext, root: string, command: Record<string
   return requireClient(ctx).sendRequest<ExecuteResult>("loopstate/execute", { root, request_id: randomUUID(), command });
 }
 
+/** Who a stop or a resume is recorded as: the person at this editor (a manual harness). */
+function person(): ProjectStop["actor"] {
+  let name = process.env.USER ?? process.env.USERNAME ?? "";
+  try {
+    name ||= userInfo().username;
+  } catch {
+    // no passwd entry (a container): keep the environment's name
+  }
+  return { harness: "manual", actor: name || "user", session_id: `vscode-${vscode.env.sessionId}` };
+}
+
 async function query<R>(ctx: CommandContext, root: string, body: Record<string, unknown>): Promise<R> {
   return requireClient(ctx).sendRequest<R>("loopstate/query", { root, query: body });
 }
@@ -110,7 +122,7 @@ async function stopAll(ctx: CommandContext): Promise<void> {
     confirm,
   );
   if (choice !== confirm) return;
-  const result = await execute(ctx, root, { kind: "project.stop", actor: "user", reason: "stopped from VS Code" });
+  const result = await execute(ctx, root, { kind: "project.stop", actor: person(), reason: "stopped from VS Code" });
   const outcome = result.project as StopOutcome | null | undefined;
   // The true count: every run of the project that stands halted now, whether this stop or the
   // switch's own probe (a run notices a new switch at once) recorded its halt.
@@ -144,7 +156,7 @@ async function resume(ctx: CommandContext): Promise<void> {
     confirm,
   );
   if (choice !== confirm) return;
-  const result = await execute(ctx, root, { kind: "project.resume", actor: "user" });
+  const result = await execute(ctx, root, { kind: "project.resume", actor: person() });
   const outcome = result.project as ResumeOutcome | null | undefined;
   const kept = outcome?.kept ?? [];
   for (const switchFile of kept) ctx.output.appendLine(`${name}: kill switch ${switchFile.path} left standing: ${switchFile.reason}`);

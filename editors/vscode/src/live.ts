@@ -34,6 +34,8 @@ export interface Wire {
 
 type TopicKind = "intent" | "run" | "goal" | "runs" | "goals" | "kill_switch";
 
+const PROJECT_KINDS = new Set<TopicKind>(["runs", "goals", "kill_switch"]);
+
 /** The topics every tracked project has; runs and goals are added as `project/runs` and `project/goals` list them. */
 const PROJECT_TOPICS: Array<[TopicKind, string]> = [
   ["intent", "intent/snapshot"],
@@ -211,7 +213,9 @@ export class LiveProjects {
   private async subscribe(sub: Subscription): Promise<void> {
     const wire = this.wire;
     if (wire === null) return;
-    const params: SubscribeParams = { root: sub.root, topic: sub.topic, deliver: "snapshot", since: sub.sequence };
+    // A project topic is no stream of events (its snapshot is the whole state): never `since`.
+    const since = PROJECT_KINDS.has(sub.kind) ? null : sub.sequence;
+    const params: SubscribeParams = { root: sub.root, topic: sub.topic, deliver: "snapshot", since };
     let result: SubscribeResult;
     try {
       result = await wire.sendRequest<SubscribeResult>("loopstate/subscribe", params);

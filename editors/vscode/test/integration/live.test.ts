@@ -82,7 +82,7 @@ describe("the live view of a project", () => {
     await until(() => state().runs.size === 2);
     const execute = (command: object) =>
       server!.connection.sendRequest<any>("loopstate/execute", { root: store.folder, request_id: randomUUID(), command });
-    const stopped = await execute({ kind: "project.stop", actor: "user", reason: "integration test" });
+    const stopped = await execute({ kind: "project.stop", actor: { harness: "manual", actor: "tester", session_id: "s1" }, reason: "integration test" });
     expect(stopped.project.kind).toBe("project.stop");
     const halted = await server.connection.sendRequest<any>("loopstate/query", {
       root: store.folder,
@@ -93,7 +93,7 @@ describe("the live view of a project", () => {
     expect(halted.runs.length).toBe(2);
     await until(() => state().killSwitch?.set === true && haltedCount(state()) === 2);
 
-    const resumed = await execute({ kind: "project.resume", actor: "user" });
+    const resumed = await execute({ kind: "project.resume", actor: { harness: "manual", actor: "tester", session_id: "s1" } });
     expect(resumed.project).toMatchObject({ kind: "project.resume", state: { set: false } });
     expect(existsSync(path.join(store.folder, ".loopstate", "STOP"))).toBe(false);
     await until(() => state().killSwitch?.set === false);

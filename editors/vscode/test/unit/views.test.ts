@@ -8,6 +8,22 @@ import { board, intent, run } from "./fixtures";
 
 const ROOT = "/work/proj";
 
+/** What the server would push for the project: its listings name r1 and main. */
+function snapshots(extra: Record<string, unknown> = {}, runIds = ["r1"]): Record<string, unknown> {
+  return {
+    "intent/snapshot": intent(),
+    "project/kill_switch": { set: false, paths: [] },
+    "project/runs": { runs: runIds.map((run_id) => ({ run_id, status: "active" })), kill_switch: { set: false, paths: [] }, total: runIds.length },
+    "project/goals": { goals: [{ goal_id: "main" }] },
+    "runs/status/r1": run("r1", "active"),
+    "goals/board/main": board(),
+    ...extra,
+  };
+}
+
+/** Let the subscriptions a listing starts (without awaiting them) finish. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
 /** A Wire that answers each subscribe with the next prepared snapshot, as the server would. */
 function preparedWire(snapshots: Record<string, unknown>) {
   const sent: Array<{ method: string; params: any }> = [];
@@ -33,8 +49,9 @@ describe("the presenter", () => {
     live = new LiveProjects();
     presenter = new Presenter(live, () => ({ root: ROOT, name: "proj" }));
     item = created.statusBarItems[0];
-    await live.track(ROOT, ["r1"], ["main"]);
-    await live.attach(preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "goals/board/main": board() }));
+    await live.track(ROOT);
+    await live.attach(preparedWire(snapshots()));
+    await settled();
   });
 
   it("creates one status item that opens the panel, and registers the three views", () => {
@@ -50,9 +67,11 @@ describe("the presenter", () => {
     goals.onDidChangeTreeData(() => redraws++);
     const halted = run("r1", "halted_kill_switch", {}, { kill_switch: { set: true, paths: ["/p/STOP"] } });
     live.changed({ subscription_id: "sub-runs/status/r1", topic: "runs/status/r1", head: { stream: "s", sequence: 9, hash: null }, previous_sequence: 2, snapshot: halted as any });
+    expect(redraws).toBe(1);
+    live.changed({ subscription_id: "sub-project/kill_switch", topic: "project/kill_switch", head: { stream: "s", sequence: 0, hash: null }, previous_sequence: 0, snapshot: { set: true, paths: ["/p/STOP"] } as any });
     expect(item.text).toBe("$(debug-stop) HALTED · run halted 40% · 3 claims · 1 dispute");
     expect((item.backgroundColor as vscode.ThemeColor).id).toBe("statusBarItem.errorBackground");
-    expect(redraws).toBe(1);
+    expect(redraws).toBe(2);
   });
 
   it("names the project in every view, offers Collapse All, and badges the gates waiting for the user", () => {
@@ -80,8 +99,9 @@ describe("the presenter", () => {
   });
 
   it("after a repair, clears the mark and fetches the topic afresh, by itself", async () => {
-    const wire = preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "goals/board/main": board() });
+    const wire = preparedWire(snapshots());
     await live.attach(wire);
+    await settled();
     const notices: Array<{ readable: boolean }> = [];
     live.onStreamNotice((notice) => notices.push(notice));
     live.streamError({ subscription_id: "sub-intent/snapshot", topic: "intent/snapshot", error: { code: "CORRUPT_LEDGER" }, message: "broken" });
@@ -95,9 +115,9 @@ describe("the presenter", () => {
   });
 
   it("after a halt keeps following the run that was active, not a never-started one", async () => {
-    const wire = preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "runs/status/r2": run("r2", "ready", { updated_at: "2026-01-15T09:00:00Z" }), "goals/board/main": board() });
-    await live.track(ROOT, ["r2"]);
+    const wire = preparedWire(snapshots({ "runs/status/r2": run("r2", "ready", { updated_at: "2026-01-15T09:00:00Z" }) }, ["r1", "r2"]));
     await live.attach(wire);
+    await settled();
     expect(item.tooltip).toContain("Run r1: active");
     // the kill switch halts both; the never-started r2 is now the more recently updated
     const halt = (id: string, updated: string) => run(id, "halted_kill_switch", { updated_at: updated, usage: {} }, { kill_switch: { set: true, paths: ["/p/STOP"] } });
@@ -136,11 +156,15 @@ describe("the presenter", () => {
     live.detach("loopstate serve exited; restarting in 1 s");
     expect(item.text).toBe("$(error) loopstate");
     expect(item.tooltip).toContain("restarting in 1 s");
-    const wire = preparedWire({ "intent/snapshot": intent(), "runs/status/r1": run("r1", "active"), "goals/board/main": board() });
+    const wire = preparedWire(snapshots());
     await live.attach(wire);
+    await settled();
     expect(item.text).toBe("$(pulse) run active 40% · 3 claims · 1 dispute");
-    // resubscribed with since: the last sequence each topic had reached
-    expect(wire.sent.map((m) => m.params.since).every((since: unknown) => typeof since === "number")).toBe(true);
+    // resubscribed with since (the last sequence each stream's topic had reached); project topics are whole snapshots
+    const streams = wire.sent.filter((m) => !m.params.topic.startsWith("project/"));
+    expect(streams.map((m) => m.params.topic).sort()).toEqual(["goals/board/main", "intent/snapshot", "runs/status/r1"]);
+    expect(streams.every((m) => typeof m.params.since === "number")).toBe(true);
+    expect(wire.sent.filter((m) => m.params.topic.startsWith("project/")).every((m) => m.params.since === null)).toBe(true);
     presenter.dispose();
   });
 });
