@@ -17,11 +17,14 @@ export class NodeTree implements vscode.TreeDataProvider<TreeNode> {
   private readonly changed = new vscode.EventEmitter<TreeNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private roots: TreeNode[] = [];
+  /** The project shown: part of every item's id, so each project keeps its own expansion state. */
+  private project = "";
 
   constructor(private readonly build: (state: ProjectState | undefined) => TreeNode[]) {}
 
   update(state: ProjectState | undefined): void {
     this.roots = this.build(state);
+    this.project = state?.root ?? "";
     this.changed.fire(undefined);
   }
 
@@ -37,7 +40,7 @@ export class NodeTree implements vscode.TreeDataProvider<TreeNode> {
           ? vscode.TreeItemCollapsibleState.Expanded
           : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(node.label, collapsible);
-    item.id = node.id;
+    item.id = `${this.project}\n${node.id}`;
     item.description = node.description;
     item.tooltip = node.tooltip;
     item.contextValue = node.contextValue;

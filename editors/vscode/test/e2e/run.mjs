@@ -28,7 +28,11 @@ const extensionDir = path.resolve(here, "../..");
 const repo = path.resolve(extensionDir, "../..");
 const e2eModules = path.join(extensionDir, "e2e", "node_modules");
 const codeServer = path.join(e2eModules, "code-server", "out", "node", "entry.js");
-const vsix = path.join(extensionDir, "dist", "loopstate.vsix");
+const vsix = process.env.LOOPSTATE_E2E_VSIX ?? path.join(extensionDir, "dist", "loopstate.vsix");
+// LOOPSTATE_E2E_FIRST_STATE_ONLY=1: only the first check, with loopstate.serverPath naming the
+// venv's loopstate (so builds that cannot find it by themselves are timed alike); its
+// "first state: N ms" line is the figure test/e2e/first-state.sh compares across builds.
+const firstStateOnly = process.env.LOOPSTATE_E2E_FIRST_STATE_ONLY === "1";
 const artifacts = path.join(extensionDir, "artifacts");
 const chromium = process.env.LOOPSTATE_CHROMIUM ?? "/usr/bin/chromium";
 const WAIT_MS = Number(process.env.LOOPSTATE_E2E_WAIT_MS ?? 60_000); // a bound on each wait, not a timed assertion
@@ -64,10 +68,12 @@ const env = {
 
 const results = [];
 async function check(name, body) {
+  if (firstStateOnly && results.length > 0) return;
+  const started = Date.now();
   try {
     await body();
     results.push([name, true]);
-    console.log(`ok - ${name}`);
+    console.log(`ok - ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
   } catch (error) {
     results.push([name, false]);
     console.log(`not ok - ${name}: ${error?.stack ?? error}`);
@@ -166,6 +172,7 @@ try {
     "workbench.startupEditor": "none",
     "security.workspace.trust.enabled": false,
     "telemetry.telemetryLevel": "off",
+    ...(firstStateOnly ? { "loopstate.serverPath": path.join(folder, ".venv", "bin", "loopstate") } : {}),
   }));
   const hostEnv = {
     ...env,
@@ -232,10 +239,10 @@ try {
 
   await check("the folder's .venv install is found without settings, and the status item shows the project's state", async () => {
     await waitForItem((text) => text.includes("1 claim") && text.includes("run active"), "1 claim and the active run");
-    const found = `found loopstate: ${path.join(folder, ".venv", "bin", "loopstate")} (workspace venv)`;
-    if (!outputLog().includes(found)) throw new Error(`the Output does not say ${JSON.stringify(found)}:\n${outputLog()}`);
-    await shot("1-status");
     console.log(`first state: ${await firstStateMs()} ms after activation`);
+    const found = `found loopstate: ${path.join(folder, ".venv", "bin", "loopstate")} (workspace venv)`;
+    if (!firstStateOnly && !outputLog().includes(found)) throw new Error(`the Output does not say ${JSON.stringify(found)}:\n${outputLog()}`);
+    await shot("1-status");
   });
 
   await check("a claim and a todo added by another process reach the status item and the tree without input", async () => {
@@ -246,6 +253,8 @@ try {
     cli("goals", "add", "main", "Document the old format", "--priority", "P1");
     await waitForItem((text) => text.includes("2 claims"), "2 claims");
     await waitForText("Document the old format", "the new todo in the Goals tree");
+    // groups start folded (Outcomes and Disputes open): open Constraints to see the new claim
+    await clickRow("Constraints");
     await waitForText("Keep the public API stable", "the new claim in the Intent tree");
     await shot("2-live");
   });
@@ -344,6 +353,7 @@ try {
     await quickInputStep("Add claim: facet", "success_signal", true);
     await quickInputStep("Add claim: status", "explicit", true);
     await waitForItem((text) => text.includes("3 claims"), "3 claims");
+    await clickRow("Success signals");
     await waitForText("Errors name the offending line", "the new claim in the Intent tree");
     const shown = JSON.parse(cli("intent", "show", "--json"));
     const claims = Object.values(shown.by_facet.success_signal ?? {}).flat();
@@ -536,12 +546,12 @@ try {
       () => [...document.querySelectorAll(".context-view .action-label, .monaco-menu .action-label")].some((a) => a.textContent.trim() === "Retract claim"),
       { timeout: WAIT_MS },
     );
-    await page.$$eval(".context-view .action-label, .monaco-menu .action-label", (all) => {
-      const item = all.find((a) => a.textContent.trim() === "Retract claim");
-      item.dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
-      item.dispatchEvent(new MouseEvent("mouseup", { bubbles: true }));
-      item.click();
-    });
+    // a real click on the menu entry (the menu acts on trusted mouse events only)
+    const entry = await page.waitForFunction(
+      () => [...document.querySelectorAll(".context-view .action-label, .monaco-menu .action-label")].find((a) => a.textContent.trim() === "Retract claim") ?? null,
+      { timeout: WAIT_MS },
+    );
+    await entry.asElement().click();
     await confirmModal("Retract", "12-retract-modal");
     const deadline = Date.now() + WAIT_MS;
     while (JSON.parse(cli("intent", "show", "--json")).active_count !== before - 1) {
@@ -574,7 +584,9 @@ try {
     await waitForItem((text) => text.includes("proj: "), "the project's name");
     await page.click(ITEM);
     await waitForHeaders("proj");
-    await page.keyboard.press("Control+P");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyP");
+    await page.keyboard.up("Control");
     await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: WAIT_MS });
     await page.keyboard.type("NOTES.md");
     await page.waitForFunction(() => document.querySelector(".quick-input-list .monaco-list-row.focused")?.textContent?.includes("NOTES.md"), { timeout: WAIT_MS });
@@ -604,7 +616,8 @@ try {
     codeServerProcess.kill("SIGTERM");
     await new Promise((resolve) => codeServerProcess.once("exit", resolve));
   }
-  if (!process.env.LOOPSTATE_E2E_KEEP) rmSync(scratch, { recursive: true, force: true });
+  // a server may still be flushing its last write as its host goes: retry the removal briefly
+  if (!process.env.LOOPSTATE_E2E_KEEP) rmSync(scratch, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 }
 
 if (results.some(([, ok]) => !ok)) console.log(`browser console:\n${browserLog.join("\n")}`);

@@ -130,7 +130,7 @@ describe("the presenter", () => {
     const runs = created.treeProviders.get("loopstate.runs") as NodeTree;
     const [top] = runs.getChildren();
     const item = runs.getTreeItem(top) as vscode.TreeItem & { collapsibleState: number };
-    expect(item.id).toBe("runs/r1");
+    expect(item.id).toBe(`${ROOT}\nruns/r1`);
     expect(item.collapsibleState).toBe(vscode.TreeItemCollapsibleState.Expanded);
     const budgets = runs.getChildren(top).find((node: TreeNode) => node.label === "budgets")!;
     expect((runs.getTreeItem(budgets) as any).collapsibleState).toBe(vscode.TreeItemCollapsibleState.Collapsed);
