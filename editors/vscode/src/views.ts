@@ -67,11 +67,11 @@ export interface ActiveProject {
   name: string;
 }
 
-/** Views whose streams are unreadable: their message names the topics. */
-function problemMessage(state: ProjectState | undefined, matches: (topic: string) => boolean): string | undefined {
+/** A view's message: the unreadable streams it shows, else what to do when it is empty. */
+function problemMessage(state: ProjectState | undefined, matches: (topic: string) => boolean, empty?: string): string | undefined {
   if (state === undefined) return undefined;
   const topics = [...state.streamProblems.keys()].filter(matches);
-  if (topics.length === 0) return undefined;
+  if (topics.length === 0) return empty;
   return `⚠ ${topics.join(", ")} ${topics.length === 1 ? "is" : "are"} unreadable: run \`loopstate verify\`, then \`loopstate recover\`.`;
 }
 
@@ -118,10 +118,15 @@ export class Presenter implements vscode.Disposable {
     const active = this.activeRoot();
     const state = active === null ? undefined : this.live.project(active.root);
     for (const tree of [this.intent, this.runs, this.goals]) tree.update(state);
-    for (const { view, matches } of this.views) {
+    const empty: Array<string | undefined> = [
+      undefined,
+      state?.runList && state.runList.runs.length === 0 ? "No run yet (`loopstate run create` starts one)." : undefined,
+      state?.goalList && state.goalList.goals.length === 0 ? "No goal yet (`loopstate goals add GOAL TITLE` starts one)." : undefined,
+    ];
+    this.views.forEach(({ view, matches }, index) => {
       view.description = active?.name;
-      view.message = problemMessage(state, matches);
-    }
+      view.message = problemMessage(state, matches, empty[index]);
+    });
     const gates = state === undefined ? 0 : userGates(state.boards.values());
     this.goalsView.badge = gates > 0 ? { value: gates, tooltip: `${gates} ${gates === 1 ? "gate is" : "gates are"} waiting for you` } : undefined;
     if (active === null) {

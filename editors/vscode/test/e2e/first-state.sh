@@ -12,15 +12,19 @@ scratch="$(mktemp -d /tmp/lsfs-XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
 git -C ../.. archive "$reference" editors/vscode protocol/loopstate_protocol/loopstate.schema.json | tar -x -C "$scratch"
 ln -s "$PWD/node_modules" "$scratch/editors/vscode/node_modules"
-(cd "$scratch/editors/vscode" && npm run --silent build >/dev/null)
-npm run --silent build >/dev/null
-declare -a before after
+(cd "$scratch/editors/vscode" && npm run --silent build >/dev/null 2>&1)
+npm run --silent build >/dev/null 2>&1
+before=()
+after=()
 for _ in $(seq "$rounds"); do
     for build in before after; do
         if [ "$build" = before ]; then vsix="$scratch/editors/vscode/dist/loopstate.vsix"; else vsix="$PWD/dist/loopstate.vsix"; fi
-        ms="$(LOOPSTATE_E2E_FIRST_STATE_ONLY=1 LOOPSTATE_E2E_VSIX="$vsix" node test/e2e/run.mjs | sed -n 's/^first state: \([0-9]*\) ms.*/\1/p')"
-        echo "$build ($([ "$build" = before ] && echo "$reference" || echo "this tree")): ${ms:-?} ms"
-        if [ "$build" = before ]; then before+=("${ms:-0}"); else after+=("${ms:-0}"); fi
+        # a launch that fails gives no figure: it is reported and left out of the medians
+        ms="$(LOOPSTATE_E2E_FIRST_STATE_ONLY=1 LOOPSTATE_E2E_VSIX="$vsix" node test/e2e/run.mjs 2>/dev/null | sed -n 's/^first state: \([0-9]*\) ms.*/\1/p' || true)"
+        echo "$build ($([ "$build" = before ] && echo "$reference" || echo "this tree")): ${ms:-no figure} ms (load $(cut -d' ' -f1 /proc/loadavg))"
+        if [ -n "$ms" ]; then
+            if [ "$build" = before ]; then before+=("$ms"); else after+=("$ms"); fi
+        fi
     done
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -208,6 +208,7 @@ try {
   page.on("console", (message) => browserLog.push(message.text()));
   await page.setViewport({ width: 1400, height: 900 });
   await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(folder)}`, { waitUntil: "domcontentloaded" });
+  rmSync(artifacts, { recursive: true, force: true }); // this run's screenshots only
   mkdirSync(artifacts, { recursive: true });
   const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`) });
 

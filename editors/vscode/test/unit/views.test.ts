@@ -84,6 +84,12 @@ describe("the presenter", () => {
     expect(created.treeViews.get("loopstate.goals")!.badge).toBeUndefined();
   });
 
+  it("says what to do in an empty Runs or Goals view", () => {
+    expect(created.treeViews.get("loopstate.runs")!.message).toBeUndefined();
+    live.changed({ subscription_id: "sub-project/runs", topic: "project/runs", head: { stream: "s", sequence: 0, hash: null }, previous_sequence: 0, snapshot: { runs: [], kill_switch: { set: false, paths: [] }, total: 0 } as any });
+    expect(created.treeViews.get("loopstate.runs")!.message).toBe("No run yet (`loopstate run create` starts one).");
+  });
+
   it("marks the view of an unreadable stream, and tells once", () => {
     const notices: unknown[] = [];
     live.onStreamNotice((notice) => notices.push(notice));
