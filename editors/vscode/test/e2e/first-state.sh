@@ -3,7 +3,8 @@
 # last build that listed runs and goals through the CLI, fcbbaf5) and this tree's, started
 # alternately ROUNDS times each in code-server on the same project (test/e2e/run.mjs with
 # LOOPSTATE_E2E_FIRST_STATE_ONLY=1). Prints each figure and the medians; docs/benchmarks.md
-# (Editors) has a recorded run. Needs what `npm run test:e2e` needs, and `loopstate` on PATH.
+# (Editors) has a recorded run. Each launch also prints what the extension had started and
+# watched by then (test/e2e/accounting.cjs). Needs what `npm run test:e2e` needs, and `loopstate` on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reference="${1:-fcbbaf5}"
@@ -20,7 +21,9 @@ for _ in $(seq "$rounds"); do
     for build in before after; do
         if [ "$build" = before ]; then vsix="$scratch/editors/vscode/dist/loopstate.vsix"; else vsix="$PWD/dist/loopstate.vsix"; fi
         # a launch that fails gives no figure: it is reported and left out of the medians
-        ms="$(LOOPSTATE_E2E_FIRST_STATE_ONLY=1 LOOPSTATE_E2E_VSIX="$vsix" node test/e2e/run.mjs 2>/dev/null | sed -n 's/^first state: \([0-9]*\) ms.*/\1/p' || true)"
+        out="$(LOOPSTATE_E2E_FIRST_STATE_ONLY=1 LOOPSTATE_E2E_VSIX="$vsix" node test/e2e/run.mjs 2>/dev/null || true)"
+        ms="$(printf '%s\n' "$out" | sed -n 's/^first state: \([0-9]*\) ms.*/\1/p')"
+        printf '%s\n' "$out" | sed -n "s/^accounted at first state: /  $build, at its first state: /p"
         echo "$build ($([ "$build" = before ] && echo "$reference" || echo "this tree")): ${ms:-no figure} ms (load $(cut -d' ' -f1 /proc/loadavg))"
         if [ -n "$ms" ]; then
             if [ "$build" = before ]; then before+=("$ms"); else after+=("$ms"); fi

@@ -244,6 +244,11 @@ try {
     const found = `found loopstate: ${path.join(folder, ".venv", "bin", "loopstate")} (workspace venv)`;
     if (!firstStateOnly && !outputLog().includes(found)) throw new Error(`the Output does not say ${JSON.stringify(found)}:\n${outputLog()}`);
     await shot("1-status");
+    if (firstStateOnly) {
+      const { processes, watchers } = accounted();
+      const servers = processes.filter((record) => record.args.at(-1) === "serve").length;
+      console.log(`accounted at first state: ${servers} loopstate serve, ${processes.length - servers} other process(es), ${watchers.length} file watcher(s)`);
+    }
   });
 
   await check("a claim and a todo added by another process reach the status item and the tree without input", async () => {
