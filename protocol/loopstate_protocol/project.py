@@ -70,14 +70,18 @@ class ProjectVerify(ProjectQuery, tag="project.verify", kw_only=True):
 
 
 class ProjectLog(ProjectQuery, tag="project.log", kw_only=True):
-    """One page of one stream's audit log: the events with ``after < sequence``, at most ``limit`` of them.
+    """One page of one stream's audit log: at most ``limit`` of the events with ``after < sequence < before``
+    (``before`` null: through the head), the first ones, or with ``tail`` the last ones.
 
-    Page on with ``after = next_after`` of the previous page until it is null.
+    Forward, page on with ``after = next_after`` until it is null; backward (``tail``),
+    with ``before = next_before`` until it is null.
     """
 
     stream: Annotated[str, msgspec.Meta(min_length=1)]
     after: Annotated[int, msgspec.Meta(ge=0)] = 0
+    before: Annotated[int, msgspec.Meta(ge=1)] | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_LOG_LIMIT)] = LOG_LIMIT
+    tail: bool = False
 
 
 # Commands ---------------------------------------------------------------------------------------
@@ -216,7 +220,8 @@ class LogPage(msgspec.Struct, kw_only=True):
     head: LogHead  # the stream's verified head when the page was read
     event_count: int  # events in the stream
     events: list[dict[str, Any]]
-    next_after: int | None  # pass as ``after`` for the next page; null: this page reaches the head
+    next_after: int | None  # pass as ``after`` for the next page; null: nothing is left after this page
+    next_before: int | None = None  # with ``tail``: pass as ``before`` for the page before; null: nothing is left
 
 
 class RunFailure(msgspec.Struct, kw_only=True):

@@ -43,13 +43,15 @@ def test_subscribers_still_get_events_some_path_folded_without_announcing(root: 
     from concurrent.futures import ThreadPoolExecutor
 
     from loopstate.rpc.subscriptions import Hub, Subscription
+    from loopstate.service.live import Live
 
     service, other = Service(data_dir=data_dir), Service(data_dir=data_dir)
     service.execute(str(root), IntentTaskStart(label="a"), "a")
     loop = asyncio.new_event_loop()
     sent: list[tuple[str, dict]] = []
     with ThreadPoolExecutor(1) as worker:
-        hub = Hub(service, worker, loop, lambda method, params: sent.append((method, params)), lambda: False)
+        hub = Hub(service, Live(service, worker, loop), loop, lambda method, params: sent.append((method, params)),
+                  lambda: False)
         folded, _ = service.view(str(root), "intent", "tasks", None)
         project, domain = service.project(str(root)), service.domains["intent"]
         sub = Subscription(id="sub-x", topic="intent/tasks", root=str(root), project=project, domain=domain,

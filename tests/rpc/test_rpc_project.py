@@ -222,3 +222,32 @@ def test_initialize_advertises_the_project_topics(servers: Servers) -> None:
     c = servers.start(initialize=False)
     caps = c.initialize()["capabilities"]["experimental"]["loopstate"]
     assert {"project/runs", "project/goals", "project/kill_switch"} <= set(caps["topics"])
+
+
+def test_a_domain_topic_after_a_stream_error_gets_the_recovered_stream_as_rewritten(
+        client: LoopstateClient, root: Path, data_dir: Path) -> None:
+    """The same recovery for a domain topic: streamError, then `loopstate recover` in another process,
+    then changed with rewritten: true and the kept prefix, and the subscription goes on."""
+    r = str(root)
+    for label in ("one", "two"):
+        assert run_cli(data_dir, "intent", "start", "--root", r, "--label", label, "--request-id", label).returncode == 0
+    sub = client.subscribe(r, "intent/tasks")
+    path = Project(r, data_dir=data_dir).dir / "streams" / "intent.jsonl"
+    data = path.read_bytes()
+    at = data.index(b'"label":"two"') + len(b'"label":"t')
+    with open(path, "r+b") as out:
+        out.seek(at)
+        out.write(b"W")
+    while True:
+        note = client.next_change(30)
+        if isinstance(note, StreamErrorNotification) and note.subscription_id == sub.subscription_id:
+            break
+    assert note.error.code == "CORRUPT_LEDGER"
+    done = run_cli(data_dir, "recover", "--root", r)
+    assert done.returncode == 0, done.stderr
+    note = next_change(client, sub.subscription_id)
+    assert isinstance(note, ChangedNotification) and note.rewritten is True
+    assert [t["label"] for t in note.snapshot] == ["one"] and note.head.sequence == 1
+    assert run_cli(data_dir, "intent", "start", "--root", r, "--label", "three", "--request-id", "3").returncode == 0
+    note = next_change(client, sub.subscription_id)
+    assert note.rewritten is False and [t["label"] for t in note.snapshot] == ["one", "three"]

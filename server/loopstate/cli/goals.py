@@ -50,11 +50,11 @@ public boards) or private_pointer (carries a --pointer to private material).
 """
 
 
-def _service():
+def _service(*, snapshots: bool = True):
     from loopstate.domains.goals import DOMAIN
     from loopstate.service.engine import Service
 
-    return Service(domains=[DOMAIN])
+    return Service(domains=[DOMAIN], snapshots=snapshots)
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
@@ -321,18 +321,11 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_board(args: argparse.Namespace) -> int:
-    from loopstate.core.clock import format_time, system_clock
-    from loopstate.domains.goals.domain import validated
-    from loopstate.domains.goals.projection import build_board
-    from loopstate.service.front import goal_state
-
     if args.all and args.cursor:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, "--all shows the whole board; leave out --cursor (or --all)")
-    query = validated(proto.GetBoard(goal_id=args.goal, public=args.public, limit=None if args.all else args.limit,
-                                     cursor=args.cursor))
-    loaded = goal_state(project_root(args), args.goal, use_snapshot=not args.no_snapshot)
-    board = build_board(loaded.state, generated_at=format_time(system_clock()), public=query.public,
-                        limit=query.limit, cursor=query.cursor)
+    query = proto.GetBoard(goal_id=args.goal, public=args.public, limit=None if args.all else args.limit,
+                           cursor=args.cursor)
+    board = _service(snapshots=not args.no_snapshot).query(project_root(args), query)
     if args.json:
         emit_json(msgspec.to_builtins(board))
     else:
@@ -374,9 +367,9 @@ def cmd_bridge(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from loopstate.service.front import goal_ids
+    from loopstate_protocol.project import ProjectGoals
 
-    goals = goal_ids(project_root(args))
+    goals = [goal.goal_id for goal in _service().query(project_root(args), ProjectGoals()).goals]
     if args.json:
         emit_json({"goals": goals})
     else:

@@ -28,22 +28,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_root(args: argparse.Namespace) -> int:
-    from loopstate_protocol.errors import ErrorCode
+    """The service's ``project.root`` answer: for DIR, or for ``--root`` taken as given (relative to DIR)."""
+    from loopstate_protocol.project import ProjectRoot
 
-    from loopstate.core.errors import LoopstateError
-    from loopstate.core.project import Project
+    from loopstate.service.engine import Service
     from loopstate.service.front import resolve_root
 
     start = os.path.abspath(args.dir) if args.dir is not None else os.getcwd()
-    if not os.path.isdir(start):
-        what = "does not exist" if not os.path.lexists(start) else "is not a directory"
-        raise LoopstateError(ErrorCode.INVALID_ROOT, f"{start} {what}; give a directory (or none for the current one)",
-                             root=start)
-    choice = resolve_root(getattr(args, "root", None), cwd=start)
-    project = Project(choice.root)  # the checks every command makes: absolute, no '..', not holding the data dir
+    explicit = getattr(args, "root", None)
+    service = Service(domains=[])
+    info = service.query(start, ProjectRoot(path=start))  # DIR must be a folder, --root or not
+    if explicit is not None:
+        info = service.query(resolve_root(explicit, cwd=start).root, ProjectRoot())
     if args.json:
-        emit_json({"root": project.root, "how": choice.how, "reason": choice.reason, "project_id": project.project_id,
-                   "exists": project.exists(), "store": str(project.dir)})
+        emit_json(info)
     else:
-        print(project.root)
+        print(info.root)
     return 0

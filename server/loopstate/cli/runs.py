@@ -211,7 +211,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "halts either way")
     p.add_argument("--cancel", metavar="RUN", help="cancel only this run (status cancelled); sets no kill switch")
     p.add_argument("--reason", default="stopped by the user", help="why (recorded with --cancel)")
-    p.add_argument("--request-id", default=None, help="idempotency key of the --cancel (reuse it to retry exactly)")
+    p.add_argument("--request-id", default=None, help="idempotency key of the stop or the --cancel (reuse it to retry exactly: "
+                        "each run's halt is replayed, not written again)")
+
+    p = _verb(verbs, "unstop", "clear the kill switch: remove the STOP files inside .loopstate (a switch elsewhere is "
+              "reported, not removed); halted runs stay halted until `run resume RUN`", cmd_unstop, actor=True,
+              mutation=False)
 
     p = _verb(verbs, "resume", "explicit recovery: fresh-generation lease, straight to active", cmd_resume, actor=True)
     _run_arg(p)
@@ -401,14 +406,15 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from loopstate.service.runs_project import kill_switch, list_runs
+    import msgspec
+
+    from loopstate_protocol.project import ProjectRuns
 
     session = _Session(args)
-    runs = list_runs(session.service, session.root)
-    total = len(runs)
-    if args.status:
-        runs = [row for row in runs if row["status"] in args.status]
-    switch = kill_switch(session.root)
+    listed = session.service.query(session.root, ProjectRuns(status=args.status))
+    # The rows as `run list --json` has always printed them (project.runs adds lease_expires_at).
+    runs = [{k: v for k, v in msgspec.structs.asdict(row).items() if k != "lease_expires_at"} for row in listed.runs]
+    switch, total = listed.kill_switch, listed.total
     if args.json:
         emit_json({"runs": runs, "kill_switch": switch})
         return 0
@@ -652,13 +658,21 @@ def cmd_stop(args: argparse.Namespace) -> int:
         run_id = session.run_id(args.cancel)
         outcome = session.execute(Stop(run_id=run_id, actor=_actor(args), cancel=True, reason=args.reason))
         return _report(args, outcome, f"run {run_id}: cancelled (no kill switch set; other runs go on)")
-    from loopstate.service.runs_project import has_run, halt_project
+    import msgspec
 
-    result = halt_project(session.service, session.root, _actor(args))  # first: a typo below must not keep it unset
+    from loopstate_protocol.project import ProjectRuns, ProjectStop
+
+    # First: a typo below must not keep the switch unset.
+    done = session.execute(ProjectStop(actor=_actor(args))).project
+    result: dict[str, Any] = {
+        "root": done.root, "kill_switch": done.kill_switch, "halted": done.halted,
+        "failed": msgspec.to_builtins(done.failed), "projects": msgspec.to_builtins(done.projects),
+    }
     if args.run_id is not None:
         try:
             named = session.run_id()
-            if not has_run(session.service, session.root, named):
+            known = {row.run_id for row in session.service.query(session.root, ProjectRuns()).runs}
+            if named not in known:
                 # A whole id passes the prefix check unlooked-at: the run may be another project's, which
                 # this project's switch does not reach. Say so, loudly: a stop that misses must not look done.
                 raise LoopstateError(
@@ -691,8 +705,33 @@ def cmd_stop(args: argparse.Namespace) -> int:
                   f"project-wide; `loopstate run stop --cancel RUN` stops one run")
         if named.get("halted") is False:
             print(f"  run {named['run_id'][:8]} had ended or halted already: nothing to halt now")
-        print("  remove the file yourself before resuming (`loopstate run resume RUN`)")
+        print("  clear it with `loopstate run unstop`, then resume each halted run (`loopstate run resume RUN`)")
     return 0
+
+
+def cmd_unstop(args: argparse.Namespace) -> int:
+    """Clear the kill switch (project.resume): the switch files inside .loopstate go; halted runs stay halted."""
+    import msgspec
+
+    from loopstate_protocol.project import ProjectResume
+
+    session = _Session(args)
+    done = session.service.execute(session.root, ProjectResume(actor=_actor(args)), str(uuid.uuid4())).project
+    if args.json:
+        emit_json(msgspec.to_builtins(done))
+        return 0 if not done.state.set else 1
+    for path in done.removed:
+        print(f"kill switch cleared: removed {path}")
+    for kept in done.kept:
+        print(f"kill switch still set: {kept.path}: {kept.reason}")
+    if not done.removed and not done.kept:
+        print("no kill switch was set")
+    if done.state.set:
+        print(f"  the kill switch still stands ({', '.join(done.state.paths)}): runs stay halted and none starts")
+    if done.halted_runs:
+        print(f"  {len(done.halted_runs)} run(s) stay halted until each is resumed (`loopstate run resume RUN`): "
+              + ", ".join(run_id[:8] for run_id in done.halted_runs))
+    return 0 if not done.state.set else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

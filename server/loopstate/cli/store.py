@@ -2,6 +2,9 @@
 
 They work on raw streams with each domain's chain layout, so they keep working
 when a domain's projection cannot be built (that is when they are needed).
+``verify`` and ``log`` ask the service (``project.verify``, ``project.log``, the
+answers the sidecar gives an editor); ``recover`` rewrites streams itself, under
+each stream's exclusive lock.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ import argparse
 import sys
 from typing import Any
 
+import msgspec
+
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.cli.output import add_common, emit_json, progress_printer, project_root
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.core.recovery import plan_recovery, recover_stream, verify_stream
+from loopstate.core.recovery import plan_recovery, recover_stream
 from loopstate.core.stream import Stream
 from loopstate.service.front import stream_layout
 
@@ -60,16 +65,21 @@ def _project(args: argparse.Namespace) -> Project:
     return Project(project_root(args))
 
 
+def _service():
+    from loopstate.service.engine import Service
+
+    return Service()
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    from loopstate_protocol.project import ProjectVerify
+
     project = _project(args)
-    reports = []
-    for name in project.stream_names():
-        stream = Stream(project.dir, name, stream_layout(name))
-        with project.lock(name).shared():
-            reports.append(verify_stream(stream, progress=progress_printer(f"verify {name}")))
-    ok = all(r["ok"] for r in reports)
+    verified = _service().query(project.root, ProjectVerify(), progress=progress_printer)
+    reports = msgspec.to_builtins(verified.streams)
+    ok = verified.ok
     if args.json:
-        emit_json({"ok": ok, "project_id": project.project_id, "root": project.root, "streams": reports})
+        emit_json(verified)
     else:
         if not reports:
             print(f"no streams yet for {project.root}")
@@ -172,26 +182,38 @@ def _summary(event: dict[str, Any]) -> tuple[str, str]:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from loopstate_protocol.project import MAX_LOG_LIMIT, ProjectLog
+
     project = _project(args)
     names = [args.stream] if args.stream else project.stream_names()
     if args.stream and args.stream not in project.stream_names():
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {args.stream!r} in this project; `loopstate log` lists them")
+    service = _service()
     out = []
     for name in names:
-        stream = Stream(project.dir, name, stream_layout(name))
-        seq_field = stream.layout.sequence_field
-        hash_field = stream.layout.hash_field
-        with project.lock(name).shared():
-            events = [r.event for r in stream.read_new()]
-        total = len(events)
-        if args.limit is not None:
-            events = events[-args.limit:]
+        layout = stream_layout(name)
+        seq_field, hash_field = layout.sequence_field, layout.hash_field
+        if args.limit is None:  # every event, page by page
+            page = service.query(project.root, ProjectLog(stream=name, limit=MAX_LOG_LIMIT))
+            events = page.events
+            while page.next_after is not None:
+                page = service.query(project.root, ProjectLog(stream=name, after=page.next_after, limit=MAX_LOG_LIMIT))
+                events += page.events
+        else:
+            page = service.query(project.root, ProjectLog(stream=name, limit=min(args.limit, MAX_LOG_LIMIT), tail=True))
+            events = page.events
+            while len(events) < args.limit and page.next_before is not None:
+                page = service.query(project.root, ProjectLog(stream=name, before=page.next_before,
+                                                              limit=min(args.limit - len(events), MAX_LOG_LIMIT),
+                                                              tail=True))
+                events = page.events + events
+        head, total = page.head, page.event_count
         if args.json:
-            out.append({"stream": name, "head": {"sequence": stream.position.sequence, "hash": stream.position.hash},
+            out.append({"stream": name, "head": {"sequence": head.sequence, "hash": head.hash},
                         "event_count": total, "events": events})
             continue
         shown = "" if len(events) == total else f", the last {len(events)} of {total} events"
-        print(f"== {name} (head {stream.position.sequence} {str(stream.position.hash)[:12]}{shown})")
+        print(f"== {name} (head {head.sequence} {str(head.hash)[:12]}{shown})")
         for event in events:
             kind, at = _summary(event)
             print(f"{event[seq_field]:>6}  {at:<27}  {kind:<24}  {event[hash_field][:12]}")

@@ -1,6 +1,8 @@
 """Store locks: exclusive for mutations, shared for readers, bounded waits.
 
-Built on flock(2). The OS releases a dead holder's lock, so
+Built on flock(2) (on Windows, the OS's byte-range locks through
+portalocker: the primitive is behind a small seam, ``core/lock_posix.py`` or
+``core/lock_windows.py``, chosen at import by platform). The OS releases a dead holder's lock, so
 there is no stale-lock guesswork. An exclusive holder records its pid, a random
 token (one per holder) and the time in the lock file (a fixed-width record that
 stays after release, rewritten only when it changes), and a waiter that times
@@ -24,8 +26,8 @@ It says so on stderr once per process (``unlocked_read``).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -45,16 +47,16 @@ DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
 
 
-# flock(2) is called through ``fcntl`` directly: it is what portalocker's ``FlockLocker``
-# calls on POSIX, the only platform loopstate runs on (its files are opened with
-# ``O_NOFOLLOW``). portalocker itself is not imported: importing it resolves its
-# version through ``importlib.metadata``, ~43 ms of a fresh process's wall, more than
-# importing msgspec (docs/benchmarks.md, CLI cold start); a hook starts one process
-# per prompt and every read takes a shared lock. With ``LOCK_NB`` a busy lock is
-# ``BlockingIOError`` (EWOULDBLOCK); any other OSError is a failure that waiting
-# would not cure.
-_EXCLUSIVE = fcntl.LOCK_EX | fcntl.LOCK_NB
-_SHARED = fcntl.LOCK_SH | fcntl.LOCK_NB
+# The OS primitive with flock's contract (a busy ``LOCK_NB`` lock is BlockingIOError;
+# any other OSError is a failure that waiting would not cure). POSIX imports only
+# ``fcntl`` for it; portalocker is imported on Windows alone (``core/lock_windows.py``).
+if sys.platform == "win32":
+    from loopstate.core import lock_windows as _os_lock
+else:
+    from loopstate.core import lock_posix as _os_lock
+
+_EXCLUSIVE = _os_lock.LOCK_EX | _os_lock.LOCK_NB
+_SHARED = _os_lock.LOCK_SH | _os_lock.LOCK_NB
 _unlocked_said = False
 
 
@@ -93,7 +95,7 @@ def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
     import signal  # only on contention: an uncontended lock costs no import
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if not _os_lock.BOUNDED_BLOCKING_WAIT or threading.current_thread() is not threading.main_thread():
         return None
     try:
         previous = signal.getsignal(signal.SIGALRM)
@@ -105,14 +107,14 @@ def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-            fcntl.flock(fd, flags & ~fcntl.LOCK_NB)
+            _os_lock.flock(fd, flags & ~_os_lock.LOCK_NB)
             return True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     except _Expired:
         try:
-            fcntl.flock(fd, flags)  # granted in the instant the timer fired? (same descriptor: no-op if held)
+            _os_lock.flock(fd, flags)  # granted in the instant the timer fired? (same descriptor: no-op if held)
             return True
         except BlockingIOError:
             return False
@@ -131,7 +133,7 @@ def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path:
     blocked = False  # the blocking wait has been tried (it is tried once, for the whole timeout)
     while True:
         try:
-            fcntl.flock(fd, flags)
+            _os_lock.flock(fd, flags)
             return
         except BlockingIOError:
             pass
@@ -279,8 +281,8 @@ class StoreLock:
             return
 
         def lock_and_record(fd: int) -> None:
-            fcntl.flock(fd, _EXCLUSIVE)  # a file nobody else can open yet: never busy
-            os.pwrite(fd, self._owner_record(), 0)
+            _os_lock.flock(fd, _EXCLUSIVE)  # a file nobody else can open yet: never busy
+            _os_lock.pwrite(fd, self._owner_record(), 0)
 
         try:
             if self.before_create is not None:
@@ -305,8 +307,8 @@ class StoreLock:
         # A failed record write (a full disk) lets go of the lock it took.
         try:
             record = self._owner_record()
-            if os.pread(fd, RECORD_WIDTH + 1, 0) != record:
-                os.pwrite(fd, record, 0)
+            if _os_lock.pread(fd, RECORD_WIDTH + 1, 0) != record:
+                _os_lock.pwrite(fd, record, 0)
                 if size > RECORD_WIDTH:  # written by an older layout
                     os.ftruncate(fd, RECORD_WIDTH)
         except BaseException:
@@ -381,7 +383,7 @@ class StoreLock:
             self._fd = None
             if self._kept is not None and self._kept.fd == fd:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    _os_lock.flock(fd, _os_lock.LOCK_UN)
                 except Exception:  # cannot unlock: closing the descriptor releases it for sure
                     self._kept.close()
             else:
@@ -404,7 +406,7 @@ def _read_holder(fd: int) -> dict:
     recorded holder) where there is no such table.
     """
     try:
-        data = os.pread(fd, 4096, 0).strip()
+        data = _os_lock.pread(fd, 4096, 0).strip()
         record = canonical.decode(data) if data else {}
     except Exception:
         record = {}
@@ -428,6 +430,8 @@ def _read_holder(fd: int) -> dict:
 
 def _kernel_holders(info: os.stat_result) -> list[tuple[int, str]] | None:
     """(pid, "exclusive"|"shared") of each flock on this file from /proc/locks; None without it."""
+    if not hasattr(os, "major"):  # Windows: no device numbers, and no /proc/locks either
+        return None
     target = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as table:

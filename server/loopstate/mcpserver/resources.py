@@ -7,12 +7,12 @@ Three kinds of URI, one per view the sidecar also serves as a topic:
 - ``loopstate://<project_id>/goals/<goal_id>``: a goal's board (goals/board)
 
 A resource's bytes are the view as JSON, exactly what ``loopstate/query``
-would return. Change delivery has no polling: the service tells its
-listeners of every event it folds, whether this process wrote it or it
-caught up with another process's append; the store watcher (inotify,
-``service/watch``) wakes a catch-up as soon as a watched stream file changes.
-So a CLI append in another process reaches a subscriber as one refresh and
-one ``notifications/resources/updated``.
+would return. Change delivery has no polling: the process's live-follow
+engine (``service/live``, the one the sidecar uses too) tells its followers
+of every event the service folds, whether this process wrote it or caught up
+with another process's append, and wakes one catch-up as soon as a followed
+stream file changes. So a CLI append in another process reaches a subscriber
+as one catch-up and one ``notifications/resources/updated``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Awaitable, Callable
 
 import msgspec
@@ -33,7 +31,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.news import News
 from loopstate.service.engine import Service
-from loopstate.service.watch import Watcher
+from loopstate.service.live import Follower, Live
 
 log = logging.getLogger("loopstate.mcp")
 
@@ -112,50 +110,42 @@ def read(service: Service, root: str, view: View) -> str:
 Notify = Callable[[str], Awaitable[None]]
 
 
-class Updates:
-    """Subscribed URIs, fed by the service's listener and the store watcher.
+class Updates(Follower):
+    """Subscribed URIs, fed by the process's live-follow engine (``service/live``).
 
     ``subscribe`` records the URI and its stream (computed on the service
-    thread), arms the watcher on the project's stream folder and then asks
-    for one catch-up, so nothing appended between the subscriber's read and
-    the watch is missed. Any folded event of a subscribed stream schedules
-    ``notify(uri)`` on the event loop; the subscription tables are touched
-    only there.
+    thread) and has the engine follow that stream (which catches it up once,
+    so nothing appended between the subscriber's read and the watch is
+    missed). Any folded event of a subscribed stream schedules ``notify(uri)``
+    on the event loop; the subscription tables are touched only there.
     """
 
-    def __init__(self, service: Service, worker: Executor, loop: asyncio.AbstractEventLoop, notify: Notify) -> None:
+    def __init__(self, service: Service, live: Live, loop: asyncio.AbstractEventLoop, notify: Notify) -> None:
         self.service = service
-        self.worker = worker
+        self.live = live
         self.loop = loop
         self.notify = notify
-        self.watcher = Watcher(loop, self._on_folder_change)
-        self._by_stream: dict[tuple[str, str], dict[str, tuple[str, View]]] = {}  # (project, stream) -> uri -> (root, view)
-        self._folders: dict[str, Path] = {}  # uri -> the streams folder it is watched through
+        self._by_stream: dict[tuple[str, str], dict[str, View]] = {}  # (project, stream) -> uri -> view
+        self._followed: dict[str, tuple[Project, str]] = {}  # uri -> the stream it is followed through
         self._counts: dict[str, int] = {}  # uri -> subscriptions (resources/subscribe, subscriptions/listen)
-        self._pending: set[tuple[str, str]] = set()
         self.closed = False
-        service.add_listener(self._listener)
+        live.add_follower(self)
 
     # service thread ------------------------------------------------------------
 
-    def _listener(self, project: Project, stream: str, news: News) -> None:
+    def news(self, project: Project, stream: str, news: News) -> None:
         try:
             self.loop.call_soon_threadsafe(self._folded, (project.project_id, stream))
         except RuntimeError:  # the loop is gone: the server is exiting
             pass
 
+    def failed(self, project: Project, stream: str, error: LoopstateError) -> None:
+        log.warning("%s: cannot catch up: %s", stream, error.message)
+
     def _stream_of(self, root: str, view: View) -> tuple[Project, str]:
         project = self.service.project(root)
         domain = self.service.domains[view.domain]
         return project, domain.stream_for_view(view.view, view.key)
-
-    def _catch_up(self, key: tuple[str, str], root: str, view: View) -> None:
-        self._pending.discard(key)
-        try:
-            project, stream = self._stream_of(root, view)
-            self.service.refresh(project, self.service.domains[view.domain], stream)
-        except LoopstateError as exc:
-            log.warning("%s: cannot catch up: %s", view.uri, exc.message)
 
     # event loop ----------------------------------------------------------------
 
@@ -164,12 +154,10 @@ class Updates:
         self._counts[view.uri] = self._counts.get(view.uri, 0) + 1
         if self._counts[view.uri] > 1:
             return
-        project, stream = await self.loop.run_in_executor(self.worker, self._stream_of, root, view)
-        key = (project.project_id, stream)
-        self._by_stream.setdefault(key, {})[view.uri] = (root, view)
-        folder = self._folders[view.uri] = project.dir / "streams"
-        self.watcher.watch(folder)
-        self._schedule(key, root, view)
+        project, stream = await self.loop.run_in_executor(self.live.worker, self._stream_of, root, view)
+        self._by_stream.setdefault((project.project_id, stream), {})[view.uri] = view
+        self._followed[view.uri] = (project, stream)
+        self.live.follow(project, self.service.domains[view.domain], stream)
 
     def unsubscribe(self, uri: str) -> None:
         count = self._counts.get(uri, 0) - 1
@@ -177,34 +165,21 @@ class Updates:
             self._counts[uri] = count
             return
         self._counts.pop(uri, None)
-        for key, uris in list(self._by_stream.items()):
-            if uris.pop(uri, None) is not None and not uris:
-                del self._by_stream[key]
-        folder = self._folders.pop(uri, None)
-        if folder is not None:
-            self.watcher.unwatch(folder)
+        followed = self._followed.pop(uri, None)
+        if followed is None:
+            return
+        project, stream = followed
+        key = (project.project_id, stream)
+        uris = self._by_stream.get(key, {})
+        uris.pop(uri, None)
+        if not uris:
+            self._by_stream.pop(key, None)
+        self.live.unfollow(project, stream)
 
     def close(self) -> None:
         self.closed = True
         self._by_stream.clear()
-        self.watcher.close()
-
-    def _schedule(self, key: tuple[str, str], root: str, view: View) -> None:
-        if key not in self._pending and not self.closed:
-            self._pending.add(key)
-            self.worker.submit(self._catch_up, key, root, view)
-
-    def _on_folder_change(self, folder: Path, name: str | None) -> None:
-        stream = name[: -len(".jsonl")] if name and name.endswith(".jsonl") else None
-        if name is not None and stream is None:
-            return  # a lock file, a checkpoint: not an append
-        for key, uris in list(self._by_stream.items()):
-            if stream is not None and key[1] != stream:
-                continue
-            for uri, (root, view) in list(uris.items()):
-                if self._folders.get(uri) == folder:
-                    self._schedule(key, root, view)
-                    break
+        self.live.close()
 
     def _folded(self, key: tuple[str, str]) -> None:
         """New events of a stream were folded: tell the subscribers of its URIs."""

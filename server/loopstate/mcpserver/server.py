@@ -91,6 +91,27 @@ def _compact_schema(schema: Any) -> Any:
     return out
 
 
+def lowlevel_of(server: Any) -> Any:
+    """MCPServer's low-level ``Server``: the one SDK attribute loopstate reaches that is not public.
+
+    MCPServer (mcp 2.3) has no public handle on the low-level server it builds,
+    and offers no public way to answer ``resources/list`` from a live store, to
+    add ``resources/subscribe``, to extend ``subscriptions/listen`` or to
+    advertise an experimental capability; the low-level server's own methods
+    for that (``add_request_handler``, ``create_initialization_options``) are
+    public. Building the low-level server here instead would mean copying
+    MCPServer's tool-call handling. So the SDK is pinned to 2.3 and
+    tests/mcp/test_mcp_sdk_seam.py fails loudly if the attribute moves.
+    """
+    from mcp.server.lowlevel import Server
+
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if not isinstance(lowlevel, Server):
+        raise RuntimeError("this MCP SDK's MCPServer has no low-level server where mcp 2.3 keeps it; "
+                           "install the version loopstate pins: pip install 'loopstate[mcp]'")
+    return lowlevel
+
+
 def build_server(service: Service, session: Session) -> tuple[Any, Any]:
     """The MCPServer with loopstate's tools and resources (module docstring), and what closes it."""
     from pydantic import ValidationError
@@ -203,8 +224,12 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         tool = CheckedTool.from_function(fn, name=fn.__name__, description=fn.__doc__, structured_output=False)
         tool.parameters = _compact_schema(tool.parameters)
         tools.append(tool.model_copy(update={"fn": wrap(fn), "context_kwarg": "ctx"}))
-    server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING")
-    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's one handle for handlers MCPServer lacks
+    from mcp.server.subscriptions import InMemorySubscriptionBus
+
+    bus = InMemorySubscriptionBus()  # the subscriptions/listen fan-out, handed to MCPServer so it stays ours to publish on
+    server = MCPServer("loopstate", instructions=INSTRUCTIONS, version=__version__, tools=tools, log_level="WARNING",
+                       subscriptions=bus)
+    lowlevel = lowlevel_of(server)
 
     def resource_error(exc: LoopstateError, uri: str) -> MCPError:
         return MCPError(code=INVALID_PARAMS, message=f"{exc.code.value}: {exc.message}",
@@ -235,7 +260,7 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
 
         if uri in session.subscribed and session.peer is not None:
             await session.peer.send_resource_updated(uri)
-        await server._subscriptions.publish(ResourceUpdated(uri=uri))  # noqa: SLF001 - the listen bus MCPServer owns
+        await bus.publish(ResourceUpdated(uri=uri))
 
     async def follow(uri: str) -> None:
         """Start following ``uri`` for a subscriber; refused (NOT_FOUND) for a URI that is not this project's."""
@@ -243,7 +268,10 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         root = await root_of(None)
         await on_worker(resources.check_project, service, root, view)
         if state["updates"] is None:
-            state["updates"] = resources.Updates(service, worker, asyncio.get_running_loop(), notify)
+            from loopstate.service.live import Live
+
+            loop = asyncio.get_running_loop()
+            state["updates"] = resources.Updates(service, Live(service, worker, loop), loop, notify)
         await state["updates"].subscribe(root, view)
 
     def unfollow(uri: str) -> None:
@@ -320,7 +348,7 @@ async def serve(service: Service, explicit_root: str | None) -> None:
 
     session = Session(explicit_root, os.getcwd())
     server, close = build_server(service, session)
-    lowlevel = server._lowlevel_server  # noqa: SLF001 - see build_server
+    lowlevel = lowlevel_of(server)
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
     stdin, written, acks = None, {}, {}
     if early.current is not None:  # the handshake may be answered already: the SDK takes the whole stream from here

@@ -104,7 +104,9 @@ the subscribe result's, `hash` is the SHA-256 of the snapshot's JSON). A change 
 once per change, and only when the snapshot differs from the last one sent. When the
 snapshot cannot be computed (a corrupt stream) the subscriber gets `loopstate/streamError`;
 once the streams read cleanly again (after `loopstate recover`) it gets `loopstate/changed`
-with `rewritten: true` and the fresh snapshot, and the subscription goes on.
+with `rewritten: true` and the fresh snapshot, and the subscription goes on. A domain
+topic recovers the same way: after its `loopstate/streamError`, the rewritten stream's
+projection comes as `rewritten: true` (`previous_sequence` 0), with no other change needed.
 
 `project.stop` and `project.resume` answer an `ExecuteResult` with no events and a null
 `head`; its `project` field says what was done (tagged by `kind`). A stop sets the switch

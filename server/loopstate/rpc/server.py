@@ -231,7 +231,7 @@ def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
                 "with `loopstate log`",
                 since=p.since, head=head.sequence,
             )
-        events = events_between(project, domain, folded.stream, p.since, head.sequence)
+        events = events_between(server.service, p.root, folded.stream, p.since, head.sequence)
     sub = Subscription(
         id=hub.registry.new_id(), topic=p.topic, root=p.root, project=project, domain=domain,
         view=view, key=key, stream=folded.stream, deliver=p.deliver,

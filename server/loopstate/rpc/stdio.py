@@ -11,7 +11,7 @@ from loopstate.rpc.server import LoopstateServer
 from loopstate.rpc.subscriptions import Hub
 from loopstate.rpc.transport import StdinReader, StdioWriter
 from loopstate.service.engine import Service
-from loopstate.service.watch import Watcher
+from loopstate.service.live import Live
 
 log = logging.getLogger("loopstate.rpc")
 
@@ -29,8 +29,8 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     stream = await stdin.open()
     writer.on_lost(stdin.stop)  # nobody is reading: stop as if stdin had closed
     server.protocol.set_writer(writer)
-    hub = server.hub = Hub(service, server.worker, loop, server.protocol.notify, lambda: writer.paused)
-    hub.watcher = Watcher(loop, hub.on_folder_change)
+    live = Live(service, server.worker, loop)  # the one watcher and catch-up engine of this process
+    hub = server.hub = Hub(service, live, loop, server.protocol.notify, lambda: writer.paused)
     writer.on_drain(hub.flush_all)
     try:
         return await Dispatcher(server, writer).run(FrameReader(stream))

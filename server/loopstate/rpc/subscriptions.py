@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import threading
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -38,11 +36,11 @@ from loopstate_protocol.messages import ChangedNotification, StreamErrorNotifica
 from loopstate.core.errors import LoopstateError
 from loopstate.core.news import News
 from loopstate.core.project import Project
-from loopstate.core.stream import Stream
 from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.rpc.project_topics import ProjectSubscription, snapshot_of
-from loopstate.service.engine import NEWS_LIMIT, Service
+from loopstate.service.engine import NEWS_LIMIT, Folded, Service
+from loopstate.service.live import Follower, Live
 
 log = logging.getLogger("loopstate.rpc")
 
@@ -90,20 +88,17 @@ def head_of(event: dict[str, Any], domain: Domain, stream: str) -> Head:
     return Head(stream=stream, sequence=event[layout.sequence_field], hash=event[layout.hash_field])
 
 
-def events_between(project: Project, domain: Domain, stream: str, after: int, until: int) -> list[dict[str, Any]]:
-    """Verified events with ``after < sequence <= until``, read from the stream file under a shared lock."""
-    if until <= after:
-        return []
-    reader = Stream(project.dir, stream, domain.layout)
+def events_between(service: Service, root: str, stream: str, after: int, until: int) -> list[dict[str, Any]]:
+    """Verified events with ``after < sequence <= until``: the service's ``project.log``, page by page."""
+    from loopstate_protocol.project import MAX_LOG_LIMIT, ProjectLog
+
     out: list[dict[str, Any]] = []
-    seq = domain.layout.sequence_field
-    with project.lock(stream).shared():
-        for record in reader.read_new():
-            sequence = record.event[seq]
-            if sequence > after:
-                out.append(record.event)
-            if sequence >= until:
-                break
+    while after < until:
+        page = service.query(root, ProjectLog(stream=stream, after=after, before=until + 1, limit=MAX_LOG_LIMIT))
+        out += page.events
+        if page.next_after is None:
+            break
+        after = page.next_after
     return out
 
 
@@ -191,24 +186,23 @@ class Slot:
             self.overflowed = False
 
 
-class Hub:
-    """Feeds subscriptions from the service's listener and the store watcher."""
+class Hub(Follower):
+    """Feeds subscriptions from the process's live-follow engine (``service/live``): its news, its
+    catch-ups' faults and ends, and the switch files it watches for the hub."""
 
-    def __init__(self, service: Service, worker: Executor, loop: asyncio.AbstractEventLoop,
+    def __init__(self, service: Service, live: Live, loop: asyncio.AbstractEventLoop,
                  send: Send, is_paused: Callable[[], bool]) -> None:
         self.service = service
-        self.worker = worker
+        self.live = live
+        self.worker = live.worker
         self.loop = loop
         self.send = send
         self.is_paused = is_paused
         self.registry = Registry()
         self.slots: dict[str, Slot] = {}
         self.project_slots: dict[str, ProjectSubscription] = {}  # on the event loop
-        self.watcher = None  # set by the server once the loop runs
         self.stopped = False
-        self._refreshing: set[tuple[str, str]] = set()
-        self._refreshing_lock = threading.Lock()
-        service.add_listener(self._listener)
+        live.add_follower(self)
 
     # service thread ------------------------------------------------------------
 
@@ -219,10 +213,11 @@ class Hub:
         except RuntimeError:
             pass
 
-    def _listener(self, project: Project, stream: str, news: News) -> None:
-        for project_sub in list(self.registry.projects.values()):
-            if project_sub.project.project_id == project.project_id and project_sub.concerns_stream(stream):
-                self._post(self._wake_project, project_sub.id)
+    def news(self, project: Project, stream: str, news: News) -> None:
+        if not self.live.available:  # else the watcher wakes them, once per file change
+            for project_sub in list(self.registry.projects.values()):
+                if project_sub.project.project_id == project.project_id and project_sub.concerns_stream(stream):
+                    self._post(self._wake_project, project_sub.id)
         key = (project.project_id, stream)
         subs = self.registry.by_stream.get(key)
         if subs:
@@ -247,7 +242,7 @@ class Hub:
         """Events some path folded without announcing (the service promises none does): read them back."""
         log.warning("%s: events %d-%d were not announced by the service; reading them from the stream", stream, after + 1, until)
         try:
-            return events_between(project, domain, stream, after, until)
+            return events_between(self.service, project.root, stream, after, until)
         except LoopstateError as exc:
             log.error("%s: cannot read events %d-%d back: %s", stream, after + 1, until, exc.message)
             return []
@@ -267,21 +262,17 @@ class Hub:
         self.registry.projects[sub.id] = sub
         self._post(self._open_project, sub)
 
-    def _refresh(self, key: tuple[str, str], sub: Subscription) -> None:
-        with self._refreshing_lock:
-            self._refreshing.discard(key)
-        try:
-            folded = self.service.refresh(sub.project, sub.domain, sub.stream)
-            if folded.head().sequence == 0 < self.registry.last_sequence.get(key, 0):
-                # Re-chained to nothing (a purge of everything): no record tells the listener.
-                self.registry.last_sequence[key] = 0
-                for other in self.registry.by_stream.get(key, ()):
-                    self._post(self._on_events, other.id, [], True)
-        except LoopstateError as exc:
+    def caught_up(self, project: Project, stream: str, folded: Folded) -> None:
+        key = (project.project_id, stream)
+        if folded.head().sequence == 0 < self.registry.last_sequence.get(key, 0):
+            # Re-chained to nothing (a purge of everything): no record tells the listener.
+            self.registry.last_sequence[key] = 0
             for other in self.registry.by_stream.get(key, ()):
-                self._post(self._on_error, other.id, exc)
-        except Exception:
-            log.exception("refreshing %s failed", sub.stream)
+                self._post(self._on_events, other.id, [], True)
+
+    def failed(self, project: Project, stream: str, error: LoopstateError) -> None:
+        for other in self.registry.by_stream.get((project.project_id, stream), ()):
+            self._post(self._on_error, other.id, error)
 
     # event loop ----------------------------------------------------------------
 
@@ -290,26 +281,23 @@ class Hub:
         self.stopped = True
         self.slots.clear()
         self.project_slots.clear()
-        if self.watcher is not None:
-            self.watcher.close()
+        self.live.close()
 
     def _open_slot(self, sub: Subscription, delivered: int) -> None:
         if self.stopped:
             return
         self.slots[sub.id] = Slot(sub, delivered)
-        if self.watcher is not None:
-            self.watcher.watch(sub.folder)
-            for switch in sub.switches:
-                self.watcher.watch(switch.parent)
-        self.schedule_refresh(sub)  # whatever landed between the snapshot and the watch
+        self.live.follow(sub.project, sub.domain, sub.stream)  # and one catch-up: what landed since the snapshot
+        for folder in {switch.parent for switch in sub.switches}:
+            self.live.watch_files(folder, self._on_switch_file)
         if sub.switches:
             self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
 
     def _close_slot(self, sub: Subscription) -> None:
-        if self.slots.pop(sub.id, None) is not None and self.watcher is not None:
-            self.watcher.unwatch(sub.folder)
-            for switch in sub.switches:
-                self.watcher.unwatch(switch.parent)
+        if self.slots.pop(sub.id, None) is not None:
+            self.live.unfollow(sub.project, sub.stream)
+            for folder in {switch.parent for switch in sub.switches}:
+                self.live.unwatch_files(folder, self._on_switch_file)
 
     def release(self, sub_id: str) -> None:
         """The subscribe response is out: notifications may follow it."""
@@ -334,34 +322,22 @@ class Hub:
         except LoopstateError:
             pass
 
-    def on_folder_change(self, folder: Path, name: str | None) -> None:
-        """From the watcher: a file in ``folder`` changed (``name`` None: maybe any)."""
+    def _on_switch_file(self, folder: Path, name: str | None) -> None:
+        """From the live engine: a file in a kill switch's folder changed (``name`` None: maybe any)."""
+        if self.stopped:
+            return
+        for slot in list(self.slots.values()):
+            sub = slot.sub
+            if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
+                self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
+
+    def _on_project_file(self, folder: Path, name: str | None) -> None:
+        """From the live engine: a file a project topic depends on changed (a stream, a switch)."""
         if self.stopped:
             return
         for project_sub in list(self.project_slots.values()):
             if project_sub.concerns_file(folder, name):
                 self._wake_project(project_sub.id)
-        for slot in self.slots.values():
-            sub = slot.sub
-            if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
-                self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
-        stream = name[: -len(".jsonl")] if name and name.endswith(".jsonl") else None
-        if name is not None and stream is None:
-            return
-        seen: set[tuple[str, str]] = set()
-        for slot in self.slots.values():
-            sub = slot.sub
-            if sub.folder == folder and (stream is None or sub.stream == stream) and sub.stream_key not in seen:
-                seen.add(sub.stream_key)
-                self.schedule_refresh(sub)
-
-    def schedule_refresh(self, sub: Subscription) -> None:
-        key = sub.stream_key
-        with self._refreshing_lock:
-            if key in self._refreshing:
-                return
-            self._refreshing.add(key)
-        self.worker.submit(self._refresh, key, sub)
 
     def _on_events(self, sub_id: str, events: list[dict[str, Any]], rewritten: bool) -> None:
         slot = self.slots.get(sub_id)
@@ -400,15 +376,14 @@ class Hub:
             return
         self.project_slots[sub.id] = sub
         sub.folders = sub.watched_folders()
-        if self.watcher is not None:
-            for folder in sub.folders:
-                self.watcher.watch(folder)
+        for folder in sub.folders:
+            self.live.watch_files(folder, self._on_project_file)
         sub.wanted = True  # whatever changed between the snapshot and the watch
 
     def _close_project(self, sub: ProjectSubscription) -> None:
-        if self.project_slots.pop(sub.id, None) is not None and self.watcher is not None:
+        if self.project_slots.pop(sub.id, None) is not None:
             for folder in sub.folders:
-                self.watcher.unwatch(folder)
+                self.live.unwatch_files(folder, self._on_project_file)
 
     def _wake_project(self, sub_id: str) -> None:
         sub = self.project_slots.get(sub_id)
@@ -486,7 +461,8 @@ class Hub:
         future.add_done_callback(lambda f: self._snapshot_done(slot, f))
 
     def _snapshot(self, sub: Subscription) -> tuple[Head, Any]:
-        folded, snapshot = self.service.view(sub.root, sub.domain.name, sub.view, sub.key)
+        # From the state the news came with: the catch-up (or command) that announced it folded it already.
+        folded, snapshot = self.live.view_now(sub.root, sub.domain.name, sub.view, sub.key)
         return folded.head(), msgspec.to_builtins(snapshot)
 
     def _snapshot_done(self, slot: Slot, future: asyncio.Future) -> None:

@@ -123,8 +123,10 @@ class Service:
         new_id: IdFactory = random_uuid,
         lock_timeout: float = DEFAULT_TIMEOUT,
         domains: list[Domain] | None = None,
+        snapshots: bool = True,
     ) -> None:
         self.data_dir = data_dir
+        self.snapshots = snapshots  # start folds from projection snapshots (False: a full fold, `--no-snapshot`)
         self.clock = clock
         self.new_id = new_id
         self.lock_timeout = lock_timeout
@@ -198,7 +200,7 @@ class Service:
         key = (project.project_id, stream)
         folded = self._folded.get(key)
         if folded is None:
-            folded = self._folded[key] = Folded(self, project, domain, stream)
+            folded = self._folded[key] = Folded(self, project, domain, stream, snapshots=self.snapshots)
         return folded
 
     def context(self, project: Project, request_id: str = "") -> Context:
@@ -296,8 +298,9 @@ class Service:
             folded = self.refresh(project, domain, domain.stream_for(query))
             return domain.query(folded.state, query, self.read_context(project, domain, folded.state))
 
-    def view(self, root: str, domain_name: str, view: str, key: str | None) -> tuple[Folded, Any]:
-        """The current projection behind a subscription topic, after catching up."""
+    def view(self, root: str, domain_name: str, view: str, key: str | None, *, catch_up: bool = True) -> tuple[Folded, Any]:
+        """The current projection behind a subscription topic, after catching up (``catch_up=False``: from the
+        state already folded, for a notification of what a catch-up just brought; a stream not open yet is read)."""
         with self._lock:
             project = self.project(root)
             domain = self._domain_named(domain_name)
@@ -307,7 +310,9 @@ class Service:
                     f"unknown topic {domain_name}/{view}; topics are "
                     + ", ".join(f"{d.name}/{v}" for d in self.domains.values() for v in d.views),
                 )
-            folded = self.refresh(project, domain, domain.stream_for_view(view, key))
+            stream = domain.stream_for_view(view, key)
+            known = self._folded.get((project.project_id, stream))
+            folded = self.refresh(project, domain, stream) if catch_up or known is None else known
             return folded, domain.view(folded.state, view, key, self.read_context(project, domain, folded.state))
 
     def compact(self, root: str, streams: list[str] | None = None) -> list[tuple[Head, bool]]:

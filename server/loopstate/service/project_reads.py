@@ -29,7 +29,7 @@ ProgressFn = Callable[[int, int], None]
 def answer(service: "Service", root: str, query: proto.ProjectQuery, *, progress: Callable[[str], Any] | None = None) -> Any:
     """The result of one project query (``progress``: a per-stream progress callback factory, for verify)."""
     if isinstance(query, proto.ProjectRoot):
-        return root_info(service, root if query.path is None else query.path, explicit=root if query.path is None else None)
+        return root_info(service, query.path) if query.path is not None else describe_root(service, root)
     if isinstance(query, proto.ProjectRuns):
         return runs(service, root, query.status)
     if isinstance(query, proto.ProjectGoals):
@@ -39,13 +39,12 @@ def answer(service: "Service", root: str, query: proto.ProjectQuery, *, progress
     if isinstance(query, proto.ProjectVerify):
         return verify(service, root, progress=progress)
     if isinstance(query, proto.ProjectLog):
-        return log_page(service, root, query.stream, query.after, query.limit)
+        return log_page(service, root, query)
     raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no project query {type(query).__name__}")
 
 
-def root_info(service: "Service", start: str, *, explicit: str | None = None) -> proto.RootInfo:
-    """Which project ``start`` belongs to; with ``explicit``, that root as given (``--root``)."""
-    from loopstate.core.project import Project
+def root_info(service: "Service", start: str) -> proto.RootInfo:
+    """Which project the folder ``start`` belongs to, found as every front door finds it."""
     from loopstate.service.front import resolve_root
 
     start = os.path.abspath(start)
@@ -53,9 +52,21 @@ def root_info(service: "Service", start: str, *, explicit: str | None = None) ->
         what = "does not exist" if not os.path.lexists(start) else "is not a directory"
         raise LoopstateError(ErrorCode.INVALID_ROOT, f"{start} {what}; give a directory (or none for the current one)",
                              root=start)
-    choice = resolve_root(explicit, cwd=start, data_dir=service.data_dir)
+    return _info(service, resolve_root(None, cwd=start, data_dir=service.data_dir))
+
+
+def describe_root(service: "Service", root: str) -> proto.RootInfo:
+    """The request's own root, taken as given (``loopstate --root ROOT root``)."""
+    from loopstate.service.front import ProjectRoot
+
+    return _info(service, ProjectRoot(root, "explicit"))
+
+
+def _info(service: "Service", choice: Any) -> proto.RootInfo:
+    from loopstate.core.project import Project
+
     project = Project(choice.root, data_dir=service.data_dir)  # absolute, no '..', not holding the data dir
-    return proto.RootInfo(root=project.root, how=choice.how, reason=choice.reason,  # type: ignore[arg-type]
+    return proto.RootInfo(root=project.root, how=choice.how, reason=choice.reason,
                           project_id=project.project_id, exists=project.exists(), store=str(project.dir))
 
 
@@ -131,30 +142,38 @@ def verify(service: "Service", root: str, *, progress: Callable[[str], Any] | No
                               streams=reports)
 
 
-def log_page(service: "Service", root: str, name: str, after: int, limit: int) -> proto.LogPage:
-    """The events of stream ``name`` after sequence ``after``, at most ``limit``, verified from the first byte."""
+def log_page(service: "Service", root: str, query: proto.ProjectLog) -> proto.LogPage:
+    """A page of stream ``query.stream``'s events, verified from the first byte (a read never trusts a tail)."""
+    from collections import deque
+
     from loopstate.core.stream import Stream
     from loopstate.service.front import stream_layout
 
     project = service.project(root)
+    name, after, before, limit = query.stream, query.after, query.before, query.limit
     if name not in project.stream_names():
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",
                              stream=name)
     stream = Stream(project.dir, name, stream_layout(name))
     sequence = stream.layout.sequence_field
-    events: list[dict[str, Any]] = []
-    more, count = False, 0
+    # Forward: the first ``limit`` of the range, and whether more follow. Backward: the last ``limit``
+    # (a bounded deque), and whether more precede. Either way the page alone is held.
+    kept: deque[dict[str, Any]] | list[dict[str, Any]] = deque(maxlen=limit) if query.tail else []
+    in_range = count = 0
     with project.lock(name).shared():
         for record in stream.read_new():
             count += 1
-            if record.event[sequence] <= after:
+            seq = record.event[sequence]
+            if seq <= after or (before is not None and seq >= before):
                 continue
-            if len(events) < limit:
-                events.append(record.event)
-            else:
-                more = True
+            in_range += 1
+            if query.tail or len(kept) < limit:
+                kept.append(record.event)
+    events = list(kept)
+    more = in_range > len(events)
     return proto.LogPage(
         stream=name, head=proto.LogHead(sequence=stream.position.sequence, hash=stream.position.hash),
         event_count=count, events=events,
-        next_after=events[-1][sequence] if more else None,
+        next_after=events[-1][sequence] if more and not query.tail else None,
+        next_before=events[0][sequence] if more and query.tail else None,
     )

@@ -1,65 +1,85 @@
-"""Wake up when another process appends to a watched stream: inotify on the event loop.
+"""Wake up when another process appends to a watched stream, on every OS.
 
-Linux inotify through ctypes (no dependency): one descriptor, registered with
-``loop.add_reader``, so an idle server sleeps in epoll and uses no CPU. A
-watched folder that does not exist yet (a project nobody has written to) is
-armed on its nearest existing ancestor and moved down as folders appear. On
-another platform ``Watcher.available`` is False and the server says so in its
-log: changes by other processes are then seen at the next request.
+The watching itself is watchdog's: its native observer for the platform
+(inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows,
+kqueue on the BSDs). Each of its threads (on Linux: the inotify reader, one
+per watched folder, the dispatcher) blocks in the kernel with no timeout, and
+its events reach the event loop through ``call_soon_threadsafe``, so an idle
+server makes no wake-ups at all (measured with watchdog 7.1:
+tests/bench/bench_watch.py, docs/benchmarks.md). watchdog's polling fallback is refused: a poll is a
+wake-up a second, and without a native watcher changes by other processes
+show at the next request, as the server says once in its log.
+
+What is loopstate's own, above the library: reference-counted folder watches
+(two subscriptions on one folder share a watch), and a watched folder that
+does not exist yet (a project nobody has written to) armed on its nearest
+existing ancestor and moved down as folders appear. watchdog is imported at
+the first ``watch``, so a server that never subscribes never pays for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
-import errno
 import logging
 import os
-import struct
-import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 log = logging.getLogger("loopstate.service")
-
-IN_MODIFY = 0x00000002
-IN_MOVED_FROM = 0x00000040
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
-IN_NONBLOCK = 0o4000
-IN_CLOEXEC = 0o2000000
-
-# A writer keeps its stream descriptor open between appends, so an append shows as
-# IN_MODIFY at its write, before its fsync: the refresh it triggers takes the stream's
-# shared lock, which waits for the writer to release its exclusive lock after the
-# fsync, so only durable bytes are read. A write cut short by a crash (a torn tail)
-# and the cut of one are IN_MODIFY too. IN_MOVED_TO is a re-chained stream put in place.
-# IN_DELETE and IN_MOVED_FROM: a file going away (a kill switch removed by hand).
-MASK = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
-_HEADER = struct.Struct("iIII")
 
 ChangeFn = Callable[[Path, str | None], None]
 """Called with a watched folder and the name that changed in it (None: anything may have)."""
 
+# What a change is. A writer keeps its stream descriptor open between appends, so an
+# append shows as a modification at its write, before its fsync: the refresh it
+# triggers takes the stream's shared lock, which waits for the writer to release its
+# exclusive lock after the fsync, so only durable bytes are read. A write cut short by
+# a crash (a torn tail) and the cut of one are modifications too. A re-chained stream
+# put in place is a move; a kill switch removed by hand is a deletion; a folder made
+# below a watched ancestor is a creation. Opens and reads are left out (on inotify the
+# mask leaves out IN_OPEN and IN_CLOSE_*): the server's own refresh reads the stream,
+# and hearing that would wake it for nothing.
+_KINDS = ("FileModifiedEvent", "FileCreatedEvent", "FileMovedEvent", "FileDeletedEvent",
+          "DirCreatedEvent", "DirMovedEvent", "DirDeletedEvent")
 
-def _libc():
-    if not sys.platform.startswith("linux"):
+
+def _observer() -> Any:
+    """A started native watchdog observer, or None (no native watcher, or the OS refused one)."""
+    try:
+        from watchdog.observers import Observer
+        from watchdog.observers.polling import PollingObserver
+    except Exception as exc:  # not installed, or its platform module failed to load
+        log.warning("no file watcher (%s): other processes' changes show at the next request", exc)
+        return None
+    if issubclass(Observer, PollingObserver):
+        log.warning("no native file watcher on this platform: other processes' changes show at the next request")
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.inotify_init1.argtypes = [ctypes.c_int]
-        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-        return libc
-    except (OSError, AttributeError):
+        observer = Observer()
+        observer.start()
+    except OSError as exc:  # inotify instances exhausted (fs.inotify.max_user_instances), and the like
+        log.warning("file watcher unavailable (%s): other processes' changes show at the next request",
+                    os.strerror(exc.errno) if exc.errno else exc)
         return None
+    return observer
+
+
+class _Handler:
+    """Hands each event from watchdog's thread to the loop's, tagged with the folder watched."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Path, Any], None], folder: Path) -> None:
+        self.loop = loop
+        self.deliver = deliver
+        self.folder = folder
+        # How the folder may be spelled in an event's path: as watched, and resolved
+        # (FSEvents reports real paths: /private/var/... for a folder under /var/...).
+        self.spellings = frozenset({os.path.normpath(folder), os.path.realpath(folder)})
+
+    def dispatch(self, event: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.deliver, self.folder, event)
+        except RuntimeError:  # the loop is closed: the server is exiting
+            pass
 
 
 class Watcher:
@@ -68,23 +88,17 @@ class Watcher:
     def __init__(self, loop: asyncio.AbstractEventLoop, on_change: ChangeFn) -> None:
         self.loop = loop
         self.on_change = on_change
-        self._libc = _libc()
-        self._fd = -1
-        if self._libc is not None:
-            fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-            if fd >= 0:
-                self._fd = fd
-                loop.add_reader(fd, self._readable)
-            else:
-                log.warning("inotify unavailable (%s): other processes' changes show at the next request",
-                            os.strerror(ctypes.get_errno()))
         self.targets: dict[Path, int] = {}  # folder -> number of interested subscriptions
-        self._wd_path: dict[int, Path] = {}
-        self._path_wd: dict[Path, int] = {}
+        self._observer: Any = None
+        self._started = False  # the observer has been asked for (at the first watch)
+        self._closed = False
+        self._kinds: list[type] = []
+        self._watches: dict[Path, tuple[Any, _Handler]] = {}  # watched folder -> (watchdog's watch, handler)
 
     @property
     def available(self) -> bool:
-        return self._fd >= 0
+        """Whether changes by other processes are pushed (asks for the observer if not yet)."""
+        return self._start()
 
     def watch(self, folder: Path) -> None:
         self.targets[folder] = self.targets.get(folder, 0) + 1
@@ -100,29 +114,51 @@ class Watcher:
         self._prune()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            self.loop.remove_reader(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+        self._closed = True
+        observer, self._observer = self._observer, None
+        self._watches.clear()
+        if observer is not None:
+            observer.stop()  # unschedules every watch; its threads are daemons, blocked in the kernel
+            observer.join(timeout=1.0)
 
-    # inotify plumbing ----------------------------------------------------------
+    # the library's plumbing ----------------------------------------------------
+
+    def _start(self) -> bool:
+        if not self._started and not self._closed:
+            self._started = True
+            self._observer = _observer()
+            if self._observer is not None:
+                import watchdog.events as events
+
+                self._kinds = [getattr(events, name) for name in _KINDS]
+        return self._observer is not None
 
     def _add(self, path: Path) -> bool:
-        if path in self._path_wd:
+        if path in self._watches:
             return True
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), MASK)
-        if wd < 0:
-            err = ctypes.get_errno()
-            if err not in (errno.ENOENT, errno.ENOTDIR):
-                log.warning("cannot watch %s: %s", path, os.strerror(err))
+        handler = _Handler(self.loop, self._deliver, path)
+        try:
+            # follow_symlink: a folder given as a symlink (a data dir that is one) is watched where it points.
+            watch = self._observer.schedule(handler, os.fspath(path), recursive=False, event_filter=self._kinds,
+                                            follow_symlink=True)
+        except OSError as exc:
+            if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+                log.warning("cannot watch %s: %s", path, exc.strerror or exc)
             return False
-        self._wd_path[wd] = path
-        self._path_wd[path] = wd
+        self._watches[path] = (watch, handler)
         return True
+
+    def _drop(self, path: Path) -> None:
+        entry = self._watches.pop(path, None)
+        if entry is not None and self._observer is not None:
+            try:
+                self._observer.unschedule(entry[0])
+            except KeyError:  # watchdog already let it go (the folder was deleted)
+                pass
 
     def _arm(self, folder: Path) -> None:
         """Watch ``folder``, or its nearest existing ancestor until it appears."""
-        if not self.available:
+        if not self._start():
             return
         while True:
             path = folder
@@ -146,50 +182,36 @@ class Watcher:
         needed: set[Path] = set()
         for target in self.targets:
             path = target
-            while path not in self._path_wd and path.parent != path:
+            while path not in self._watches and path.parent != path:
                 path = path.parent
             needed.add(path)
-        for path, wd in list(self._path_wd.items()):
+        for path in list(self._watches):
             if path not in needed:
-                self._libc.inotify_rm_watch(self._fd, wd)
-                self._forget(wd)
+                self._drop(path)
 
-    def _forget(self, wd: int) -> None:
-        path = self._wd_path.pop(wd, None)
-        if path is not None:
-            self._path_wd.pop(path, None)
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self._fd, 1 << 16)
-        except BlockingIOError:
+    def _deliver(self, folder: Path, event: Any) -> None:
+        """One event from watchdog, on the loop's thread: re-arm if folders came or went, then tell."""
+        entry = self._watches.get(folder)
+        if self._closed or entry is None:
+            return  # queued before its watch was dropped
+        spellings = entry[1].spellings
+        kind = type(event).__name__
+        src = os.fsdecode(event.src_path)
+        dest = os.fsdecode(getattr(event, "dest_path", "") or "")
+        if os.path.normpath(src) in spellings:
+            if kind == "DirDeletedEvent":  # the watched folder itself went: watchdog has stopped its watch
+                self._drop(folder)
+                self._rearm()
             return
-        offset = 0
-        rearm = False
-        changes: list[tuple[Path, str | None]] = []
-        while offset + _HEADER.size <= len(data):
-            wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
-            name = data[offset + _HEADER.size: offset + _HEADER.size + length].rstrip(b"\0")
-            offset += _HEADER.size + length
-            if mask & IN_Q_OVERFLOW:
-                changes.extend((target, None) for target in self.targets)
-                continue
-            path = self._wd_path.get(wd)
-            if path is None:
-                continue
-            if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
-                if mask & IN_IGNORED:
-                    self._forget(wd)
-                rearm = True
-                continue
-            if path in self.targets:
-                changes.append((path, os.fsdecode(name) if name else None))
-            if mask & (IN_CREATE | IN_MOVED_TO):
-                rearm = True  # a folder we wait for may have appeared
-        if rearm:
-            for target in list(self.targets):
-                if target not in self._path_wd:
-                    self._arm(target)
-            self._prune()
-        for folder, name in changes:
-            self.on_change(folder, name)
+        names = [os.path.basename(p) for p in (src, dest) if p and os.path.dirname(os.path.normpath(p)) in spellings]
+        if kind in ("FileCreatedEvent", "DirCreatedEvent", "FileMovedEvent", "DirMovedEvent"):
+            self._rearm()  # a folder we wait for may have appeared
+        if folder in self.targets:
+            for name in names:
+                self.on_change(folder, name)
+
+    def _rearm(self) -> None:
+        for target in list(self.targets):
+            if target not in self._watches:
+                self._arm(target)
+        self._prune()

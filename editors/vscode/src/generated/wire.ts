@@ -1564,6 +1564,7 @@ export interface LogPage {
   event_count: number;
   events: {}[];
   next_after: number | null;
+  next_before?: number | null;
 }
 /**
  * ``capabilities.experimental.loopstate`` in the ``initialize`` result.
@@ -1610,9 +1611,11 @@ export interface ProjectKillSwitch {
   kind: "project.kill_switch";
 }
 /**
- * One page of one stream's audit log: the events with ``after < sequence``, at most ``limit`` of them.
+ * One page of one stream's audit log: at most ``limit`` of the events with ``after < sequence < before``
+ * (``before`` null: through the head), the first ones, or with ``tail`` the last ones.
  *
- * Page on with ``after = next_after`` of the previous page until it is null.
+ * Forward, page on with ``after = next_after`` until it is null; backward (``tail``),
+ * with ``before = next_before`` until it is null.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "ProjectLog".
@@ -1621,7 +1624,9 @@ export interface ProjectLog {
   kind: "project.log";
   stream: string;
   after?: number;
+  before?: number | null;
   limit?: number;
+  tail?: boolean;
 }
 /**
  * Which project ``path`` belongs to (default: the request's ``root``), as ``loopstate root --json`` answers.
