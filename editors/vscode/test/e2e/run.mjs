@@ -547,17 +547,22 @@ try {
 
   await check("Retract claim from a claim's context menu, confirmed in its modal, invalidates it", async () => {
     const before = JSON.parse(cli("intent", "show", "--json")).active_count;
-    await clickRow("The parser reads the old format", { button: "right" });
-    await page.waitForFunction(
-      () => [...document.querySelectorAll(".context-view .action-label, .monaco-menu .action-label")].some((a) => a.textContent.trim() === "Retract claim"),
-      { timeout: WAIT_MS },
-    );
-    // a real click on the menu entry (the menu acts on trusted mouse events only)
-    const entry = await page.waitForFunction(
-      () => [...document.querySelectorAll(".context-view .action-label, .monaco-menu .action-label")].find((a) => a.textContent.trim() === "Retract claim") ?? null,
-      { timeout: WAIT_MS },
-    );
-    await entry.asElement().click();
+    // The row may be redrawn by a pushed change between the right-click and the menu: open the
+    // menu again (up to three times) until its entry opens the modal.
+    for (let attempt = 1; ; attempt++) {
+      await clickRow("The parser reads the old format", { button: "right" });
+      // a real click on the menu entry (the menu acts on trusted mouse events only)
+      const entry = await page.waitForFunction(
+        () => [...document.querySelectorAll(".context-view .action-label, .monaco-menu .action-label")].find((a) => a.textContent.trim() === "Retract claim") ?? null,
+        { timeout: WAIT_MS },
+      );
+      await sleep(200); // the menu takes clicks once its opening animation is over
+      await entry.asElement().click();
+      const opened = await page.waitForSelector(".monaco-dialog-box", { visible: true, timeout: 5000 }).then(() => true, () => false);
+      if (opened) break;
+      if (attempt === 3) throw new Error("Retract claim in the context menu opened no modal, three times");
+      await page.keyboard.press("Escape");
+    }
     await confirmModal("Retract", "12-retract-modal");
     const deadline = Date.now() + WAIT_MS;
     while (JSON.parse(cli("intent", "show", "--json")).active_count !== before - 1) {
