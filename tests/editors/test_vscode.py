@@ -5,9 +5,13 @@
   spoken to with vscode-jsonrpc, the CLI changing the store from another process;
 - end to end: `npm run build` makes the .vsix, then test/e2e/run.mjs installs it into a
   private code-server 4.100.3 (VS Code 1.100) and drives Debian's chromium through
-  puppeteer-core: the status item and trees live, each command (Add claim, Resolve gate,
-  Render, Verify, the audit log, Stop with its modal), a crash restarted, a missing server's
-  notification.
+  puppeteer-core, with loopstate pip-installed into the folder's own .venv and no setting: the
+  venv found, the status item and trees live, each command (Add claim, Resolve gate and the
+  Goals badge, Render, Verify, the audit log from the palette and a run's click, Stop with its
+  true halted count, Resume, Retract claim from the context menu), STOP removed by hand, a
+  corrupted stream marked and back after `loopstate recover`, a crash restarted with one Output
+  line, a missing server's notification, multi-root labels; and, counted in the extension host
+  throughout, no process but `loopstate serve` and no file watcher.
 
 Each needs what `npm ci` installs (editors/vscode/node_modules; the e2e also
 editors/vscode/e2e/node_modules: .ci/run installs both) and skips without it, with the
@@ -95,6 +99,7 @@ def test_end_to_end_in_code_server() -> None:
     build = _npm("run", "build", timeout=600)
     assert build.returncode == 0, _report(build)
     assert (EXTENSION / "dist" / "loopstate.vsix").exists()
-    result = _npm("run", "test:e2e", timeout=600)
+    result = _npm("run", "test:e2e", timeout=900)
     assert result.returncode == 0, _report(result)
-    assert "11 passed, 0 failed" in result.stdout, _report(result)
+    assert "18 passed, 0 failed" in result.stdout, _report(result)
+    assert re.search(r"^accounted: \d+ loopstate serve, 0 other process\(es\), 0 file watcher\(s\)$", result.stdout, re.MULTILINE), _report(result)

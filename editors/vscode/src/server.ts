@@ -1,5 +1,6 @@
 /**
- * One `loopstate serve` per window, through vscode-languageclient over stdio.
+ * One `loopstate serve` per window, through vscode-languageclient over stdio: the only process
+ * the extension starts (everything it reads and writes goes through this server).
  *
  * The language client's own restart is turned off (its error handler answers
  * DoNotRestart) so that this supervisor owns the policy: a crash restarts the server after a
@@ -46,6 +47,8 @@ export class ServerSupervisor implements vscode.Disposable {
     private readonly live: LiveProjects,
     private readonly output: vscode.LogOutputChannel,
     private readonly resolveCommand: () => Promise<LoopstateCommand | null>,
+    /** After each server is attached: find the folders' projects and track them (src/extension.ts). */
+    private readonly onAttached: (client: LanguageClient) => Promise<void> = async () => undefined,
   ) {}
 
   get running(): LanguageClient | null {
@@ -62,8 +65,9 @@ export class ServerSupervisor implements vscode.Disposable {
     const command = await this.resolveCommand();
     if (command === null) {
       this.fail(
-        "no loopstate found: `loopstate` is not on PATH and no Python interpreter is selected",
-        "Install loopstate (`pip install loopstate`), or set loopstate.serverPath to the `loopstate` executable.",
+        "no loopstate found (looked in the workspace's .venv and venv, beside the Python extension's interpreter, " +
+          "on PATH, in pipx's and uv's tool folders and on a login shell's PATH)",
+        "Install loopstate (`pipx install loopstate`, or `pip install loopstate` in the workspace's .venv), or set loopstate.serverPath to the `loopstate` executable.",
       );
       return;
     }
@@ -81,8 +85,12 @@ export class ServerSupervisor implements vscode.Disposable {
         error: () => ({ action: ErrorAction.Continue }),
         closed: () => {
           // Before start() resolves, an exit is a failure to start (reported by start itself).
-          if (generation === this.generation && !this.stopping && this.startedAt !== 0) this.crashed(command);
-          return { action: CloseAction.DoNotRestart, handled: true };
+          // The client logs the returned message in place of its own "Server will not be
+          // restarted", which would contradict the restart this supervisor schedules.
+          if (generation === this.generation && !this.stopping && this.startedAt !== 0) {
+            return { action: CloseAction.DoNotRestart, handled: true, message: this.crashed(command) };
+          }
+          return { action: CloseAction.DoNotRestart, handled: true, message: "loopstate serve stopped" };
         },
       },
       initializationFailedHandler: () => false,
@@ -105,6 +113,7 @@ export class ServerSupervisor implements vscode.Disposable {
     this.notified = null;
     try {
       await this.live.attach(client);
+      await this.onAttached(client);
     } catch (error) {
       this.output.appendLine(`subscribing failed: ${messageOf(error)}`);
       void vscode.window.showErrorMessage(`loopstate: subscribing failed: ${messageOf(error)}`, "Show output")
@@ -118,25 +127,27 @@ export class ServerSupervisor implements vscode.Disposable {
     await this.start();
   }
 
-  private crashed(command: LoopstateCommand): void {
+  /** Schedule the restart (or give up); returns the one line the Output gets for the exit. */
+  private crashed(command: LoopstateCommand): string {
     const uptime = Date.now() - this.startedAt;
     this.client = null;
     const delay = this.backoff.next(uptime);
     if (delay === null) {
-      this.fail(`\`${describe(command)} serve\` keeps exiting; stopped restarting it`, "See the output for its last words.");
-      return;
+      const problem = `\`${describe(command)} serve\` keeps exiting; stopped restarting it`;
+      this.fail(problem, "See the output for its last words.", false);
+      return `${problem}. See the lines above for its last words; "loopstate: Restart server" tries again.`;
     }
     this.live.detach(`loopstate serve exited; restarting in ${Math.round(delay / 1000)} s`);
-    this.output.appendLine(`server exited after ${Math.round(uptime / 1000)} s; restarting in ${delay} ms`);
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null;
       void this.start();
     }, delay);
+    return `loopstate serve exited after ${Math.round(uptime / 1000)} s; restarting it in ${delay} ms`;
   }
 
-  private fail(problem: string, hint: string): void {
+  private fail(problem: string, hint: string, log = true): void {
     this.live.detach(problem);
-    this.output.appendLine(`${problem}. ${hint}`);
+    if (log) this.output.appendLine(`${problem}. ${hint}`);
     if (this.notified === problem) return;
     this.notified = problem;
     void vscode.window

@@ -99,17 +99,53 @@ export interface GoalBoard {
   page?: { after?: number; active_total?: number; completed_total?: number; next_cursor?: string | null };
 }
 
+/** One run of the `project/runs` listing (the fields the extension reads). */
+export interface RunSummary {
+  run_id: string;
+  status: string;
+  objective?: string;
+  updated_at?: string;
+}
+
+/** `project/runs`: every run of the project, and the kill switch. */
+export interface RunList {
+  runs: RunSummary[];
+  kill_switch?: KillSwitch;
+  total?: number;
+}
+
+/** `project/goals`: every goal of the project with its counts and the gates waiting for the user. */
+export interface GoalList {
+  goals: Array<{ goal_id: string; active_total?: number; user_gates?: Gate[]; error?: { code?: string; message?: string } | null }>;
+}
+
 /** Everything the extension knows of one project (one workspace folder's root). */
 export interface ProjectState {
   root: string;
   intent: IntentSnapshot | null;
   runs: Map<string, RunStatus>;
   boards: Map<string, GoalBoard>;
+  /** The project's listings as last pushed (`project/runs`, `project/goals`). */
+  runList: RunList | null;
+  goalList: GoalList | null;
+  /** As the project's kill-switch topic last pushed it; null before it is known. */
   killSwitch: KillSwitch | null;
-  /** Why the project cannot be shown (server missing, stream corrupt), if it cannot. */
+  /** Why the project cannot be shown at all (no server, a refused root), if it cannot. */
   problem: string | null;
+  /** Streams that cannot be read now, by topic (`loopstate/streamError`), with the reason. */
+  streamProblems: Map<string, string>;
 }
 
 export function emptyProject(root: string): ProjectState {
-  return { root, intent: null, runs: new Map(), boards: new Map(), killSwitch: null, problem: null };
+  return {
+    root,
+    intent: null,
+    runs: new Map(),
+    boards: new Map(),
+    runList: null,
+    goalList: null,
+    killSwitch: null,
+    problem: null,
+    streamProblems: new Map(),
+  };
 }

@@ -1,10 +1,11 @@
 /**
  * The status bar's text, tone and tooltip for one project: pure, so it is tested without VS Code.
  *
- * The summary follows one run: the most recently updated active run (a run being worked on),
- * else the most recently updated run of any status, so a halted or failed run stays visible
- * until a newer one starts. Around it: open blocking issues of every run, the active claim
- * count and the open disputes of the project's intent.
+ * The summary follows one run: the most recently updated active run (a run being worked on);
+ * with none active, the run it followed before (so after a halt it stays on the run that was
+ * working, not on one that never started), else the most recently updated run that ever
+ * started, else the most recently updated run. Around it: open blocking issues of every run,
+ * the active claim count and the open disputes of the project's intent.
  */
 
 import type { ProjectState, RunStatus } from "./projections";
@@ -28,12 +29,27 @@ export function statusWords(status: string): string {
   return status === "halted_kill_switch" ? "halted" : status.replace(/_/g, " ");
 }
 
-/** The run the status bar follows, or null when the project has no run. */
-export function followedRun(runs: Iterable<RunStatus>): RunStatus | null {
+/** Whether a run ever had a lease (a never-started run is created `ready`, without one). */
+export function everStarted(status: RunStatus): boolean {
+  if (status.lease !== null && status.lease !== undefined) return true;
+  const run = status.run;
+  if (run === null) return false;
+  if (run.status === "active") return true;
+  const used = run.usage ?? {};
+  return (used.mutations ?? 0) > 0 || (used.external_actions ?? 0) > 0 || (used.duration_seconds ?? 0) > 0;
+}
+
+/** The run the status bar follows (see the module's docstring), or null when the project has no run. */
+export function followedRun(runs: Iterable<RunStatus>, previous: string | null = null): RunStatus | null {
   const known = [...runs].filter((status) => status.run !== null);
   const newest = (list: RunStatus[]) =>
     list.reduce<RunStatus | null>((best, item) => (best === null || stamp(item) > stamp(best) ? item : best), null);
-  return newest(known.filter((status) => ACTIVE.has(status.run!.status))) ?? newest(known);
+  return (
+    newest(known.filter((status) => ACTIVE.has(status.run!.status))) ??
+    known.find((status) => status.run_id === previous) ??
+    newest(known.filter(everStarted)) ??
+    newest(known)
+  );
 }
 
 function stamp(status: RunStatus): string {
@@ -68,27 +84,60 @@ export function openBlockingIssues(runs: Iterable<RunStatus>): number {
   return count;
 }
 
+/**
+ * Red while a kill switch stands or the run failed; yellow while the run waits (for approval,
+ * an external event, or, halted by a switch that has since been cleared, for its harness to
+ * resume it).
+ */
 export function toneOf(runStatus: string | undefined, killSwitchSet: boolean): Tone {
-  if (killSwitchSet || (runStatus !== undefined && HALTED.has(runStatus))) return "halted";
+  if (killSwitchSet) return "halted";
+  if (runStatus !== undefined && HALTED.has(runStatus)) return "waiting";
   if (runStatus !== undefined && FAILED.has(runStatus)) return "failed";
   if (runStatus !== undefined && WAITING.has(runStatus)) return "waiting";
   return "normal";
 }
 
-/** The kill switch as the project's runs last reported it (any run's view carries it), else as listed. */
+/**
+ * Whether the kill switch stands: as the project's kill-switch topic last pushed it (set or
+ * cleared by any process), else as a run's view last probed it.
+ */
 export function killSwitchSet(state: ProjectState): boolean {
+  if (state.killSwitch !== null) return state.killSwitch.set;
   for (const status of state.runs.values()) {
     if (status.kill_switch) return status.kill_switch.set;
   }
-  return state.killSwitch?.set ?? false;
+  return false;
 }
 
-export function summarize(state: ProjectState, folderName: string): StatusSummary {
+export interface SummaryOptions {
+  /** The run followed last time (src/views.ts keeps it per project). */
+  previousRun?: string | null;
+  /** Name the project in the text too (a multi-root workspace has several). */
+  nameInText?: boolean;
+}
+
+/** Runs the kill switch halted, for "Stop all runs" to report. */
+export function haltedCount(state: ProjectState): number {
+  return [...state.runs.values()].filter((status) => status.run?.status === "halted_kill_switch").length;
+}
+
+export function summarize(state: ProjectState, folderName: string, options: SummaryOptions = {}): StatusSummary & { runId: string | null } {
+  const prefix = options.nameInText ? `${folderName}: ` : "";
   if (state.problem !== null) {
-    return { text: "$(error) loopstate", tone: "failed", tooltip: `loopstate: ${folderName}\n${state.problem}` };
+    return { text: `$(error) ${prefix}loopstate`, tone: "failed", tooltip: `loopstate: ${folderName}\n${state.problem}`, runId: null };
+  }
+  if (state.streamProblems.size > 0) {
+    const count = state.streamProblems.size;
+    const lines = [...state.streamProblems].map(([topic, message]) => `${topic}: ${message}`);
+    return {
+      text: `$(error) ${prefix}${count} ${count === 1 ? "stream" : "streams"} unreadable`,
+      tone: "failed",
+      tooltip: [`loopstate: ${folderName}`, ...lines, "Run `loopstate verify`, then `loopstate recover`; the views come back by themselves."].join("\n"),
+      runId: null,
+    };
   }
   const runs = [...state.runs.values()];
-  const run = followedRun(runs);
+  const run = followedRun(runs, options.previousRun ?? null);
   const halted = killSwitchSet(state);
   const blocking = openBlockingIssues(runs);
   const claims = state.intent?.active_count ?? 0;
@@ -105,12 +154,12 @@ export function summarize(state: ProjectState, folderName: string): StatusSummar
   if (disputes > 0) parts.push(`${disputes} ${disputes === 1 ? "dispute" : "disputes"}`);
   const tone = toneOf(run?.run?.status, halted);
   const icon = tone === "halted" ? "$(debug-stop)" : tone === "failed" ? "$(error)" : tone === "waiting" ? "$(watch)" : "$(pulse)";
-  return { text: `${icon} ${parts.join(" · ")}`, tone, tooltip: tooltipOf(state, folderName, run, halted, blocking) };
+  return { text: `${icon} ${prefix}${parts.join(" · ")}`, tone, tooltip: tooltipOf(state, folderName, run, halted, blocking), runId: run?.run_id ?? null };
 }
 
 function tooltipOf(state: ProjectState, folderName: string, run: RunStatus | null, halted: boolean, blocking: number): string {
   const lines = [`loopstate: ${folderName} (${state.root})`];
-  if (halted) lines.push("Kill switch SET: every run of this project halts; remove the STOP file before resuming.");
+  if (halted) lines.push("Kill switch SET: every run of this project halts. \"loopstate: Resume\" clears it (or remove the STOP file).");
   if (run?.run) {
     const r = run.run;
     lines.push(`Run ${run.run_id.slice(0, 8)}: ${r.status}, stage ${r.stage ?? "?"}${r.objective ? `: ${r.objective}` : ""}`);

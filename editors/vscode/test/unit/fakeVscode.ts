@@ -40,6 +40,7 @@ export class TreeItem {
   tooltip?: string;
   contextValue?: string;
   iconPath?: ThemeIcon;
+  command?: { command: string; title: string; arguments?: unknown[] };
   constructor(readonly label: string, readonly collapsibleState: TreeItemCollapsibleState) {}
 }
 
@@ -56,9 +57,20 @@ export interface FakeStatusBarItem {
   dispose(): void;
 }
 
+export interface FakeTreeView {
+  id: string;
+  showCollapseAll: boolean;
+  description?: string;
+  message?: string;
+  badge?: { value: number; tooltip: string };
+  onDidChangeVisibility(listener: (event: { visible: boolean }) => void): { dispose(): void };
+  dispose(): void;
+}
+
 export const created = {
   statusBarItems: [] as FakeStatusBarItem[],
   treeProviders: new Map<string, unknown>(),
+  treeViews: new Map<string, FakeTreeView>(),
 };
 
 export const window = {
@@ -80,8 +92,18 @@ export const window = {
     created.statusBarItems.push(item);
     return item;
   },
-  registerTreeDataProvider(id: string, provider: unknown) {
-    created.treeProviders.set(id, provider);
-    return { dispose: () => created.treeProviders.delete(id) };
+  createTreeView(id: string, options: { treeDataProvider: unknown; showCollapseAll?: boolean }): FakeTreeView {
+    created.treeProviders.set(id, options.treeDataProvider);
+    const view: FakeTreeView = {
+      id,
+      showCollapseAll: options.showCollapseAll ?? false,
+      onDidChangeVisibility: () => ({ dispose() {} }),
+      dispose: () => {
+        created.treeProviders.delete(id);
+        created.treeViews.delete(id);
+      },
+    };
+    created.treeViews.set(id, view);
+    return view;
   },
 };

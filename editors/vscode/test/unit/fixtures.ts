@@ -79,8 +79,11 @@ export function project(over: Partial<ProjectState> = {}): ProjectState {
     intent: intent(),
     runs: new Map([["r1", run("r1", "active")]]),
     boards: new Map([["main", board()]]),
+    runList: null,
+    goalList: null,
     killSwitch: null,
     problem: null,
+    streamProblems: new Map(),
     ...over,
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { budgetUse, followedRun, summarize, toneOf } from "../../src/model/status";
+import { budgetUse, followedRun, haltedCount, summarize, toneOf } from "../../src/model/status";
 import { project, run } from "./fixtures";
 
 describe("the status item's summary", () => {
@@ -86,5 +86,35 @@ describe("budget use", () => {
       usage: { cost_usd: "1.50" },
     }))).toBe(75);
     expect(budgetUse(run("r", "active", { budgets: { max_external_actions: 0 }, usage: { external_actions: 0 } }))).toBeNull();
+  });
+});
+
+describe("the followed run and the halted count", () => {
+  it("with no run active keeps the one followed before, else prefers a run that ever started", () => {
+    const halted = (id: string, updated: string, usage = {}) => run(id, "halted_kill_switch", { updated_at: updated, usage });
+    const was = halted("was-active", "2026-01-15T10:00:00Z", { mutations: 3 });
+    const never = halted("never-started", "2026-01-15T10:00:01Z");
+    expect(followedRun([was, never])?.run_id).toBe("was-active");
+    expect(followedRun([halted("a", "2026-01-15T10:00:00Z"), never], "a")?.run_id).toBe("a");
+    expect(followedRun([was, never], "gone")?.run_id).toBe("was-active");
+  });
+
+  it("counts the runs the kill switch halted, and names the project in a multi-root workspace", () => {
+    const state = project({ runs: new Map([["a", run("a", "halted_kill_switch")], ["b", run("b", "halted_kill_switch")], ["c", run("c", "complete")]]) });
+    expect(haltedCount(state)).toBe(2);
+    expect(summarize(project(), "proj", { nameInText: true }).text).toBe("$(pulse) proj: run active 40% · 3 claims · 1 dispute");
+  });
+
+  it("takes the pushed kill switch over a run's older probe: a switch removed by hand clears HALTED", () => {
+    const probedSet = project({ runs: new Map([["r1", run("r1", "halted_kill_switch", {}, { kill_switch: { set: true, paths: ["/p/STOP"] } })]]) });
+    expect(summarize(probedSet, "proj").text).toContain("HALTED");
+    const cleared = { ...probedSet, killSwitch: { set: false, paths: [] } };
+    expect(summarize(cleared, "proj")).toMatchObject({ text: "$(watch) run halted 40% · 3 claims · 1 dispute", tone: "waiting" });
+  });
+
+  it("says how many streams are unreadable", () => {
+    const summary = summarize(project({ streamProblems: new Map([["intent/snapshot", "broken (CORRUPT_LEDGER)"]]) }), "proj");
+    expect(summary).toMatchObject({ text: "$(error) 1 stream unreadable", tone: "failed" });
+    expect(summary.tooltip).toContain("intent/snapshot: broken (CORRUPT_LEDGER)");
   });
 });

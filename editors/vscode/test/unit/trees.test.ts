@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { goalNodes, intentNodes, runNodes, type TreeNode } from "../../src/model/trees";
+import { goalNodes, intentNodes, runNodes, type TreeNode, userGates } from "../../src/model/trees";
 import { board, claim, intent, run } from "./fixtures";
 
 const labels = (nodes: TreeNode[] | undefined) => (nodes ?? []).map((node) => node.label);
+const NOW = Date.parse("2026-01-15T10:05:00Z");
 
 describe("the Intent tree", () => {
   it("groups active claims by facet with status and source kind, disputes last", () => {
@@ -50,17 +51,18 @@ describe("the Runs tree", () => {
       ],
       evidence_ids: ["e1"],
     });
-    const nodes = runNodes([run("bbbbbbbb-2", "ready"), leased]);
+    const nodes = runNodes([run("bbbbbbbb-2", "ready"), leased], NOW, new Map(), "UTC");
     expect(labels(nodes)).toEqual(["aaaaaaaa objective of aaaaaaaa-1", "bbbbbbbb objective of bbbbbbbb-2"]);
     const [top] = nodes;
-    expect(top.description).toBe("active · build");
+    expect(top.description).toBe("active · build · updated 5 min ago (10:00)");
     expect(labels(top.children)).toEqual(["stage", "lease", "budgets", "open issues", "evidence"]);
-    expect(top.children![1].description).toBe("codex until 2026-01-15T10:15:00Z");
+    expect(top.children![1].description).toBe("codex · expires in 10 min (10:15)");
+    expect(top.children![1].tooltip).toContain("expires: 2026-01-15T10:15:00Z UTC");
     expect(top.children![2].children!.map((n) => `${n.label}: ${n.description}`)).toEqual([
-      "duration (s): 720 / 7200",
-      "mutations: 40 / 100",
-      "external actions: 0 / 0",
-      "cost (USD): 0 / no spending authority",
+      "duration: 12 min of 2 h",
+      "mutations: 40 of 100",
+      "external actions: 0 of 0",
+      "cost: $0 (no spending authority)",
     ]);
     expect(top.children![3].children!.map((n) => `${n.label}: ${n.description}`)).toEqual(["Crash on empty input: high · blocking · open"]);
     expect(labels(top.children![4].children)).toEqual(["e1"]);
@@ -68,9 +70,9 @@ describe("the Runs tree", () => {
   });
 
   it("marks an expired lease and leaves out a run with no record", () => {
-    const expired = run("r", "active", {}, { lease: { owner: { actor: "w" }, expires_at: "t" }, lease_expired: true });
-    expect(runNodes([expired])[0].children![1].description).toBe("w until t (expired)");
-    expect(runNodes([{ ...run("gone", "active"), run: null }])).toEqual([]);
+    const expired = run("r", "active", {}, { lease: { owner: { actor: "w" }, expires_at: "2026-01-15T08:05:00Z" }, lease_expired: true });
+    expect(runNodes([expired], NOW, new Map(), "UTC")[0].children![1].description).toBe("w · expired 2 h ago (08:05)");
+    expect(runNodes([{ ...run("gone", "active"), run: null }], NOW)).toEqual([]);
   });
 });
 
@@ -94,5 +96,46 @@ describe("the Goals tree", () => {
 
   it("orders goals by id", () => {
     expect(labels(goalNodes(new Map([["zeta", {}], ["alpha", {}]])))).toEqual(["alpha", "zeta"]);
+  });
+});
+
+describe("what starts open", () => {
+  it("folds every group but the outcomes and open disputes, an active run and its open issues, gates waiting", () => {
+    const intentTree = intentNodes(intent());
+    expect(intentTree.filter((node) => node.expanded).map((node) => node.label)).toEqual(["Outcomes", "Disputes"]);
+    const [active, ready] = runNodes([run("r1", "active", { updated_at: "2026-01-15T10:00:00Z" }), run("r2", "ready")], NOW);
+    expect([active.expanded, ready.expanded]).toEqual([true, false]);
+    expect(active.children!.filter((node) => node.expanded)).toEqual([]); // budgets, evidence, an empty issue list: folded
+    const [goal] = goalNodes(new Map([["main", board()]]));
+    expect(goal.expanded).toBe(true); // the only goal
+    expect(goal.children!.find((node) => node.label === "gate inbox")!.expanded).toBe(true);
+    expect(goal.children!.filter((node) => node.label !== "gate inbox").some((node) => node.expanded)).toBe(false); // two roles: folded
+    const two = goalNodes(new Map([["a", { ...board(), user_inbox: [] }], ["b", board()]]));
+    expect(two.map((node) => node.expanded)).toEqual([false, true]); // the one with a gate waiting
+  });
+});
+
+describe("actions on tree items", () => {
+  it("carries what a command needs: a run's id (click: its audit log), a gate's goal (click: resolve), a claim's task", () => {
+    const [top] = runNodes([run("r1", "active")], NOW);
+    expect(top).toMatchObject({ contextValue: "run", ref: { run_id: "r1" }, click: { command: "loopstate.showAuditLog" } });
+    const gate = goalNodes(new Map([["main", board()]]))[0].children!.at(-1)!.children![0];
+    expect(gate).toMatchObject({ contextValue: "gate", ref: { goal_id: "main", gate_id: "G001" }, click: { command: "loopstate.resolveGate" } });
+    const claimNode = intentNodes(intent())[0].children![0];
+    expect(claimNode).toMatchObject({ contextValue: "claim", ref: { claim_id: "c1", task_id: "t1" } });
+    expect(userGates([board(), board(), {}])).toBe(2);
+  });
+});
+
+describe("an unreadable stream", () => {
+  it("replaces its part of the view with one node that says so, never the old state", () => {
+    const problems = new Map([["runs/status/r1", "chain broken (CORRUPT_LEDGER)"]]);
+    const nodes = runNodes([run("r1", "active"), run("r2", "ready")], NOW, problems);
+    expect(labels(nodes)).toEqual(["runs/status/r1: unreadable", "r2 objective of r2"]);
+    expect(nodes[0]).toMatchObject({ description: "chain broken (CORRUPT_LEDGER)", icon: "error" });
+    expect(nodes[0].tooltip).toContain("loopstate recover");
+    expect(labels(intentNodes(intent(), "broken"))).toEqual(["intent: unreadable"]);
+    const goals = goalNodes(new Map([["main", board()], ["side", {}]]), new Map([["goals/board/main", "broken"]]));
+    expect(labels(goals)).toEqual(["goals/board/main: unreadable", "side"]);
   });
 });
