@@ -1,0 +1,200 @@
+"""Signed checkpoints of a project's streams, and the proofs that hold loopstate to them.
+
+A checkpoint is the Merkle root of a stream's verified lines at a size, signed
+with this machine's key (core/signed_note.py, core/merkle.py). Whoever keeps one
+can later ask for a consistency proof that today's stream still begins with
+exactly those lines, or an inclusion proof that one event is in it, and check
+either with the public key alone. The chain is verified before any tree is
+built, so a damaged stream is CORRUPT_LEDGER here as everywhere, never a tree.
+
+Files, beside the stream in the project's store folder:
+
+- ``keys/checkpoint-ed25519.pem`` in the data dir: the private key, made on first
+  use (mode 0600, created atomically so two processes end with one key);
+- ``transparency/<stream>.checkpoint``: the newest signed checkpoint of the
+  stream, replaced atomically each time one is made.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core import merkle, safefs
+from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
+from loopstate.core.proof_check import CONSISTENCY_HEADER, INCLUSION_HEADER
+from loopstate.core.signed_note import Checkpoint, NoteError, Verifier, open_note, raw_public, sign, verifier_key
+from loopstate.core.stream import Stream
+from loopstate.service.front import stream_layout
+
+KEY_FILE = "checkpoint-ed25519.pem"
+FOLDER = "transparency"
+
+
+def key_name(project: Project) -> str:
+    return f"loopstate/{project.project_id}"
+
+
+def origin(project: Project, stream: str) -> str:
+    return f"{key_name(project)}/{stream}"
+
+
+def _key_path(project: Project) -> Path:
+    return project.data_dir / "keys" / KEY_FILE
+
+
+def signing_key(project: Project):  # -> Ed25519PrivateKey (cryptography is imported only on this path)
+    """This data dir's checkpoint key, made on first use: 0600, published with link() so it is whole or absent."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+
+    path = _key_path(project)
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        pem = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        temp = path.with_name(f".{KEY_FILE}.{os.getpid()}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, pem)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, path)  # fails if another process published its key first: that one wins
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temp)
+        safefs.fsync_dir(path.parent)
+    if path.stat().st_mode & 0o077:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED,
+                             f"the checkpoint key {path} is readable by others; `chmod 600 {path}` and try again")
+    key = load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"{path} is not an Ed25519 key; move it away to make a new one")
+    return key
+
+
+def public_key(project: Project) -> str:
+    """The verifier key of this project's checkpoints, as an outside verifier is given it."""
+    return verifier_key(key_name(project), raw_public(signing_key(project).public_key()))
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A stream's verified lines as Merkle leaves, and the lines themselves (for proofs that carry one)."""
+
+    stream: str
+    lines: list[bytes]
+    leaves: list[bytes]
+
+
+def read_tree(project: Project, stream_name: str) -> Tree:
+    """Verify the stream from its first byte and hash its lines as leaves (under the shared lock)."""
+    if stream_name not in project.stream_names():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {stream_name!r} in this project; `loopstate log` lists them",
+                             stream=stream_name)
+    stream = Stream(project.dir, stream_name, stream_layout(stream_name))
+    with project.lock(stream_name).shared():
+        for _ in stream.read_new():
+            pass
+        verified = stream.position.offset
+        with open(stream.path, "rb") as f:
+            data = f.read(verified)
+    if len(data) != verified:
+        raise LoopstateError(ErrorCode.CORRUPT_LEDGER, f"{stream_name} shrank while it was read; run `loopstate verify`")
+    lines = data.split(b"\n")[:-1] if data else []
+    return Tree(stream_name, lines, [merkle.leaf_hash(line) for line in lines])
+
+
+def make_checkpoint(project: Project, stream_name: str) -> str:
+    """Sign the stream's current tree head, keep it as the stream's newest checkpoint, return the note."""
+    return checkpoint_of(project, read_tree(project, stream_name))
+
+
+def checkpoint_of(project: Project, tree: Tree) -> str:
+    """The signed checkpoint of a tree already read, kept as its stream's newest (one read serves a proof and it)."""
+    note = sign(Checkpoint(origin(project, tree.stream), len(tree.leaves), merkle.root(tree.leaves)).text(),
+                key_name(project), signing_key(project))
+    folder = project.dir / FOLDER
+    folder.mkdir(mode=0o700, exist_ok=True)
+    safefs.atomic_write(folder / f"{tree.stream}.checkpoint", project.dir, note.encode())
+    return note
+
+
+def read_checkpoint(project: Project, note: str) -> tuple[Checkpoint, str]:
+    """An older checkpoint of this project, its signature checked; which stream it names."""
+    try:
+        cp = Checkpoint.parse(open_note(note, Verifier.parse(public_key(project))))
+    except NoteError as exc:
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"not a checkpoint of this project: {exc}") from None
+    prefix = key_name(project) + "/"
+    if not cp.origin.startswith(prefix):
+        raise LoopstateError(ErrorCode.VALIDATION_FAILED,
+                             f"the checkpoint is of {cp.origin}, not of a stream of this project ({prefix}...)")
+    return cp, cp.origin[len(prefix):]
+
+
+def prove_inclusion(project: Project, stream_name: str, index: int) -> str:
+    """A tlog-proof of the event at 0-based ``index`` of the stream, against a fresh checkpoint.
+
+    The proof's ``extra`` line carries the event's stored line, so the verifier
+    recomputes the leaf itself.
+    """
+    tree = read_tree(project, stream_name)
+    if not 0 <= index < len(tree.leaves):
+        raise LoopstateError(ErrorCode.NOT_FOUND,
+                             f"{stream_name} has {len(tree.leaves)} events; there is no event number {index + 1}")
+    note = checkpoint_of(project, tree)
+    hashes = merkle.inclusion_proof(tree.leaves, index)
+    body = [INCLUSION_HEADER, f"extra {base64.b64encode(tree.lines[index]).decode()}", f"index {index}",
+            *(base64.b64encode(h).decode() for h in hashes)]
+    return "\n".join(body) + "\n\n" + note
+
+
+def check_against(project: Project, old: Checkpoint, stream_name: str, tree: Tree | None = None) -> dict:
+    """The stream still begins with exactly the lines ``old`` signed; CORRUPT_LEDGER naming what changed if not."""
+    tree = read_tree(project, stream_name) if tree is None else tree
+    if old.size > len(tree.leaves):
+        raise LoopstateError(ErrorCode.CORRUPT_LEDGER,
+                             f"{stream_name} has {len(tree.leaves)} events, fewer than the {old.size} the checkpoint "
+                             "signed: history was cut", stream=stream_name)
+    if merkle.root(tree.leaves[:old.size]) != old.root:
+        raise LoopstateError(ErrorCode.CORRUPT_LEDGER,
+                             f"{stream_name} no longer begins with the {old.size} events the checkpoint signed: "
+                             "history was rewritten", stream=stream_name)
+    return {"ok": True, "stream": stream_name, "events": len(tree.leaves), "checkpoint_size": old.size}
+
+
+def prove_consistency(project: Project, old_note: str) -> str:
+    """A proof that the stream an older checkpoint names still begins with exactly what it signed."""
+    old, stream_name = read_checkpoint(project, old_note)
+    tree = read_tree(project, stream_name)
+    check_against(project, old, stream_name, tree)
+    hashes = merkle.consistency_proof(tree.leaves, old.size)
+    body = [CONSISTENCY_HEADER, f"old {old.size}", *(base64.b64encode(h).decode() for h in hashes)]
+    return "\n".join(body) + "\n\n" + checkpoint_of(project, tree)
+
+
+def locate(project: Project, event: str) -> tuple[str, int]:
+    """The stream and 0-based index of an event named by its event_id, or as STREAM:SEQUENCE."""
+    stream_name, sep, number = event.rpartition(":")
+    if sep and number.isdigit():
+        sequence = int(number)
+        if sequence < 1:
+            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{event!r}: sequences start at 1")
+        return stream_name, sequence - 1
+    for name in project.stream_names():
+        for index, line in enumerate(read_tree(project, name).lines):
+            if msgspec.json.decode(line).get("event_id") == event:
+                return name, index
+    raise LoopstateError(ErrorCode.NOT_FOUND,
+                         f"no event {event!r} in this project; name it by its event_id or as STREAM:SEQUENCE "
+                         "(`loopstate log` shows both)")
