@@ -153,15 +153,40 @@ def read_tree(project: Project, stream_name: str, keep: int | None = None) -> Tr
     return Tree(stream_name, Leaves(bytes(packed)), kept)
 
 
+def sign_head(project: Project, stream_name: str, size: int, root: bytes) -> str:
+    """The signed checkpoint note of one tree head of one stream."""
+    return sign(Checkpoint(origin(project, stream_name), size, root).text(), key_name(project), signing_key(project))
+
+
 def make_checkpoint(project: Project, stream_name: str) -> str:
-    """Sign the stream's current tree head, keep it as the stream's newest checkpoint, return the note."""
-    return checkpoint_of(project, read_tree(project, stream_name))
+    """Verify the stream from its first byte, sign its tree head and keep it as the newest; return the note.
+
+    The tree grows from the kept one (service/tree_heads.py): only lines after
+    it are hashed. The chain is verified in full all the same.
+    """
+    from loopstate.service import tree_heads
+
+    stream = _verified(project, stream_name)
+    with project.lock(stream_name).shared():
+        kept = tree_heads.extend(stream, tree_heads.load(project, stream), stream.position.offset)
+        return tree_heads.sign_and_keep(project, stream_name, kept)[1]
+
+
+def _verified(project: Project, stream_name: str) -> Stream:
+    if stream_name not in project.stream_names():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {stream_name!r} in this project; `loopstate log` lists them",
+                             stream=stream_name)
+    stream = Stream(project.dir, stream_name, stream_layout(stream_name))
+    with project.lock(stream_name).shared():
+        stream.verify_ahead()
+        for _ in stream.read_new(parallel=True):
+            pass
+    return stream
 
 
 def checkpoint_of(project: Project, tree: Tree) -> str:
-    """The signed checkpoint of a tree already read, kept as its stream's newest (one read serves a proof and it)."""
-    note = sign(Checkpoint(origin(project, tree.stream), len(tree.leaves), merkle.root(tree.leaves)).text(),
-                key_name(project), signing_key(project))
+    """The signed checkpoint of a tree read whole (for a proof), kept as the stream's newest."""
+    note = sign_head(project, tree.stream, len(tree.leaves), merkle.root(tree.leaves))
     folder = project.dir / FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
     safefs.atomic_write(folder / f"{tree.stream}.checkpoint", project.dir, note.encode())

@@ -1,0 +1,156 @@
+"""Each stream's Merkle tree kept as it grows, and signed checkpoints written when they are due.
+
+Rebuilding a stream's tree costs a pass over the whole file. Instead the tree
+is kept as its compact range (core/merkle.CompactRange: the roots of its perfect
+subtrees, at most one per bit of the size) together with the byte offset it
+covers, so the next checkpoint hashes only the lines appended since: O(new
+events) and O(log n) hashing per event, whatever the stream's size.
+
+The kept tree lives in ``transparency/<stream>.tree`` beside the newest signed
+checkpoint. It is a cache, never trusted on its own: it records where its last
+line starts and that line's chain hash, and a kept tree whose last line is not
+that line any more (the stream was replaced by a purge or a recover, or the
+file was edited) is dropped and the tree rebuilt from the first byte. The
+stream's bytes themselves are verified by the ledger before they reach here.
+
+A checkpoint is due when ``LOOPSTATE_CHECKPOINT_EVENTS`` events (default 256)
+were appended since the last one, or ``LOOPSTATE_CHECKPOINT_SECONDS`` seconds
+(default 300) passed and at least one was; 0 turns that trigger off, and both
+0 turns automatic checkpoints off (``loopstate checkpoint`` still makes them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import msgspec
+
+from loopstate.core import merkle, safefs
+from loopstate.core.project import Project
+from loopstate.core.stream import Stream
+
+FOLDER = "transparency"
+DEFAULT_EVERY_EVENTS = 256
+DEFAULT_EVERY_SECONDS = 300.0
+
+
+class KeptTree(msgspec.Struct, kw_only=True):
+    """The tree over a stream's first ``size`` lines, which end at byte ``offset``."""
+
+    size: int = 0
+    offset: int = 0
+    last_line_start: int = 0
+    last_hash: str | None = None  # the chain hash of line ``size``, to tell this file from a replaced one
+    peaks: list[bytes] = []
+    signed_size: int = 0  # the size of the newest signed checkpoint
+    signed_at: float = 0.0
+
+    def compact(self) -> merkle.CompactRange:
+        return merkle.CompactRange(self.size, self.peaks)
+
+
+def tree_path(project: Project, stream_name: str) -> Path:
+    return project.dir / FOLDER / f"{stream_name}.tree"
+
+
+def _setting(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = default
+    return max(value, 0.0)
+
+
+def load(project: Project, stream: Stream) -> KeptTree:
+    """The kept tree of this stream if it still describes the file's lines, else an empty one."""
+    raw = safefs.read_file(tree_path(project, stream.name), project.dir)
+    if raw is None:
+        return KeptTree()
+    try:
+        kept = msgspec.msgpack.decode(raw, type=KeptTree)
+        kept.compact()  # the peaks fit the size
+    except (msgspec.DecodeError, ValueError):
+        return KeptTree()
+    if kept.size == 0:
+        return kept
+    try:
+        line = stream.read_line_at(kept.last_line_start, kept.offset - 1)
+        still = msgspec.json.decode(line).get(stream.layout.hash_field) == kept.last_hash
+    except (OSError, msgspec.DecodeError, AttributeError, Exception):  # noqa: BLE001 (a stale cache is only rebuilt)
+        still = False
+    return kept if still else KeptTree()
+
+
+CHUNK = 1 << 22
+
+
+def extend(stream: Stream, kept: KeptTree, until: int) -> KeptTree:
+    """Hash the verified lines between the kept tree's end and byte ``until`` into it, 4 MiB at a time."""
+    if until <= kept.offset:
+        return kept
+    compact = kept.compact()
+    start = kept.offset
+    last_start, last_line, rest = kept.last_line_start, None, b""
+    at = kept.offset
+    while at < until:
+        chunk = stream.read_line_at(at, min(until, at + CHUNK))
+        at += len(chunk)
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            compact.append(merkle.leaf_hash(line))
+            last_start, last_line = start, line
+            start += len(line) + 1
+    if last_line is None:
+        return kept
+    last_hash = msgspec.json.decode(last_line).get(stream.layout.hash_field)
+    return KeptTree(size=compact.size, offset=start, last_line_start=last_start, last_hash=last_hash,
+                    peaks=compact.peaks, signed_size=kept.signed_size, signed_at=kept.signed_at)
+
+
+def due(kept: KeptTree, now: float) -> bool:
+    """Whether enough happened since the newest signed checkpoint to sign another."""
+    new = kept.size - kept.signed_size
+    if new <= 0:
+        return False
+    every_events = _setting("LOOPSTATE_CHECKPOINT_EVENTS", DEFAULT_EVERY_EVENTS)
+    every_seconds = _setting("LOOPSTATE_CHECKPOINT_SECONDS", DEFAULT_EVERY_SECONDS)
+    return bool((every_events and new >= every_events) or (every_seconds and now - kept.signed_at >= every_seconds))
+
+
+def sign_and_keep(project: Project, stream_name: str, kept: KeptTree) -> tuple[KeptTree, str]:
+    """Sign the kept tree's head, then keep the tree and the note (tree first: the note is what others read)."""
+    from loopstate.service.transparency import sign_head
+
+    note = sign_head(project, stream_name, kept.size, kept.compact().root())
+    kept = msgspec.structs.replace(kept, signed_size=kept.size, signed_at=time.time())
+    folder = project.dir / FOLDER
+    folder.mkdir(mode=0o700, exist_ok=True)
+    safefs.atomic_write(tree_path(project, stream_name), project.dir, msgspec.msgpack.encode(kept), durable=False)
+    safefs.atomic_write(folder / f"{stream_name}.checkpoint", project.dir, note.encode())
+    return kept, note
+
+
+_kept: dict[tuple[str, str], KeptTree] = {}
+
+
+def follow(project: Project, stream: Stream) -> str | None:
+    """After a command made the stream durable up to its verified head: grow the tree, sign if due.
+
+    A long-lived process keeps the tree in memory (O(log n) per event); a
+    short-lived one starts from the kept file and hashes what came after the
+    last signed checkpoint. Returns the note when one was signed.
+    """
+    key = (str(project.dir), stream.name)
+    kept = _kept.get(key)
+    if kept is None or kept.offset > stream.position.offset:
+        kept = load(project, stream)
+    kept = extend(stream, kept, stream.position.offset)
+    note = None
+    if due(kept, time.time()):
+        kept, note = sign_and_keep(project, stream.name, kept)
+    _kept[key] = kept
+    return note
