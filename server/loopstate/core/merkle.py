@@ -50,10 +50,19 @@ def root(leaves: Sequence[bytes]) -> bytes:
 
 
 def _subtree(leaves: Sequence[bytes], start: int, end: int) -> bytes:
-    """The root of the leaves ``[start, end)`` (non-empty), one pass over them."""
-    if end - start == 1:
-        return leaves[start]
-    k = _split(end - start)
+    """The root of the leaves ``[start, end)`` (non-empty), one pass over them.
+
+    A perfect subtree (a power of two of leaves) is hashed level by level, one
+    list at a time, which is several times faster in Python than recursing to
+    every node; only the ragged right edge recurses.
+    """
+    n = end - start
+    if n & (n - 1) == 0:
+        level = [leaves[i] for i in range(start, end)]
+        while len(level) > 1:
+            level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        return level[0]
+    k = _split(n)
     return node_hash(_subtree(leaves, start, start + k), _subtree(leaves, start + k, end))
 
 

@@ -117,10 +117,12 @@ class Tree:
 
     stream: str
     leaves: Leaves
-    line: bytes | None = None
+    root: bytes
+    line: bytes | None = None  # the line asked for with ``keep``
+    root_at: bytes | None = None  # the root at the size asked for with ``root_at``
 
 
-def read_tree(project: Project, stream_name: str, keep: int | None = None) -> Tree:
+def read_tree(project: Project, stream_name: str, keep: int | None = None, root_at: int | None = None) -> Tree:
     """Verify the stream from its first byte, then hash its lines as leaves, all under the shared lock.
 
     The file is read in chunks, so memory is the packed leaf hashes and one
@@ -131,6 +133,7 @@ def read_tree(project: Project, stream_name: str, keep: int | None = None) -> Tr
                              stream=stream_name)
     stream = Stream(project.dir, stream_name, stream_layout(stream_name))
     packed, kept, count, rest = bytearray(), None, 0, b""
+    compact, earlier = merkle.CompactRange(), merkle.EMPTY_ROOT if root_at == 0 else None
     with project.lock(stream_name).shared():
         stream.verify_ahead()
         for _ in stream.read_new(parallel=True):
@@ -146,11 +149,15 @@ def read_tree(project: Project, stream_name: str, keep: int | None = None) -> Tr
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()
                 for line in lines:
-                    packed += merkle.leaf_hash(line)
+                    leaf = merkle.leaf_hash(line)
+                    packed += leaf
+                    compact.append(leaf)
                     if count == keep:
                         kept = line
                     count += 1
-    return Tree(stream_name, Leaves(bytes(packed)), kept)
+                    if count == root_at:
+                        earlier = compact.root()
+    return Tree(stream_name, Leaves(bytes(packed)), compact.root(), kept, earlier)
 
 
 def sign_head(project: Project, stream_name: str, size: int, root: bytes) -> str:
@@ -186,7 +193,7 @@ def _verified(project: Project, stream_name: str) -> Stream:
 
 def checkpoint_of(project: Project, tree: Tree) -> str:
     """The signed checkpoint of a tree read whole (for a proof), kept as the stream's newest."""
-    note = sign_head(project, tree.stream, len(tree.leaves), merkle.root(tree.leaves))
+    note = sign_head(project, tree.stream, len(tree.leaves), tree.root)
     folder = project.dir / FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
     safefs.atomic_write(folder / f"{tree.stream}.checkpoint", project.dir, note.encode())
@@ -225,12 +232,12 @@ def prove_inclusion(project: Project, stream_name: str, index: int) -> str:
 
 def check_against(project: Project, old: Checkpoint, stream_name: str, tree: Tree | None = None) -> dict:
     """The stream still begins with exactly the lines ``old`` signed; CORRUPT_LEDGER naming what changed if not."""
-    tree = read_tree(project, stream_name) if tree is None else tree
+    tree = read_tree(project, stream_name, root_at=old.size) if tree is None else tree
     if old.size > len(tree.leaves):
         raise LoopstateError(ErrorCode.CORRUPT_LEDGER,
                              f"{stream_name} has {len(tree.leaves)} events, fewer than the {old.size} the checkpoint "
                              "signed: history was cut", stream=stream_name)
-    if merkle.root(tree.leaves[:old.size]) != old.root:
+    if tree.root_at != old.root:
         raise LoopstateError(ErrorCode.CORRUPT_LEDGER,
                              f"{stream_name} no longer begins with the {old.size} events the checkpoint signed: "
                              "history was rewritten", stream=stream_name)
@@ -240,7 +247,7 @@ def check_against(project: Project, old: Checkpoint, stream_name: str, tree: Tre
 def prove_consistency(project: Project, old_note: str) -> str:
     """A proof that the stream an older checkpoint names still begins with exactly what it signed."""
     old, stream_name = read_checkpoint(project, old_note)
-    tree = read_tree(project, stream_name)
+    tree = read_tree(project, stream_name, root_at=old.size)
     check_against(project, old, stream_name, tree)
     hashes = merkle.consistency_proof(tree.leaves, old.size)
     body = [CONSISTENCY_HEADER, f"old {old.size}", *(base64.b64encode(h).decode() for h in hashes)]
