@@ -79,19 +79,38 @@ def test_a_checkpoint_is_due_after_so_many_events_or_seconds(monkeypatch: pytest
     assert tree_heads.due(tree_heads.KeptTree(size=4, signed_size=4), 10**9) is False
 
 
-def test_follow_signs_when_due_and_the_note_holds_the_file(service: Service, root: Path, data_dir: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_append_grows_the_tree_and_a_checkpoint_is_signed_when_due(data_dir: Path, root: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the engine: the service signs on its own, and each note holds the file it was signed of."""
     monkeypatch.setenv("LOOPSTATE_CHECKPOINT_EVENTS", "4")
     monkeypatch.setenv("LOOPSTATE_CHECKPOINT_SECONDS", "0")
-    project = Project(root, data_dir=data_dir)
     tree_heads._kept.clear()
+    service = Service(data_dir=data_dir)
+    service.task_id = service.execute(str(root), p.IntentTaskStart(label="t"), "start").events[0]["task_id"]
+    project = Project(root, data_dir=data_dir)
+    note_file = project.dir / "transparency" / "intent.checkpoint"
     signed = []
     for n in range(9):
         claims(service, root, 1, start=n)
-        note = tree_heads.follow(project, stream_of(project))
-        if note is not None:
-            signed.append(note)
-    assert [note.split("\n")[1] for note in signed] == ["4", "8"]  # sizes 1 (start) + claims: signed at 4 and 8
+        if note_file.exists() and note_file.read_text() not in signed:
+            signed.append(note_file.read_text())
+    assert [note.split("\n")[1] for note in signed] == ["4", "8"]  # the start and 3 claims, then 4 more
     for note in signed:
         old, stream = transparency.read_checkpoint(project, note)
         assert transparency.check_against(project, old, stream)["ok"]
+
+
+def test_no_checkpoint_is_signed_before_one_is_due(service: Service, root: Path, data_dir: Path) -> None:
+    """The defaults: a young stream signs nothing (no key is made) until 256 events."""
+    claims(service, root, 20)
+    assert not (data_dir / "keys").exists()
+    assert not (Project(root, data_dir=data_dir).dir / "transparency").exists()
+
+
+def test_a_failure_to_sign_never_fails_the_append(service: Service, root: Path, data_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setenv("LOOPSTATE_CHECKPOINT_EVENTS", "1")
+    (data_dir / "keys").write_text("a file where the key folder should be")
+    claims(service, root, 2)
+    assert "could not keep the Merkle tree of intent" in caplog.text
+    assert len(transparency.read_tree(Project(root, data_dir=data_dir), "intent").leaves) == 3

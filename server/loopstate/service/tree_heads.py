@@ -15,12 +15,16 @@ stream's bytes themselves are verified by the ledger before they reach here.
 
 A checkpoint is due when ``LOOPSTATE_CHECKPOINT_EVENTS`` events (default 256)
 were appended since the last one, or ``LOOPSTATE_CHECKPOINT_SECONDS`` seconds
-(default 300) passed and at least one was; 0 turns that trigger off, and both
-0 turns automatic checkpoints off (``loopstate checkpoint`` still makes them).
+(default 300) passed since it and at least one event was appended; 0 turns that
+trigger off, and both 0 turn automatic checkpoints off (``loopstate checkpoint``
+still makes them). A stream never signed counts its seconds from when this
+process first kept its tree: the time trigger is for long-lived processes (the
+sidecar, the MCP server), the count works everywhere.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -30,6 +34,8 @@ import msgspec
 from loopstate.core import merkle, safefs
 from loopstate.core.project import Project
 from loopstate.core.stream import Stream
+
+log = logging.getLogger("loopstate.transparency")
 
 FOLDER = "transparency"
 DEFAULT_EVERY_EVENTS = 256
@@ -45,7 +51,7 @@ class KeptTree(msgspec.Struct, kw_only=True):
     last_hash: str | None = None  # the chain hash of line ``size``, to tell this file from a replaced one
     peaks: list[bytes] = []
     signed_size: int = 0  # the size of the newest signed checkpoint
-    signed_at: float = 0.0
+    signed_at: float = 0.0  # when it was signed; or when this process first kept a never-signed tree
 
     def compact(self) -> merkle.CompactRange:
         return merkle.CompactRange(self.size, self.peaks)
@@ -68,12 +74,12 @@ def load(project: Project, stream: Stream) -> KeptTree:
     """The kept tree of this stream if it still describes the file's lines, else an empty one."""
     raw = safefs.read_file(tree_path(project, stream.name), project.dir)
     if raw is None:
-        return KeptTree()
+        return KeptTree(signed_at=time.time())
     try:
         kept = msgspec.msgpack.decode(raw, type=KeptTree)
         kept.compact()  # the peaks fit the size
     except (msgspec.DecodeError, ValueError):
-        return KeptTree()
+        return KeptTree(signed_at=time.time())
     if kept.size == 0:
         return kept
     try:
@@ -81,7 +87,7 @@ def load(project: Project, stream: Stream) -> KeptTree:
         still = msgspec.json.decode(line).get(stream.layout.hash_field) == kept.last_hash
     except (OSError, msgspec.DecodeError, AttributeError, Exception):  # noqa: BLE001 (a stale cache is only rebuilt)
         still = False
-    return kept if still else KeptTree()
+    return kept if still else KeptTree(signed_at=time.time())
 
 
 CHUNK = 1 << 22
@@ -134,7 +140,20 @@ def sign_and_keep(project: Project, stream_name: str, kept: KeptTree) -> tuple[K
     return kept, note
 
 
-_kept: dict[tuple[str, str], KeptTree] = {}
+_kept: dict[tuple[str, str], tuple[tuple[int, int] | None, KeptTree]] = {}
+
+
+def grow_tree(project: Project, stream: Stream) -> None:
+    """The engine's step after every durable append, under the stream's lock (service/engine.py).
+
+    Keeping the tree is a side duty: should it fail (the key unreadable, the
+    disk full), the command that appended stays acknowledged; the failure is
+    logged and the next append or `loopstate checkpoint` tries again.
+    """
+    try:
+        follow(project, stream)
+    except Exception as exc:  # noqa: BLE001 (whatever happens here, the append is durable and answered)
+        log.warning("could not keep the Merkle tree of %s: %s", stream.name, exc)
 
 
 def follow(project: Project, stream: Stream) -> str | None:
@@ -145,12 +164,12 @@ def follow(project: Project, stream: Stream) -> str | None:
     last signed checkpoint. Returns the note when one was signed.
     """
     key = (str(project.dir), stream.name)
-    kept = _kept.get(key)
-    if kept is None or kept.offset > stream.position.offset:
-        kept = load(project, stream)
+    identity, kept = _kept.get(key, (None, None))
+    if kept is None or identity != stream.identity or kept.offset > stream.position.offset:
+        kept = load(project, stream)  # first use, or the file was replaced: only a tree that still fits it
     kept = extend(stream, kept, stream.position.offset)
     note = None
     if due(kept, time.time()):
         kept, note = sign_and_keep(project, stream.name, kept)
-    _kept[key] = kept
+    _kept[key] = (stream.identity, kept)
     return note
