@@ -30,6 +30,8 @@ records nothing: a hook process cannot hold private memory past its exit.
 
 from __future__ import annotations
 
+import logging
+
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -45,6 +47,8 @@ from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
 from loopstate.domains import harness
 from loopstate.service import sessions
+
+log = logging.getLogger("loopstate.hooks")
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact",
           "SessionEnd")
@@ -450,7 +454,26 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
                                        stop_hook_active=event.stop_hook_active)
     if hs.faults:
         out.notice = "loopstate: " + "; ".join(hs.faults)
+    alarms = _history_alarms(hs)
+    if alarms:
+        out.notice = "\n".join(filter(None, [out.notice, *alarms]))
     return out
+
+
+def _history_alarms(hs: HookSession) -> list[str]:
+    """What the witness found since this project's last hook: a signed checkpoint that rewrites history.
+
+    Checked on the events a user sees (not PreToolUse, the hot path); a check
+    whose checkpoints did not change reads two small files a stream. A fault of
+    the witness itself is not the session's business: it is logged, not said.
+    """
+    from loopstate.service import witness
+
+    try:
+        return [v.message for v in witness.check_all(hs.project) if not v.ok]
+    except Exception as exc:  # noqa: BLE001 (the hook answers whatever the witness hits)
+        log.warning("the history witness failed: %s", exc)
+        return []
 
 
 def _prompt_command(event: HookEvent) -> Any:

@@ -34,7 +34,6 @@ from loopstate.core.stream import Stream
 from loopstate.service.front import stream_layout
 
 KEY_FILE = "checkpoint-ed25519.pem"
-FOLDER = "transparency"
 
 
 def key_name(project: Project) -> str:
@@ -160,9 +159,10 @@ def read_tree(project: Project, stream_name: str, keep: int | None = None, root_
     return Tree(stream_name, Leaves(bytes(packed)), compact.root(), kept, earlier)
 
 
-def sign_head(project: Project, stream_name: str, size: int, root: bytes) -> str:
+def sign_head(project: Project, stream_name: str, size: int, root: bytes, extensions: tuple[str, ...] = ()) -> str:
     """The signed checkpoint note of one tree head of one stream."""
-    return sign(Checkpoint(origin(project, stream_name), size, root).text(), key_name(project), signing_key(project))
+    text = Checkpoint(origin(project, stream_name), size, root, extensions).text()
+    return sign(text, key_name(project), signing_key(project))
 
 
 def make_checkpoint(project: Project, stream_name: str) -> str:
@@ -191,13 +191,9 @@ def _verified(project: Project, stream_name: str) -> Stream:
     return stream
 
 
-def checkpoint_of(project: Project, tree: Tree) -> str:
-    """The signed checkpoint of a tree read whole (for a proof), kept as the stream's newest."""
-    note = sign_head(project, tree.stream, len(tree.leaves), tree.root)
-    folder = project.dir / FOLDER
-    folder.mkdir(mode=0o700, exist_ok=True)
-    safefs.atomic_write(folder / f"{tree.stream}.checkpoint", project.dir, note.encode())
-    return note
+def sign_tree(project: Project, tree: Tree) -> str:
+    """A fresh signed checkpoint of a tree read whole, for the proof that carries it (a read: nothing is kept)."""
+    return sign_head(project, tree.stream, len(tree.leaves), tree.root)
 
 
 def read_checkpoint(project: Project, note: str) -> tuple[Checkpoint, str]:
@@ -223,7 +219,7 @@ def prove_inclusion(project: Project, stream_name: str, index: int) -> str:
     if tree.line is None:
         raise LoopstateError(ErrorCode.NOT_FOUND,
                              f"{stream_name} has {len(tree.leaves)} events; there is no event number {index + 1}")
-    note = checkpoint_of(project, tree)
+    note = sign_tree(project, tree)
     hashes = merkle.inclusion_proof(tree.leaves, index)
     body = [INCLUSION_HEADER, f"extra {base64.b64encode(tree.line).decode()}", f"index {index}",
             *(base64.b64encode(h).decode() for h in hashes)]
@@ -251,7 +247,7 @@ def prove_consistency(project: Project, old_note: str) -> str:
     check_against(project, old, stream_name, tree)
     hashes = merkle.consistency_proof(tree.leaves, old.size)
     body = [CONSISTENCY_HEADER, f"old {old.size}", *(base64.b64encode(h).decode() for h in hashes)]
-    return "\n".join(body) + "\n\n" + checkpoint_of(project, tree)
+    return "\n".join(body) + "\n\n" + sign_tree(project, tree)
 
 
 def locate(project: Project, event: str) -> tuple[str, int]:

@@ -127,11 +127,12 @@ def due(kept: KeptTree, now: float) -> bool:
     return bool((every_events and new >= every_events) or (every_seconds and now - kept.signed_at >= every_seconds))
 
 
-def sign_and_keep(project: Project, stream_name: str, kept: KeptTree) -> tuple[KeptTree, str]:
+def sign_and_keep(project: Project, stream_name: str, kept: KeptTree,
+                  extensions: tuple[str, ...] = ()) -> tuple[KeptTree, str]:
     """Sign the kept tree's head, then keep the tree and the note (tree first: the note is what others read)."""
     from loopstate.service.transparency import sign_head
 
-    note = sign_head(project, stream_name, kept.size, kept.compact().root())
+    note = sign_head(project, stream_name, kept.size, kept.compact().root(), extensions)
     kept = msgspec.structs.replace(kept, signed_size=kept.size, signed_at=time.time())
     folder = project.dir / FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -173,3 +174,25 @@ def follow(project: Project, stream: Stream) -> str | None:
         kept, note = sign_and_keep(project, stream.name, kept)
     _kept[key] = (stream.identity, kept)
     return note
+
+
+def rechained(project: Project, stream_name: str, lines: list[bytes], hash_field: str, why: str) -> None:
+    """After a purge re-chained the stream (under its lock): sign the new history, saying so.
+
+    The note carries the extension line ``purged <why>``: a witness that saw
+    the old history reads it as the one legitimate rewrite, not as tampering.
+    A failure is logged, never raised: the purge is done and durable.
+    """
+    try:
+        compact, offset, last_start, last_line = merkle.CompactRange(), 0, 0, None
+        for line in lines:
+            compact.append(merkle.leaf_hash(line[:-1]))
+            last_start, last_line = offset, line
+            offset += len(line)
+        last_hash = None if last_line is None else msgspec.json.decode(last_line).get(hash_field)
+        kept = KeptTree(size=compact.size, offset=offset, last_line_start=last_start, last_hash=last_hash,
+                        peaks=compact.peaks)
+        sign_and_keep(project, stream_name, kept, (f"purged {why}",))
+        _kept.pop((str(project.dir), stream_name), None)
+    except Exception as exc:  # noqa: BLE001 (the purge is durable whatever happens here)
+        log.warning("could not sign the purge checkpoint of %s: %s", stream_name, exc)
