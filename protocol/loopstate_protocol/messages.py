@@ -20,6 +20,7 @@ import msgspec
 
 from loopstate_protocol.base import Command, ErrorData, Head, Query
 from loopstate_protocol.commands import COMMANDS, QUERIES
+from loopstate_protocol.project import ProjectOutcome
 
 
 def _union(variants: tuple[type, ...], fallback: type) -> Any:
@@ -50,12 +51,19 @@ class ExecuteParams(Params):
     command: AnyCommand
 
 
-class ExecuteResult(msgspec.Struct, kw_only=True):
-    """What the command appended, and the stream's head after it."""
+class ExecuteResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the command appended, and the stream's head after it.
+
+    A project command (``project.stop``, ``project.resume``) acts on many streams
+    or on none: its ``events`` are empty, ``head`` is null, and ``project`` says
+    what it did (tagged by ``kind``, the command's own kind). ``replayed`` is
+    true when an exact retry found everything done and wrote nothing.
+    """
 
     events: list[Event]
-    head: Head
+    head: Head | None
     replayed: bool
+    project: ProjectOutcome | None = None
 
 
 class QueryParams(Params):

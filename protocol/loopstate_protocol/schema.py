@@ -14,6 +14,7 @@ import msgspec
 
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.base import MAX_SAFE_INTEGER
+from loopstate_protocol import project
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
     STRUCTS,
@@ -39,6 +40,12 @@ METHODS: dict[str, tuple[type, type | None]] = {
     methods.QUERY: (QueryParams, None),
     methods.SUBSCRIBE: (SubscribeParams, SubscribeResult),
     methods.UNSUBSCRIBE: (UnsubscribeParams, UnsubscribeResult),
+}
+# The result of each project query (a domain query's result is documented with its domain).
+PROJECT_RESULTS: dict[str, type] = {
+    "project.root": project.RootInfo, "project.runs": project.RunList, "project.goals": project.GoalList,
+    "project.kill_switch": project.KillSwitchState, "project.verify": project.VerifyReport,
+    "project.log": project.LogPage,
 }
 NOTIFICATIONS: dict[str, type] = {
     methods.CHANGED: ChangedNotification,
@@ -67,7 +74,7 @@ def bounded_integers(node: Any) -> Any:
 
 
 def schema() -> dict[str, Any]:
-    types = (*STRUCTS, *COMMANDS, *QUERIES, AnyCommand, AnyQuery)
+    types = (*STRUCTS, *COMMANDS, *QUERIES, *project.RESULTS, AnyCommand, AnyQuery)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
     components = bounded_integers(components)
 
@@ -83,6 +90,9 @@ def schema() -> dict[str, Any]:
         "x-notifications": {name: {"params": ref(p)} for name, p in NOTIFICATIONS.items()},
         "x-commands": sorted(c.__struct_config__.tag for c in COMMANDS),
         "x-queries": sorted(q.__struct_config__.tag for q in QUERIES),
+        "x-query-results": {tag: ref(cls) for tag, cls in PROJECT_RESULTS.items()},
+        "x-project-topics": {f"project/{view}": ref(PROJECT_RESULTS[query.__struct_config__.tag])
+                             for view, query in project.TOPICS.items()},
         "$defs": dict(sorted(components.items())),
     }
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from loopstate_protocol import PROTOCOL_VERSION
+from loopstate_protocol import PROTOCOL_VERSION, project
 from loopstate_protocol.base import MAX_SAFE_INTEGER, ErrorData, Head
 from loopstate_protocol.client import LoopstateClient, RpcError
 from loopstate_protocol.errors import ErrorCode, jsonrpc_code
@@ -83,7 +83,40 @@ TOPIC_NOTES: dict[str, str] = {
                    "completed, gates, runs, quota), with `meta.last_append_sequence` and the `page` counts of what "
                    "it leaves out",
     "goals/public_board": "`goals/public_board/<goal_id>`: the same board with only public-safe content",
+    "project/runs": "`project/runs`: the result of `project.runs` (every run, the kill switch); pushed when a run "
+                    "stream changes, a run is created, or a kill switch is set or cleared",
+    "project/goals": "`project/goals`: the result of `project.goals`; pushed when a goal stream changes or a goal "
+                     "is created",
+    "project/kill_switch": "`project/kill_switch`: the result of `project.kill_switch`; pushed when a switch file "
+                           "appears or disappears (also by hand: `rm .loopstate/STOP`)",
 }
+
+PROJECT_INTRO = """\
+Beside each domain's messages, a few concern the project as a whole: they read many streams
+(or none) and have no stream of their own. An editor needs nothing else to show a project:
+which project a folder belongs to, its runs and goals, the kill switch, a verification and
+the audit log, and the two actions of a stop button. Their `kind` starts with `project.`.
+
+A `project/...` topic delivers snapshots only (`since` and `deliver: "events"` are refused):
+its snapshot is the result of the query of the same name, and its `head` is the topic's own
+(`stream` is the topic, `sequence` counts the snapshots this subscription was given, 1 being
+the subscribe result's, `hash` is the SHA-256 of the snapshot's JSON). A change is pushed
+once per change, and only when the snapshot differs from the last one sent. When the
+snapshot cannot be computed (a corrupt stream) the subscriber gets `loopstate/streamError`;
+once the streams read cleanly again (after `loopstate recover`) it gets `loopstate/changed`
+with `rewritten: true` and the fresh snapshot, and the subscription goes on.
+
+`project.stop` and `project.resume` answer an `ExecuteResult` with no events and a null
+`head`; its `project` field says what was done (tagged by `kind`). A stop sets the switch
+file first (durably), then records a halt on every run of this project and of every
+loopstate project around it, each under a request id derived from the stop's, so an exact
+retry replays (`replayed: true`) instead of writing again. A resume removes the standing
+switch files inside the project's own `.loopstate` folder; any other standing switch
+(`.the-loop/STOP`, a configured path elsewhere, an enclosing project's) is listed in
+`kept` with the reason, never deleted. Halted runs stay halted: each is resumed with
+`runs.resume` (`loopstate run resume RUN`), and `halted_runs` lists them. On the command line
+the two are `loopstate run stop` and `loopstate run unstop`.
+"""
 
 
 # the reference -----------------------------------------------------------------------------
@@ -127,6 +160,45 @@ def _type_name(t: Any) -> str:
         type(t).__name__, type(t).__name__)
 
 
+def project_reference() -> list[str]:
+    """The ``project.*`` queries and commands, each with its result's fields."""
+    from loopstate_protocol.schema import PROJECT_RESULTS
+
+    out = ["## The project as a whole", "", PROJECT_INTRO, "| query | result |", "|---|---|"]
+    out += [f"| `{q.__struct_config__.tag}` | `{PROJECT_RESULTS[q.__struct_config__.tag].__name__}` |"
+            for q in project.QUERIES]
+    out.append("")
+    shown: set[type] = set()
+
+    def fields_of(cls: type) -> None:
+        if cls in shown:
+            return
+        shown.add(cls)
+        out.extend([f"`{cls.__name__}`: {_doc(cls)}", "", "| field | type |", "|---|---|", *_fields(cls), ""])
+        for field in msgspec.inspect.type_info(cls).fields:
+            for inner in _structs_in(field.type):
+                fields_of(inner)
+
+    for cls in (*project.QUERIES, *project.COMMANDS):
+        out += [f"### `{cls.__struct_config__.tag}`", "", _doc(cls), ""]
+        if msgspec.inspect.type_info(cls).fields:
+            out += ["| field | type |", "|---|---|", *_fields(cls), ""]
+    out += ["### Results", ""]
+    for cls in (*project.RESULTS, project.StopOutcome, project.ResumeOutcome):
+        fields_of(cls)
+    return out
+
+
+def _structs_in(t: Any) -> list[type]:
+    if isinstance(t, msgspec.inspect.StructType):
+        return [t.cls]
+    if isinstance(t, msgspec.inspect.UnionType):
+        return [c for x in t.types for c in _structs_in(x)]
+    if isinstance(t, msgspec.inspect.ListType):
+        return _structs_in(t.item_type)
+    return []
+
+
 def reference() -> list[str]:
     from loopstate.service.registry import all_domains
 
@@ -155,7 +227,10 @@ def reference() -> list[str]:
             if topic not in TOPIC_NOTES:
                 raise KeyError(f"docs: describe topic {topic} in TOPIC_NOTES")
             out.append(f"- {TOPIC_NOTES[topic]}")
-    out += ["", "## Error codes", "",
+    for view in project.TOPICS:
+        out.append(f"- {TOPIC_NOTES[f'project/{view}']}")
+    out += ["", *project_reference()]
+    out += ["## Error codes", "",
             "Every error response carries `error.data.code`, one of these stable strings (clients branch on it), "
             "and `error.data.details` when there is more to say (offsets, holders, fields).", "",
             "| data.code | error.code | meaning |", "|---|---|---|"]

@@ -35,6 +35,7 @@ from loopstate_protocol.messages import (
 
 from loopstate.core.errors import LoopstateError
 from loopstate.rpc.errors import decode_params, from_exception
+from loopstate.rpc import project_topics
 from loopstate.rpc.kill_switch import switch_paths
 from loopstate.rpc.protocol import LoopstateProtocol
 from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic
@@ -88,7 +89,7 @@ class LoopstateServer(LanguageServer):
         return msgspec.to_builtins(LoopstateCapability(
             protocol_version=PROTOCOL_VERSION,
             domains=sorted(self.service.domains),
-            topics=[f"{d.name}/{v}" for d in self.service.domains.values() for v in d.views],
+            topics=[*(f"{d.name}/{v}" for d in self.service.domains.values() for v in d.views), *project_topics.TOPICS],
             methods=list(methods.REQUESTS),
         ))
 
@@ -193,7 +194,8 @@ class Reply:
 
 def _execute(server: LoopstateServer, p: ExecuteParams) -> Any:
     outcome = server.service.execute(p.root, p.command, p.request_id)
-    return msgspec.to_builtins(ExecuteResult(events=outcome.events, head=outcome.head, replayed=outcome.replayed))
+    return msgspec.to_builtins(ExecuteResult(events=outcome.events, head=outcome.head, replayed=outcome.replayed,
+                                             project=getattr(outcome, "project", None)))
 
 
 def _query(server: LoopstateServer, p: QueryParams) -> Any:
@@ -203,6 +205,8 @@ def _query(server: LoopstateServer, p: QueryParams) -> Any:
 def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
     hub = server.hub
     assert hub is not None
+    if project_topics.is_project_topic(p.topic):
+        return _subscribe_project(server, hub, p)
     domain_name, view, key = parse_topic(p.topic)
     if p.since is not None and p.since < 0:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"since must be a sequence >= 0, not {p.since}")
@@ -237,6 +241,27 @@ def _subscribe(server: LoopstateServer, p: SubscribeParams) -> Reply:
         subscription_id=sub.id, topic=p.topic, head=head, snapshot=snapshot, events=events,
     ))
     hub.open(sub, head)
+    return Reply(result, lambda sent: hub.release(sub.id) if sent else hub.discard(sub.id))
+
+
+def _subscribe_project(server: LoopstateServer, hub: Hub, p: SubscribeParams) -> Reply:
+    """``project/<view>``: its snapshot is the project query's result; snapshots only (module project_topics)."""
+    view = project_topics.parse(p.topic)
+    if p.since is not None:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{p.topic} is not a stream of events: subscribe without since "
+                             "(the snapshot is the whole state)", topic=p.topic)
+    if p.deliver != "snapshot":
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{p.topic} delivers snapshots only; subscribe with "
+                             "deliver \"snapshot\" (or follow each stream's own topic for its events)", topic=p.topic)
+    project = server.service.project(p.root)
+    snapshot, digest = project_topics.snapshot_of(server.service, p.root, view)
+    sub = project_topics.ProjectSubscription(
+        id=hub.registry.new_id(), topic=p.topic, root=p.root, project=project, view=view,
+        switches=project_topics.switch_files(project.root, server.service.data_dir), sequence=1, last_hash=digest,
+    )
+    result = msgspec.to_builtins(SubscribeResult(subscription_id=sub.id, topic=p.topic, head=sub.head(1, digest),
+                                                 snapshot=snapshot))
+    hub.open_project(sub)
     return Reply(result, lambda sent: hub.release(sub.id) if sent else hub.discard(sub.id))
 
 

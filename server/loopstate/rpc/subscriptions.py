@@ -41,6 +41,7 @@ from loopstate.core.project import Project
 from loopstate.core.stream import Stream
 from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
+from loopstate.rpc.project_topics import ProjectSubscription, snapshot_of
 from loopstate.service.engine import NEWS_LIMIT, Service
 
 log = logging.getLogger("loopstate.rpc")
@@ -113,6 +114,7 @@ class Registry:
         self.by_id: dict[str, Subscription] = {}
         self.by_stream: dict[tuple[str, str], list[Subscription]] = {}
         self.last_sequence: dict[tuple[str, str], int] = {}  # of followed streams, to spot a rewrite
+        self.projects: dict[str, ProjectSubscription] = {}  # project/... topics, by id
         self._ids = itertools.count(1)
 
     def new_id(self) -> str:
@@ -123,7 +125,10 @@ class Registry:
         self.last_sequence[sub.stream_key] = head.sequence
         self.by_stream.setdefault(sub.stream_key, []).append(sub)
 
-    def remove(self, sub_id: str) -> Subscription:
+    def remove(self, sub_id: str) -> Subscription | ProjectSubscription:
+        project_sub = self.projects.pop(sub_id, None)
+        if project_sub is not None:
+            return project_sub
         sub = self.by_id.pop(sub_id, None)
         if sub is None:
             raise LoopstateError(
@@ -198,6 +203,7 @@ class Hub:
         self.is_paused = is_paused
         self.registry = Registry()
         self.slots: dict[str, Slot] = {}
+        self.project_slots: dict[str, ProjectSubscription] = {}  # on the event loop
         self.watcher = None  # set by the server once the loop runs
         self.stopped = False
         self._refreshing: set[tuple[str, str]] = set()
@@ -214,6 +220,9 @@ class Hub:
             pass
 
     def _listener(self, project: Project, stream: str, news: News) -> None:
+        for project_sub in list(self.registry.projects.values()):
+            if project_sub.project.project_id == project.project_id and project_sub.concerns_stream(stream):
+                self._post(self._wake_project, project_sub.id)
         key = (project.project_id, stream)
         subs = self.registry.by_stream.get(key)
         if subs:
@@ -248,10 +257,15 @@ class Hub:
         self.registry.add(sub, head)
         self._post(self._open_slot, sub, head.sequence)
 
-    def close(self, sub_id: str) -> Subscription:
+    def close(self, sub_id: str) -> Subscription | ProjectSubscription:
         sub = self.registry.remove(sub_id)
-        self._post(self._close_slot, sub)
+        self._post(self._close_project if isinstance(sub, ProjectSubscription) else self._close_slot, sub)
         return sub
+
+    def open_project(self, sub: ProjectSubscription) -> None:
+        """Register a project topic (service thread): changes after its snapshot will be pushed."""
+        self.registry.projects[sub.id] = sub
+        self._post(self._open_project, sub)
 
     def _refresh(self, key: tuple[str, str], sub: Subscription) -> None:
         with self._refreshing_lock:
@@ -275,6 +289,7 @@ class Hub:
         """After ``shutdown``: no more notifications, no more watches."""
         self.stopped = True
         self.slots.clear()
+        self.project_slots.clear()
         if self.watcher is not None:
             self.watcher.close()
 
@@ -298,6 +313,11 @@ class Hub:
 
     def release(self, sub_id: str) -> None:
         """The subscribe response is out: notifications may follow it."""
+        project_sub = self.project_slots.get(sub_id)
+        if project_sub is not None:
+            project_sub.released = True
+            self._compute_project(project_sub)
+            return
         slot = self.slots.get(sub_id)
         if slot is not None:
             slot.released = True
@@ -318,6 +338,9 @@ class Hub:
         """From the watcher: a file in ``folder`` changed (``name`` None: maybe any)."""
         if self.stopped:
             return
+        for project_sub in list(self.project_slots.values()):
+            if project_sub.concerns_file(folder, name):
+                self._wake_project(project_sub.id)
         for slot in self.slots.values():
             sub = slot.sub
             if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
@@ -367,6 +390,76 @@ class Hub:
         """stdout drained: send what each slot holds."""
         for slot in list(self.slots.values()):
             self._flush(slot)
+        for project_sub in list(self.project_slots.values()):
+            self._flush_project(project_sub)
+
+    # project topics (event loop) ---------------------------------------------------
+
+    def _open_project(self, sub: ProjectSubscription) -> None:
+        if self.stopped:
+            return
+        self.project_slots[sub.id] = sub
+        sub.folders = sub.watched_folders()
+        if self.watcher is not None:
+            for folder in sub.folders:
+                self.watcher.watch(folder)
+        sub.wanted = True  # whatever changed between the snapshot and the watch
+
+    def _close_project(self, sub: ProjectSubscription) -> None:
+        if self.project_slots.pop(sub.id, None) is not None and self.watcher is not None:
+            for folder in sub.folders:
+                self.watcher.unwatch(folder)
+
+    def _wake_project(self, sub_id: str) -> None:
+        sub = self.project_slots.get(sub_id)
+        if sub is not None:
+            sub.wanted = True
+            self._compute_project(sub)
+
+    def _compute_project(self, sub: ProjectSubscription) -> None:
+        """Recompute the snapshot once for every wake since the last computation began."""
+        if self.stopped or not sub.released or sub.computing or not sub.wanted:
+            return
+        sub.computing, sub.wanted = True, False
+        future = self.loop.run_in_executor(self.worker, snapshot_of, self.service, sub.root, sub.view)
+        future.add_done_callback(lambda f: self._project_done(sub, f))
+
+    def _project_done(self, sub: ProjectSubscription, future: asyncio.Future) -> None:
+        sub.computing = False
+        if self.project_slots.get(sub.id) is not sub:
+            return
+        exc = future.exception()
+        if exc is not None:
+            if not sub.errored:
+                sub.error = exc if isinstance(exc, LoopstateError) else LoopstateError(
+                    ErrorCode.INTERNAL_ERROR, f"the projection could not be computed: {type(exc).__name__}: {exc}")
+            sub.errored, sub.pending = True, None
+        else:
+            snapshot, digest = future.result()
+            if digest != sub.last_hash or sub.errored:
+                sub.pending = (snapshot, digest, sub.errored)
+            sub.errored = False
+        self._flush_project(sub)
+        self._compute_project(sub)
+
+    def _flush_project(self, sub: ProjectSubscription) -> None:
+        if not sub.released or self.is_paused():
+            return
+        if sub.error is not None:
+            exc, sub.error = sub.error, None
+            self.send(methods.STREAM_ERROR, msgspec.to_builtins(StreamErrorNotification(
+                subscription_id=sub.id, topic=sub.topic,
+                error={"code": exc.code.value, "details": msgspec.to_builtins(exc.details, enc_hook=str)},
+                message=exc.message,
+            )))
+        if sub.pending is None:
+            return
+        (snapshot, digest, rewritten), sub.pending = sub.pending, None
+        previous, sub.sequence, sub.last_hash = sub.sequence, sub.sequence + 1, digest
+        self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
+            subscription_id=sub.id, topic=sub.topic, head=sub.head(sub.sequence, digest),
+            previous_sequence=previous, snapshot=snapshot, rewritten=rewritten,
+        )))
 
     def _flush(self, slot: Slot) -> None:
         if not slot.released or slot.computing or self.is_paused():

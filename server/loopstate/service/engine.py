@@ -95,6 +95,12 @@ class Folded:
         return Head(stream=self.stream, sequence=sequence, hash=hash_)
 
 
+def _is_project(message: Command | Query) -> bool:
+    """A ``project.*`` message (told by its tag, so a domain-only reader never imports the project module)."""
+    tag = type(message).__struct_config__.tag
+    return isinstance(tag, str) and tag.startswith("project.")
+
+
 class Service:
     def __init__(
         self,
@@ -204,7 +210,7 @@ class Service:
 
     # the three verbs ---------------------------------------------------------------
 
-    def execute(self, root: str, command: Command, request_id: str) -> Outcome:
+    def execute(self, root: str, command: Command, request_id: str) -> Any:
         """Apply one command durably, or return the first result of its exact retry.
 
         A command whose effects ask for a prerequisite (a run created without a grant
@@ -214,8 +220,13 @@ class Service:
         prerequisite durable and this command undone, and the exact retry of this
         command finds the prerequisite (its request id is derived, so it replays) and
         completes. The prerequisite is asked for only once this command, decided
-        against it, would pass.
+        against it, would pass. A project command (``project.*``: no stream of its own)
+        goes to ``service/project_commands``.
         """
+        if _is_project(command):
+            from loopstate.service import project_commands
+
+            return project_commands.execute(self, root, command, request_id)
         check_request_id(request_id)
         check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
@@ -282,7 +293,13 @@ class Service:
                 raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)
             return outcome
 
-    def query(self, root: str, query: Query) -> Any:
+    def query(self, root: str, query: Query, *, progress: Callable[[str], Any] | None = None) -> Any:
+        """One read; a project query (``project.*``) goes to ``service/project_reads`` (``progress``: verify's)."""
+        if _is_project(query):
+            from loopstate.service import project_reads
+
+            with self._lock:
+                return project_reads.answer(self, root, query, progress=progress)
         with self._lock:
             project = self.project(root)
             domain = self.domain_of(query)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from loopstate_protocol import runs as proto
 
 from loopstate.core.errors import LoopstateError
-from loopstate.core.ids import random_uuid
+from loopstate.core.ids import derived_uuid, random_uuid
 from loopstate.core.prefix import resolve_prefix
 from loopstate.domains.runs import DOMAIN, GRANT_PREFIX, RUN_PREFIX
 from loopstate.domains.runs.projections import summary
@@ -26,6 +26,11 @@ InRun = Literal["issue", "evidence", "operation", "lease"]
 
 def _ids(service, root: str, prefix: str) -> list[str]:
     return [name[len(prefix):] for name in service.project(root).stream_names() if name.startswith(prefix)]
+
+
+def run_ids(service, root: str) -> list[str]:
+    """The project's runs (those with a stream), in stream-name order."""
+    return _ids(service, root, RUN_PREFIX)
 
 
 def run_state(service, root: str, run_id: str) -> RunState:
@@ -103,7 +108,8 @@ def kill_switch(root: str) -> proto.KillSwitchState:
     return runs_effects.kill_switch_state(root)
 
 
-def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
+def halt_project(service, root: str, actor: dict[str, Any], *, request_id: str | None = None,
+                 reason: str | None = None) -> dict[str, Any]:
     """The kill switch: create the project's STOP file, then halt every run of the project, and the same for
     every loopstate project enclosing it.
 
@@ -115,24 +121,34 @@ def halt_project(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
     switch and halts too, and the result names every project reached
     (``projects``, this one first; the top-level fields are this project's). A
     run that cannot record its halt (a broken log, say) is listed with the reason.
+
+    With ``request_id`` each run's halt is executed under an id derived from it
+    and the run (an exact retry of the stop replays them: ``replayed`` lists
+    those); without, under fresh ids.
     """
     from loopstate.core.discovery import enclosing_projects
 
-    reached = [_halt_one(service, root, actor)]
+    reached = [_halt_one(service, root, actor, request_id, reason)]
     for outer in enclosing_projects(root, service.project(root).data_dir):
-        reached.append(_halt_one(service, outer, actor))
+        reached.append(_halt_one(service, outer, actor, request_id, reason))
     return {**reached[0], "projects": reached}
 
 
-def _halt_one(service, root: str, actor: dict[str, Any]) -> dict[str, Any]:
+def _halt_one(service, root: str, actor: dict[str, Any], request_id: str | None, reason: str | None) -> dict[str, Any]:
     path = runs_effects.create_project_kill_switch(root, "created by `loopstate run stop`\n")
-    halted, failed = [], []
+    halted, failed, replayed = [], [], []
     for run_id in _ids(service, root, RUN_PREFIX):
+        stop = proto.Stop(run_id=run_id, actor=actor) if reason is None else proto.Stop(run_id=run_id, actor=actor,
+                                                                                          reason=reason)
+        run_request = random_uuid() if request_id is None else derived_uuid("project.stop", f"{request_id}\0{run_id}")
         try:
-            outcome = service.execute(root, proto.Stop(run_id=run_id, actor=actor), random_uuid())
+            outcome = service.execute(root, stop, run_request)
         except LoopstateError as error:
             failed.append({"run_id": run_id, "code": error.code.value, "message": error.message})
             continue
+        if outcome.replayed:
+            replayed.append(run_id)
         if outcome.events:
             halted.append(run_id)
-    return {"root": root, "kill_switch": str(path), "halted": halted, "failed": failed}
+    done = {"root": root, "kill_switch": str(path), "halted": halted, "failed": failed}
+    return done if request_id is None else {**done, "replayed": replayed}

@@ -24,8 +24,10 @@ from typing import Callable
 log = logging.getLogger("loopstate.service")
 
 IN_MODIFY = 0x00000002
+IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
 IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
 IN_Q_OVERFLOW = 0x00004000
@@ -39,7 +41,8 @@ IN_CLOEXEC = 0o2000000
 # shared lock, which waits for the writer to release its exclusive lock after the
 # fsync, so only durable bytes are read. A write cut short by a crash (a torn tail)
 # and the cut of one are IN_MODIFY too. IN_MOVED_TO is a re-chained stream put in place.
-MASK = IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+# IN_DELETE and IN_MOVED_FROM: a file going away (a kill switch removed by hand).
+MASK = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 _HEADER = struct.Struct("iIII")
 
 ChangeFn = Callable[[Path, str | None], None]

@@ -257,6 +257,16 @@ export interface BridgeMarkdown {
   public?: boolean;
 }
 /**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ChainFault".
+ */
+export interface ChainFault {
+  code: string;
+  offset: number;
+  sequence: number;
+  reason: string;
+}
+/**
  * A subscribed topic moved from ``previous_sequence`` to ``head``.
  *
  * With ``deliver: "events"`` it carries ``events``: exactly the events after
@@ -625,7 +635,9 @@ export interface ExecuteParams {
     | AppendEvent
     | RenderMarkdown
     | Backfill
-    | Compact;
+    | Compact
+    | ProjectStop
+    | ProjectResume;
 }
 /**
  * Start a task, optionally with up to 12 initial claims (one locked mutation).
@@ -1233,15 +1245,153 @@ export interface RenderMarkdown {
   new_goal?: boolean;
 }
 /**
+ * Set the kill switch and halt every run of the project and of every loopstate project around it.
+ *
+ * As ``loopstate run stop``: the switch file is created first (durably), then
+ * each run records its halt (``runs.stop``). The switch stays until
+ * ``project.resume`` (or the user) removes it.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectStop".
+ */
+export interface ProjectStop {
+  kind: "project.stop";
+  /**
+   * Who acts: an agent harness or a person at a terminal (harness manual).
+   */
+  actor: {
+    harness: "codex" | "claude_code" | "kimi_code" | "opencode" | "deepseek_harness" | "manual";
+    actor: string;
+    session_id: string;
+  };
+  reason?: string;
+}
+/**
+ * Clear the project's kill switch: remove the switch files inside its ``.loopstate`` folder.
+ *
+ * A configured switch elsewhere (and an enclosing project's) is reported,
+ * never deleted. Halted runs stay halted: resume each with ``runs.resume``.
+ * ``actor`` (who clears it) goes to the server's log; nothing is appended.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectResume".
+ */
+export interface ProjectResume {
+  kind: "project.resume";
+  actor?: {
+    harness: "codex" | "claude_code" | "kimi_code" | "opencode" | "deepseek_harness" | "manual";
+    actor: string;
+    session_id: string;
+  } | null;
+}
+/**
  * What the command appended, and the stream's head after it.
+ *
+ * A project command (``project.stop``, ``project.resume``) acts on many streams
+ * or on none: its ``events`` are empty, ``head`` is null, and ``project`` says
+ * what it did (tagged by ``kind``, the command's own kind). ``replayed`` is
+ * true when an exact retry found everything done and wrote nothing.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
  * via the `definition` "ExecuteResult".
  */
 export interface ExecuteResult {
   events: {}[];
-  head: Head;
+  head: Head | null;
   replayed: boolean;
+  project?: (StopOutcome | ResumeOutcome) | null;
+}
+/**
+ * What ``project.stop`` did: this project's halt first in ``projects``, then each enclosing project's.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "StopOutcome".
+ */
+export interface StopOutcome {
+  kind: "project.stop";
+  root: string;
+  kill_switch: string;
+  halted: string[];
+  failed: RunFailure[];
+  projects: ProjectHalt[];
+  state: KillSwitchState;
+}
+/**
+ * A run whose halt could not be recorded (it still halts at its next command).
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "RunFailure".
+ */
+export interface RunFailure {
+  run_id: string;
+  code: string;
+  message: string;
+}
+/**
+ * What a stop did in one project: its switch file and the runs it halted.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectHalt".
+ */
+export interface ProjectHalt {
+  root: string;
+  kill_switch: string;
+  halted: string[];
+  failed: RunFailure[];
+}
+/**
+ * Whether a kill switch of the project stands, probed when the status is read.
+ *
+ * The switch is project-wide: while ``set``, every run of the project halts at
+ * its next command (status ``halted_kill_switch``) and no run is created.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "KillSwitchState".
+ */
+export interface KillSwitchState {
+  set: boolean;
+  paths: string[];
+  config_error?: string | null;
+}
+/**
+ * What ``project.resume`` did: the switch files removed, those left standing, and the runs still halted.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ResumeOutcome".
+ */
+export interface ResumeOutcome {
+  kind: "project.resume";
+  removed: string[];
+  kept: KeptSwitch[];
+  state: KillSwitchState;
+  halted_runs: string[];
+  note: string;
+}
+/**
+ * A standing switch that ``project.resume`` did not remove, and why.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "KeptSwitch".
+ */
+export interface KeptSwitch {
+  path: string;
+  reason: string;
+}
+/**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "GateView".
+ */
+export interface GateView {
+  gate_id: string;
+  gate_kind: string;
+  title: string;
+  status: string;
+  append_sequence: number;
+  todo_id?: string | null;
+  run_id?: string | null;
+  decision?: string | null;
+  rationale?: string | null;
+  resolved_by?: string | null;
 }
 /**
  * One page of the board. Its todos are in one order: the active ones (priority,
@@ -1264,6 +1414,34 @@ export interface GetBoard {
   public?: boolean;
   limit?: number | null;
   cursor?: string | null;
+}
+/**
+ * The result of ``project.goals`` and the snapshot of the ``project/goals`` topic.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "GoalList".
+ */
+export interface GoalList {
+  goals: GoalSummary[];
+}
+/**
+ * One goal of ``project.goals``: its counts and the gates waiting for the user.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "GoalSummary".
+ */
+export interface GoalSummary {
+  goal_id: string;
+  events: number;
+  store_sequence: number;
+  status_counts: {
+    [k: string]: number;
+  };
+  active_total: number;
+  completed_total: number;
+  user_gates: GateView[];
+  controller_gates: number;
+  error?: {} | null;
 }
 /**
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1367,6 +1545,27 @@ export interface IntentTasks {
   task_id?: string | null;
 }
 /**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "LogHead".
+ */
+export interface LogHead {
+  sequence: number;
+  hash: string | null;
+}
+/**
+ * The result of ``project.log``: one page of a stream's events, oldest first.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "LogPage".
+ */
+export interface LogPage {
+  stream: string;
+  head: LogHead;
+  event_count: number;
+  events: {}[];
+  next_after: number | null;
+}
+/**
  * ``capabilities.experimental.loopstate`` in the ``initialize`` result.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1393,6 +1592,85 @@ export interface PreviewMarkdown {
   public?: boolean;
 }
 /**
+ * The project's goals (those with at least one event) with their counts and the gates waiting for the user.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectGoals".
+ */
+export interface ProjectGoals {
+  kind: "project.goals";
+}
+/**
+ * Whether a kill switch of the project (or of a project around it) stands now.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectKillSwitch".
+ */
+export interface ProjectKillSwitch {
+  kind: "project.kill_switch";
+}
+/**
+ * One page of one stream's audit log: the events with ``after < sequence``, at most ``limit`` of them.
+ *
+ * Page on with ``after = next_after`` of the previous page until it is null.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectLog".
+ */
+export interface ProjectLog {
+  kind: "project.log";
+  stream: string;
+  after?: number;
+  limit?: number;
+}
+/**
+ * Which project ``path`` belongs to (default: the request's ``root``), as ``loopstate root --json`` answers.
+ *
+ * The nearest ancestor that is already a loopstate project, else the top of
+ * the git work tree, else the folder itself. Nothing is written.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectRoot".
+ */
+export interface ProjectRoot {
+  kind: "project.root";
+  path?: string | null;
+}
+/**
+ * The project's runs, oldest first, with the kill switch (``loopstate run list --json``).
+ *
+ * ``status`` keeps only runs in one of these statuses (``total`` still counts every run).
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectRuns".
+ */
+export interface ProjectRuns {
+  kind: "project.runs";
+  status?:
+    | (
+        | "active"
+        | "blocked"
+        | "cancelled"
+        | "complete"
+        | "draft"
+        | "failed"
+        | "halted_kill_switch"
+        | "ready"
+        | "waiting_approval"
+        | "waiting_external"
+      )[]
+    | null;
+}
+/**
+ * Check every stream's hash chain from the first byte (``loopstate verify --json``); writes nothing.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectVerify".
+ */
+export interface ProjectVerify {
+  kind: "project.verify";
+}
+/**
  * Run ``query`` against the project at ``root``; the result is the query's own shape.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1414,7 +1692,13 @@ export interface QueryParams {
     | GetBoard
     | PreviewMarkdown
     | CheckMarkdown
-    | BridgeMarkdown;
+    | BridgeMarkdown
+    | ProjectRoot
+    | ProjectRuns
+    | ProjectGoals
+    | ProjectKillSwitch
+    | ProjectVerify
+    | ProjectLog;
 }
 /**
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1423,6 +1707,56 @@ export interface QueryParams {
 export interface Status {
   kind: "runs.status";
   run_id: string;
+}
+/**
+ * The result of ``project.root``; the fields of ``loopstate root --json``.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "RootInfo".
+ */
+export interface RootInfo {
+  root: string;
+  how: "cwd" | "explicit" | "git" | "project";
+  reason: string;
+  project_id: string;
+  exists: boolean;
+  store: string;
+}
+/**
+ * The result of ``project.runs`` and the snapshot of the ``project/runs`` topic.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "RunList".
+ */
+export interface RunList {
+  runs: RunSummary[];
+  kill_switch: KillSwitchState;
+  total: number;
+}
+/**
+ * One run of ``project.runs``. ``budgets`` maps each budget to ``[used, limit]``.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "RunSummary".
+ */
+export interface RunSummary {
+  run_id: string;
+  status: string;
+  stage: string | null;
+  mode: string;
+  objective: string;
+  asset: string;
+  owner: string | null;
+  lease_live: boolean | null;
+  pending_operation: string | null;
+  open_blocking_issues: number;
+  budgets: {
+    [k: string]: unknown[];
+  };
+  created_at: string;
+  updated_at: string;
+  terminal_reason: {} | null;
+  lease_expires_at?: string | null;
 }
 /**
  * A subscribed stream could not be read (for instance, another process corrupted it).
@@ -1435,6 +1769,32 @@ export interface StreamErrorNotification {
   topic: string;
   error: ErrorData;
   message: string;
+}
+/**
+ * One stream's verification: ``events`` verified, up to ``sequence``/``hash`` at byte ``bytes``.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "StreamReport".
+ */
+export interface StreamReport {
+  stream: string;
+  ok: boolean;
+  error?: ChainFault | null;
+  events?: number;
+  sequence?: number;
+  hash?: string | null;
+  bytes?: number;
+  torn_tail?: TornTail | null;
+}
+/**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "TornTail".
+ */
+export interface TornTail {
+  offset: number;
+  length: number;
+  sha256: string;
+  reason: string;
 }
 /**
  * Follow ``topic`` (``<domain>/<view>[/<key>]``) of the project at ``root``.
@@ -1484,6 +1844,18 @@ export interface UnsubscribeParams {
  */
 export interface UnsubscribeResult {
   subscription_id: string;
+}
+/**
+ * The result of ``project.verify``; the fields of ``loopstate verify --json``.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "VerifyReport".
+ */
+export interface VerifyReport {
+  ok: boolean;
+  project_id: string;
+  root: string;
+  streams: StreamReport[];
 }
 /**
  * The ``error`` member of every JSON-RPC error response loopstate sends.

@@ -1,0 +1,160 @@
+"""The answers to the ``project.*`` queries: the project as a whole, read through the service.
+
+A domain query reads one stream; these read many (every run, every goal, every
+stream's chain) or none (the root, the kill switch files), so they live beside
+the engine rather than in a domain. Every front door asks them through
+``Service.query``: the sidecar for an editor's panels, the CLI for ``run list``,
+``goals list``, ``verify``, ``log`` and ``root``, the MCP server for its
+listings. They only read (shared locks) and create no file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+
+from loopstate_protocol import project as proto
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
+
+ProgressFn = Callable[[int, int], None]
+
+
+def answer(service: "Service", root: str, query: proto.ProjectQuery, *, progress: Callable[[str], Any] | None = None) -> Any:
+    """The result of one project query (``progress``: a per-stream progress callback factory, for verify)."""
+    if isinstance(query, proto.ProjectRoot):
+        return root_info(service, root if query.path is None else query.path, explicit=root if query.path is None else None)
+    if isinstance(query, proto.ProjectRuns):
+        return runs(service, root, query.status)
+    if isinstance(query, proto.ProjectGoals):
+        return goals(service, root)
+    if isinstance(query, proto.ProjectKillSwitch):
+        return kill_switch(root)
+    if isinstance(query, proto.ProjectVerify):
+        return verify(service, root, progress=progress)
+    if isinstance(query, proto.ProjectLog):
+        return log_page(service, root, query.stream, query.after, query.limit)
+    raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no project query {type(query).__name__}")
+
+
+def root_info(service: "Service", start: str, *, explicit: str | None = None) -> proto.RootInfo:
+    """Which project ``start`` belongs to; with ``explicit``, that root as given (``--root``)."""
+    from loopstate.core.project import Project
+    from loopstate.service.front import resolve_root
+
+    start = os.path.abspath(start)
+    if not os.path.isdir(start):
+        what = "does not exist" if not os.path.lexists(start) else "is not a directory"
+        raise LoopstateError(ErrorCode.INVALID_ROOT, f"{start} {what}; give a directory (or none for the current one)",
+                             root=start)
+    choice = resolve_root(explicit, cwd=start, data_dir=service.data_dir)
+    project = Project(choice.root, data_dir=service.data_dir)  # absolute, no '..', not holding the data dir
+    return proto.RootInfo(root=project.root, how=choice.how, reason=choice.reason,  # type: ignore[arg-type]
+                          project_id=project.project_id, exists=project.exists(), store=str(project.dir))
+
+
+def runs(service: "Service", root: str, status: list[str] | None = None) -> proto.RunList:
+    """Every run of the project, oldest first (those in ``status`` when given), and the kill switch."""
+    from loopstate.service.runs_project import run_ids, run_state
+    from loopstate.domains.runs.projections import summary
+
+    ctx = service.context(service.project(root))
+    rows = []
+    for run_id in run_ids(service, root):
+        state = run_state(service, root, run_id)
+        row = summary(state, ctx)
+        if row is not None:
+            rows.append(proto.RunSummary(**row, lease_expires_at=None if state.lease is None else state.lease["expires_at"]))
+    rows.sort(key=lambda row: (row.created_at, row.run_id))
+    shown = rows if not status else [row for row in rows if row.status in status]
+    return proto.RunList(runs=shown, kill_switch=kill_switch(root), total=len(rows))
+
+
+def kill_switch(root: str) -> proto.KillSwitchState:
+    from loopstate.service.runs_project import kill_switch as probe
+
+    return probe(root)
+
+
+def goals(service: "Service", root: str) -> proto.GoalList:
+    """Every goal with at least one event: its counts and the gates waiting for the user.
+
+    A goal whose stream cannot be read is listed with its ``error`` (the others still are).
+    """
+    from loopstate.core.clock import format_time
+    from loopstate.domains.goals import DOMAIN
+    from loopstate.domains.goals.domain import stream_name
+    from loopstate.domains.goals.projection import build_board
+    from loopstate.service.goals_effects import goal_ids
+
+    project = service.project(root)
+    now = format_time(service.clock())
+    out = []
+    for goal_id in goal_ids(project):
+        try:
+            state = service.refresh(project, DOMAIN, stream_name(goal_id)).state
+            board = build_board(state, generated_at=now, public=False, limit=1)
+        except LoopstateError as error:
+            out.append(proto.GoalSummary(goal_id=goal_id, events=0, store_sequence=0, status_counts={}, active_total=0,
+                                         completed_total=0, user_gates=[], controller_gates=0,
+                                         error={"code": error.code.value, "message": error.message}))
+            continue
+        page = board.page
+        out.append(proto.GoalSummary(
+            goal_id=goal_id, events=board.meta.source_event_count, store_sequence=board.meta.store_sequence,
+            status_counts=page.status_counts, active_total=page.active_total, completed_total=page.completed_total,
+            user_gates=board.user_inbox, controller_gates=len(board.controller_inbox),
+        ))
+    return proto.GoalList(goals=out)
+
+
+def verify(service: "Service", root: str, *, progress: Callable[[str], Any] | None = None) -> proto.VerifyReport:
+    """Every stream's chain from its first byte, each under its shared lock; corruption is reported, not raised."""
+    from loopstate.core.recovery import verify_stream
+    from loopstate.core.stream import Stream
+    from loopstate.service.front import stream_layout
+
+    project = service.project(root)
+    reports = []
+    for name in project.stream_names():
+        stream = Stream(project.dir, name, stream_layout(name))
+        with project.lock(name).shared():
+            report = verify_stream(stream, progress=None if progress is None else progress(f"verify {name}"))
+        reports.append(msgspec.convert(report, proto.StreamReport))
+    return proto.VerifyReport(ok=all(r.ok for r in reports), project_id=project.project_id, root=project.root,
+                              streams=reports)
+
+
+def log_page(service: "Service", root: str, name: str, after: int, limit: int) -> proto.LogPage:
+    """The events of stream ``name`` after sequence ``after``, at most ``limit``, verified from the first byte."""
+    from loopstate.core.stream import Stream
+    from loopstate.service.front import stream_layout
+
+    project = service.project(root)
+    if name not in project.stream_names():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",
+                             stream=name)
+    stream = Stream(project.dir, name, stream_layout(name))
+    sequence = stream.layout.sequence_field
+    events: list[dict[str, Any]] = []
+    more, count = False, 0
+    with project.lock(name).shared():
+        for record in stream.read_new():
+            count += 1
+            if record.event[sequence] <= after:
+                continue
+            if len(events) < limit:
+                events.append(record.event)
+            else:
+                more = True
+    return proto.LogPage(
+        stream=name, head=proto.LogHead(sequence=stream.position.sequence, hash=stream.position.hash),
+        event_count=count, events=events,
+        next_after=events[-1][sequence] if more else None,
+    )
