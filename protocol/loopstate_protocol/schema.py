@@ -14,7 +14,7 @@ import msgspec
 
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.base import MAX_SAFE_INTEGER
-from loopstate_protocol import project
+from loopstate_protocol import project, proofs
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
     STRUCTS,
@@ -46,6 +46,8 @@ PROJECT_RESULTS: dict[str, type] = {
     "project.root": project.RootInfo, "project.runs": project.RunList, "project.goals": project.GoalList,
     "project.kill_switch": project.KillSwitchState, "project.verify": project.VerifyReport,
     "project.log": project.LogPage,
+    "project.public_key": proofs.PublicKey, "project.checkpoint": proofs.CheckpointNote,
+    "project.prove_inclusion": proofs.ProofText, "project.prove_consistency": proofs.ProofText,
 }
 NOTIFICATIONS: dict[str, type] = {
     methods.CHANGED: ChangedNotification,
@@ -74,7 +76,7 @@ def bounded_integers(node: Any) -> Any:
 
 
 def schema() -> dict[str, Any]:
-    types = (*STRUCTS, *COMMANDS, *QUERIES, *project.RESULTS, AnyCommand, AnyQuery)
+    types = (*STRUCTS, *COMMANDS, *QUERIES, *project.RESULTS, *proofs.RESULTS, AnyCommand, AnyQuery)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
     components = bounded_integers(components)
 

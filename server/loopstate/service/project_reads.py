@@ -40,6 +40,12 @@ def answer(service: "Service", root: str, query: proto.ProjectQuery, *, progress
         return verify(service, root, progress=progress)
     if isinstance(query, proto.ProjectLog):
         return log_page(service, root, query.stream, query.after, query.limit)
+    from loopstate_protocol import proofs
+
+    if isinstance(query, proofs.QUERIES):
+        from loopstate.service import transparency
+
+        return transparency.answer(service.project(root), query)
     raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no project query {type(query).__name__}")
 
 

@@ -267,3 +267,38 @@ def locate(project: Project, event: str) -> tuple[str, int]:
     raise LoopstateError(ErrorCode.NOT_FOUND,
                          f"no event {event!r} in this project; name it by its event_id or as STREAM:SEQUENCE "
                          "(`loopstate log` shows both)")
+
+
+def answer(project: Project, query) -> object:
+    """The result of one proof query of the protocol (loopstate_protocol.proofs); reads only."""
+    from loopstate_protocol import proofs
+
+    from loopstate.core.signed_note import NoteError
+    from loopstate.service.tree_heads import FOLDER
+
+    if isinstance(query, proofs.ProjectPublicKey):
+        return proofs.PublicKey(key=public_key(project))
+    if isinstance(query, proofs.ProjectCheckpoint):
+        try:
+            note = (project.dir / FOLDER / f"{query.stream}.checkpoint").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return proofs.CheckpointNote(stream=query.stream, note=None, tree_size=None)
+        try:
+            size = Checkpoint.parse(open_note(note, Verifier.parse(public_key(project)))).size
+        except NoteError as exc:
+            raise LoopstateError(ErrorCode.CORRUPT_LEDGER,
+                                 f"the kept checkpoint of {query.stream} does not verify: {exc}") from None
+        return proofs.CheckpointNote(stream=query.stream, note=note, tree_size=size)
+    if isinstance(query, proofs.ProjectProveInclusion):
+        proof = prove_inclusion(project, query.stream, query.sequence - 1)
+        return proofs.ProofText(kind="inclusion", stream=query.stream, tree_size=_size_of(proof), proof=proof)
+    if isinstance(query, proofs.ProjectProveConsistency):
+        proof = prove_consistency(project, query.checkpoint)
+        _, stream = read_checkpoint(project, query.checkpoint)
+        return proofs.ProofText(kind="consistency", stream=stream, tree_size=_size_of(proof), proof=proof)
+    raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no proof query {type(query).__name__}")
+
+
+def _size_of(proof: str) -> int:
+    """The tree size of the checkpoint a proof carries (its note's second line)."""
+    return int(proof.split("\n\n", 1)[1].split("\n")[1])
