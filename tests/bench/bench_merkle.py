@@ -11,7 +11,11 @@ every line as a leaf, sign), `loopstate prove intent:N` for the middle event and
 `loopstate check-proof` of each proof (no store). It prints the proofs' sizes
 in bytes and hashes. In process, it also times CompactRange.append per leaf
 (the O(log n) step an incremental tree adds per event) beside hashing the
-leaf alone. Not part of the test run (the file is not named test_*.py).
+leaf alone. Last (`--appends N`), the cost the kept tree adds to an append:
+N durable `intent add` commands through Service.execute (one write and fsync
+each) in alternating rounds with the engine's tree step on and replaced by a
+no-op, p50 and p99 of each, with checkpoints signed every 256 events as by
+default. Not part of the test run (the file is not named test_*.py).
 """
 
 from __future__ import annotations
@@ -69,7 +73,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,100000,1000000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--appends", type=int, default=2000)
     args = parser.parse_args()
+    if args.appends:
+        append_cost(args.appends)
+    if not args.sizes:
+        return
     cli = [sys.executable, "-m", "loopstate.cli.main"]
     print(f"{'events':>9} {'verify':>9} {'checkpoint':>11} {'prove':>9} {'prove --from':>13} "
           f"{'check inc':>10} {'check con':>10} {'inc proof':>16} {'con proof':>16}")
@@ -119,6 +128,40 @@ def main() -> None:
         hash_only.append((time.perf_counter() - start) / len(lines) * 1e6)
     print(f"in process, per event: CompactRange.append {statistics.median(per):.2f} us, "
           f"leaf hash of a 704-byte line {statistics.median(hash_only):.2f} us")
+
+
+def append_cost(count: int) -> None:
+    """p50/p99 of one durable claim append with the Merkle step and without it, alternating rounds."""
+    from loopstate_protocol import intent as p
+
+    from loopstate.service import Service, engine
+
+    real = engine.grow_tree
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "proj"
+        root.mkdir()
+        service = Service(data_dir=Path(tmp) / "data")
+        task = service.execute(str(root), p.IntentTaskStart(label="bench"), "start").events[0]["task_id"]
+        times: dict[str, list[float]] = {"with the tree": [], "without": []}
+        n = 0
+        for round_ in range(10):
+            for label in ("with the tree", "without"):
+                engine.grow_tree = real if label == "with the tree" else (lambda project, stream, records: None)
+                for _ in range(count // 20):
+                    claim = p.ClaimInput(statement=f"Claim {n}", role="user", epistemic_status="explicit",
+                                         facets=["outcome"])
+                    start = time.perf_counter()
+                    service.execute(str(root), p.IntentClaimAdd(task_id=task, actor="user", claim=claim), f"c{n}")
+                    times[label].append(time.perf_counter() - start)
+                    n += 1
+        engine.grow_tree = real
+        signed = (Path(tmp) / "data").rglob("*.checkpoint")
+        print(f"durable claim appends, {n} in alternating rounds ({len(list(signed))} stream(s) with signed checkpoints):")
+        base = statistics.median(times["without"])
+        for label, values in times.items():
+            values.sort()
+            p50, p99 = statistics.median(values), values[int(len(values) * 0.99) - 1]
+            print(f"  {label:<14} p50 {p50 * 1e3:.3f} ms  p99 {p99 * 1e3:.3f} ms  ({p50 / base:.3f}x)")
 
 
 if __name__ == "__main__":

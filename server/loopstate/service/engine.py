@@ -272,7 +272,7 @@ class Service:
                                 records = tx.append(decision.events, request_id=request_id, fp=fp) if decision.events else []
                                 effects.after_append(self, project, folded, records, prepared)
                                 if records:
-                                    grow_tree(project, folded.ledger.stream)
+                                    grow_tree(project, folded.ledger.stream, records)
                         finally:
                             effects.release(prepared)
             finally:

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import msgspec
 
-from loopstate.core import merkle, safefs
+from loopstate.core import canonical, merkle, safefs
 from loopstate.core.project import Project
-from loopstate.core.stream import Stream
+from loopstate.core.stream import Record, Stream
 
 log = logging.getLogger("loopstate.transparency")
 
@@ -117,6 +117,24 @@ def extend(stream: Stream, kept: KeptTree, until: int) -> KeptTree:
                     peaks=compact.peaks, signed_size=kept.signed_size, signed_at=kept.signed_at)
 
 
+def extend_with(kept: KeptTree, records: list[Record], hash_field: str) -> KeptTree:
+    """Hash records this process just appended into the tree: each line is its event's canonical encoding.
+
+    That is how the line was made (core/chain.seal) and what reading it back
+    would give; a record whose encoding is not its line's length is a caller's
+    mistake, refused rather than hashed wrongly.
+    """
+    compact = kept.compact()
+    for record in records:
+        line = canonical.encode(record.event)
+        if len(line) + 1 != record.end - record.start:
+            raise ValueError(f"record at byte {record.start} is not its event's canonical line")
+        compact.append(merkle.leaf_hash(line))
+    last = records[-1]
+    return KeptTree(size=compact.size, offset=last.end, last_line_start=last.start, last_hash=last.event.get(hash_field),
+                    peaks=compact.peaks, signed_size=kept.signed_size, signed_at=kept.signed_at)
+
+
 def due(kept: KeptTree, now: float) -> bool:
     """Whether enough happened since the newest signed checkpoint to sign another."""
     new = kept.size - kept.signed_size
@@ -144,7 +162,7 @@ def sign_and_keep(project: Project, stream_name: str, kept: KeptTree,
 _kept: dict[tuple[str, str], tuple[tuple[int, int] | None, KeptTree]] = {}
 
 
-def grow_tree(project: Project, stream: Stream) -> None:
+def grow_tree(project: Project, stream: Stream, records: list[Record] = ()) -> None:
     """The engine's step after every durable append, under the stream's lock (service/engine.py).
 
     Keeping the tree is a side duty: should it fail (the key unreadable, the
@@ -152,12 +170,12 @@ def grow_tree(project: Project, stream: Stream) -> None:
     logged and the next append or `loopstate checkpoint` tries again.
     """
     try:
-        follow(project, stream)
+        follow(project, stream, records)
     except Exception as exc:  # noqa: BLE001 (whatever happens here, the append is durable and answered)
         log.warning("could not keep the Merkle tree of %s: %s", stream.name, exc)
 
 
-def follow(project: Project, stream: Stream) -> str | None:
+def follow(project: Project, stream: Stream, records: list[Record] = ()) -> str | None:
     """After a command made the stream durable up to its verified head: grow the tree, sign if due.
 
     A long-lived process keeps the tree in memory (O(log n) per event); a
@@ -168,7 +186,10 @@ def follow(project: Project, stream: Stream) -> str | None:
     identity, kept = _kept.get(key, (None, None))
     if kept is None or identity != stream.identity or kept.offset > stream.position.offset:
         kept = load(project, stream)  # first use, or the file was replaced: only a tree that still fits it
-    kept = extend(stream, kept, stream.position.offset)
+    if records and records[0].start == kept.offset and records[-1].end == stream.position.offset:
+        kept = extend_with(kept, records, stream.layout.hash_field)  # just appended here: no read
+    else:
+        kept = extend(stream, kept, stream.position.offset)
     note = None
     if due(kept, time.time()):
         kept, note = sign_and_keep(project, stream.name, kept)
