@@ -74,7 +74,7 @@ class Store:
         return out
 
     def make_world_readable(self) -> None:
-        for top, dirs, names in os.walk(self.base):
+        for top, _dirs, names in os.walk(self.base):
             os.chmod(top, 0o755)
             for name in names:
                 os.chmod(os.path.join(top, name), 0o644)

@@ -159,7 +159,7 @@ def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_sub
         assert [t["label"] for t in change.snapshot] == ["keep"]
         assert change.head.sequence == 1 and change.head.hash == log["head"]["hash"]
     a.execute(str(root), task_start("after"), "after")
-    for client, sub in subs:
+    for client, _sub in subs:
         change = client.next_change(30)
         assert not change.rewritten and change.previous_sequence == 1 and change.head.sequence == 2
 

@@ -19,7 +19,6 @@ from lsprotocol import types
 from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
 
-from loopstate import __version__
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.messages import (
@@ -33,6 +32,7 @@ from loopstate_protocol.messages import (
     UnsubscribeResult,
 )
 
+from loopstate import __version__
 from loopstate.core.errors import LoopstateError
 from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc import project_topics

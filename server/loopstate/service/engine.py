@@ -35,8 +35,8 @@ from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
 from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
-from loopstate.core.news import News
 from loopstate.core.nesting import check_command
+from loopstate.core.news import News
 from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import msgspec
+
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, system_clock

@@ -601,7 +601,10 @@ class IntentEffects(Effects[IntentState]):
     def _purge(self, service: Service, project: Project, command: p.IntentPurge, outcome: Outcome,
                request_id: str) -> Outcome:
         from loopstate.domains.intent import DOMAIN
-        from loopstate.domains.intent.purge import confirmation_family, purge_events  # a purge is rare: not on every read
+        from loopstate.domains.intent.purge import (  # a purge is rare: not on every read
+            confirmation_family,
+            purge_events,
+        )
 
         target_id = rules.check_uuid(command.id, "id")
         folded = service.folded(project, DOMAIN, STREAM)

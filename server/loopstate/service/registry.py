@@ -7,7 +7,6 @@ from typing import Any
 
 from loopstate.domains.base import Domain
 
-
 # Each served domain's package; a command's or query's tag starts with its domain's name
 # ("runs.status"), which is how the service finds the one domain a message needs.
 DOMAIN_PACKAGES = {

@@ -23,6 +23,7 @@ from loopstate.domains.base import Context
 from loopstate.domains.intent.records import ACTOR_SOURCES, LEGAL_STATUSES, MAX_EXCERPT, MAX_LABEL, MAX_STATEMENT
 from loopstate.domains.intent.wording import article, nearest, op
 
+
 def redact(text: str) -> Any:
     """core.redaction's redact, imported on first use: its patterns are the largest import of this
     package, and a read (a hook's context, `intent show`) never redacts anything."""
