@@ -12,9 +12,8 @@ from typing import Any
 
 import msgspec
 
-from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol import PROTOCOL_VERSION, methods, project, proofs
 from loopstate_protocol.base import MAX_SAFE_INTEGER
-from loopstate_protocol import project, proofs
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
     STRUCTS,

@@ -144,7 +144,7 @@ def append_cost(count: int) -> None:
         task = service.execute(str(root), p.IntentTaskStart(label="bench"), "start").events[0]["task_id"]
         times: dict[str, list[float]] = {"with the tree": [], "without": []}
         n = 0
-        for round_ in range(10):
+        for _ in range(10):
             for label in ("with the tree", "without"):
                 engine.grow_tree = real if label == "with the tree" else (lambda project, stream, records: None)
                 for _ in range(count // 20):

@@ -11,7 +11,7 @@ import pytest
 
 from loopstate.core.project import Project
 from loopstate.service import witness
-from tests.cli.test_cli_transparency import add, cli, events_of, ok, reseal, start, stream_file
+from tests.cli.test_cli_transparency import add, events_of, ok, reseal, start, stream_file
 from tests.hooks.hookkit import claude_input, hook
 
 

@@ -45,7 +45,7 @@ def test_the_proof_queries_answer_what_an_outside_checker_accepts(client: Loopst
     assert none_yet.note is None and none_yet.tree_size is None
     assert run_cli(data_dir, "checkpoint", "intent", "--root", r).returncode == 0
     kept = msgspec.convert(client.query(r, {"kind": "project.checkpoint", "stream": "intent"}), proofs.CheckpointNote)
-    assert kept.tree_size == 4 and kept.note.startswith(f"loopstate/")
+    assert kept.tree_size == 4 and kept.note.startswith("loopstate/")
 
     claims(data_dir, root, 2)
     inclusion = msgspec.convert(client.query(r, {"kind": "project.prove_inclusion", "stream": "intent", "sequence": 2}),

@@ -31,7 +31,6 @@ records nothing: a hook process cannot hold private memory past its exit.
 from __future__ import annotations
 
 import logging
-
 import os
 from pathlib import Path
 from typing import Any, Mapping

@@ -67,8 +67,8 @@ def root_info(service: "Service", start: str, *, explicit: str | None = None) ->
 
 def runs(service: "Service", root: str, status: list[str] | None = None) -> proto.RunList:
     """Every run of the project, oldest first (those in ``status`` when given), and the kill switch."""
-    from loopstate.service.runs_project import run_ids, run_state
     from loopstate.domains.runs.projections import summary
+    from loopstate.service.runs_project import run_ids, run_state
 
     ctx = service.context(service.project(root))
     rows = []

@@ -22,8 +22,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.project import ProjectQuery
 
 from loopstate.core import merkle, safefs
 from loopstate.core.errors import LoopstateError
@@ -32,6 +34,9 @@ from loopstate.core.proof_check import CONSISTENCY_HEADER, INCLUSION_HEADER
 from loopstate.core.signed_note import Checkpoint, NoteError, Verifier, open_note, raw_public, sign, verifier_key
 from loopstate.core.stream import Stream
 from loopstate.service.front import stream_layout
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 KEY_FILE = "checkpoint-ed25519.pem"
 
@@ -48,8 +53,11 @@ def _key_path(project: Project) -> Path:
     return project.data_dir / "keys" / KEY_FILE
 
 
-def signing_key(project: Project):  # -> Ed25519PrivateKey (cryptography is imported only on this path)
-    """This data dir's checkpoint key, made on first use: 0600, published with link() so it is whole or absent."""
+def signing_key(project: Project) -> Ed25519PrivateKey:
+    """This data dir's checkpoint key, made on first use: 0600, published with link() so it is whole or absent.
+
+    cryptography is imported here, on the signing path only: an append that signs nothing never loads it.
+    """
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
@@ -97,7 +105,13 @@ class Leaves(Sequence[bytes]):
     def __len__(self) -> int:
         return len(self._packed) // merkle.HASH_SIZE
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Leaves: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Leaves:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
@@ -226,7 +240,7 @@ def prove_inclusion(project: Project, stream_name: str, index: int) -> str:
     return "\n".join(body) + "\n\n" + note
 
 
-def check_against(project: Project, old: Checkpoint, stream_name: str, tree: Tree | None = None) -> dict:
+def check_against(project: Project, old: Checkpoint, stream_name: str, tree: Tree | None = None) -> dict[str, Any]:
     """The stream still begins with exactly the lines ``old`` signed; CORRUPT_LEDGER naming what changed if not."""
     tree = read_tree(project, stream_name, root_at=old.size) if tree is None else tree
     if old.size > len(tree.leaves):
@@ -269,7 +283,7 @@ def locate(project: Project, event: str) -> tuple[str, int]:
                          "(`loopstate log` shows both)")
 
 
-def answer(project: Project, query) -> object:
+def answer(project: Project, query: ProjectQuery) -> Any:
     """The result of one proof query of the protocol (loopstate_protocol.proofs); reads only."""
     from loopstate_protocol import proofs
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -117,7 +118,7 @@ def extend(stream: Stream, kept: KeptTree, until: int) -> KeptTree:
                     peaks=compact.peaks, signed_size=kept.signed_size, signed_at=kept.signed_at)
 
 
-def extend_with(kept: KeptTree, records: list[Record], hash_field: str) -> KeptTree:
+def extend_with(kept: KeptTree, records: Sequence[Record], hash_field: str) -> KeptTree:
     """Hash records this process just appended into the tree: each line is its event's canonical encoding.
 
     That is how the line was made (core/chain.seal) and what reading it back
@@ -162,7 +163,7 @@ def sign_and_keep(project: Project, stream_name: str, kept: KeptTree,
 _kept: dict[tuple[str, str], tuple[tuple[int, int] | None, KeptTree]] = {}
 
 
-def grow_tree(project: Project, stream: Stream, records: list[Record] = ()) -> None:
+def grow_tree(project: Project, stream: Stream, records: Sequence[Record] = ()) -> None:
     """The engine's step after every durable append, under the stream's lock (service/engine.py).
 
     Keeping the tree is a side duty: should it fail (the key unreadable, the
@@ -175,7 +176,7 @@ def grow_tree(project: Project, stream: Stream, records: list[Record] = ()) -> N
         log.warning("could not keep the Merkle tree of %s: %s", stream.name, exc)
 
 
-def follow(project: Project, stream: Stream, records: list[Record] = ()) -> str | None:
+def follow(project: Project, stream: Stream, records: Sequence[Record] = ()) -> str | None:
     """After a command made the stream durable up to its verified head: grow the tree, sign if due.
 
     A long-lived process keeps the tree in memory (O(log n) per event); a
