@@ -22,6 +22,7 @@ from loopstate_protocol.messages import (
     ChangedNotification,
     ExecuteParams,
     ExecuteResult,
+    HistoryAlarmNotification,
     QueryParams,
     StreamErrorNotification,
     SubscribeParams,
@@ -51,6 +52,7 @@ PROJECT_RESULTS: dict[str, type] = {
 NOTIFICATIONS: dict[str, type] = {
     methods.CHANGED: ChangedNotification,
     methods.STREAM_ERROR: StreamErrorNotification,
+    methods.HISTORY_ALARM: HistoryAlarmNotification,
 }
 
 

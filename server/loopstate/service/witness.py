@@ -18,8 +18,10 @@ purge checkpoint (``purged`` extension line), and the witness then starts
 again from it, reporting "purged at ..." once instead of an alarm.
 
 The witness's state lives apart from the project's store, in
-``LOOPSTATE_WITNESS_DIR`` or else ``<data dir>/witness/<project id>/``: it is
-exactly as safe as that folder. Protection against someone who can rewrite
+``LOOPSTATE_WITNESS_DIR`` or else ``<data dir>/witness/``, one folder per
+watcher (``hooks``, ``sidecar``: each raises its own alarm, so the user sees it
+in the editor even when a hook saw it first) and project: it is exactly as safe
+as that folder. Protection against someone who can rewrite
 both is a checkpoint kept elsewhere (``loopstate checkpoint --publish``).
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -52,30 +55,30 @@ class Seen(msgspec.Struct, kw_only=True):
 @dataclass(frozen=True)
 class Verdict:
     stream: str
-    ok: bool
+    ok: bool  # False: an alarm
     message: str
     size: int
+    purged: bool = False  # the stream was purged (ok, but news: what the user knew of it was re-chained)
 
 
-def witness_dir(project: Project) -> Path:
+Watcher = Literal["hooks", "sidecar"]
+
+
+def witness_dir(project: Project, who: Watcher) -> Path:
     base = os.environ.get("LOOPSTATE_WITNESS_DIR")
-    return (Path(base) if base else project.data_dir / "witness") / project.project_id
+    return (Path(base) if base else project.data_dir / "witness") / who / project.project_id
 
 
-def _seen_path(project: Project, stream: str) -> Path:
-    return witness_dir(project) / f"{stream}.seen"
-
-
-def _load(project: Project, stream: str) -> Seen:
-    path = _seen_path(project, stream)
+def _load(project: Project, who: Watcher, stream: str) -> Seen:
+    path = witness_dir(project, who) / f"{stream}.seen"
     try:
         return msgspec.msgpack.decode(path.read_bytes(), type=Seen)
     except (OSError, msgspec.DecodeError):
         return Seen()
 
 
-def _save(project: Project, stream: str, seen: Seen) -> None:
-    folder = witness_dir(project)
+def _save(project: Project, who: Watcher, stream: str, seen: Seen) -> None:
+    folder = witness_dir(project, who)
     safefs.make_dirs_durably(folder)
     safefs.replace_with(folder / f"{stream}.seen", msgspec.msgpack.encode(seen), durable=False)
 
@@ -99,7 +102,7 @@ def _grow(project: Project, stream: str, seen: Seen, size: int) -> Seen | None:
     return msgspec.structs.replace(seen, size=compact.size, offset=offset, peaks=compact.peaks)
 
 
-def check(project: Project, stream: str) -> Verdict | None:
+def check(project: Project, stream: str, who: Watcher = "hooks") -> Verdict | None:
     """Check the stream's newest signed checkpoint against what this witness saw; None when there is nothing new.
 
     An alarm (``ok`` false) is returned once per offending checkpoint; the same
@@ -110,7 +113,7 @@ def check(project: Project, stream: str) -> Verdict | None:
         note = note_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    seen = _load(project, stream)
+    seen = _load(project, who, stream)
     if note == seen.note:
         return None
     from loopstate.core.signed_note import Checkpoint, NoteError, Verifier, open_note
@@ -120,43 +123,43 @@ def check(project: Project, stream: str) -> Verdict | None:
     try:
         checkpoint = Checkpoint.parse(open_note(note, Verifier.parse(key)))
     except NoteError as exc:
-        return _alarm(project, stream, seen, note, f"its newest checkpoint does not verify with the key first seen: {exc}")
+        return _alarm(project, who, stream, seen, note, f"its newest checkpoint does not verify with the key first seen: {exc}")
     purge = next((line for line in checkpoint.extensions if line.startswith(PURGED + " ")), None)
     if purge is not None and seen.note is not None:
         fresh = _grow(project, stream, Seen(key=key), checkpoint.size)
         if fresh is not None and merkle.CompactRange(fresh.size, fresh.peaks).root() == checkpoint.root:
-            _save(project, stream, msgspec.structs.replace(fresh, note=note))
-            return Verdict(stream, True, f"{stream} was {purge}; watching from there", checkpoint.size)
+            _save(project, who, stream, msgspec.structs.replace(fresh, note=note))
+            return Verdict(stream, True, f"{stream} was {purge}; watching from there", checkpoint.size, purged=True)
     if checkpoint.size < seen.size:
-        return _alarm(project, stream, seen, note, f"its newest checkpoint has {checkpoint.size} events, fewer than the "
+        return _alarm(project, who, stream, seen, note, f"its newest checkpoint has {checkpoint.size} events, fewer than the "
                       f"{seen.size} already seen: history was cut")
     grown = _grow(project, stream, seen, checkpoint.size)
     if grown is None:
-        return _alarm(project, stream, seen, note, f"the stream no longer holds the {checkpoint.size} events its "
+        return _alarm(project, who, stream, seen, note, f"the stream no longer holds the {checkpoint.size} events its "
                       "checkpoint signed: history was cut")
     if merkle.CompactRange(grown.size, grown.peaks).root() != checkpoint.root:
         first = seen.note is None
-        return _alarm(project, stream, seen, note, "its newest checkpoint does not match the stream's own lines" if first
+        return _alarm(project, who, stream, seen, note, "its newest checkpoint does not match the stream's own lines" if first
                       else f"its checkpoint of {checkpoint.size} events does not extend the {seen.size} seen before: "
                       "history was rewritten")
-    _save(project, stream, msgspec.structs.replace(grown, note=note, key=key, alarm=None))
+    _save(project, who, stream, msgspec.structs.replace(grown, note=note, key=key, alarm=None))
     return Verdict(stream, True, f"{stream}: checkpoint of {checkpoint.size} events consistent with what was seen",
                    checkpoint.size)
 
 
-def _alarm(project: Project, stream: str, seen: Seen, note: str, message: str) -> Verdict | None:
+def _alarm(project: Project, who: Watcher, stream: str, seen: Seen, note: str, message: str) -> Verdict | None:
     """Raise the alarm once for this checkpoint: the witness keeps its own tree, and remembers it said so."""
     if seen.alarm == note:
         return None
-    _save(project, stream, msgspec.structs.replace(seen, alarm=note))
+    _save(project, who, stream, msgspec.structs.replace(seen, alarm=note))
     return Verdict(stream, False, f"loopstate: {stream}: {message}", seen.size)
 
 
-def check_all(project: Project) -> list[Verdict]:
+def check_all(project: Project, who: Watcher = "hooks") -> list[Verdict]:
     """Every stream of the project that has a signed checkpoint; what changed since this witness last looked."""
     folder = project.dir / FOLDER
     try:
         names = sorted(p.name[:-len(".checkpoint")] for p in folder.iterdir() if p.name.endswith(".checkpoint"))
     except OSError:
         return []
-    return [v for v in (check(project, name) for name in names) if v is not None]
+    return [v for v in (check(project, name, who) for name in names) if v is not None]

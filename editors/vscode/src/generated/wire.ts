@@ -1461,6 +1461,25 @@ export interface GrantShow {
   grant_id: string;
 }
 /**
+ * A followed stream's history changed in a way appending never does.
+ *
+ * The server keeps its own Merkle tree of every stream it follows and checks
+ * each new signed checkpoint against it. ``rewritten`` true: the checkpoint
+ * does not extend what was seen (history was rewritten or cut, or signed by
+ * another key): an alarm for the user. ``rewritten`` false: the stream was
+ * purged (the one rewrite loopstate makes on purpose); what the client knew
+ * of it was re-chained. Sent once per checkpoint, to every client of the server.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "HistoryAlarmNotification".
+ */
+export interface HistoryAlarmNotification {
+  root: string;
+  stream: string;
+  rewritten: boolean;
+  message: string;
+}
+/**
  * Claims with their lifecycle and supersession edges, in ledger order, a page at a time.
  *
  * ``limit`` (1-1000) claims per page; ``cursor`` is the ``next_cursor`` of the
