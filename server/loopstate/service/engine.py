@@ -40,7 +40,7 @@ from loopstate.core.news import News
 from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
-from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite
+from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
 from loopstate.service.tree_heads import grow_tree
 
 Listener = Callable[[Project, str, News], None]
@@ -250,7 +250,7 @@ class Service:
         with self._lock:
             project = self.project(root)
             stream = domain.stream_for(command)
-            fp = fingerprint(type(command).__struct_config__.tag, domain.fingerprint_params(command))
+            fp = fingerprint(command_tag(command), domain.fingerprint_params(command))
             folded = self.folded(project, domain, stream)
             effects = self._steps(domain)
             records: list[Record] = []

@@ -131,7 +131,8 @@ def markdown_status(service: Service, root: str, goal_id: str, target: str) -> p
     if text is None:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"{target} does not exist; write it with `loopstate goals render`",
                              target=target)
-    return service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
+    status: proto.MarkdownStatus = service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
+    return status
 
 
 def runs_domain_has(project: Project, run_id: str) -> bool:
@@ -159,7 +160,8 @@ def _evidence_run_target(command: Command) -> str | None:
     if isinstance(command, proto.AppendEvent) and command.event_type == "evidence_attached":
         payload = command.payload
         if payload.get("target_kind") == "run" and isinstance(payload.get("target_id"), str):
-            return payload["target_id"]
+            target: str = payload["target_id"]
+            return target
     return None
 
 
@@ -289,6 +291,7 @@ def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> 
 
     folded = Folded(None, project, DOMAIN, name, snapshots=use_snapshot)
     counted = folded.ledger.on_record
+    assert counted is not None  # Folded always folds through on_record
     count = 0
 
     def on_record(record: Record) -> None:

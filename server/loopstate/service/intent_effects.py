@@ -46,7 +46,7 @@ from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
 from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
 from loopstate.service import tree_heads
-from loopstate.service.lifecycle import Effects, Prepared
+from loopstate.service.lifecycle import Effects, Prepared, command_tag
 
 if TYPE_CHECKING:
     from loopstate_protocol.base import Command
@@ -547,7 +547,7 @@ class IntentEffects(Effects[IntentState]):
     def _finish_reenables(self, project: Project, state: IntentState, memory: PrivateMemory) -> None:
         """A control whose task the ledger already shows as durable on/off is leftover cleanup."""
         for control in list_controls(project):
-            task = state.tasks.get(control.get("task_id"))
+            task = state.tasks.get(control["task_id"])
             if task is not None and task.mode in ("on", "off"):
                 remove_control(project, control["host_session_hash"])
                 memory.tasks.pop(task.task_id, None)
@@ -560,7 +560,7 @@ class IntentEffects(Effects[IntentState]):
             self._finish_reenables(project, folded.state, self.memory(service, project))
 
     def _fingerprint(self, command: Command) -> str:
-        return fingerprint(type(command).__struct_config__.tag, rules.fingerprint_params(command))
+        return fingerprint(command_tag(command), rules.fingerprint_params(command))
 
     # purge ---------------------------------------------------------------------------
 

@@ -104,3 +104,10 @@ class Effects(Generic[StateT]):
 
 
 NO_EFFECTS: Effects[Any] = Effects()
+
+
+def command_tag(command: Command) -> str:
+    """A command's wire name (``runs.create``): what its request fingerprint names as the operation."""
+    tag = type(command).__struct_config__.tag
+    assert isinstance(tag, str), f"{type(command).__name__} has no string tag"
+    return tag

@@ -310,7 +310,8 @@ class RunsEffects(Effects[RunState | GrantState]):
         locks.append(lock)
         state = service.refresh(project, DOMAIN, stream).state
         write_grant_projection(project, state)  # identical bytes from any holder of the lock
-        return state.grant
+        grant: dict[str, Any] | None = state.grant
+        return grant
 
     def release(self, prepared: Prepared) -> None:
         if isinstance(prepared, RunsPrepared):
@@ -340,7 +341,7 @@ class RunsEffects(Effects[RunState | GrantState]):
         """Append (or find) the authority_revoked marker on every live run bound to the grant."""
         from loopstate.domains.runs import DOMAIN, RUN_PREFIX
 
-        marked = []
+        marked: list[str] = []
         grant = service.refresh(project, DOMAIN, f"grants.{grant_id.lower()}").state.grant
         if grant is None or grant["revoked_at"] is None:
             return marked
