@@ -29,8 +29,6 @@ records nothing: a hook process cannot hold private memory past its exit.
 """
 
 from __future__ import annotations
-
-import logging
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -47,8 +45,6 @@ from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
 from loopstate.domains import harness
 from loopstate.service import sessions
-
-log = logging.getLogger("loopstate.hooks")
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact",
           "SessionEnd")
@@ -472,7 +468,9 @@ def _history_alarms(hs: HookSession) -> list[str]:
     try:
         return [v.message for v in witness.check_all(hs.project) if not v.ok]
     except Exception as exc:  # noqa: BLE001 (the hook answers whatever the witness hits)
-        log.warning("the history witness failed: %s", exc)
+        import logging
+
+        logging.getLogger("loopstate.hooks").warning("the history witness failed: %s", exc)
         return []
 
 

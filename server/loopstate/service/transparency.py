@@ -20,9 +20,8 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.project import ProjectQuery
@@ -124,8 +123,7 @@ class Leaves(Sequence[bytes]):
         return self._packed[index * merkle.HASH_SIZE:(index + 1) * merkle.HASH_SIZE]
 
 
-@dataclass(frozen=True)
-class Tree:
+class Tree(NamedTuple):
     """A stream's verified lines as Merkle leaves, and the one line a proof carries (if asked for)."""
 
     stream: str

@@ -24,19 +24,19 @@ sidecar, the MCP server), the count works everywhere.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from loopstate.core import canonical, merkle, safefs
 from loopstate.core.project import Project
-from loopstate.core.stream import Record, Stream
 
-log = logging.getLogger("loopstate.transparency")
+if TYPE_CHECKING:
+    from loopstate.core.stream import Record, Stream
 
 FOLDER = "transparency"
 DEFAULT_EVERY_EVENTS = 256
@@ -173,7 +173,7 @@ def grow_tree(project: Project, stream: Stream, records: Sequence[Record] = ()) 
     try:
         follow(project, stream, records)
     except Exception as exc:  # noqa: BLE001 (whatever happens here, the append is durable and answered)
-        log.warning("could not keep the Merkle tree of %s: %s", stream.name, exc)
+        _warn("could not keep the Merkle tree of %s: %s", stream.name, exc)
 
 
 def follow(project: Project, stream: Stream, records: Sequence[Record] = ()) -> str | None:
@@ -217,4 +217,11 @@ def rechained(project: Project, stream_name: str, lines: list[bytes], hash_field
         sign_and_keep(project, stream_name, kept, (f"purged {why}",))
         _kept.pop((str(project.dir), stream_name), None)
     except Exception as exc:  # noqa: BLE001 (the purge is durable whatever happens here)
-        log.warning("could not sign the purge checkpoint of %s: %s", stream_name, exc)
+        _warn("could not sign the purge checkpoint of %s: %s", stream_name, exc)
+
+
+def _warn(message: str, *args: object) -> None:
+    """Log a failure of this side duty; logging is imported only then (a hook's start never pays for it)."""
+    import logging
+
+    logging.getLogger("loopstate.transparency").warning(message, *args)

@@ -28,9 +28,8 @@ both is a checkpoint kept elsewhere (``loopstate checkpoint --publish``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -52,8 +51,9 @@ class Seen(msgspec.Struct, kw_only=True):
     alarm: str | None = None  # the alarm raised for ``note``, so it is raised once
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """What one check found (a NamedTuple: a hook defines no dataclass at its start)."""
+
     stream: str
     ok: bool  # False: an alarm
     message: str
