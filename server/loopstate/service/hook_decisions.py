@@ -29,6 +29,7 @@ records nothing: a hook process cannot hold private memory past its exit.
 """
 
 from __future__ import annotations
+
 import os
 from pathlib import Path
 from typing import Any, Mapping
