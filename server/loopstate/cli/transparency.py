@@ -129,12 +129,12 @@ def cmd_check_proof(args: argparse.Namespace) -> int:
             found = check_inclusion(proof, verifier)
             verdict = {"ok": True, "kind": "inclusion", "origin": found.checkpoint.origin,
                        "index": found.index, "tree_size": found.checkpoint.size}
-            message = (f"ok: event {found.index + 1} of {found.checkpoint.size} is in {found.checkpoint.origin} "
-                       "as signed")
+            message = f"ok: event {found.index + 1} of {found.checkpoint.size} is in {found.checkpoint.origin} as signed"
         else:
             old, new = check_consistency(_read(args.old, "checkpoint"), proof, verifier)
             verdict = {"ok": True, "kind": "consistency", "origin": new.origin, "old_size": old.size, "tree_size": new.size}
-            message = f"ok: {new.origin} at {new.size} events still begins with the {old.size} events signed before"
+            message = (f"ok: {new.origin} at {_events(new.size)} still begins with the {_events(old.size)} "
+                       "signed before")
     except NoteError as exc:
         raise LoopstateError(ErrorCode.VALIDATION_FAILED, f"the proof does not hold: {exc}") from None
     emit_json(verdict) if args.json else print(message)
@@ -151,5 +151,10 @@ def verify_against(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report)
     else:
-        print(f"ok      {stream}: {report['events']} events, still beginning with the {old.size} the checkpoint signed")
+        print(f"ok      {stream}: {_events(report['events'])}, still beginning with the {_events(old.size)} "
+              "the checkpoint signed")
     return 0
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"
