@@ -34,8 +34,8 @@ from loopstate_protocol.messages import (
 
 from loopstate import __version__
 from loopstate.core.errors import LoopstateError
-from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc import project_topics
+from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc.kill_switch import switch_paths
 from loopstate.rpc.protocol import LoopstateProtocol
 from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic

@@ -41,6 +41,7 @@ from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
+from loopstate.service.tree_heads import grow_tree
 
 Listener = Callable[[Project, str, News], None]
 
@@ -279,6 +280,8 @@ class Service:
                                 refusal = decision.refusal
                                 records = tx.append(decision.events, request_id=request_id, fp=fp) if decision.events else []
                                 effects.after_append(self, project, folded, records, prepared)
+                                if records:
+                                    grow_tree(project, folded.ledger.stream, records)
                         finally:
                             effects.release(prepared)
             finally:

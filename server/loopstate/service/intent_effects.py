@@ -45,6 +45,7 @@ from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION,
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
 from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
+from loopstate.service import tree_heads
 from loopstate.service.lifecycle import Effects, Prepared, command_tag
 
 if TYPE_CHECKING:
@@ -641,6 +642,9 @@ class IntentEffects(Effects[IntentState]):
             safefs.unlink_durably(snapshot.path_for(stream), project.dir)
             if data is not None:
                 safefs.atomic_write(stream.path, project.dir, b"".join(lines))
+                tree_heads.rechained(project, STREAM, lines, stream.layout.hash_field,
+                                     f"at {format_time(service.clock())}: {old_sequence} events re-chained as "
+                                     f"{position.sequence} ({command.target} removed)")
             self._scrub_quarantine(project)
             for control in list_controls(project):
                 if control.get("task_id") in counts.removed_ids:
