@@ -28,6 +28,8 @@ from loopstate.service.front import stream_layout
 def register(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check every stream's hash chain from the first byte")
     add_common(verify)
+    verify.add_argument("--against", metavar="CHECKPOINT_FILE",
+                        help="check that the stream a kept checkpoint names still begins with what it signed")
     verify.set_defaults(func=cmd_verify)
 
     recover = sub.add_parser(
@@ -72,6 +74,10 @@ def _service():
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.against is not None:
+        from loopstate.cli.transparency import verify_against
+
+        return verify_against(args)
     from loopstate_protocol.project import ProjectVerify
 
     project = _project(args)
