@@ -193,7 +193,7 @@ def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: 
     print(f"checkhealth: {seen['probed']['ms']:.0f} ms with a probe, {seen['running']['ms']:.0f} ms with a running server")
     assert seen["help"] == dict.fromkeys(
         ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health", "loopstate-root",
-         "loopstate-highlight"], "loopstate.txt")
+         "loopstate-highlight", "loopstate-history", ":LoopStateAckHistory"], "loopstate.txt")
 
 
 def test_board_gate_verify_and_log_commands(project: Path, tmp_path: Path) -> None:
@@ -460,6 +460,8 @@ def test_a_rewritten_history_is_one_error_and_a_statusline_state_until_acknowled
     assert wrong["message"]["level"] == 4 and "no history alarm stands for runs.nosuch" in wrong["message"]["msg"]
     assert "HISTORY REWRITTEN" in wrong["statusline"]
     assert seen["completion"] == ["intent"]
+    [health] = seen["health"]
+    assert "ERROR" in health and f"{project}: HISTORY REWRITTEN in intent: intent: its checkpoint of " in health
 
     # Not acknowledged when that Neovim quit: the next one shows it again (the server says an alarm once only).
     kept = json.loads((tmp_path / "xdg" / "state" / "nvim" / "loopstate" / "history_alarms.json").read_text())
@@ -481,6 +483,11 @@ def test_a_purge_after_a_checkpoint_is_a_notice_not_the_history_alarm(project: P
     seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="purge")
     [notice] = seen["messages"]
     assert notice["level"] == 3, notice  # vim.log.levels.WARN
-    assert notice["msg"].startswith(f"loopstate: intent in {project}: intent was purged at "), notice
+    assert notice["msg"].startswith(f"loopstate: {project}: intent was purged at "), notice
+    assert "(`loopstate checkpoint intent`)" in notice["msg"]
     assert "HISTORY REWRITTEN" not in notice["msg"]
     assert seen["statusline"] == "LS · 1 claim" and seen["group"] == "LoopStateOk", seen
+    malformed = seen["malformed"]  # no `rewritten` at all: an alarm, never silently news
+    assert malformed["statusline"] == "LS · HISTORY REWRITTEN (intent) · 1 claim"
+    assert malformed["message"]["level"] == 4
+    assert "the server sent a history alarm without a message" in malformed["message"]["msg"]

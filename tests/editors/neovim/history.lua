@@ -78,6 +78,10 @@ elseif phase == 'alarm' then
   vim.api.nvim_feedkeys('q', 'x', false)
   vim.cmd('LoopStateAckHistory runs.nosuch') -- a stream with no alarm is refused; the alarm stands
   H.record('wrong_ack', { message = H.messages[#H.messages], statusline = loopstate.statusline() })
+  vim.cmd('checkhealth loopstate')
+  H.record('health', vim.tbl_filter(function(line) return line:find('HISTORY', 1, true) ~= nil end,
+    vim.api.nvim_buf_get_lines(0, 0, -1, false)))
+  vim.cmd('bwipeout!')
   H.record('completion', vim.fn.getcompletion('LoopStateAckHistory ', 'cmdline'))
   close(project) -- not acknowledged: the next Neovim shows it again
 elseif phase == 'restored' then
@@ -114,5 +118,9 @@ elseif phase == 'purge' then
   H.record('statusline', loopstate.statusline())
   H.record('group', loopstate.highlight())
   H.record('messages', history_messages())
+  -- A notification that does not say `rewritten: false` is not taken for harmless news.
+  require('loopstate.history').on_alarm(project, { root = project.root, stream = 'intent' })
+  H.record('malformed', { statusline = loopstate.statusline(), message = H.messages[#H.messages] })
+  vim.cmd('LoopStateAckHistory intent')
   close(project)
 end
