@@ -431,6 +431,7 @@ def test_a_rewritten_history_is_one_error_and_a_statusline_state_until_acknowled
     cli_json(project, tmp_path, "intent", "start", "--claim", "outcome:Keep the ledger honest")
     seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="see")
     assert seen["messages"] == [] and seen["statusline"] == "LS · 3 claims" and seen["group"] == "LoopStateOk", seen
+    assert seen["all_messages"] == []  # honest growth says nothing at all
 
     path = stream_file(project, tmp_path / "data")
     events = events_of(path)
@@ -449,6 +450,7 @@ def test_a_rewritten_history_is_one_error_and_a_statusline_state_until_acknowled
     assert "`loopstate verify --against <kept checkpoint of intent>` (docs/verifying.md" in alarm["msg"]
     assert ":LoopStateAckHistory" in alarm["msg"]
     assert seen["messages_after_next"] == [alarm]  # the same checkpoint checked again: no second message
+    assert seen["all_messages"] == [alarm]  # and no other message beside it
     assert seen["statusline"] == "LS · HISTORY REWRITTEN (intent) · 4 claims"
     hl = seen["highlight"]
     assert hl["group"] == "LoopStateHistory" and hl["text"].startswith("%#LoopStateHistory#LS · HISTORY REWRITTEN")
@@ -460,6 +462,8 @@ def test_a_rewritten_history_is_one_error_and_a_statusline_state_until_acknowled
     assert wrong["message"]["level"] == 4 and "no history alarm stands for runs.nosuch" in wrong["message"]["msg"]
     assert "HISTORY REWRITTEN" in wrong["statusline"]
     assert seen["completion"] == ["intent"]
+    # After :LoopStateRestart: still shown, and no message beyond the alarm and the refused acknowledgement.
+    assert seen["after_restart"] == {"statusline": "LS · HISTORY REWRITTEN (intent) · 5 claims", "messages": 2}
     [health] = seen["health"]
     assert "ERROR" in health and f"{project}: HISTORY REWRITTEN in intent: intent: its checkpoint of " in health
 
@@ -482,6 +486,7 @@ def test_a_purge_after_a_checkpoint_is_a_notice_not_the_history_alarm(project: P
     cli_json(project, tmp_path, "intent", "start", "--claim", "outcome:Keep this one")
     seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="purge")
     [notice] = seen["messages"]
+    assert seen["all_messages"] == [notice]  # no alarm, no stream error: the purge is news
     assert notice["level"] == 3, notice  # vim.log.levels.WARN
     assert notice["msg"].startswith(f"loopstate: {project}: intent was purged at "), notice
     assert "(`loopstate checkpoint intent`)" in notice["msg"]

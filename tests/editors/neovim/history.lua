@@ -59,6 +59,7 @@ if phase == 'see' then
   H.record('statusline', loopstate.statusline())
   H.record('group', loopstate.highlight())
   H.record('messages', history_messages())
+  H.record('all_messages', vim.deepcopy(H.messages))
   close(project)
 elseif phase == 'alarm' then
   add_claim(project, 'After the rewrite') -- news: the witness checks the re-signed checkpoint
@@ -72,6 +73,7 @@ elseif phase == 'alarm' then
   H.wait_for('the next claim', claims_shown(count + 2))
   vim.wait(2500)
   H.record('messages_after_next', history_messages())
+  H.record('all_messages', vim.deepcopy(H.messages))
   H.record('summary', loopstate.summary().history_rewritten)
   vim.cmd('LoopState')
   H.record('float', vim.api.nvim_buf_get_lines(0, 0, 5, false))
@@ -83,6 +85,9 @@ elseif phase == 'alarm' then
     vim.api.nvim_buf_get_lines(0, 0, -1, false)))
   vim.cmd('bwipeout!')
   H.record('completion', vim.fn.getcompletion('LoopStateAckHistory ', 'cmdline'))
+  vim.cmd('LoopStateRestart') -- a new server does not say the alarm again; the plugin still shows it
+  H.wait_for('the restarted server', function() return project.status == 'running' end)
+  H.record('after_restart', { statusline = loopstate.statusline(), messages = #history_messages() })
   close(project) -- not acknowledged: the next Neovim shows it again
 elseif phase == 'restored' then
   H.wait_for('the kept alarm', function() return loopstate.statusline():find('HISTORY REWRITTEN', 1, true) end)
@@ -118,6 +123,7 @@ elseif phase == 'purge' then
   H.record('statusline', loopstate.statusline())
   H.record('group', loopstate.highlight())
   H.record('messages', history_messages())
+  H.record('all_messages', vim.deepcopy(H.messages))
   -- A notification that does not say `rewritten: false` is not taken for harmless news.
   require('loopstate.history').on_alarm(project, { root = project.root, stream = 'intent' })
   H.record('malformed', { statusline = loopstate.statusline(), message = H.messages[#H.messages] })
