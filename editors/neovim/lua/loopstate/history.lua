@@ -72,8 +72,9 @@ function M.on_alarm(project, params)
   local stream = text_of(params.stream, '(a stream)')
   local message = text_of(params.message, 'the server sent a history alarm without a message'):gsub('^loopstate: ', '')
   if params.rewritten == false then
-    say(('loopstate: %s: %s. Checkpoints of %s kept from before the purge no longer match it; keep a new one '
-      .. '(`loopstate checkpoint %s`).'):format(project.root, message, stream, stream), vim.log.levels.WARN)
+    say(('loopstate: %s: %s. A checkpoint of %s kept from before the purge no longer matches it if it covers '
+      .. 'the purged events (they and what follows were re-chained); keep a new one (`loopstate checkpoint %s`).'):format(
+      project.root, message, stream, stream), vim.log.levels.WARN)
     return
   end
   local standing = project.history[stream]
