@@ -1,6 +1,7 @@
 --- The statusline component: a short string of the current project's state, rebuilt only when
 --- a `loopstate/changed` (or a server state change) arrives, so a redraw costs one table lookup.
 local client = require('loopstate.client')
+local history = require('loopstate.history')
 
 local M = {}
 
@@ -31,8 +32,7 @@ end
 function M.summary(project)
   local s = { server = project.status, halted = false, blocking = 0, gates = 0, errors = 0 }
   -- Streams whose history the server's witness found rewritten, until the user acknowledges it.
-  s.history_rewritten = vim.tbl_keys(project.history or {})
-  table.sort(s.history_rewritten)
+  s.history_rewritten = history.streams(project)
   local seen = {} -- one broken stream read by several topics (a run's status, the run list) counts once
   for _, entry in pairs(project.topics) do
     if entry.error and not seen[entry.error] then
@@ -75,11 +75,10 @@ end
 
 --- `HISTORY REWRITTEN (streams)` while an alarm stands, else nil: shown whatever the server does.
 local function rewritten(project)
-  local streams = vim.tbl_keys(project.history or {})
+  local streams = history.streams(project)
   if #streams == 0 then
     return nil
   end
-  table.sort(streams)
   return ('HISTORY REWRITTEN (%s)'):format(table.concat(streams, ', '))
 end
 
