@@ -196,7 +196,7 @@ def test_checkhealth_reports_a_working_server_and_the_help_file_parses(project: 
     print(f"checkhealth: {seen['probed']['ms']:.0f} ms with a probe, {seen['running']['ms']:.0f} ms with a running server")
     assert seen["help"] == dict.fromkeys(
         ["loopstate", "loopstate-setup", "loopstate-statusline", ":LoopStateStop", "loopstate-health", "loopstate-root",
-         "loopstate-highlight"], "loopstate.txt")
+         "loopstate-highlight", "loopstate-history", ":LoopStateAckHistory"], "loopstate.txt")
 
 
 @pytest.mark.slow
@@ -386,7 +386,7 @@ def test_a_command_that_never_answers_initialize_times_out_with_one_message(proj
 def test_highlight_groups_are_linked_to_standard_ones(project: Path, tmp_path: Path) -> None:
     seen = run_script("highlights", project, tmp_path)
     expected = {"LoopStateOk": "DiagnosticOk", "LoopStateBusy": "DiagnosticWarn", "LoopStateHalted": "DiagnosticError",
-                "LoopStateError": "DiagnosticError"}
+                "LoopStateError": "DiagnosticError", "LoopStateHistory": "ErrorMsg"}
     assert seen["after_setup"] == {**expected, "LoopStateOk": "fg #00ff00"}  # the user's own is kept
     assert seen["after_colorscheme"] == expected
 
@@ -428,3 +428,79 @@ def test_a_server_that_looks_in_another_data_dir_is_one_warning(project: Path, t
     [warning] = seen["messages"]
     assert warning["level"] == 3
     assert warning["msg"].startswith(f"loopstate: the server finds no store for {project} (it looks in {tmp_path / 'elsewhere'}")
+
+
+def test_a_rewritten_history_is_one_error_and_a_statusline_state_until_acknowledged(project: Path,
+                                                                                   tmp_path: Path) -> None:
+    """The editor is closed while an attacker with loopstate's code rewrites and re-seals a claim and signs a new
+    checkpoint; the next Neovim's server witnesses it at the next append. Honest growth before it said nothing."""
+    from tests.cli.test_cli_transparency import events_of, reseal, stream_file
+
+    cli_json(project, tmp_path, "intent", "start", "--claim", "outcome:Keep the ledger honest")
+    seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="see")
+    assert seen["messages"] == [] and seen["statusline"] == "LS · 3 claims" and seen["group"] == "LoopStateOk", seen
+    assert seen["all_messages"] == []  # honest growth says nothing at all
+
+    path = stream_file(project, tmp_path / "data")
+    events = events_of(path)
+    changed = next(e for e in events if e["payload"].get("claim", {}).get("statement") == "Seen first")
+    changed["payload"]["claim"]["statement"] = "Never said"
+    reseal(path, events)
+    assert cli_json(project, tmp_path, "verify")["ok"] is True  # the chain holds again: only a witness can tell
+    subprocess.run([sys.executable, "-m", "loopstate.cli.main", "checkpoint", "intent"], cwd=project, check=True,
+                   env={**os.environ, "LOOPSTATE_DATA_DIR": str(tmp_path / "data")}, capture_output=True, timeout=120)
+
+    seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="alarm")
+    [alarm] = seen["messages"]
+    assert alarm["level"] == 4  # vim.log.levels.ERROR
+    assert alarm["msg"].startswith(f"loopstate: HISTORY REWRITTEN in {project}: intent: its checkpoint of ")
+    assert "history was rewritten" in alarm["msg"]
+    assert "`loopstate verify --against <kept checkpoint of intent>` (docs/verifying.md" in alarm["msg"]
+    assert ":LoopStateAckHistory" in alarm["msg"]
+    assert seen["messages_after_next"] == [alarm]  # the same checkpoint checked again: no second message
+    assert seen["all_messages"] == [alarm]  # and no other message beside it
+    assert seen["statusline"] == "LS · HISTORY REWRITTEN (intent) · 4 claims"
+    hl = seen["highlight"]
+    assert hl["group"] == "LoopStateHistory" and hl["text"].startswith("%#LoopStateHistory#LS · HISTORY REWRITTEN")
+    assert hl["evaluated"].startswith("LS · HISTORY REWRITTEN") and hl["evaluated_group"] == "LoopStateHistory"
+    assert seen["summary"] == ["intent"]
+    assert seen["float"][2].startswith("HISTORY REWRITTEN: intent: its checkpoint of ")
+    assert seen["float"][3] == "  check: loopstate verify --against <kept checkpoint of intent>; then :LoopStateAckHistory"
+    wrong = seen["wrong_ack"]
+    assert wrong["message"]["level"] == 4 and "no history alarm stands for runs.nosuch" in wrong["message"]["msg"]
+    assert "HISTORY REWRITTEN" in wrong["statusline"]
+    assert seen["completion"] == ["intent"]
+    # After :LoopStateRestart: still shown, and no message beyond the alarm and the refused acknowledgement.
+    assert seen["after_restart"] == {"statusline": "LS · HISTORY REWRITTEN (intent) · 5 claims", "messages": 2}
+    [health] = seen["health"]
+    assert "ERROR" in health and f"{project}: HISTORY REWRITTEN in intent: intent: its checkpoint of " in health
+
+    # Not acknowledged when that Neovim quit: the next one shows it again (the server says an alarm once only).
+    kept = json.loads((tmp_path / "xdg" / "state" / "nvim" / "loopstate" / "history_alarms.json").read_text())
+    assert list(kept) == [str(project)] and list(kept[str(project)]) == ["intent"]
+    seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="restored")
+    assert seen["statusline"] == "LS · HISTORY REWRITTEN (intent) · 5 claims"
+    [reminder] = seen["messages"]  # one reminder, before the acknowledgement
+    assert reminder["level"] == 4 and "not acknowledged yet" in reminder["msg"]
+    acked = seen["acked"]
+    assert acked["statusline"] == "LS · 5 claims" and acked["group"] == "LoopStateOk"
+    assert acked["message"]["msg"] == "loopstate: history alarm of intent acknowledged"
+    assert seen["again"]["msg"] == f"loopstate: no history alarm stands in {project}"
+    kept = json.loads((tmp_path / "xdg" / "state" / "nvim" / "loopstate" / "history_alarms.json").read_text())
+    assert kept == {}
+
+
+def test_a_purge_after_a_checkpoint_is_a_notice_not_the_history_alarm(project: Path, tmp_path: Path) -> None:
+    cli_json(project, tmp_path, "intent", "start", "--claim", "outcome:Keep this one")
+    seen = run_script("history", project, tmp_path, LOOPSTATE_NVIM_PHASE="purge")
+    [notice] = seen["messages"]
+    assert seen["all_messages"] == [notice]  # no alarm, no stream error: the purge is news
+    assert notice["level"] == 3, notice  # vim.log.levels.WARN
+    assert notice["msg"].startswith(f"loopstate: {project}: intent was purged at "), notice
+    assert "(`loopstate checkpoint intent`)" in notice["msg"]
+    assert "HISTORY REWRITTEN" not in notice["msg"]
+    assert seen["statusline"] == "LS · 1 claim" and seen["group"] == "LoopStateOk", seen
+    malformed = seen["malformed"]  # no `rewritten` at all: an alarm, never silently news
+    assert malformed["statusline"] == "LS · HISTORY REWRITTEN (intent) · 1 claim"
+    assert malformed["message"]["level"] == 4
+    assert "the server sent a history alarm without a message" in malformed["message"]["msg"]

@@ -24,7 +24,7 @@ vim.opt.runtimepath:prepend(vim.fs.dirname(docs))
 vim.cmd.helptags(docs)
 local found = {}
 for _, tag in ipairs({ 'loopstate', 'loopstate-setup', 'loopstate-statusline', ':LoopStateStop', 'loopstate-health',
-  'loopstate-root', 'loopstate-highlight' }) do
+  'loopstate-root', 'loopstate-highlight', 'loopstate-history', ':LoopStateAckHistory' }) do
   local ok = pcall(vim.cmd.help, tag)
   found[tag] = ok and vim.fn.expand('%:t') or false
   if ok then vim.cmd('close') end

@@ -3,7 +3,7 @@
 local H = dofile(vim.fs.joinpath(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h'), 'helper.lua'))
 vim.api.nvim_set_hl(0, 'LoopStateOk', { fg = '#00ff00' })
 require('loopstate').setup({})
-local names = { 'LoopStateOk', 'LoopStateBusy', 'LoopStateHalted', 'LoopStateError' }
+local names = { 'LoopStateOk', 'LoopStateBusy', 'LoopStateHalted', 'LoopStateError', 'LoopStateHistory' }
 local function groups()
   local out = {}
   for _, name in ipairs(names) do

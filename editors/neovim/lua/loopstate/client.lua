@@ -3,7 +3,8 @@
 --- the order of events); the subscriptions it keeps (the intent snapshot, the runs, the goal
 --- boards) and their latest projections; an initialize timeout; restart with backoff after a
 --- crash, resubscribing with `since` from the last head seen so nothing is missed; one message
---- per fault. Loading this module loads no part of vim.lsp: that happens at the first start.
+--- per fault; the server's history alarms (handed to history.lua). Loading this module loads no
+--- part of vim.lsp: that happens at the first start.
 local config = require('loopstate.config')
 local roots = require('loopstate.root')
 
@@ -219,6 +220,14 @@ local on_stream_error = for_subscription(function(project, entry, params)
   end
 end)
 
+-- The server's witness found a followed stream's history rewritten, or purged (history.lua).
+local function on_history_alarm(_, params, ctx)
+  local project = by_client[ctx.client_id]
+  if project then
+    require('loopstate.history').on_alarm(project, params)
+  end
+end
+
 -- lifecycle -------------------------------------------------------------------------------
 
 local start
@@ -413,7 +422,8 @@ start = function(project)
     name = 'loopstate',
     cmd = transport(project, gen),
     root_dir = project.root,
-    handlers = { ['loopstate/changed'] = on_changed, ['loopstate/streamError'] = on_stream_error },
+    handlers = { ['loopstate/changed'] = on_changed, ['loopstate/streamError'] = on_stream_error,
+      ['loopstate/historyAlarm'] = on_history_alarm },
     on_init = function(client, result) on_init(project, gen, client, result) end,
   }, { attach = false, silent = true, reuse_client = function() return false end })
   if not id then
@@ -445,9 +455,10 @@ function M.project(info)
   end
   project = {
     root = info.root, store = info.store, how = info.how, status = 'new', version = 0, attempts = 0, generation = 0,
-    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {}, unreadable = {},
+    topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {}, unreadable = {}, history = {},
   }
   M.projects[info.root] = project
+  require('loopstate.history').restore(project)
   M.follow(project, 'intent/snapshot')
   start(project)
   return project

@@ -388,6 +388,23 @@ function M.stream_names(lead, project)
   return matching(names, lead)
 end
 
+--- :LoopStateAckHistory [STREAM]: the user has checked the stream; its history alarm (or every
+--- alarm of the project) goes from the statusline. Needs no server: an alarm kept from an earlier
+--- Neovim can be acknowledged while the server is down.
+function M.ack_history(stream)
+  local project = client.lookup(0)
+  if not project then
+    return say('loopstate: this buffer is in no loopstate project that is open here: no history alarm to acknowledge',
+      vim.log.levels.ERROR)
+  end
+  require('loopstate.history').ack(project, stream)
+end
+
+--- Streams with a standing history alarm, for :LoopStateAckHistory completion.
+function M.alarm_streams(lead)
+  return matching(require('loopstate.history').streams(client.lookup(0)), lead)
+end
+
 --- :LoopStateRestart: the project's server stopped and started afresh (also after giving up).
 function M.restart()
   local project, why = client.for_command(vim.api.nvim_get_current_buf())

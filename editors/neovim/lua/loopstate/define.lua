@@ -33,6 +33,10 @@ function M.commands()
     nargs = '?', desc = 'loopstate: the audit log of a stream',
     complete = function(lead) return commands().stream_names(lead) end,
   })
+  cmd('LoopStateAckHistory', function(a) commands().ack_history(a.args) end, {
+    nargs = '?', desc = 'loopstate: acknowledge a history alarm (after checking the stream)',
+    complete = function(lead) return commands().alarm_streams(lead) end,
+  })
   cmd('LoopStateRestart', function() commands().restart() end, { desc = 'loopstate: restart the server' })
 end
 
@@ -43,6 +47,7 @@ M.GROUPS = {
   LoopStateBusy = 'DiagnosticWarn',      -- starting, restarting
   LoopStateHalted = 'DiagnosticError',   -- a kill switch stands
   LoopStateError = 'DiagnosticError',    -- no server, a stream unreadable
+  LoopStateHistory = 'ErrorMsg',         -- a history alarm stands (until :LoopStateAckHistory)
 }
 
 function M.highlights()

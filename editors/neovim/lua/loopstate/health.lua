@@ -150,6 +150,12 @@ function M.check()
     else
       h.warn(('%s: %s%s'):format(root, project.status, project.error and (': ' .. project.error) or ''))
     end
+    for stream, alarm in pairs(project.history or {}) do
+      h.error(('%s: HISTORY REWRITTEN in %s: %s'):format(root, stream, alarm.message), {
+        ('check it: `loopstate verify --against <kept checkpoint of %s>` (docs/verifying.md)'):format(stream),
+        'then :LoopStateAckHistory',
+      })
+    end
   end
 end
 

@@ -1,6 +1,7 @@
 --- The statusline component: a short string of the current project's state, rebuilt only when
 --- a `loopstate/changed` (or a server state change) arrives, so a redraw costs one table lookup.
 local client = require('loopstate.client')
+local history = require('loopstate.history')
 
 local M = {}
 
@@ -30,6 +31,8 @@ end
 --- Everything the string shows, as numbers and words (for tests and custom components).
 function M.summary(project)
   local s = { server = project.status, halted = false, blocking = 0, gates = 0, errors = 0 }
+  -- Streams whose history the server's witness found rewritten, until the user acknowledges it.
+  s.history_rewritten = history.streams(project)
   local seen = {} -- one broken stream read by several topics (a run's status, the run list) counts once
   for _, entry in pairs(project.topics) do
     if entry.error and not seen[entry.error] then
@@ -70,16 +73,28 @@ function M.summary(project)
   return s
 end
 
+--- `HISTORY REWRITTEN (streams)` while an alarm stands, else nil: shown whatever the server does.
+local function rewritten(project)
+  local streams = history.streams(project)
+  if #streams == 0 then
+    return nil
+  end
+  return ('HISTORY REWRITTEN (%s)'):format(table.concat(streams, ', '))
+end
+
 --- The text for a project (no caching).
 function M.render(project)
-  if project.status == 'missing' or project.status == 'failed' then
-    return 'LS: no server'
-  end
+  local alarm = rewritten(project)
   if project.status ~= 'running' then
-    return 'LS: ' .. project.status
+    local text = (project.status == 'missing' or project.status == 'failed') and 'LS: no server'
+      or ('LS: ' .. project.status)
+    return alarm and (text .. ' · ' .. alarm) or text
   end
   local s = M.summary(project)
   local parts = { s.halted and 'LS HALTED' or 'LS' }
+  if alarm then
+    table.insert(parts, alarm)
+  end
   if s.errors > 0 then
     table.insert(parts, ('%d stream%s unreadable'):format(s.errors, s.errors == 1 and '' or 's'))
   end
@@ -105,6 +120,9 @@ end
 
 --- The highlight group of a project's state.
 function M.group_of(project)
+  if next(project.history or {}) then
+    return 'LoopStateHistory' -- the most serious state: it stands until acknowledged
+  end
   if project.status == 'missing' or project.status == 'failed' then
     return 'LoopStateError'
   end

@@ -150,6 +150,10 @@ function M.state_lines(project)
     lines[2] = ('(%d event%s caught up after a server restart)'):format(project.caught_up, project.caught_up == 1 and '' or 's')
     table.insert(lines, '')
   end
+  for _, stream in ipairs(require('loopstate.history').streams(project)) do
+    vim.list_extend(lines, { ('HISTORY REWRITTEN: %s'):format(project.history[stream].message),
+      ('  check: loopstate verify --against <kept checkpoint of %s>; then :LoopStateAckHistory'):format(stream), '' })
+  end
   local intent = project.topics['intent/snapshot']
   if intent and intent.error then
     vim.list_extend(lines, { 'Intent: unreadable', '  ' .. intent.error })
