@@ -55,7 +55,7 @@ def build_parser(modules=None):
     from loopstate.cli.parser import group_verbs
 
     group_verbs(parser, "intent goals run init root project verify log doctor setup",
-                "recover compact validate schema serve mcp hook completion demo",
+                "recover compact checkpoint prove check-proof validate schema serve mcp hook completion demo",
                 "for editors, hosts, repairs and scripts")
     return parser
 

@@ -98,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = run.add_subparsers(dest="run_verb", metavar="VERB")
     from loopstate.cli.parser import group_verbs
 
-    group_verbs(run, "create list status acquire heartbeat stage intend complete stop resume",
+    group_verbs(run, "create list status acquire heartbeat stage intend complete stop unstop resume",
                 "transition route issue evidence authority reconcile sync", "for harnesses, recovery and audits")
 
     p = _verb(verbs, "create", "create a ready run bound to an authority grant", cmd_create, actor=True, derives="run")
