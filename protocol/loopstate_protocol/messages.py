@@ -147,6 +147,23 @@ class StreamErrorNotification(msgspec.Struct, kw_only=True):
     message: str
 
 
+class HistoryAlarmNotification(msgspec.Struct, kw_only=True):
+    """A followed stream's history changed in a way appending never does.
+
+    The server keeps its own Merkle tree of every stream it follows and checks
+    each new signed checkpoint against it. ``rewritten`` true: the checkpoint
+    does not extend what was seen (history was rewritten or cut, or signed by
+    another key): an alarm for the user. ``rewritten`` false: the stream was
+    purged (the one rewrite loopstate makes on purpose); what the client knew
+    of it was re-chained. Sent once per checkpoint, to every client of the server.
+    """
+
+    root: str
+    stream: str
+    rewritten: bool
+    message: str
+
+
 class LoopstateCapability(msgspec.Struct, kw_only=True, rename="camel"):
     """``capabilities.experimental.loopstate`` in the ``initialize`` result."""
 
@@ -166,6 +183,6 @@ class WireError(msgspec.Struct, kw_only=True):
 
 STRUCTS: tuple[type[msgspec.Struct], ...] = (
     ExecuteParams, ExecuteResult, QueryParams, SubscribeParams, SubscribeResult,
-    UnsubscribeParams, UnsubscribeResult, ChangedNotification, StreamErrorNotification,
+    UnsubscribeParams, UnsubscribeResult, ChangedNotification, StreamErrorNotification, HistoryAlarmNotification,
     LoopstateCapability, WireError, Head, ErrorData,
 )

@@ -25,8 +25,12 @@ CHANGED = "loopstate/changed"
 STREAM_ERROR = "loopstate/streamError"
 """Notification, server to client: a subscribed stream cannot be read (StreamErrorNotification)."""
 
+HISTORY_ALARM = "loopstate/historyAlarm"
+"""Notification, server to client: a stream's newest signed checkpoint does not extend the history
+this server saw, or the stream was purged (HistoryAlarmNotification)."""
+
 REQUESTS = (EXECUTE, QUERY, SUBSCRIBE, UNSUBSCRIBE)
-NOTIFICATIONS = (CHANGED, STREAM_ERROR)
+NOTIFICATIONS = (CHANGED, STREAM_ERROR, HISTORY_ALARM)
 
 # The experimental capability key under which `initialize` advertises loopstate.
 CAPABILITY = "loopstate"

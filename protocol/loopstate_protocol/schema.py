@@ -12,9 +12,8 @@ from typing import Any
 
 import msgspec
 
-from loopstate_protocol import PROTOCOL_VERSION, methods
+from loopstate_protocol import PROTOCOL_VERSION, methods, project, proofs
 from loopstate_protocol.base import MAX_SAFE_INTEGER
-from loopstate_protocol import project
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
     STRUCTS,
@@ -23,6 +22,7 @@ from loopstate_protocol.messages import (
     ChangedNotification,
     ExecuteParams,
     ExecuteResult,
+    HistoryAlarmNotification,
     QueryParams,
     StreamErrorNotification,
     SubscribeParams,
@@ -46,10 +46,13 @@ PROJECT_RESULTS: dict[str, type] = {
     "project.root": project.RootInfo, "project.runs": project.RunList, "project.goals": project.GoalList,
     "project.kill_switch": project.KillSwitchState, "project.verify": project.VerifyReport,
     "project.log": project.LogPage,
+    "project.public_key": proofs.PublicKey, "project.checkpoint": proofs.CheckpointNote,
+    "project.prove_inclusion": proofs.ProofText, "project.prove_consistency": proofs.ProofText,
 }
 NOTIFICATIONS: dict[str, type] = {
     methods.CHANGED: ChangedNotification,
     methods.STREAM_ERROR: StreamErrorNotification,
+    methods.HISTORY_ALARM: HistoryAlarmNotification,
 }
 
 
@@ -74,7 +77,7 @@ def bounded_integers(node: Any) -> Any:
 
 
 def schema() -> dict[str, Any]:
-    types = (*STRUCTS, *COMMANDS, *QUERIES, *project.RESULTS, AnyCommand, AnyQuery)
+    types = (*STRUCTS, *COMMANDS, *QUERIES, *project.RESULTS, *proofs.RESULTS, AnyCommand, AnyQuery)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
     components = bounded_integers(components)
 

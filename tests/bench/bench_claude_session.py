@@ -41,7 +41,7 @@ def main() -> None:
         ours.loopstate("setup", "apply", "--host", "claude", "--no-mcp" if args.no_mcp else "--mcp")
         ours.session("/intent remember keep the session short", [[Text("ok")]])
         walls: dict[str, list[float]] = {name: [] for name in homes}
-        for name, home in homes.items():  # one untimed session each: the host's own first-start work
+        for home in homes.values():  # one untimed session each: the host's own first-start work
             home.session("warm up", SCRIPT)
         for round_ in range(args.rounds):
             order = list(homes) if round_ % 2 == 0 else list(reversed(homes))

@@ -26,7 +26,6 @@ Usage: python tests/bench/bench_mcp_context.py
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import tempfile

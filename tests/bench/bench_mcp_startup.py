@@ -173,7 +173,7 @@ def main() -> None:
         servers["bare MCPServer, one tool"] = ([sys.executable, str(bare)], env, CALLS["bare"])
         got = {(name, host): ([], [], []) for name in servers for host in HOSTS}
         floor: list[float] = []
-        for name, (argv, child_env, call) in servers.items():  # warm: bytecode written, pages cached
+        for argv, child_env, call in servers.values():  # warm: bytecode written, pages cached
             handshake(argv, child_env, str(project), call, "codex")
         run_to_exit([sys.executable, "-c", "pass"], env, str(project))
         for _ in range(args.rounds):

@@ -49,6 +49,7 @@ from loopstate.domains.goals import DOMAIN as GOALS
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.runs import DOMAIN as RUNS
 from loopstate.service.engine import Service
+from loopstate.service.lifecycle import NO_EFFECTS
 
 BATCH = 1000
 TASK_EVENTS = 50  # events per intent task: a start, a claim, then claims superseding the one before
@@ -62,19 +63,16 @@ def build(service: Service, root: str, domain: Any, stream: str, commands: Calla
 
     def work(tx: Any) -> None:
         nonlocal made
-        effects = service.effects_of(domain)
+        effects = service.effects_of(domain) or NO_EFFECTS
         for _ in range(min(BATCH, count - made)):
             command = commands(folded.state, made)
-            ctx = service.context(project, f"bench-{made}")
-            if effects is not None:
-                ctx = effects.before_decide(service, project, folded.state, command, ctx)
+            prepared = effects.before_decide(service, project, folded.state, command,
+                                             service.context(project, f"bench-{made}"))
             try:
-                events = domain.decide(folded.state, command, ctx)
+                events = domain.decide(folded.state, command, prepared.ctx)
                 tx.append(events, request_id=f"bench-{made}", fp="bench")
             finally:
-                release = getattr(effects, "release", None)
-                if release is not None:
-                    release(ctx)
+                effects.release(prepared)
             made += len(events)
 
     while made < count:

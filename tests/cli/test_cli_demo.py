@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
 
 
+@pytest.mark.slow
 def test_demo_shows_every_change_as_a_status_bar_and_verifies() -> None:
     env = {k: v for k, v in os.environ.items() if k != "LOOPSTATE_DATA_DIR"}
     done = subprocess.run(
@@ -22,6 +24,7 @@ def test_demo_shows_every_change_as_a_status_bar_and_verifies() -> None:
     assert "CORRUPT" not in done.stdout and done.stdout.count("\nok      ") == 4
 
 
+@pytest.mark.slow
 def test_the_harness_commands_it_prints_run_as_printed_when_pasted_into_a_shell(tmp_path) -> None:
     """Every printed `harness$` line is shell-quoted: pasted into bash in a fresh project, the ones that name
     no id from the demo's own store run (exit 0), with their multi-word arguments intact."""

@@ -136,6 +136,7 @@ def test_the_sidecar_over_stdio_reads_and_refuses_without_making_a_store(root: P
     assert listing(data_dir) == []
 
 
+@pytest.mark.slow
 @needs_sdk
 async def test_an_mcp_read_and_refusal_over_stdio_make_no_store(root: Path, data_dir: Path) -> None:
     data_dir.mkdir()

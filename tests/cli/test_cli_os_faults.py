@@ -50,6 +50,7 @@ def _can_mount() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None and sys.platform.startswith("linux")
 
 
+@pytest.mark.slow
 @prerequisite(_can_mount(), "a small tmpfs for a full disk needs root and mount(8) on Linux")
 def test_a_full_disk(tmp_path: Path) -> None:
     disk = tmp_path / "disk"

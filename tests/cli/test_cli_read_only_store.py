@@ -74,7 +74,7 @@ class Store:
         return out
 
     def make_world_readable(self) -> None:
-        for top, dirs, names in os.walk(self.base):
+        for top, _dirs, names in os.walk(self.base):
             os.chmod(top, 0o755)
             for name in names:
                 os.chmod(os.path.join(top, name), 0o644)
@@ -104,6 +104,7 @@ def reads(store: Store) -> list[list[str]]:
     return [["intent", "show"], ["goals", "board", "ship"], ["run", "status", store.run_id], ["log"], ["verify"]]
 
 
+@pytest.mark.slow
 def test_every_read_of_a_store_it_cannot_write_answers_as_for_its_owner(store: Store) -> None:
     for argv in reads(store):
         own = store.as_root(*argv)  # the owner's read may renew a verified mark (docs/storage.md): before the copy

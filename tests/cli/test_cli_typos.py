@@ -63,6 +63,7 @@ def test_a_closed_pipe_ends_the_command_quietly(root: Path, data_dir: Path, args
     assert closed_pipe_run(args, root, data_dir) == (code, "")
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_sees_the_first_lines_and_no_error(root: Path, data_dir: Path) -> None:
     from loopstate_protocol import intent as p
 

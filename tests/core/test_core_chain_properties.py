@@ -104,6 +104,7 @@ def _expect_detected_at(project: Project, offset: int, sequence: int) -> None:
         pytest.fail(f"the change at line starting at byte {offset} went unnoticed")
 
 
+@pytest.mark.slow
 @examples(300)
 @given(n=st.integers(1, 6), where=st.floats(0, 1, exclude_max=True), new=st.integers(0, 255))
 def test_any_single_byte_change_is_detected_at_the_start_of_its_line(n, where, new):
@@ -126,6 +127,7 @@ def test_any_single_byte_change_is_detected_at_the_start_of_its_line(n, where, n
             _expect_detected_at(store.project, starts[index], index + 1)
 
 
+@pytest.mark.slow
 @examples(150)
 @given(n=st.integers(1, 6), where=st.floats(0, 1, exclude_max=True))
 def test_a_truncation_inside_a_line_leaves_a_torn_tail_at_its_start(n, where):

@@ -69,6 +69,7 @@ def _values(field: str, claimed: str) -> st.SearchStrategy[Any]:
     return st.dictionaries(keys, nested, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(field=field_names, claimed=hex64 | st.text(max_size=70), data=st.data())
 def test_the_cut_line_is_the_canonical_encoding_without_the_hash_field(field, claimed, data):

@@ -5,6 +5,7 @@ request in flight, writes one at the head it holds, which a cold reader then sta
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -35,6 +36,7 @@ def snapshot_head(path: Path) -> int | None:
         return None
 
 
+@pytest.mark.slow
 def test_an_idle_server_writes_the_snapshot_its_stream_is_due(data_dir: Path, root: Path, tmp_path: Path) -> None:
     env = dict(os.environ, LOOPSTATE_DATA_DIR=str(data_dir))
     with open(tmp_path / "serve.log", "wb") as log:

@@ -309,6 +309,7 @@ def run_scenario(scenario: Scenario, tmp: Path, variants: tuple[str, ...] = cras
 QUICK = ("synced", "cached", "torn")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_every_state_a_power_cut_may_leave_verifies_keeps_acknowledged_events_and_takes_the_next_mutation(scenario, tmp_path):
     assert run_scenario(scenario, tmp_path, QUICK) > 1

@@ -78,8 +78,7 @@ def test_later_snapshots_wait_for_a_share_of_the_last_ones_size(data_dir: Path, 
 
 
 def test_a_cold_reader_folds_at_most_the_tail_the_cadence_allows(data_dir: Path, root: Path) -> None:
-    for size, found in grow(data_dir, root, 260):
-        pass
+    size, found = list(grow(data_dir, root, 260))[-1]
     envelope, length = found
     cold = Service(data_dir=data_dir, domains=[GOALS])
     folded = cold.refresh(cold.project(str(root)), GOALS, "goals.g")

@@ -351,6 +351,7 @@ KILLS = 30
 MAX_ROUNDS = 200  # past KILLS only until a kill has landed inside a write (timing under load varies)
 
 
+@pytest.mark.slow
 def test_sigkill_while_a_snapshot_is_written_leaves_a_whole_snapshot_or_none(data_dir: Path, root: Path) -> None:
     rng = __import__("random").Random(20261201)
     seed = Service(data_dir=data_dir, domains=[GOALS])

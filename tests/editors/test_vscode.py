@@ -29,8 +29,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO, prerequisite
 
 EXTENSION = REPO / "editors" / "vscode"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 from pathlib import Path
 
 from goalkit import FIXTURE
 
 
+@pytest.mark.slow
 def test_cli_records_todos_and_gates_and_shows_the_board(cli, root: Path) -> None:
     assert "todo_added todo_id=T001 at append_sequence 1" in cli("add", "g1", "Define the envelope", "--priority", "P0").stdout
     cli("add", "g1", "Replay deterministically", "--order", "1")
@@ -39,6 +41,7 @@ def test_cli_json_outcome_and_event_id_idempotency(cli) -> None:
     assert replay["replayed"] is True and replay["events"] == retry["events"]
 
 
+@pytest.mark.slow
 def test_cli_render_check_and_bridge(cli, root: Path) -> None:
     cli("add", "g1", "first")
     cli("render", "g1")
@@ -59,6 +62,7 @@ def test_cli_render_check_and_bridge(cli, root: Path) -> None:
     assert preview.startswith("# Active goal state: g1") and '"privacy":"public_safe"' in preview
 
 
+@pytest.mark.slow
 def test_cli_backfill_then_bridge_is_clean(cli, root: Path) -> None:
     done = cli("backfill", "payments", str(FIXTURE), "--json")
     events = json.loads(done.stdout)["events"]
@@ -72,6 +76,7 @@ def test_cli_backfill_then_bridge_is_clean(cli, root: Path) -> None:
     assert json.loads(cli("list", "--json").stdout) == {"goals": ["payments"]}
 
 
+@pytest.mark.slow
 def test_cli_compact_then_board_reads_from_the_snapshot(cli) -> None:
     for number in range(5):
         cli("add", "g1", f"task {number}")
@@ -94,6 +99,7 @@ def test_cli_refuses_bad_input_with_a_clear_message(cli) -> None:
     assert "usage" in cli(expect=2).stderr.lower()
 
 
+@pytest.mark.slow
 def test_cli_run_refresh_quota_evidence_and_update_verbs(cli) -> None:
     cli("add", "g1", "first")
     cli("update", "g1", "T001", "--title", "first, renamed", "--meta", "area=storage", "--ref", "pr=12")

@@ -55,6 +55,7 @@ def tool(project: Path, data_dir: Path, **env: str) -> dict:
                 cwd=project, env=env)
 
 
+@pytest.mark.slow
 def test_a_ready_run_and_a_halted_one_are_lifted_by_the_commands_their_denials_name(project, data_dir) -> None:
     created = json.loads(loopstate("run", "create", "--objective", "Fix checkout", "--done-gate", "tests pass",
                                    "--asset", "app", "--json", cwd=project, data_dir=data_dir).stdout)
@@ -90,6 +91,7 @@ def test_an_open_gate_is_resolved_by_the_command_the_stop_reason_names(project, 
     assert stop() == {"continue": True}
 
 
+@pytest.mark.slow
 def test_a_corrupt_ledger_is_repaired_by_the_commands_the_fault_names(project, data_dir) -> None:
     for text in ("Keep the API", "Keep the docs"):  # the second is damaged: recover keeps the first
         out = hook("claude", "UserPromptSubmit", host_input("claude", "UserPromptSubmit", project, "s-cmd",

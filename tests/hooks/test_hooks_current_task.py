@@ -88,6 +88,7 @@ def test_twenty_sessions_leave_one_task(project, data_dir):
     assert [t["label"] for t in tasks(project, data_dir)] == ["shop"]
 
 
+@pytest.mark.slow
 def test_two_concurrent_sessions_see_each_others_remembered_claims_at_their_next_prompt(project, data_dir):
     for session in ("left", "right"):
         event(project, data_dir, session, "SessionStart")
@@ -115,6 +116,7 @@ def test_loopstate_task_pins_a_process_to_a_task(project, data_dir):
     assert "no task id starts with 'ffffffff'" in wrong["systemMessage"]  # fails open, saying what was wrong
 
 
+@pytest.mark.slow
 def test_a_private_session_is_its_own_and_the_others_keep_the_shared_task(project, data_dir):
     prompt(project, data_dir, "shared", "/intent remember Keep the API")
     assert receipt_for(project, data_dir, "quiet", "/intent private").startswith("loopstate: this session is private")
@@ -191,6 +193,7 @@ def test_a_store_of_the_old_rule_keeps_working_and_its_first_write_records_the_c
     loopstate("verify", cwd=project, data_dir=data_dir)
 
 
+@pytest.mark.slow
 def test_run_create_and_acquire_with_session_bind_that_host_session_to_the_run(project, data_dir):
     def tool(session: str) -> dict:
         return event(project, data_dir, session, "PreToolUse")
@@ -213,6 +216,7 @@ def test_run_create_and_acquire_with_session_bind_that_host_session_to_the_run(p
     assert context_of(start).startswith(f"Run {run_id}: cancelled")
 
 
+@pytest.mark.slow
 def test_a_private_session_records_nothing_even_when_a_pin_names_a_task(project, data_dir):
     task = json.loads(loopstate("intent", "start", "--claim", "Keep it", "--json", cwd=project,
                                 data_dir=data_dir).stdout)["events"][0]["task_id"]

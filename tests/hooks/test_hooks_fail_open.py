@@ -52,6 +52,7 @@ def remember(host: str, project: Path, data_dir: Path) -> None:
     assert "remembered" in receipt_of(host, out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_corrupt_ledger(host: str, project: Path, data_dir: Path) -> None:
     remember(host, project, data_dir)
@@ -67,6 +68,7 @@ def test_a_corrupt_ledger(host: str, project: Path, data_dir: Path) -> None:
                                            data_dir=data_dir, cwd=project))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_lock_held_by_another_process(host: str, project: Path, data_dir: Path) -> None:
     from loopstate.core.project import Project

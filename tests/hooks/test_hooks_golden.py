@@ -25,6 +25,7 @@ def project(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_each_event_answers_exactly_what_the_host_accepts(host: str, project: Path, data_dir: Path) -> None:
     def call(event: str, **fields):
@@ -82,6 +83,7 @@ def test_stop_blocks_on_an_open_gate_only_with_enforcement_on(host: str, project
     assert stop(stop_hook_active=True) == {"continue": True}  # never twice in one turn
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_intent_commands_answer_with_a_receipt_and_keep_the_prompt_from_the_model(host: str, project: Path,
                                                                                   data_dir: Path) -> None:

@@ -20,6 +20,7 @@ SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 ORDINARY = f"Refactor the checkout module, my token is {SECRET} if you need it"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["claude", pytest.param("codex", marks=needs_conformance)])
 def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     project = tmp_path / "shop"
@@ -78,6 +79,7 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
         assert claims[0]["source_ref"]["event_id"] == "t1"
 
 
+@pytest.mark.slow
 def test_a_session_bound_to_a_run_may_work_only_while_the_run_may(tmp_path: Path, data_dir: Path) -> None:
     project = tmp_path / "shop"
     (project / ".git").mkdir(parents=True)

@@ -28,7 +28,7 @@ def test_a_project_s_hooks_carry_no_machine_path_and_codex_hashes_them_as_doctor
         kit.extra_env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + kit.env()["PATH"]  # loopstate on PATH
         out = kit.loopstate("setup", "apply", "--host", "codex", "--scope", "project", "--mcp").stdout
         shared = kit.project / ".codex" / "config.toml"
-        assert f"commit these with the project" in out and str(shared) in out
+        assert "commit these with the project" in out and str(shared) in out
         assert str(tmp_path) not in shared.read_text() and "command = \"loopstate hook codex Stop\"" in shared.read_text()
         assert out.splitlines()[-1].endswith("open /hooks in Codex in this project and trust each loopstate hook")
 

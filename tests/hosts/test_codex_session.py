@@ -42,7 +42,7 @@ def test_setup_s_trust_is_the_hash_codex_computes_and_only_then_codex_runs_the_h
         listed = {h["key"]: h for h in kit.hooks_list()}
         ours = codex_trust.our_hooks(tomllib.loads(kit.config.read_text()), str(kit.config), CODEX)
         assert set(ours) == set(listed) and len(ours) == 7
-        for key, (event, current) in ours.items():
+        for key, (_event, current) in ours.items():
             assert listed[key]["currentHash"] == current and listed[key]["trustStatus"] == "trusted", key
         kit.server.then(TOUCH)
         session = kit.exec("make a file")

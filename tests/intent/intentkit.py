@@ -14,7 +14,7 @@ from loopstate.domains.intent.records import CURRENT_TASK_SET
 from loopstate.service import Service
 from loopstate_protocol import intent as p
 
-from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE
+from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE  # noqa: F401 (re-exported to conftest.py)
 
 SCHEMA_PATH = CONFORMANCE / "intent-loop" / "ledger-event.schema.json"
 LOOPSTATE_ADDED = ("sequence", "request_fingerprint", "batch")

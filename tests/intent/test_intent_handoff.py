@@ -16,13 +16,15 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopstate_protocol.intent import FACETS, STATUSES
+
 from loopstate.core import snapshot
 from loopstate.core.checkpoint import Checkpoint
 from loopstate.core.clock import format_time, parse_time
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.intent import projections
 from loopstate.domains.intent.handoff import FACET_ORDER, STATUS_ORDER, ActiveClaims, View, omission_kind, order_key
-from loopstate.domains.intent.records import FACETS, STATUSES, Claim, Task
+from loopstate.domains.intent.records import Claim, Task
 from loopstate.domains.intent.state import IntentState
 
 NOW = parse_time("2026-06-01T00:00:00Z")

@@ -138,6 +138,7 @@ ODD_BUT_SOUND = [  # fields the SDK's models ignore or accept: answered early to
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", [CLAUDE, CODEX, SDK_CLIENT] + ODD_BUT_SOUND + [
     {**CLAUDE, "protocolVersion": version} for version in ("2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "1999-01-01")
 ], ids=["claude", "codex", "sdk-client", "odd-capabilities", "odd-client-info", "2024-11-05", "2025-03-26", "2025-11-25", "2026-07-28", "unknown-version"])
@@ -148,6 +149,7 @@ def test_early_answers_are_the_sdks_own_bytes(init, root, data_dir):
     assert "answered request(s) 0, 1, 2, 3 before the SDK was loaded" in answered_early(stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("messages", [
     handshake_lines({**CLAUDE, "_meta": {"progressToken": 1}}),  # _meta on initialize: the SDK decides
     handshake_lines({**CLAUDE, "capabilities": {"roots": {"listChanged": "yes"}}}),  # the SDK refuses it
@@ -224,6 +226,7 @@ run()
 """
 
 
+@pytest.mark.slow
 def test_an_install_the_table_does_not_fit_records_the_sdks_answers_for_its_next_start(tmp_path, root, data_dir):
     env = {**mcp_env(data_dir), "XDG_CACHE_HOME": str(tmp_path / "own-cache")}
     messages = handshake_lines(CLAUDE)

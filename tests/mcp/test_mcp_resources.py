@@ -7,6 +7,7 @@ tests only assert delivery, within a generous timeout (no timed assertion).
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from loopstate.core.project import Project
@@ -17,6 +18,7 @@ from tests.runs.clikit import Cli
 pytestmark = needs_sdk
 
 
+@pytest.mark.slow
 async def test_a_cli_change_in_another_process_reaches_a_subscriber(root, data_dir):
     cli = Cli(root, data_dir)
     cli.ok("intent", "start", "--label", "before")  # the project exists, so its URI is known
@@ -33,6 +35,7 @@ async def test_a_cli_change_in_another_process_reaches_a_subscriber(root, data_d
         assert "after" in labels
 
 
+@pytest.mark.slow
 async def test_runs_and_goals_resources_update_and_unsubscribe_stops_them(root, data_dir):
     cli = Cli(root, data_dir)
     run_id = cli.create()

@@ -77,6 +77,7 @@ async def test_malformed_sandbox_metadata_is_refused(root, data_dir, tmp_path):
     assert projects(data_dir) == set()
 
 
+@pytest.mark.slow
 async def test_the_clients_single_file_root_is_the_project(root, other, elsewhere, data_dir):
     async with connected(data_dir, cwd=elsewhere, roots=[root.as_uri()]) as client:
         started = await client.ok("intent_task", {"action": "start"})
@@ -99,6 +100,7 @@ async def test_without_a_host_root_the_servers_cwd_is_discovered_upward(root, da
     assert json.loads(Cli(root, data_dir).ok("intent", "show", "--json"))["project_id"] == shown["project_id"]
 
 
+@pytest.mark.slow
 def test_a_2026_client_whose_roots_cannot_be_asked_gets_the_project_of_the_servers_cwd(root, data_dir):
     """Claude Code 2.1 speaks 2026-07-28: every request carries its envelope, and the server cannot send it
     roots/list (no back-channel). Its advertised roots are then no source: the cwd's project is (the host starts

@@ -1,6 +1,7 @@
 """Every tool of `loopstate mcp` through the SDK's client, over real stdio, against the real store.
 
 Happy paths are checked against what the CLI (another process) then reads
+import pytest
 from the store; refusals are the domains' own rules, arriving as tool errors
 with loopstate's stable codes.
 """
@@ -35,6 +36,7 @@ def leased_run(cli: Cli) -> dict:
     return {"run_id": run_id, "lease_id": lease["lease_id"], "generation": lease["generation"]}
 
 
+@pytest.mark.slow
 async def test_lists_nine_tools_and_the_projects_resources(root, data_dir):
     from mcp.types import ListToolsResult
 
@@ -88,6 +90,7 @@ async def test_intent_tools_start_claim_replace_invalidate_and_show(root, data_d
     assert {c.get("state", "active") for c in audit["claims"]} == {"active", "superseded", "invalidated"}
 
 
+@pytest.mark.slow
 async def test_run_tools_heartbeat_operation_issue_and_evidence(root, data_dir):
     cli = Cli(root, data_dir)
     lease = leased_run(cli)
@@ -112,6 +115,7 @@ async def test_run_tools_heartbeat_operation_issue_and_evidence(root, data_dir):
     assert [i["status"] for i in after["issues"]] == ["acknowledged"] and len(after["evidence_ids"]) == 1
 
 
+@pytest.mark.slow
 async def test_goal_tools_list_ready_claim_update_complete(root, data_dir):
     cli = Cli(root, data_dir)
     cli.ok("goals", "add", "ship", "write docs")
@@ -172,6 +176,7 @@ async def test_a_heartbeat_on_an_expired_lease_is_refused(root, data_dir):
         assert "expired" in error["message"]
 
 
+@pytest.mark.slow
 async def test_completing_a_todo_behind_an_open_gate_is_refused(root, data_dir):
     cli = Cli(root, data_dir)
     cli.ok("goals", "add", "ship", "release")
@@ -185,6 +190,7 @@ async def test_completing_a_todo_behind_an_open_gate_is_refused(root, data_dir):
         await client.ok("todo", {"action": "complete", "goal_id": "ship", "todo_id": "T001", "rationale": "done"})
 
 
+@pytest.mark.slow
 async def test_resume_picks_a_named_or_the_newest_task_and_says_when_there_is_none(root, data_dir):
     cli = Cli(root, data_dir)
     async with connected(data_dir, "--root", str(root)) as client:
@@ -200,6 +206,7 @@ async def test_resume_picks_a_named_or_the_newest_task_and_says_when_there_is_no
         await client.refused("intent_task", {"action": "resume", "task_id": "0" * 8}, "NOT_FOUND")
 
 
+@pytest.mark.slow
 async def test_todo_ready_reads_every_page_of_a_board_with_more_active_todos_than_one_page(root, data_dir):
     from loopstate_protocol import goals as goals_proto
 

@@ -37,11 +37,11 @@ def append_at_once(root: Path, data_dir: Path, labels: list[str]) -> None:
     def work(tx) -> None:
         for label in labels:
             command = IntentTaskStart(label=label)
-            ctx = effects.before_decide(writer, project, folded.state, command, writer.context(project, label))
+            prepared = effects.before_decide(writer, project, folded.state, command, writer.context(project, label))
             try:
-                tx.append(domain.decide(folded.state, command, ctx), request_id=label, fp=label)
+                tx.append(domain.decide(folded.state, command, prepared.ctx), request_id=label, fp=label)
             finally:
-                effects.release(ctx)
+                effects.release(prepared)
 
     folded.ledger.submit(work)
 

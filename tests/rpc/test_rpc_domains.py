@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import datetime as dt
 import subprocess
 import uuid
@@ -55,6 +56,7 @@ def test_a_stop_file_created_by_another_process_halts_the_run_and_the_editor_see
     assert harness.query(str(root), {"kind": "runs.status", "run_id": run_id})["run"]["status"] == "halted_kill_switch"
 
 
+@pytest.mark.slow
 def test_a_run_subscribed_while_the_stop_file_stands_is_halted_at_once(servers: Servers, root: Path) -> None:
     harness, editor = servers.start(), servers.start()
     run_id = active_run(harness, str(root))
@@ -65,6 +67,7 @@ def test_a_run_subscribed_while_the_stop_file_stands_is_halted_at_once(servers: 
     assert change.snapshot["run"]["status"] == "halted_kill_switch"
 
 
+@pytest.mark.slow
 def test_a_goal_board_subscriber_receives_each_change_with_its_last_append_sequence(
         servers: Servers, root: Path, data_dir: Path) -> None:
     editor, harness = servers.start(), servers.start()

@@ -91,6 +91,7 @@ def test_the_wire_limit_is_exact(client: LoopstateClient, root: Path) -> None:
         assert client.response(levels)["error"]["data"]["code"] == code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, params", [
     ("initialize", {"capabilities": {}, "initializationOptions": "DEEP"}),
     (methods.QUERY, {"root": "ROOT", "query": "DEEP"}),

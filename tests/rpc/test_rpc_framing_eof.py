@@ -18,6 +18,7 @@ from loopstate.core.project import Project
 from rpckit import SERVE, task_start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tail, fragment", [
     (b"Content-Length: 100\r\n\r\n{\"jsonrpc\": \"2.0\", ", "inside a 100-byte body"),
     (b"Content-Length: 100\r\n", "inside a header block"),
@@ -64,6 +65,7 @@ def wait_for_line(log: Path, text: str, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_a_client_that_closes_our_stdout_gets_exit_1_and_a_clean_stderr(data_dir: Path, root: Path,
                                                                       tmp_path: Path) -> None:
     """Input that arrives after the client closed our stdout (while a request is still

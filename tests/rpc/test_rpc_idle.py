@@ -9,6 +9,7 @@ told), and it goes back to sleep the same way.
 
 from __future__ import annotations
 
+import pytest
 import re
 import shutil
 import subprocess
@@ -32,6 +33,7 @@ def wakeups(pid: int, seconds: float) -> list[str]:
             and "resumed" not in line]
 
 
+@pytest.mark.slow
 @needs_strace
 def test_an_idle_subscribed_server_makes_no_wakeups(root: Path, data_dir: Path) -> None:
     with LoopstateClient([sys.executable, "-m", "loopstate.cli.main", "serve"], cwd=str(root),

@@ -154,6 +154,7 @@ def _serve_with_stdin(stdin, data_dir, tmp_path) -> subprocess.Popen:
                             env=env_for_child(data_dir))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["devnull", "closed_pipe", "terminal_hangup"])
 def test_end_of_input_ends_the_server_whatever_stdin_is(source: str, data_dir, tmp_path) -> None:
     """`loopstate serve </dev/null`, a pipe whose writer closes, a terminal that hangs up: each ends the server

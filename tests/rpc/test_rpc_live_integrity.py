@@ -111,6 +111,7 @@ def three_tasks_by_cli(data_dir: Path, root: Path) -> None:
         assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", CHANGES, ids=lambda f: f.__name__)
 def test_verified_bytes_changed_under_running_servers_stop_mutations_queries_and_tell_subscribers(
         servers: Servers, root: Path, data_dir: Path, tmp_path: Path, change: Callable[[Path, Path], None]) -> None:
@@ -135,6 +136,7 @@ def test_verified_bytes_changed_under_running_servers_stop_mutations_queries_and
     assert watching.query("/", {"kind": "intent.tasks"}) == []  # both keep serving other projects
 
 
+@pytest.mark.slow
 def test_a_changed_head_record_with_a_chained_line_appended_after_it_is_caught(
         servers: Servers, root: Path, data_dir: Path) -> None:
     """Growth does not hide an edit of the last verified record: a forger who edits it in
@@ -157,6 +159,7 @@ def test_a_changed_head_record_with_a_chained_line_appended_after_it_is_caught(
     assert_refused(client, root, "r-after")
 
 
+@pytest.mark.slow
 def test_bytes_put_back_as_they_were_verified_serve_again(servers: Servers, root: Path, data_dir: Path, tmp_path: Path) -> None:
     client = servers.start()
     three_tasks(client, root)
@@ -171,6 +174,7 @@ def test_bytes_put_back_as_they_were_verified_serve_again(servers: Servers, root
     assert run_cli(data_dir, "verify", "--root", str(root)).returncode == 0
 
 
+@pytest.mark.slow
 def test_recover_after_a_change_was_noticed_leaves_the_server_on_the_kept_prefix(
         servers: Servers, root: Path, data_dir: Path, tmp_path: Path) -> None:
     client = servers.start()
@@ -190,6 +194,7 @@ def test_recover_after_a_change_was_noticed_leaves_the_server_on_the_kept_prefix
     assert [t["label"] for t in note.snapshot] == ["one", "again"]
 
 
+@pytest.mark.slow
 def test_plain_growth_by_another_process_is_still_news(servers: Servers, root: Path, data_dir: Path) -> None:
     client = servers.start()
     three_tasks(client, root)

@@ -23,6 +23,7 @@ async def editor(data_dir: Path):
     await client.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_an_lsp_client_initializes_subscribes_executes_and_hears_the_change(editor, root: Path) -> None:
     result = await editor.initialize_session(types.InitializeParams(capabilities=types.ClientCapabilities()))

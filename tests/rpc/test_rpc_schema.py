@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def test_every_method_and_notification_names_a_definition() -> None:
         assert ref.removeprefix("#/$defs/") in document["$defs"]
 
 
+@pytest.mark.slow
 def test_real_wire_messages_validate_against_the_schema(servers, root: Path) -> None:
     client = servers.start(initialize=False)
     initialized = client.initialize()

@@ -17,6 +17,7 @@ def sequences(changes) -> list[int]:
     return [e["sequence"] for c in changes for e in c.events]
 
 
+@pytest.mark.slow
 def test_two_servers_plus_the_cli_and_another_process_each_subscriber_sees_every_change_once_in_order(
         servers: Servers, root: Path, data_dir: Path) -> None:
     a, b = servers.start(), servers.start()
@@ -55,6 +56,7 @@ def test_two_servers_plus_the_cli_and_another_process_each_subscriber_sees_every
     assert all(c.events is None for c in snapshots)
 
 
+@pytest.mark.slow
 def test_a_reconnecting_subscriber_gets_exactly_the_missed_events_with_since(
         servers: Servers, root: Path, data_dir: Path) -> None:
     first = servers.start()
@@ -143,6 +145,7 @@ def test_a_stream_corrupted_by_another_process_is_reported_to_its_subscribers(
     assert client.query("/", {"kind": "intent.tasks"}) == []  # the server keeps serving
 
 
+@pytest.mark.slow
 def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_subscriber(
         servers: Servers, root: Path, data_dir: Path) -> None:
     a, b = servers.start(), servers.start()
@@ -159,11 +162,12 @@ def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_sub
         assert [t["label"] for t in change.snapshot] == ["keep"]
         assert change.head.sequence == 1 and change.head.hash == log["head"]["hash"]
     a.execute(str(root), task_start("after"), "after")
-    for client, sub in subs:
+    for client, _sub in subs:
         change = client.next_change(30)
         assert not change.rewritten and change.previous_sequence == 1 and change.head.sequence == 2
 
 
+@pytest.mark.slow
 def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root: Path) -> None:
     a, b = servers.start(), servers.start()
     only = a.execute(str(root), task_start("only"), "only").events[0]["task_id"]
@@ -177,6 +181,7 @@ def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root
         assert snapshot == []
 
 
+@pytest.mark.slow
 def test_since_further_back_than_one_subscribe_returns_is_refused_with_what_to_do(
         servers: Servers, root: Path, data_dir: Path) -> None:
     from loopstate.core.chain import Position, seal

@@ -26,6 +26,7 @@ def cli(root: Path, data_dir: Path) -> Cli:
     return Cli(root, data_dir)
 
 
+@pytest.mark.slow
 def test_the_evidence_example_in_help_is_accepted_as_written(cli, tmp_path):
     text = cli.ok("run", "evidence", "add", "--help", root=False)
     example = re.search(r"<<'EOF'\n(.*?)\n\s*EOF\n", text, re.S)
@@ -39,6 +40,7 @@ def test_the_evidence_example_in_help_is_accepted_as_written(cli, tmp_path):
     assert cli.status(run_id)["evidence_ids"] == [added["evidence_id"]]
 
 
+@pytest.mark.slow
 def test_the_issue_example_in_help_runs_as_written(cli):
     text = cli.ok("run", "issue", "open", "--help", root=False)
     lines = re.findall(r"^\s+(loopstate run issue .*?)(?<!\\)$", text.replace("\\\n", " "), re.M)

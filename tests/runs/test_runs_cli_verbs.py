@@ -36,6 +36,7 @@ def cli(root: Path, data_dir: Path) -> Cli:
     return Cli(root, data_dir)
 
 
+@pytest.mark.slow
 def test_every_runs_command_the_sidecar_serves_has_a_verb_with_json(cli):
     assert set(VERBS) == {c.__struct_config__.tag for c in COMMANDS}
     for words in VERBS.values():
@@ -43,6 +44,7 @@ def test_every_runs_command_the_sidecar_serves_has_a_verb_with_json(cli):
         assert "--json" in usage, words
 
 
+@pytest.mark.slow
 def test_stages_intents_and_completions_from_the_shell_with_short_ids(cli):
     run_id = cli.create()
     held = cli.acquire(run_id[:8])
@@ -116,6 +118,7 @@ def test_sync_writes_the_halt_a_standing_kill_switch_owes(cli, root):
     assert cli.json("run", "sync", run_id[:8])["events"] == []
 
 
+@pytest.mark.slow
 def test_run_list_shows_status_stage_owner_and_budget_use(cli):
     assert "no runs in this project" in cli.ok("run", "list")
     first = cli.create()
@@ -195,6 +198,7 @@ def test_status_tells_when_a_kill_switch_stands(cli, root):
     assert "kill switch: SET (.the-loop/STOP)" in text and "halts at its next command" in text
 
 
+@pytest.mark.slow
 def test_stop_halts_every_run_of_the_project_and_says_so(cli, root):
     help_text = cli.ok("run", "stop", "--help", root=False)
     assert "EVERY run of the project" in help_text and "--cancel RUN" in help_text
@@ -257,6 +261,7 @@ def test_run_stop_in_a_nested_project_halts_the_enclosing_projects_runs_too(cli,
     assert f"an enclosing project, {root}" in text
 
 
+@pytest.mark.slow
 def test_a_stop_set_in_the_enclosing_project_halts_a_nested_projects_run(cli, root, data_dir):
     sub = root / "src" / "sub"
     sub.mkdir(parents=True)
@@ -298,6 +303,7 @@ def test_the_protocols_run_statuses_are_the_run_records_statuses():
     assert set(RUN_STATUSES) == set(get_args(Status)) == set(TRANSITIONS)
 
 
+@pytest.mark.slow
 def test_leased_verbs_use_the_lease_this_user_acquired_when_none_is_named(cli):
     import getpass
 

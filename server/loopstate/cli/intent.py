@@ -14,6 +14,7 @@ import sys
 from typing import Any, Union
 
 import msgspec
+
 from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, SNAPSHOT_PAGE, STATUSES
 from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
@@ -174,7 +175,6 @@ def _decode(raw: str, type_: Any, what: str) -> Any:
     from loopstate_protocol.errors import ErrorCode
 
     from loopstate.core.errors import LoopstateError
-
     from loopstate.core.nesting import decoded_text
 
     try:
@@ -331,9 +331,9 @@ def cmd_compaction(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from loopstate_protocol.intent import IntentImport
-
     import json
+
+    from loopstate_protocol.intent import IntentImport
 
     from loopstate.core.nesting import decoded_text
 
@@ -528,9 +528,9 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from loopstate_protocol.intent import IntentExport
-
     import json
+
+    from loopstate_protocol.intent import IntentExport
 
     graph = _query(args, IntentExport(task_id=_task(args, args.task)))
     data = json.dumps(graph, indent=None if args.json else 2, sort_keys=True)

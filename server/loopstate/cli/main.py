@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "loopstate.cli.setup": ("setup", "doctor"),
     "loopstate.cli.hook": ("hook",),
     "loopstate.cli.compact": ("compact",),
+    "loopstate.cli.transparency": ("checkpoint", "prove", "check-proof"),
 }
 MODULE_OF = {verb: module for module, verbs in SUBCOMMANDS.items() for verb in verbs}
 

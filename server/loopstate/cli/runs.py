@@ -652,7 +652,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         run_id = session.run_id(args.cancel)
         outcome = session.execute(Stop(run_id=run_id, actor=_actor(args), cancel=True, reason=args.reason))
         return _report(args, outcome, f"run {run_id}: cancelled (no kill switch set; other runs go on)")
-    from loopstate.service.runs_project import has_run, halt_project
+    from loopstate.service.runs_project import halt_project, has_run
 
     result = halt_project(session.service, session.root, _actor(args))  # first: a typo below must not keep it unset
     if args.run_id is not None:

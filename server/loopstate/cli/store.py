@@ -23,6 +23,8 @@ from loopstate.service.front import stream_layout
 def register(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check every stream's hash chain from the first byte")
     add_common(verify)
+    verify.add_argument("--against", metavar="CHECKPOINT_FILE",
+                        help="check that the stream a kept checkpoint names still begins with what it signed")
     verify.set_defaults(func=cmd_verify)
 
     recover = sub.add_parser(
@@ -61,6 +63,10 @@ def _project(args: argparse.Namespace) -> Project:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.against is not None:
+        from loopstate.cli.transparency import verify_against
+
+        return verify_against(args)
     project = _project(args)
     reports = []
     for name in project.stream_names():

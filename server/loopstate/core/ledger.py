@@ -29,9 +29,9 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
+from loopstate.core.mutation import Mutation, Scope
 from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
-from loopstate.core.mutation import Mutation, Scope
 from loopstate.core.stream import ProgressFn, Record, Stream
 
 if TYPE_CHECKING:

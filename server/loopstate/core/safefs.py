@@ -323,7 +323,7 @@ class HeldDescriptor:
         self.fd: int | None = None
         # (device, inode) of the held file, fixed for as long as it is held.
         self.identity: tuple[int, int] = (0, 0)
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[int], HeldDescriptor] | None = None
 
     def hold(self, fd: int, info: os.stat_result) -> int:
         """Keep ``fd``, opened safely and checked (``info`` is its fstat)."""
@@ -478,7 +478,7 @@ def remove_orphan_temps(folder: Path, for_name: str | None = None) -> list[str]:
     temp mark) are removed: the caller holds the lock that every writer of that
     target holds, so none of them can be a temp file still being written.
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(folder)
     except FileNotFoundError:

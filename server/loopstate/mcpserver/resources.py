@@ -30,8 +30,8 @@ import msgspec
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.core.project import Project
 from loopstate.core.news import News
+from loopstate.core.project import Project
 from loopstate.service.engine import Service
 from loopstate.service.watch import Watcher
 

@@ -93,11 +93,9 @@ def _compact_schema(schema: Any) -> Any:
 
 def build_server(service: Service, session: Session) -> tuple[Any, Any]:
     """The MCPServer with loopstate's tools and resources (module docstring), and what closes it."""
-    from pydantic import ValidationError
-
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.tools import Tool
-    from mcp.shared.exceptions import MCPError, NoBackChannelError
+    from mcp.shared.exceptions import MCPError
     from mcp.types import (
         INVALID_PARAMS,
         CallToolResult,
@@ -108,6 +106,7 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
         TextContent,
         TextResourceContents,
     )
+    from pydantic import ValidationError
 
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopstate-service")
     state: dict[str, Any] = {"updates": None}

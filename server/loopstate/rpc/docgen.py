@@ -189,6 +189,33 @@ def project_reference() -> list[str]:
     return out
 
 
+PROOFS_INTRO = """\
+Four more `project.*` queries hand a client what it needs to hold the store to its history
+without trusting it (docs/verifying.md): the public key the checkpoints are signed with, the
+newest signed checkpoint of a stream, an inclusion proof of one event and a consistency proof
+from a checkpoint the client kept. Proofs and notes are the texts `loopstate prove` and
+`loopstate checkpoint` print; `loopstate check-proof` checks them with the key alone.
+"""
+
+
+def proofs_reference() -> list[str]:
+    """The proof queries and their results."""
+    from loopstate_protocol import proofs
+    from loopstate_protocol.schema import PROJECT_RESULTS
+
+    out = ["## Checkpoints and proofs", "", PROOFS_INTRO, "| query | result |", "|---|---|"]
+    out += [f"| `{q.__struct_config__.tag}` | `{PROJECT_RESULTS[q.__struct_config__.tag].__name__}` |"
+            for q in proofs.QUERIES]
+    out.append("")
+    for cls in proofs.QUERIES:
+        out += [f"### `{cls.__struct_config__.tag}`", "", _doc(cls), ""]
+        if msgspec.inspect.type_info(cls).fields:
+            out += ["| field | type |", "|---|---|", *_fields(cls), ""]
+    for cls in proofs.RESULTS:
+        out.extend([f"`{cls.__name__}`: {_doc(cls)}", "", "| field | type |", "|---|---|", *_fields(cls), ""])
+    return out
+
+
 def _structs_in(t: Any) -> list[type]:
     if isinstance(t, msgspec.inspect.StructType):
         return [t.cls]
@@ -229,7 +256,7 @@ def reference() -> list[str]:
             out.append(f"- {TOPIC_NOTES[topic]}")
     for view in project.TOPICS:
         out.append(f"- {TOPIC_NOTES[f'project/{view}']}")
-    out += ["", *project_reference()]
+    out += ["", *project_reference(), *proofs_reference()]
     out += ["## Error codes", "",
             "Every error response carries `error.data.code`, one of these stable strings (clients branch on it), "
             "and `error.data.details` when there is more to say (offsets, holders, fields).", "",

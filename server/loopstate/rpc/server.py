@@ -19,7 +19,6 @@ from lsprotocol import types
 from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
 
-from loopstate import __version__
 from loopstate_protocol import PROTOCOL_VERSION, methods
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.messages import (
@@ -33,9 +32,10 @@ from loopstate_protocol.messages import (
     UnsubscribeResult,
 )
 
+from loopstate import __version__
 from loopstate.core.errors import LoopstateError
-from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc import project_topics
+from loopstate.rpc.errors import decode_params, from_exception
 from loopstate.rpc.kill_switch import switch_paths
 from loopstate.rpc.protocol import LoopstateProtocol
 from loopstate.rpc.subscriptions import Hub, Subscription, events_between, parse_topic

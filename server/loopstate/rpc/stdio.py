@@ -7,6 +7,7 @@ import logging
 
 from loopstate.rpc.dispatch import Dispatcher
 from loopstate.rpc.framing import FrameReader
+from loopstate.rpc.history_alarm import HistoryAlarms
 from loopstate.rpc.server import LoopstateServer
 from loopstate.rpc.subscriptions import Hub
 from loopstate.rpc.transport import StdinReader, StdioWriter
@@ -23,6 +24,7 @@ async def serve(service: Service, stdin_fd: int, stdout_fd: int) -> int:
     loop = asyncio.get_running_loop()
     server = LoopstateServer(service)
     service.add_listener(server.on_news)  # another process's append arms the idle snapshot check
+    service.add_listener(HistoryAlarms(server.worker, loop, server.protocol.notify).on_news)
     writer = StdioWriter(loop, stdout_fd)
     await writer.open()
     stdin = StdinReader(loop, stdin_fd)

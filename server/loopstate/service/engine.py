@@ -9,10 +9,16 @@ order, whether this process or another wrote it: as records while one catch-up
 brings at most NEWS_LIMIT of them, past that as its first and last record and
 count (``core/news.py``), so a server following a stream that grew by N events
 never holds N records at once.
+
+The optional steps each domain takes part in are declared, with no-op
+defaults, in ``domains/base.Domain`` (the pure side) and
+``service/lifecycle.Effects`` (the impure side); lifecycle.py lists them in
+the order a command meets them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -29,11 +35,13 @@ from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
 from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
-from loopstate.core.news import News
 from loopstate.core.nesting import check_command
+from loopstate.core.news import News
 from loopstate.core.project import Project
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
+from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
+from loopstate.service.tree_heads import grow_tree
 
 Listener = Callable[[Project, str, News], None]
 
@@ -77,9 +85,7 @@ class Folded:
         self.state = state
 
     def _on_record(self, record: Record) -> None:
-        # A domain may fold the record itself (optional ``evolve_record``: intent keeps where retired claims sit).
-        fold = getattr(self.domain, "evolve_record", None)
-        self.state = fold(self.state, record) if fold is not None else self.domain.evolve(self.state, record.event)
+        self.state = self.domain.evolve_record(self.state, record)
 
     def _on_reset(self) -> None:
         self.state = self.domain.initial(self.stream)
@@ -87,25 +93,6 @@ class Folded:
     def head(self) -> Head:
         sequence, hash_ = self.ledger.head
         return Head(stream=self.stream, sequence=sequence, hash=hash_)
-
-
-def fingerprint_params(domain: Domain, command: Command) -> Any:
-    """The normalized parameters a request fingerprint covers.
-
-    A domain may normalize them (``DOMAIN.fingerprint_params``), e.g. redact
-    credentials so that not even a digest of a secret is stored.
-    """
-    normalize = getattr(domain, "fingerprint_params", None)
-    return normalize(command) if normalize is not None else msgspec.to_builtins(command)
-
-
-def check_fields(domain: Domain, command: Command, request_id: str) -> None:
-    """The domain's stateless checks (optional ``check(command, request_id)``), run before the
-    store is opened: a command refused by its own fields creates no project folder, record or
-    lock file, and rewrites no lock holder record."""
-    check = getattr(domain, "check", None)
-    if check is not None:
-        check(command, request_id)
 
 
 def _is_project(message: Command | Query) -> bool:
@@ -129,7 +116,7 @@ class Service:
         self.new_id = new_id
         self.lock_timeout = lock_timeout
         self._domains: dict[str, Domain] = {}
-        self._effects: dict[str, Any] = {}
+        self._effects: dict[str, Effects[Any] | None] = {}
         self._by_type: dict[type, Domain] = {}
         # Without an explicit list, every served domain, each imported when a message
         # first needs it: a short-lived reader of one domain pays for that domain alone.
@@ -180,9 +167,13 @@ class Service:
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def effects_of(self, domain: Domain) -> Any:
+    def effects_of(self, domain: Domain) -> Effects[Any] | None:
         """The service-side glue bound to ``domain`` by the registry (None for a pure domain)."""
         return self._effects.get(domain.name)
+
+    def _steps(self, domain: Domain) -> Effects[Any]:
+        """The effects steps the engine calls: the domain's, or no-ops for a pure domain."""
+        return self._effects.get(domain.name) or NO_EFFECTS
 
     def domain_of(self, message: Command | Query) -> Domain:
         domain = self._by_type.get(type(message))
@@ -201,18 +192,16 @@ class Service:
             folded = self._folded[key] = Folded(self, project, domain, stream)
         return folded
 
-    def context(self, project: Project, request_id: str = "") -> Context:
+    def context(self, project: Project, request_id: str = "", now: dt.datetime | None = None) -> Context:
         return Context(
-            now=self.clock(), new_id=self.new_id, project_id=project.project_id,
+            now=self.clock() if now is None else now, new_id=self.new_id, project_id=project.project_id,
             project_root=project.root, request_id=request_id,
         )
 
     def read_context(self, project: Project, domain: Domain, state: Any) -> Context:
         """A read's context; the domain's effects may add what readers see beside the log
         (optional ``before_query``: runs, whether a kill switch stands; goals, the project's goal ids)."""
-        ctx = self.context(project)
-        before_query = getattr(self.effects_of(domain), "before_query", None)
-        return ctx if before_query is None else before_query(self, project, state, ctx)
+        return self._steps(domain).before_query(self, project, state, self.context(project))
 
     def _notify(self, project: Project, stream: str, news: News | None) -> None:
         if news:
@@ -224,7 +213,15 @@ class Service:
     def execute(self, root: str, command: Command, request_id: str) -> Any:
         """Apply one command durably, or return the first result of its exact retry.
 
-        A project command (``project.*``: no stream of its own) goes to ``service/project_commands``.
+        A command whose effects ask for a prerequisite (a run created without a grant
+        asks for its default grant) is applied in two steps, each a command of its own
+        with its own lock: the prerequisite first, then this command again from a fresh
+        catch-up. Between the two, nothing holds a lock; a crash there leaves the
+        prerequisite durable and this command undone, and the exact retry of this
+        command finds the prerequisite (its request id is derived, so it replays) and
+        completes. The prerequisite is asked for only once this command, decided
+        against it, would pass. A project command (``project.*``: no stream of its own)
+        goes to ``service/project_commands``.
         """
         if _is_project(command):
             from loopstate.service import project_commands
@@ -233,55 +230,68 @@ class Service:
         check_request_id(request_id)
         check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
-        check_fields(domain, command, request_id)
+        domain.check(command, request_id)
+        applied = self._apply(root, domain, command, request_id)
+        if isinstance(applied, Outcome):
+            return applied
+        self.execute(root, applied.command, applied.request_id)
+        again = self._apply(root, domain, command, request_id, now=applied.now)
+        if isinstance(again, Prerequisite):
+            raise LoopstateError(
+                ErrorCode.INTERNAL_ERROR,
+                f"{type(command).__name__} still asks for {type(again.command).__name__} after it was recorded",
+            )
+        return again
+
+    def _apply(
+        self, root: str, domain: Domain, command: Command, request_id: str, now: dt.datetime | None = None,
+    ) -> Outcome | Prerequisite:
+        """One pass under the stream's exclusive lock (service/lifecycle.py lists the steps)."""
         with self._lock:
             project = self.project(root)
             stream = domain.stream_for(command)
-            fp = fingerprint(type(command).__struct_config__.tag, fingerprint_params(domain, command))
+            fp = fingerprint(command_tag(command), domain.fingerprint_params(command))
             folded = self.folded(project, domain, stream)
-            effects = self.effects_of(domain)
+            effects = self._steps(domain)
             records: list[Record] = []
             caught_up: News | None = None
+            prepared: Prepared | None = None
+            refusal: LoopstateError | None = None
             try:
                 with folded.ledger.mutation() as tx:
                     caught_up = tx.caught_up
                     earlier = tx.earlier(request_id, fp)
                     replay = None if earlier is None else Outcome([r.event for r in earlier], folded.head(), replayed=True)
                     if replay is None:
-                        ctx = self.context(project, request_id)
+                        prepared = effects.before_decide(self, project, folded.state, command,
+                                                         self.context(project, request_id, now))
                         try:
-                            if effects is not None:
-                                ctx = effects.before_decide(self, project, folded.state, command, ctx)
-                            events = domain.decide(folded.state, command, ctx)
-                            records = tx.append(events, request_id=request_id, fp=fp) if events else []
-                            if effects is not None:
-                                effects.after_append(self, project, folded, records)
+                            if prepared.prerequisite is None:
+                                decision = domain.decision(folded.state, command, prepared.ctx)
+                                refusal = decision.refusal
+                                records = tx.append(decision.events, request_id=request_id, fp=fp) if decision.events else []
+                                effects.after_append(self, project, folded, records, prepared)
+                                if records:
+                                    grow_tree(project, folded.ledger.stream, records)
                         finally:
-                            # Optional: give back what before_decide took (e.g. a lock held through the append).
-                            release = getattr(effects, "release", None)
-                            if release is not None:
-                                release(ctx)
+                            effects.release(prepared)
             finally:
                 # Others' events first read under this lock: heard before ours, even when ours is refused.
                 self._notify(project, stream, caught_up)
             if replay is not None:
-                self._after_commit(effects, project, command, replay)
-                return replay
-            self._notify(project, stream, News(NEWS_LIMIT, records))
-            outcome = Outcome([r.event for r in records], folded.head(), replayed=False)
-            self._after_commit(effects, project, command, outcome)
+                outcome = effects.after_commit(self, project, command, replay, None)
+                refusal = domain.replayed_refusal(command, outcome.events)
+            else:
+                assert prepared is not None
+                if prepared.prerequisite is not None:
+                    return prepared.prerequisite
+                self._notify(project, stream, News(NEWS_LIMIT, records))
+                outcome = Outcome([r.event for r in records], folded.head(), replayed=False)
+                outcome = effects.after_commit(self, project, command, outcome, prepared)
+            if refusal is not None:
+                # A durable safety append instead of the requested work (a kill switch halt): refused.
+                raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)
             return outcome
-
-    def _after_commit(self, effects: Any, project: Project, command: Command, outcome: Outcome) -> None:
-        """Optional effects hook once the append is durable and heard, outside the stream lock.
-
-        It may write to other streams (a revocation's per-run markers) or raise a
-        LoopstateError that refuses the command after a durable safety append
-        (a kill switch halt recorded instead of the requested work).
-        """
-        after_commit = getattr(effects, "after_commit", None)
-        if after_commit is not None:
-            after_commit(self, project, command, outcome)
 
     def query(self, root: str, query: Query, *, progress: Callable[[str], Any] | None = None) -> Any:
         """One read; a project query (``project.*``) goes to ``service/project_reads`` (``progress``: verify's)."""
@@ -369,7 +379,7 @@ class Service:
     def _domain_of_stream(self, stream: str) -> Domain:
         prefix = stream.split(".", 1)[0]
         for domain in self.domains.values():
-            if prefix in getattr(domain, "stream_prefixes", (domain.name,)):
+            if prefix in domain.stream_prefixes:
                 return domain
         raise LoopstateError(
             ErrorCode.NOT_FOUND, f"no domain owns stream {stream!r}; was it written by a newer loopstate?", stream=stream,
@@ -380,9 +390,6 @@ class Service:
         with self._lock:
             folded = self.folded(project, domain, stream)
             news = folded.ledger.catch_up()
-            # Optional: give a state rebuilt by a reset what lives beside the ledger (intent's private memory).
-            after_refresh = getattr(self.effects_of(domain), "after_refresh", None)
-            if after_refresh is not None:
-                after_refresh(self, project, folded)
+            self._steps(domain).after_refresh(self, project, folded)
             self._notify(project, stream, news)
             return folded

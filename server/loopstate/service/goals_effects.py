@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -33,9 +33,18 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core import safefs
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
+from loopstate.core.stream import Record
+from loopstate.domains.base import Context
 from loopstate.domains.goals import names
 from loopstate.domains.goals.domain import PREFIX, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, initial
+from loopstate.service.lifecycle import Effects, Prepared
+
+if TYPE_CHECKING:
+    from loopstate_protocol.base import Command
+
+    from loopstate.domains.goals.config import GoalsConfig
+    from loopstate.service.engine import Folded, Service
 
 GIT_TIMEOUT = 10.0
 
@@ -107,7 +116,7 @@ def read_text(root: str, path: Path) -> str | None:
                              "or choose another file", path=path.name) from None
 
 
-def load_config(root: str) -> Any:
+def load_config(root: str) -> GoalsConfig:
     """The project's goals config (``.loopstate/goals.json``), or the seed's defaults."""
     from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
 
@@ -115,14 +124,15 @@ def load_config(root: str) -> Any:
     return GoalsConfig() if data is None else parse_config(data)
 
 
-def markdown_status(service: Any, root: str, goal_id: str, target: str) -> proto.MarkdownStatus:
+def markdown_status(service: Service, root: str, goal_id: str, target: str) -> proto.MarkdownStatus:
     """Is the rendered file at ``target`` the current projection of the goal?"""
     path = target_path(root, target)
     text = read_text(root, path)
     if text is None:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"{target} does not exist; write it with `loopstate goals render`",
                              target=target)
-    return service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
+    status: proto.MarkdownStatus = service.query(root, proto.CheckMarkdown(goal_id=goal_id, markdown=text))
+    return status
 
 
 def runs_domain_has(project: Project, run_id: str) -> bool:
@@ -143,14 +153,15 @@ def runs_domain_has(project: Project, run_id: str) -> bool:
         return False
 
 
-def _evidence_run_target(command: Any) -> str | None:
+def _evidence_run_target(command: Command) -> str | None:
     """The run an evidence command attaches to, if it does (typed or in the seed's raw shape)."""
     if isinstance(command, proto.AttachEvidence):
         return command.target_id if command.target_kind == "run" else None
     if isinstance(command, proto.AppendEvent) and command.event_type == "evidence_attached":
         payload = command.payload
         if payload.get("target_kind") == "run" and isinstance(payload.get("target_id"), str):
-            return payload["target_id"]
+            target: str = payload["target_id"]
+            return target
     return None
 
 
@@ -167,18 +178,25 @@ def goal_ids(project: Project) -> list[str]:
     return ids
 
 
-def _with_known_goals(project: Project, state: GoalState, ctx: Any) -> Any:
+def _with_known_goals(project: Project, state: GoalState, ctx: Context) -> Context:
     """The context, with the project's goal ids when this goal has no event yet."""
     if state.store.event_count:
         return ctx
     return msgspec.structs.replace(ctx, extra={**ctx.extra, names.KNOWN_GOALS: goal_ids(project)})
 
 
-class GoalsEffects:
-    def before_query(self, service: Any, project: Project, state: GoalState, ctx: Any) -> Any:
+class GoalsEffects(Effects[GoalState]):
+    """The steps the service calls around a goals command (service/lifecycle.py)."""
+
+    def before_query(self, service: Service, project: Project, state: GoalState, ctx: Context) -> Context:
         return _with_known_goals(project, state, ctx)
 
-    def before_decide(self, service: Any, project: Project, state: GoalState, command: Any, ctx: Any) -> Any:
+    def before_decide(
+        self, service: Service, project: Project, state: GoalState, command: Command, ctx: Context,
+    ) -> Prepared:
+        return Prepared(self._decision_context(project, state, command, ctx))
+
+    def _decision_context(self, project: Project, state: GoalState, command: Command, ctx: Context) -> Context:
         from loopstate.domains.goals import bridge
         from loopstate.domains.goals.decide import RENDER_EXISTING, RENDER_TRACKED, RUNS_DOMAIN_RUN, STATE_PRIVACY
 
@@ -203,7 +221,8 @@ class GoalsEffects:
                  STATE_PRIVACY: load_config(project.root).state_privacy}
         return msgspec.structs.replace(ctx, extra=extra)
 
-    def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
+    def after_append(self, service: Service, project: Project, folded: Folded, records: list[Record],
+                     prepared: Prepared) -> None:
         for record in records:
             event = record.event
             if event["event_type"] == "projection_rendered" and event["payload"]["projection_kind"] == "markdown":
@@ -244,7 +263,7 @@ def write_rendered(project: Project, state: GoalState, event: dict[str, Any]) ->
 # Snapshots ------------------------------------------------------------------------------------------------
 
 
-def write_snapshot(folded: Any) -> None:
+def write_snapshot(folded: Folded) -> None:
     """``goals compact``: the projection snapshot of the state folded through the head
     (the general mechanism, core/snapshot.py), written under the mutation's lock now
     rather than at the next checkpoint."""
@@ -272,9 +291,10 @@ def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> 
 
     folded = Folded(None, project, DOMAIN, name, snapshots=use_snapshot)
     counted = folded.ledger.on_record
+    assert counted is not None  # Folded always folds through on_record
     count = 0
 
-    def on_record(record: Any) -> None:
+    def on_record(record: Record) -> None:
         nonlocal count
         count += 1
         counted(record)

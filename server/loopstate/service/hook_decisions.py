@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import msgspec
+
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.clock import format_time, system_clock
@@ -450,7 +451,28 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
                                        stop_hook_active=event.stop_hook_active)
     if hs.faults:
         out.notice = "loopstate: " + "; ".join(hs.faults)
+    alarms = _history_alarms(hs)
+    if alarms:
+        out.notice = "\n".join(filter(None, [out.notice, *alarms]))
     return out
+
+
+def _history_alarms(hs: HookSession) -> list[str]:
+    """What the witness found since this project's last hook: a signed checkpoint that rewrites history.
+
+    Checked on the events a user sees (not PreToolUse, the hot path); a check
+    whose checkpoints did not change reads two small files a stream. A fault of
+    the witness itself is not the session's business: it is logged, not said.
+    """
+    from loopstate.service import witness
+
+    try:
+        return [v.message for v in witness.check_all(hs.project) if not v.ok]
+    except Exception as exc:  # noqa: BLE001 (the hook answers whatever the witness hits)
+        import logging
+
+        logging.getLogger("loopstate.hooks").warning("the history witness failed: %s", exc)
+        return []
 
 
 def _prompt_command(event: HookEvent) -> Any:

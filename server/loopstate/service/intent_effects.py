@@ -24,10 +24,9 @@ the new file identity and fold again from the start.
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -46,6 +45,14 @@ from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION,
 from loopstate.domains.intent.records import SCHEMA_VERSION, STREAM, Task
 from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
+from loopstate.service import tree_heads
+from loopstate.service.lifecycle import Effects, Prepared, command_tag
+
+if TYPE_CHECKING:
+    from loopstate_protocol.base import Command
+
+    from loopstate.core.stream import Record
+    from loopstate.service.engine import Folded, Outcome, Service
 
 CONTROL_DIR = "private-sessions"
 PURGE_LOG = Path("purges") / f"{STREAM}.jsonl"
@@ -269,19 +276,30 @@ class _Pending(msgspec.Struct):
     memory: PrivateMemory | None = None
 
 
-class IntentEffects:
+class IntentPrepared(Prepared):
+    """An intent command's context, and what its later steps finish (None: nothing to finish)."""
+
+    def __init__(self, ctx: Context, pending: _Pending | None = None) -> None:
+        super().__init__(ctx)
+        self.pending = pending
+
+
+def _pending_of(prepared: Prepared | None) -> _Pending | None:
+    return prepared.pending if isinstance(prepared, IntentPrepared) else None
+
+
+class IntentEffects(Effects[IntentState]):
     """One per process; private memory is kept per Service (one serving process's store)."""
 
     def __init__(self) -> None:
-        self._memory: weakref.WeakKeyDictionary[Any, dict[str, PrivateMemory]] = weakref.WeakKeyDictionary()
-        self._local = threading.local()
+        self._memory: weakref.WeakKeyDictionary[Service, dict[str, PrivateMemory]] = weakref.WeakKeyDictionary()
 
-    def memory(self, service: Any, project: Project) -> PrivateMemory:
+    def memory(self, service: Service, project: Project) -> PrivateMemory:
         return self._memory.setdefault(service, {}).setdefault(os.fspath(project.dir), PrivateMemory())
 
     # engine hooks ---------------------------------------------------------------
 
-    def after_refresh(self, service: Any, project: Project, folded: Any) -> None:
+    def after_refresh(self, service: Service, project: Project, folded: Folded) -> None:
         """Re-attach this Service's private memory, and the tasks that have private controls, to the state.
 
         Reads only. A control that cannot be read does not stop the read; it
@@ -296,8 +314,10 @@ class IntentEffects:
         except LoopstateError:
             state.private_controls, state.controls_unreadable = frozenset(), True
 
-    def before_decide(self, service: Any, project: Project, state: IntentState, command: Any, ctx: Context) -> Context:
-        self._local.pending = None  # the command's own fields were checked by DOMAIN.check, before the store was opened
+    def before_decide(
+        self, service: Service, project: Project, state: IntentState, command: Command, ctx: Context,
+    ) -> Prepared:
+        # The command's own fields were checked by DOMAIN.check, before the store was opened.
         memory = self.memory(service, project)
         state.private = memory
         from loopstate.domains.intent import DOMAIN
@@ -308,8 +328,8 @@ class IntentEffects:
         self._finish_reenables(project, state, memory)
         extra = dict(ctx.extra)
         if isinstance(command, p.IntentPurge):
-            self._check_purge(project, state, memory, command, ctx)
-            return msgspec.structs.replace(ctx, extra=extra)
+            return IntentPrepared(msgspec.structs.replace(ctx, extra=extra),
+                                  self._check_purge(project, state, memory, command, ctx))
         if purge_state(project, ctx.request_id) is not None:
             # A purge appends nothing to the ledger, so the core cannot see that this id was used.
             raise LoopstateError(
@@ -329,42 +349,46 @@ class IntentEffects:
             if task is not None:
                 return self._in_memory(project, memory, task, command, ctx, extra)
             self._refuse_foreign_private(project, task_id)
-        return msgspec.structs.replace(ctx, extra=extra)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra))
 
-    def after_append(self, service: Any, project: Project, folded: Any, records: list) -> None:
-        pending = getattr(self._local, "pending", None)
+    def after_append(self, service: Service, project: Project, folded: Folded, records: list[Record],
+                     prepared: Prepared) -> None:
+        pending = _pending_of(prepared)
         if pending is None:
             return
         pending.appended = True
         if pending.kind == "reenable":
+            assert pending.session is not None and pending.memory is not None and pending.task_id is not None
             remove_control(project, pending.session)
             pending.memory.tasks.pop(pending.task_id, None)
 
-    def release(self, ctx: Context) -> None:
+    def release(self, prepared: Prepared) -> None:
         """A switch to private whose durable mode_set did not happen takes its control back."""
-        pending = getattr(self._local, "pending", None)
+        pending = _pending_of(prepared)
         if pending is not None and pending.kind == "to_private" and not pending.appended:
+            assert pending.session is not None and pending.memory is not None and pending.task_id is not None
             remove_control(pending.project, pending.session)
             pending.memory.tasks.pop(pending.task_id, None)
-            self._local.pending = None
+            assert isinstance(prepared, IntentPrepared)
+            prepared.pending = None
 
-    def after_commit(self, service: Any, project: Project, command: Any, outcome: Any) -> None:
-        pending = getattr(self._local, "pending", None)
-        self._local.pending = None
+    def after_commit(self, service: Service, project: Project, command: Command, outcome: Outcome,
+                     prepared: Prepared | None) -> Outcome:
         if outcome.replayed:
             if _reenables(command):
                 self._cleanup_after_replay(service, project)
-            return
-        if pending is None or pending.command is not command:
-            return
+            return outcome
+        pending = _pending_of(prepared)
+        if pending is None:
+            return outcome
         if pending.kind == "memory":
-            outcome.events = pending.events
-            outcome.replayed = pending.replayed
-        elif pending.kind == "purge":
+            return msgspec.structs.replace(outcome, events=pending.events, replayed=pending.replayed)
+        if pending.kind == "purge":
             if pending.replayed:
-                outcome.replayed = True
-            else:
-                self._purge(service, project, command, outcome, pending.request_id)
+                return msgspec.structs.replace(outcome, replayed=True)
+            assert isinstance(command, p.IntentPurge)
+            return self._purge(service, project, command, outcome, pending.request_id)
+        return outcome
 
     # private sessions -------------------------------------------------------------
 
@@ -399,7 +423,8 @@ class IntentEffects:
                     ErrorCode.CONFLICT, f"task {task_id} is already private under another host session", task_id=task_id,
                 )
 
-    def _start_private(self, project, state, memory, command, ctx, extra) -> Context:
+    def _start_private(self, project: Project, state: IntentState, memory: PrivateMemory, command: p.IntentTaskStart,
+                       ctx: Context, extra: dict[str, Any]) -> IntentPrepared:
         if command.host_session_id is None:
             raise rules.refuse("host_session_id: a private task needs the host session that owns it", field="host_session_id")
         session = session_hash(command.host_session_id)
@@ -420,11 +445,12 @@ class IntentEffects:
         memory.tasks[task_id] = task
         applied = memory.apply(task, events)
         task.requests[ctx.request_id] = (self._fingerprint(command), applied)
-        self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session, events=applied)
+        pending = _Pending(command, "memory", project, task_id=task_id, session=session, events=applied)
         extra[HANDLED_IN_MEMORY] = True
-        return msgspec.structs.replace(ctx, extra=extra)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
 
-    def _replay(self, memory, command, ctx, extra, project) -> Context | None:
+    def _replay(self, memory: PrivateMemory, command: Command, ctx: Context, extra: dict[str, Any],
+                project: Project) -> IntentPrepared | None:
         task = memory.find_request(ctx.request_id)
         if task is None:
             return None
@@ -435,11 +461,12 @@ class IntentEffects:
                 f"request id {ctx.request_id!r} was already used for a different request; use a new request id",
                 request_id=ctx.request_id,
             )
-        self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=events, replayed=True)
+        pending = _Pending(command, "memory", project, task_id=task.task_id, events=events, replayed=True)
         extra[HANDLED_IN_MEMORY] = True
-        return msgspec.structs.replace(ctx, extra=extra)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
 
-    def _in_memory(self, project, memory, task, command, ctx, extra) -> Context:
+    def _in_memory(self, project: Project, memory: PrivateMemory, task: PrivateTask, command: Command, ctx: Context,
+                   extra: dict[str, Any]) -> IntentPrepared:
         replay = self._replay(memory, command, ctx, extra, project)
         if replay is not None:
             return replay
@@ -448,11 +475,12 @@ class IntentEffects:
         events = decide(task.state, command, msgspec.structs.replace(ctx, extra={**extra, PRIVATE_DECISION: True}))
         applied = memory.apply(task, events)
         task.requests[ctx.request_id] = (self._fingerprint(command), applied)
-        self._local.pending = _Pending(command, "memory", project, task_id=task.task_id, events=applied)
+        pending = _Pending(command, "memory", project, task_id=task.task_id, events=applied)
         extra[HANDLED_IN_MEMORY] = True
-        return msgspec.structs.replace(ctx, extra=extra)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
 
-    def _mode_set(self, project, state, memory, command, ctx, extra) -> Context:
+    def _mode_set(self, project: Project, state: IntentState, memory: PrivateMemory, command: p.IntentModeSet,
+                  ctx: Context, extra: dict[str, Any]) -> IntentPrepared:
         task_id = rules.check_uuid(command.task_id, "task_id")
         private = memory.tasks.get(task_id)
         if command.actor != "user":
@@ -477,9 +505,9 @@ class IntentEffects:
             # Control first: a crash before the durable mode_set leaves the task treated as private.
             write_control(project, session, task_id, format_time(ctx.now))
             memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
-            self._local.pending = _Pending(command, "to_private", project, task_id=task_id, session=session, memory=memory)
+            pending = _Pending(command, "to_private", project, task_id=task_id, session=session, memory=memory)
             extra[PRIVATE_DECISION] = True
-            return msgspec.structs.replace(ctx, extra=extra)
+            return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
         if private is not None:
             if command.host_session_id is None or session_hash(command.host_session_id) != private.session:
                 raise LoopstateError(
@@ -488,12 +516,13 @@ class IntentEffects:
                     task_id=task_id,
                 )
             extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
-            self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session, memory=memory)
-            return msgspec.structs.replace(ctx, extra=extra)
+            pending = _Pending(command, "reenable", project, task_id=task_id, session=private.session, memory=memory)
+            return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
         self._refuse_foreign_private(project, task_id)
-        return msgspec.structs.replace(ctx, extra=extra)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra))
 
-    def _recover(self, project, state, memory, command, ctx, extra) -> Context:
+    def _recover(self, project: Project, state: IntentState, memory: PrivateMemory, command: p.IntentPrivateRecover,
+                 ctx: Context, extra: dict[str, Any]) -> IntentPrepared:
         if command.actor != "user":
             raise rules.rule("only the user recovers a private session; send the command with actor user", field="actor")
         session = session_hash(command.host_session_id)
@@ -508,34 +537,35 @@ class IntentEffects:
                 raise LoopstateError(ErrorCode.CONFLICT, f"private task {task_id} is already active in this process", task_id=task_id)
             memory.tasks[task_id] = _empty_private(task_id, session, project.project_id, format_time(ctx.now))
             write_control(project, session, task_id, format_time(ctx.now))
-            self._local.pending = _Pending(command, "memory", project, task_id=task_id, session=session)
+            pending = _Pending(command, "memory", project, task_id=task_id, session=session)
             extra[HANDLED_IN_MEMORY] = True
-            return msgspec.structs.replace(ctx, extra=extra)
+            return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
         extra[REENABLE] = {"task_id": task_id, "durable": task_id in state.tasks}
-        self._local.pending = _Pending(command, "reenable", project, task_id=task_id, session=session, memory=memory)
-        return msgspec.structs.replace(ctx, extra=extra)
+        pending = _Pending(command, "reenable", project, task_id=task_id, session=session, memory=memory)
+        return IntentPrepared(msgspec.structs.replace(ctx, extra=extra), pending)
 
     def _finish_reenables(self, project: Project, state: IntentState, memory: PrivateMemory) -> None:
         """A control whose task the ledger already shows as durable on/off is leftover cleanup."""
         for control in list_controls(project):
-            task = state.tasks.get(control.get("task_id"))
+            task = state.tasks.get(control["task_id"])
             if task is not None and task.mode in ("on", "off"):
                 remove_control(project, control["host_session_hash"])
                 memory.tasks.pop(task.task_id, None)
 
-    def _cleanup_after_replay(self, service: Any, project: Project) -> None:
+    def _cleanup_after_replay(self, service: Service, project: Project) -> None:
         from loopstate.domains.intent import DOMAIN
 
         folded = service.folded(project, DOMAIN, STREAM)
         with folded.ledger.mutation():
             self._finish_reenables(project, folded.state, self.memory(service, project))
 
-    def _fingerprint(self, command: Any) -> str:
-        return fingerprint(type(command).__struct_config__.tag, rules.fingerprint_params(command))
+    def _fingerprint(self, command: Command) -> str:
+        return fingerprint(command_tag(command), rules.fingerprint_params(command))
 
     # purge ---------------------------------------------------------------------------
 
-    def _check_purge(self, project, state, memory, command, ctx) -> None:
+    def _check_purge(self, project: Project, state: IntentState, memory: PrivateMemory, command: p.IntentPurge,
+                     ctx: Context) -> _Pending:
         if command.actor != "user" or not command.confirm:
             raise rules.rule(
                 "a purge physically deletes data: only the user can do it, with confirm=true", field="confirm",
@@ -559,19 +589,22 @@ class IntentEffects:
         if state_of_purge is not None and not known:
             if state_of_purge == "prepared":  # the stream was replaced, the done mark lost: add it
                 _record_purge(project, {"state": "done", "request_digest": _request_digest(ctx.request_id)})
-            self._local.pending = _Pending(command, "purge", project, replayed=True)
-            return
+            return _Pending(command, "purge", project, replayed=True)
         # A prepared record whose target is still there: a crash came before the stream was
         # replaced, and this retry does the purge (a target the purge removed cannot be known).
         if not known:
             raise LoopstateError(
                 ErrorCode.NOT_FOUND, f"no {command.target} {target_id} in this project (already purged?)", id=target_id,
             )
-        self._local.pending = _Pending(command, "purge", project, task_id=target_id, request_id=ctx.request_id)
+        return _Pending(command, "purge", project, task_id=target_id, request_id=ctx.request_id)
 
-    def _purge(self, service: Any, project: Project, command: p.IntentPurge, outcome: Any, request_id: str) -> None:
+    def _purge(self, service: Service, project: Project, command: p.IntentPurge, outcome: Outcome,
+               request_id: str) -> Outcome:
         from loopstate.domains.intent import DOMAIN
-        from loopstate.domains.intent.purge import confirmation_family, purge_events  # a purge is rare: not on every read
+        from loopstate.domains.intent.purge import (  # a purge is rare: not on every read
+            confirmation_family,
+            purge_events,
+        )
 
         target_id = rules.check_uuid(command.id, "id")
         folded = service.folded(project, DOMAIN, STREAM)
@@ -609,6 +642,9 @@ class IntentEffects:
             safefs.unlink_durably(snapshot.path_for(stream), project.dir)
             if data is not None:
                 safefs.atomic_write(stream.path, project.dir, b"".join(lines))
+                tree_heads.rechained(project, STREAM, lines, stream.layout.hash_field,
+                                     f"at {format_time(service.clock())}: {old_sequence} events re-chained as "
+                                     f"{position.sequence} ({command.target} removed)")
             self._scrub_quarantine(project)
             for control in list_controls(project):
                 if control.get("task_id") in counts.removed_ids:
@@ -627,7 +663,7 @@ class IntentEffects:
         # Outside the lock: fold the re-chained stream again and tell subscribers.
         service.refresh(project, DOMAIN, STREAM)
         folded.state.private = self.memory(service, project)
-        outcome.head = folded.head()
+        return msgspec.structs.replace(outcome, head=folded.head())
 
     def _scrub_quarantine(self, project: Project) -> None:
         """Quarantine keeps only lengths and reasons once a purge ran: a hash could confirm purged text."""

@@ -40,6 +40,12 @@ def answer(service: "Service", root: str, query: proto.ProjectQuery, *, progress
         return verify(service, root, progress=progress)
     if isinstance(query, proto.ProjectLog):
         return log_page(service, root, query.stream, query.after, query.limit)
+    from loopstate_protocol import proofs
+
+    if isinstance(query, proofs.QUERIES):
+        from loopstate.service import transparency
+
+        return transparency.answer(service.project(root), query)
     raise LoopstateError(ErrorCode.INVALID_PARAMS, f"no project query {type(query).__name__}")
 
 
@@ -61,8 +67,8 @@ def root_info(service: "Service", start: str, *, explicit: str | None = None) ->
 
 def runs(service: "Service", root: str, status: list[str] | None = None) -> proto.RunList:
     """Every run of the project, oldest first (those in ``status`` when given), and the kill switch."""
-    from loopstate.service.runs_project import run_ids, run_state
     from loopstate.domains.runs.projections import summary
+    from loopstate.service.runs_project import run_ids, run_state
 
     ctx = service.context(service.project(root))
     rows = []

@@ -7,7 +7,6 @@ from typing import Any
 
 from loopstate.domains.base import Domain
 
-
 # Each served domain's package; a command's or query's tag starts with its domain's name
 # ("runs.status"), which is how the service finds the one domain a message needs.
 DOMAIN_PACKAGES = {
@@ -20,12 +19,15 @@ DOMAIN_PACKAGES = {
 def load_domain(name: str) -> Domain | None:
     """One served domain by name (imported on first use), or None when there is no such domain."""
     package = DOMAIN_PACKAGES.get(name)
-    return None if package is None else importlib.import_module(package).DOMAIN
+    if package is None:
+        return None
+    domain: Domain = importlib.import_module(package).DOMAIN
+    return domain
 
 
 def all_domains() -> list[Domain]:
     """Every served domain."""
-    return [load_domain(name) for name in DOMAIN_PACKAGES]
+    return [domain for name in DOMAIN_PACKAGES if (domain := load_domain(name)) is not None]
 
 
 def effects_for(domain_name: str) -> Any:

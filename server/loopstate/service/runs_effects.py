@@ -18,8 +18,15 @@ which a tool-call hook of a bound session makes, loads only the fold.)
   revocation and an intent are linearized at that lock and land on exactly
   one side. Lock order is always run stream, then grant: no cycle.
 * the default local authority: a create that names no grant gets the
-  seed's narrow default grant (``grants.default_grant``), recorded under the
-  run stream's lock only once the create, decided against it, passes.
+  seed's narrow default grant (``grants.default_grant``). It is its own
+  command, recorded before the create and never inside it: under the run
+  stream's lock the create is first decided against the grant it would get
+  (pure; a refused create leaves no grant), then the lock is given back and
+  the grant is asked for as the create's prerequisite (service/lifecycle.py).
+  The engine records it as a command of its own (the grant stream's lock, a
+  request id derived from the grant id), then applies the create again. A
+  crash between the two leaves the grant durable and no run; the create's
+  exact retry finds the grant (same run id, same grant id) and binds to it.
 * readers: a run's status carries the kill switch state (``before_query``).
 * projections: ``runs/<run_id>/run.json``, ``lease.json``, ``issues.json`` and
   ``evidence/<evidence_id>.json``, and ``grants/<grant_id>.json``, under the
@@ -35,9 +42,8 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -49,12 +55,20 @@ from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
 from loopstate.core.killswitch import enclosing_switches, probe_kill_switches, switch_path
+from loopstate.core.lock import StoreLock
 from loopstate.core.project import Project
+from loopstate.core.stream import Record
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
 from loopstate.domains.runs.projections import issue_ledger
 from loopstate.domains.runs.state import GrantState, RunState
+from loopstate.service.lifecycle import Effects, Prepared, Prerequisite
+
+if TYPE_CHECKING:
+    from loopstate_protocol.base import Command
+
+    from loopstate.service.engine import Folded, Outcome, Service
 
 
 def load_config(root: str) -> dict[str, Any]:
@@ -210,69 +224,85 @@ def write_grant_projection(project: Project, state: GrantState) -> bool:
     return True
 
 
-class RunsEffects:
-    """The hooks the service calls around a runs command (see engine.Service.execute)."""
+class RunsPrepared(Prepared):
+    """A run command's context, and the grant locks it holds shared through its append."""
 
-    def __init__(self) -> None:
-        self._local = threading.local()
+    def __init__(self, ctx: Context, locks: list[StoreLock], *, prerequisite: Prerequisite | None = None) -> None:
+        super().__init__(ctx, prerequisite=prerequisite)
+        self.locks = locks
+
+
+class RunsEffects(Effects[RunState | GrantState]):
+    """The steps the service calls around a runs command (service/lifecycle.py)."""
 
     # before ----------------------------------------------------------------------------
 
-    def before_decide(self, service, project: Project, state: Any, command: Any, ctx: Context) -> Context:
-        self._local.refusal = None  # never carry a refusal over from a command that failed after its decide
+    def before_decide(
+        self, service: Service, project: Project, state: RunState | GrantState, command: Command, ctx: Context,
+    ) -> Prepared:
         if isinstance(state, GrantState):
             write_grant_projection(project, state)
-            return ctx  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
-        extra: dict[str, Any] = {"locks": []}
-        ctx = msgspec.structs.replace(ctx, extra=extra)
+            return Prepared(ctx)  # the engine's exclusive lock on grants.<id> is the grant lock's exclusive side
+        prepared = RunsPrepared(ctx, [])
         try:
-            self._gather(service, project, state, command, ctx)
+            self._gather(service, project, state, command, prepared)
         except BaseException:
-            self.release(ctx)
+            self.release(prepared)
             raise
-        return ctx
+        return prepared
 
-    def _gather(self, service, project: Project, state: RunState, command: Any, ctx: Context) -> None:
-        extra = ctx.extra
+    def _gather(self, service: Service, project: Project, state: RunState, command: Command,
+                prepared: RunsPrepared) -> None:
+        ctx = prepared.ctx
         if isinstance(command, proto.Stop) and not command.cancel and state.run is not None:
             records.decode("actor", records.Actor, command.actor)  # a refused command leaves no switch behind
             # Before the config is read: an invalid config refuses the halt's record, never the switch.
             create_project_kill_switch(project.root, f"created by `loopstate run stop` for run {command.run_id} at "
                                                      f"{format_time(ctx.now)}\n")
         config = load_config(project.root)
-        extra["config"] = config
-        extra["kill_switch"] = probe_kill_switches(project.root, [*config["kill_switches"], *enclosing_switches(project.root)])
+        extra: dict[str, Any] = {
+            "config": config,
+            "kill_switch": probe_kill_switches(project.root, [*config["kill_switches"], *enclosing_switches(project.root)]),
+        }
         grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
         if isinstance(command, proto.Create) and command.authority_grant_id is None and state.run is None:
-            grant_id = self._record_default_grant(service, project, state, command, ctx)
+            grant_id, prepared.prerequisite = self._default_grant(service, project, state, command, ctx, extra)
+            if prepared.prerequisite is not None:
+                prepared.ctx = msgspec.structs.replace(ctx, extra=extra)
+                return  # no grant to read yet: the engine records it, then applies the create again
         if grant_id is not None:
-            extra["grant"] = self._read_grant_locked(service, project, grant_id, extra["locks"])
+            extra["grant"] = self._read_grant_locked(service, project, grant_id, prepared.locks)
         if isinstance(command, proto.Resume) and command.authority_grant_id is not None:
-            extra["new_grant"] = self._read_grant_locked(service, project, command.authority_grant_id, extra["locks"])
+            extra["new_grant"] = self._read_grant_locked(service, project, command.authority_grant_id, prepared.locks)
+        prepared.ctx = msgspec.structs.replace(ctx, extra=extra)
         write_projections(project, state)
 
-    def _record_default_grant(self, service, project: Project, state: RunState, command: proto.Create, ctx: Context) -> str:
-        """Record the default local authority of a create that names no grant, once the create is sure to pass.
+    def _default_grant(
+        self, service: Service, project: Project, state: RunState, command: proto.Create, ctx: Context,
+        extra: dict[str, Any],
+    ) -> tuple[str, Prerequisite | None]:
+        """The default local authority of a create that names no grant, and, when it is not
+        recorded yet and the create is sure to pass against it, the prerequisite that records it.
 
         The create is decided first against the grant it would get (pure, under the
         run stream's lock), so a refused create (a standing kill switch, a config
         that refuses it) leaves no grant behind. The grant's id and request id come
-        from the run id: a retry after a crash between the two appends finds it.
+        from the run id: a retry after a crash between the two commands finds it.
         """
         from loopstate.domains.runs import DOMAIN, grant_stream
         from loopstate.domains.runs.decide import create
         from loopstate.domains.runs.grants import decide_grant, default_grant
 
         offered = default_grant(command, state.run_id, ctx.now)
-        stream = grant_stream(offered.grant_id)
-        if service.refresh(project, DOMAIN, stream).state.grant is None:
-            trial = msgspec.structs.replace(ctx, new_id=random_uuid)  # its events are dropped: spend none of the real ids
-            would_be = decide_grant(GrantState(grant_id=offered.grant_id), offered, trial)[0]["grant"]
-            create(state, command, msgspec.structs.replace(trial, extra={**ctx.extra, "grant": would_be}))
-            service.execute(project.root, offered, derived_uuid("runs.default-grant", offered.grant_id))
-        return offered.grant_id
+        if service.refresh(project, DOMAIN, grant_stream(offered.grant_id)).state.grant is not None:
+            return offered.grant_id, None
+        trial = msgspec.structs.replace(ctx, new_id=random_uuid)  # its events are dropped: spend none of the real ids
+        would_be = decide_grant(GrantState(grant_id=offered.grant_id), offered, trial)[0]["grant"]
+        create(state, command, msgspec.structs.replace(trial, extra={**extra, "grant": would_be}))
+        return offered.grant_id, Prerequisite(offered, derived_uuid("runs.default-grant", offered.grant_id), ctx.now)
 
-    def _read_grant_locked(self, service, project: Project, grant_id: str, locks: list) -> dict[str, Any] | None:
+    def _read_grant_locked(self, service: Service, project: Project, grant_id: str,
+                           locks: list[StoreLock]) -> dict[str, Any] | None:
         from loopstate.domains.runs import DOMAIN, grant_stream
 
         stream = grant_stream(grant_id)
@@ -280,45 +310,38 @@ class RunsEffects:
         locks.append(lock)
         state = service.refresh(project, DOMAIN, stream).state
         write_grant_projection(project, state)  # identical bytes from any holder of the lock
-        return state.grant
+        grant: dict[str, Any] | None = state.grant
+        return grant
 
-    def release(self, ctx: Context) -> None:
-        from loopstate.domains.runs.decide import REFUSAL
+    def release(self, prepared: Prepared) -> None:
+        if isinstance(prepared, RunsPrepared):
+            while prepared.locks:
+                prepared.locks.pop().release()
 
-        for lock in ctx.extra.get("locks", ()):
-            lock.release()
-        self._local.refusal = ctx.extra.get(REFUSAL)
-
-    def before_query(self, service, project: Project, state: Any, ctx: Context) -> Context:
+    def before_query(self, service: Service, project: Project, state: RunState | GrantState, ctx: Context) -> Context:
         """A run's status carries whether a kill switch stands (a file, not an event)."""
         return msgspec.structs.replace(ctx, extra={**ctx.extra, "kill_switch_state": kill_switch_state(project.root)})
 
     # after ------------------------------------------------------------------------------
 
-    def after_append(self, service, project: Project, folded, written) -> None:
+    def after_append(self, service: Service, project: Project, folded: Folded, records: list[Record],
+                     prepared: Prepared) -> None:
         if isinstance(folded.state, RunState):
             write_projections(project, folded.state)
         else:
             write_grant_projection(project, folded.state)
 
-    def after_commit(self, service, project: Project, command: Any, outcome) -> None:
-        refusal = getattr(self._local, "refusal", None)
-        self._local.refusal = None
+    def after_commit(self, service: Service, project: Project, command: Command, outcome: Outcome,
+                     prepared: Prepared | None) -> Outcome:
         if isinstance(command, proto.AuthorityRevoke):
             self.mark_revoked_runs(service, project, command.grant_id)
-            return
-        if outcome.replayed:
-            from loopstate.domains.runs.decide import refusal_from_events
+        return outcome
 
-            refusal = refusal_from_events(command, outcome.events)
-        if refusal is not None:
-            raise LoopstateError(refusal.code, refusal.message, **refusal.details, events=outcome.events)
-
-    def mark_revoked_runs(self, service, project: Project, grant_id: str) -> list[str]:
+    def mark_revoked_runs(self, service: Service, project: Project, grant_id: str) -> list[str]:
         """Append (or find) the authority_revoked marker on every live run bound to the grant."""
         from loopstate.domains.runs import DOMAIN, RUN_PREFIX
 
-        marked = []
+        marked: list[str] = []
         grant = service.refresh(project, DOMAIN, f"grants.{grant_id.lower()}").state.grant
         if grant is None or grant["revoked_at"] is None:
             return marked

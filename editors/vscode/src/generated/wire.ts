@@ -320,6 +320,15 @@ export interface CheckMarkdown {
   markdown: string;
 }
 /**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "CheckpointNote".
+ */
+export interface CheckpointNote {
+  stream: string;
+  note: string | null;
+  tree_size: number | null;
+}
+/**
  * One atomic claim as submitted; the server adds its id and source reference.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1452,6 +1461,25 @@ export interface GrantShow {
   grant_id: string;
 }
 /**
+ * A followed stream's history changed in a way appending never does.
+ *
+ * The server keeps its own Merkle tree of every stream it follows and checks
+ * each new signed checkpoint against it. ``rewritten`` true: the checkpoint
+ * does not extend what was seen (history was rewritten or cut, or signed by
+ * another key): an alarm for the user. ``rewritten`` false: the stream was
+ * purged (the one rewrite loopstate makes on purpose); what the client knew
+ * of it was re-chained. Sent once per checkpoint, to every client of the server.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "HistoryAlarmNotification".
+ */
+export interface HistoryAlarmNotification {
+  root: string;
+  stream: string;
+  rewritten: boolean;
+  message: string;
+}
+/**
  * Claims with their lifecycle and supersession edges, in ledger order, a page at a time.
  *
  * ``limit`` (1-1000) claims per page; ``cursor`` is the ``next_cursor`` of the
@@ -1592,6 +1620,16 @@ export interface PreviewMarkdown {
   public?: boolean;
 }
 /**
+ * The newest signed checkpoint the store keeps for ``stream`` (null when none was signed yet).
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectCheckpoint".
+ */
+export interface ProjectCheckpoint {
+  kind: "project.checkpoint";
+  stream: string;
+}
+/**
  * The project's goals (those with at least one event) with their counts and the gates waiting for the user.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1622,6 +1660,39 @@ export interface ProjectLog {
   stream: string;
   after?: number;
   limit?: number;
+}
+/**
+ * A consistency proof from ``checkpoint`` (a signed note this client kept) to a fresh one.
+ *
+ * Refused with CORRUPT_LEDGER when the stream no longer begins with what
+ * that checkpoint signed: history was rewritten or cut.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectProveConsistency".
+ */
+export interface ProjectProveConsistency {
+  kind: "project.prove_consistency";
+  checkpoint: string;
+}
+/**
+ * An inclusion proof (tlog-proof text) of the event with this ``sequence`` against a fresh checkpoint.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectProveInclusion".
+ */
+export interface ProjectProveInclusion {
+  kind: "project.prove_inclusion";
+  stream: string;
+  sequence: number;
+}
+/**
+ * The verifier key of the project's checkpoints (``NAME+KEYID+KEY``); made on first use.
+ *
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProjectPublicKey".
+ */
+export interface ProjectPublicKey {
+  kind: "project.public_key";
 }
 /**
  * Which project ``path`` belongs to (default: the request's ``root``), as ``loopstate root --json`` answers.
@@ -1671,6 +1742,23 @@ export interface ProjectVerify {
   kind: "project.verify";
 }
 /**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "ProofText".
+ */
+export interface ProofText {
+  kind: "consistency" | "inclusion";
+  stream: string;
+  tree_size: number;
+  proof: string;
+}
+/**
+ * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
+ * via the `definition` "PublicKey".
+ */
+export interface PublicKey {
+  key: string;
+}
+/**
  * Run ``query`` against the project at ``root``; the result is the query's own shape.
  *
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema
@@ -1698,7 +1786,11 @@ export interface QueryParams {
     | ProjectGoals
     | ProjectKillSwitch
     | ProjectVerify
-    | ProjectLog;
+    | ProjectLog
+    | ProjectPublicKey
+    | ProjectCheckpoint
+    | ProjectProveInclusion
+    | ProjectProveConsistency;
 }
 /**
  * This interface was referenced by `LoopstateWireDefinitions`'s JSON-Schema

@@ -21,14 +21,13 @@ from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid
 from loopstate.domains.base import Context
+from loopstate.domains.goals import eventids, privacy
 from loopstate.domains.goals import events as ev
-from loopstate.domains.goals import privacy
 from loopstate.domains.goals.config import StatePrivacy, render_rule
+from loopstate.domains.goals.envelope import body_digest
 from loopstate.domains.goals.markdown import render, text_checksum
 from loopstate.domains.goals.ordering import instant
 from loopstate.domains.goals.projection import build_board, open_gates_for
-from loopstate.domains.goals import eventids
-from loopstate.domains.goals.envelope import body_digest
 from loopstate.domains.goals.state import Done, GoalState, Todo, find_todo, state_checksum, todo_added_by, todo_total
 
 Event = dict[str, Any]

@@ -26,7 +26,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.chain import ChainLayout
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.base import Context
+from loopstate.domains.base import Context, Domain
 from loopstate.domains.goals import envelope, names
 from loopstate.domains.goals.projection import build_board
 from loopstate.domains.goals.state import STATE_LAYOUT, GoalSnapshot, GoalState, evolve, initial
@@ -73,8 +73,9 @@ def stream_name(goal_id: str) -> str:
     return PREFIX + check_goal_id(goal_id)
 
 
-class GoalsDomain:
+class GoalsDomain(Domain):
     name = "goals"
+    stream_prefixes = ("goals",)
     layout = LAYOUT
     commands = proto.COMMANDS
     queries = proto.QUERIES

@@ -16,7 +16,16 @@ from typing import Any
 
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.goals import (
-    Board, BoardPage, EvidenceView, GateView, ProjectionMeta, QuotaLine, RefreshView, RenderView, RoleGroup, RunView,
+    Board,
+    BoardPage,
+    EvidenceView,
+    GateView,
+    ProjectionMeta,
+    QuotaLine,
+    RefreshView,
+    RenderView,
+    RoleGroup,
+    RunView,
     TodoView,
 )
 

@@ -17,7 +17,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.base import Context
+from loopstate.domains.base import Context, Domain
 from loopstate.domains.intent import projections, rules
 from loopstate.domains.intent.decide import check_task_start, decide, find_task
 from loopstate.domains.intent.evolve import evolve
@@ -58,8 +58,9 @@ def private_tasks(state: IntentState) -> dict[str, Any]:
     return {} if memory is None else memory.states()
 
 
-class IntentDomain:
+class IntentDomain(Domain):
     name = "intent"
+    stream_prefixes = ("intent",)
     layout = LAYOUT
     commands = p.COMMANDS
     queries = p.QUERIES

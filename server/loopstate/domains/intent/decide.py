@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol import intent as p
+from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical
 from loopstate.core.clock import format_time
@@ -27,8 +27,8 @@ from loopstate.domains.intent.records import (
     Claim,
     Task,
 )
-from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.rules import rule
+from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import article, op
 
 # Set by the service's intent effects when a command is applied to a private

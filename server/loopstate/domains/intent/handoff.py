@@ -28,7 +28,9 @@ from typing import Iterable, Iterator, KeysView
 
 import msgspec
 
-from loopstate.domains.intent.records import FACETS, STATUSES, Claim
+from loopstate_protocol.intent import FACETS, STATUSES
+
+from loopstate.domains.intent.records import Claim
 
 # Handoff priority: what the user said first, then hard limits, then goals.
 FACET_ORDER = {facet: i for i, facet in enumerate((

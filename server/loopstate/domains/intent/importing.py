@@ -14,12 +14,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from loopstate_protocol.intent import SCOPES, SOURCE_KINDS
+
 from loopstate.core import canonical
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
 from loopstate.domains.intent import rules
-from loopstate.domains.intent.records import SCOPES, SOURCE_KINDS
 from loopstate.domains.intent.state import IntentState
 
 FORMAT = "loopstate-intent-graph"

@@ -21,11 +21,12 @@ from __future__ import annotations
 import datetime as dt
 
 from loopstate_protocol import intent as p
+from loopstate_protocol.intent import FACETS, STATUSES
 
 from loopstate.core.clock import parse_time
 from loopstate.domains.intent import paging
 from loopstate.domains.intent.handoff import KIND_MASK, KINDS, TEXT, View, hook_line, is_disputed, lead_facet, order_key
-from loopstate.domains.intent.records import FACETS, STALE_DAYS, STATUSES, Claim, Task
+from loopstate.domains.intent.records import STALE_DAYS, Claim, Task
 from loopstate.domains.intent.state import IntentState
 
 

@@ -1,8 +1,8 @@
 """The intent domain's vocabulary and the records its folded state is made of.
 
 The vocabulary is seed 000's claim table (roles, epistemic statuses, scopes,
-facets, source kinds), defined once in the protocol package and re-exported here
-beside the rules that use it. The records (tasks, claims with their lifecycle,
+facets, source kinds), defined once in the protocol package
+(``loopstate_protocol.intent``), where the rules import it from. The records (tasks, claims with their lifecycle,
 candidates) are what ``evolve`` folds from the verified ledger into the indexed
 state (state.py). None of it is authoritative: the ledger is the only authority.
 """
@@ -12,9 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from loopstate_protocol.intent import ACTORS as ROLES
-from loopstate_protocol.intent import FACETS, SCOPES, SOURCE_KINDS, STATUSES
 
 SCHEMA_VERSION = 1
 STREAM = "intent"

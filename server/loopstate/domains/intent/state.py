@@ -442,10 +442,6 @@ class IntentState:
         claims, edges = self._resolved(task_id, section, _Reads(self.reader))
         return claims, self._allowed(edges)
 
-    def task_claim_count(self, task_id: str) -> int:
-        section = self.section(task_id)
-        return 0 if section is None else len(section)
-
     def view(self, task_id: str | None) -> View:
         """The active claims a task's view shows, in handoff order: its own and every task's project-wide ones
         (every active claim of the project for None). The other tasks' project-wide claims are few; they are

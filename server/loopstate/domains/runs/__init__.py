@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from loopstate_protocol import runs as proto
 from loopstate_protocol.base import Command, Query
 from loopstate_protocol.errors import ErrorCode
@@ -21,7 +23,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.chain import ChainLayout, SchemaVerdict
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
-from loopstate.domains.base import Context
+from loopstate.domains.base import Context, Decision, Domain
 from loopstate.domains.runs import projections, records
 from loopstate.domains.runs.state import GrantState, RunState, evolve_grant, evolve_run
 
@@ -73,7 +75,7 @@ def grant_id_for_request(request_id: str) -> str:
     return derived_uuid4("runs.grant", request_id)
 
 
-class RunsDomain:
+class RunsDomain(Domain):
     name = "runs"
     layout = LAYOUT
     commands = proto.COMMANDS
@@ -120,6 +122,19 @@ class RunsDomain:
         if isinstance(state, GrantState):
             return decide_grant(state, command, ctx)
         return decide_run(state, command, ctx)
+
+    def decision(self, state: RunState | GrantState, command: Command, ctx: Context) -> Decision:
+        """A refusal after a safety write is left in the decision's own ``extra`` (decide.REFUSAL)."""
+        from loopstate.domains.runs.decide import REFUSAL
+
+        extra = dict(ctx.extra)
+        events = self.decide(state, command, msgspec.structs.replace(ctx, extra=extra))
+        return Decision(events, refusal=extra.pop(REFUSAL, None))
+
+    def replayed_refusal(self, command: Command, events: list[dict[str, Any]]) -> LoopstateError | None:
+        from loopstate.domains.runs.decide import refusal_from_events
+
+        return refusal_from_events(command, events)
 
     def query(self, state: RunState | GrantState, query: Query, ctx: Context) -> Any:
         if isinstance(query, proto.GrantShow):

@@ -21,7 +21,6 @@ from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.state import GrantState
 
-
 DEFAULT_GRANT_HOURS = 24
 
 

@@ -519,7 +519,7 @@ _SEGMENT = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
 def _type_at(cls: Any, path: str, key: bool) -> Any:
     """The msgspec type description at a msgspec error path (``$.a[0].b``, ``[...]`` for a dict value)."""
     info: Any = msgspec.inspect.type_info(cls)
-    for name, index in _SEGMENT.findall(path[1:]):
+    for name, _index in _SEGMENT.findall(path[1:]):
         info = _step(info, name if name else None)
         if info is None:
             return None

@@ -17,7 +17,6 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.runs import records
 from loopstate.domains.runs.plan import Plan
 
-
 COMPLETION_TYPES = tuple(records.COMPLETION_DATA)
 
 
