@@ -2,24 +2,11 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { HistoryAlarms, registerHistoryAlarms } from "../../src/historyAlarms";
 import { parseAlarm, verifyCommand, withAlarms } from "../../src/model/historyAlarm";
 import { messages } from "./fakeVscode";
+import { MemoryMemento } from "./memento";
 
 const ROOT = "/work/proj";
 const REWRITE = { root: ROOT, stream: "intent", rewritten: true, message: "intent: its newest checkpoint does not extend the 4 events already seen: history was rewritten" };
 const PURGE = { root: ROOT, stream: "intent", rewritten: false, message: "intent was purged at 2026-12-01T00:00:00Z; watching from there" };
-
-/** The workspace state: a real key-value store in memory, as VS Code's Memento behaves. */
-export class MemoryMemento {
-  private readonly values = new Map<string, unknown>();
-  keys(): string[] {
-    return [...this.values.keys()];
-  }
-  get<T>(key: string, fallback?: T): T | undefined {
-    return this.values.has(key) ? structuredClone(this.values.get(key) as T) : fallback;
-  }
-  async update(key: string, value: unknown): Promise<void> {
-    this.values.set(key, structuredClone(value));
-  }
-}
 
 class Output {
   lines: string[] = [];
