@@ -12,7 +12,7 @@
 
 import * as vscode from "vscode";
 import type { HistoryAlarmNotification } from "./generated/wire";
-import { type Alarm, notificationText, outputLine, parseAlarm, verifyCommand, withAlarms } from "./model/historyAlarm";
+import { type Alarm, notificationText, outputLine, parseAlarm, plainMessage, verifyCommand, withAlarms } from "./model/historyAlarm";
 import type { StatusSummary } from "./model/status";
 
 export const HISTORY_ALARM = "loopstate/historyAlarm";
@@ -54,7 +54,7 @@ export class HistoryAlarms implements vscode.Disposable {
     const name = this.nameOf(alarm.root);
     this.output.appendLine(outputLine(alarm, name));
     if (!alarm.rewritten) {
-      void vscode.window.showInformationMessage(`loopstate: ${name}: ${alarm.message}.`);
+      void vscode.window.showInformationMessage(`loopstate: ${name}: ${plainMessage(alarm.stream, alarm.message)}.`);
       return;
     }
     const all = this.all();
@@ -75,8 +75,8 @@ export class HistoryAlarms implements vscode.Disposable {
       const command = verifyCommand(alarm.root);
       await vscode.env.clipboard.writeText(command);
       void vscode.window.showInformationMessage(
-        `Copied \`${command}\`. CHECKPOINT_FILE is a checkpoint of ${alarm.stream} kept from before (\`loopstate checkpoint ${alarm.stream}\`, ` +
-          "kept where the agent cannot rewrite it); without one, compare with your own copy of the events (docs/verifying.md).",
+        `Copied \`${command}\`. CHECKPOINT_FILE is a checkpoint of ${alarm.stream} kept from before (\`loopstate checkpoint ${alarm.stream}\` ` +
+          "saved where the agent cannot rewrite it): the command says whether the stream still begins with what it signed (docs/verifying.md).",
       );
     }
   }

@@ -44,11 +44,18 @@ export function parseAlarm(params: unknown): HistoryAlarmNotification | string {
   return { root: p.root as string, stream: p.stream as string, rewritten: p.rewritten, message: p.message as string };
 }
 
+/** The server's message without the "loopstate: STREAM: " it may begin with (the extension names both itself). */
+export function plainMessage(stream: string, message: string): string {
+  const bare = message.replace(/^loopstate:\s*/, "");
+  return bare.startsWith(`${stream}: `) ? bare.slice(stream.length + 2) : bare;
+}
+
 /** The Output line for an alarm or a purge. */
 export function outputLine(alarm: HistoryAlarmNotification, name: string): string {
-  if (!alarm.rewritten) return `${name}: stream ${alarm.stream} was purged on purpose: ${alarm.message}`;
+  const said = plainMessage(alarm.stream, alarm.message);
+  if (!alarm.rewritten) return `${name}: stream ${alarm.stream} was purged on purpose: ${said}`;
   return (
-    `${name}: HISTORY ALARM: stream ${alarm.stream} of ${alarm.root}: ${alarm.message}. ` +
+    `${name}: HISTORY ALARM: stream ${alarm.stream} of ${alarm.root}: ${said}. ` +
     `Check the store against a checkpoint you kept from before: \`${verifyCommand(alarm.root)}\` ` +
     `(docs/verifying.md); "loopstate: Acknowledge history alarm" clears the status item.`
   );
@@ -56,7 +63,7 @@ export function outputLine(alarm: HistoryAlarmNotification, name: string): strin
 
 /** The error notification's text for an alarm. */
 export function notificationText(alarm: HistoryAlarmNotification, name: string): string {
-  return `loopstate: ${name}: the history of stream "${alarm.stream}" changed in a way appending never does: ${alarm.message}.`;
+  return `loopstate: ${name}: the history of stream "${alarm.stream}" changed in a way appending never does: ${plainMessage(alarm.stream, alarm.message)}.`;
 }
 
 /** The status item while ``alarms`` stand for the project: the alarm first, the usual summary after it. */
@@ -66,7 +73,7 @@ export function withAlarms(summary: StatusSummary, alarms: readonly Alarm[], fol
   const rest = summary.text.replace(/^\$\([\w~-]+\)\s*/, "");
   const lines = [
     `loopstate: ${folderName}: HISTORY ALARM`,
-    ...alarms.map((alarm) => `${alarm.stream} (${alarm.at}): ${alarm.message}`),
+    ...alarms.map((alarm) => `${alarm.stream} (${alarm.at}): ${plainMessage(alarm.stream, alarm.message)}`),
     "A signed checkpoint does not extend the history loopstate saw before: events were edited, dropped or cut.",
     "Check the store against a checkpoint kept from before: `loopstate verify --against CHECKPOINT_FILE` (docs/verifying.md).",
     'Run "loopstate: Acknowledge history alarm" once you have looked.',

@@ -8,6 +8,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { HISTORY_ALARM, HistoryAlarms } from "../../src/historyAlarms";
 import { LiveProjects } from "../../src/live";
+import { plainMessage } from "../../src/model/historyAlarm";
 import { summarize } from "../../src/model/status";
 import { messages } from "../unit/fakeVscode";
 import { MemoryMemento } from "../unit/memento";
@@ -85,12 +86,12 @@ describe("a history rewritten behind the sidecar's back", () => {
     expect(messages.shown).toEqual([
       {
         kind: "error",
-        text: `loopstate: proj: the history of stream "intent" changed in a way appending never does: ${alarm.message}.`,
+        text: `loopstate: proj: the history of stream "intent" changed in a way appending never does: ${plainMessage("intent", alarm.message)}.`,
         buttons: ["Show output", "Copy verify command", "Acknowledge"],
       },
     ]);
     expect(output).toHaveLength(1);
-    expect(output[0]).toContain(`proj: HISTORY ALARM: stream intent of ${root}: ${alarm.message}`);
+    expect(output[0]).toContain(`proj: HISTORY ALARM: stream intent of ${root}: ${plainMessage("intent", alarm.message)}.`);
     const state = live.project(store.folder)!;
     const shown = alarms.decorate(root, summarize(state, "proj"), "proj");
     expect(shown.tone).toBe("alarm");

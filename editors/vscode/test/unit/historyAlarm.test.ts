@@ -1,11 +1,13 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import { HistoryAlarms, registerHistoryAlarms } from "../../src/historyAlarms";
-import { parseAlarm, verifyCommand, withAlarms } from "../../src/model/historyAlarm";
+import { parseAlarm, plainMessage, verifyCommand, withAlarms } from "../../src/model/historyAlarm";
 import { messages } from "./fakeVscode";
 import { MemoryMemento } from "./memento";
 
 const ROOT = "/work/proj";
-const REWRITE = { root: ROOT, stream: "intent", rewritten: true, message: "intent: its newest checkpoint does not extend the 4 events already seen: history was rewritten" };
+const REWRITE = { root: ROOT, stream: "intent", rewritten: true, message: "loopstate: intent: its checkpoint of 4 events does not extend the 3 seen before: history was rewritten" };
+/** The message as the extension says it (its own "loopstate: proj:" and the stream's name come first). */
+const SAID = "its checkpoint of 4 events does not extend the 3 seen before: history was rewritten";
 const PURGE = { root: ROOT, stream: "intent", rewritten: false, message: "intent was purged at 2026-12-01T00:00:00Z; watching from there" };
 
 class Output {
@@ -43,12 +45,12 @@ describe("a history alarm", () => {
     expect(messages.shown).toEqual([
       {
         kind: "error",
-        text: `loopstate: proj: the history of stream "intent" changed in a way appending never does: ${REWRITE.message}.`,
+        text: `loopstate: proj: the history of stream "intent" changed in a way appending never does: ${SAID}.`,
         buttons: ["Show output", "Copy verify command", "Acknowledge"],
       },
     ]);
     expect(output.lines).toHaveLength(1);
-    expect(output.lines[0]).toContain(`proj: HISTORY ALARM: stream intent of ${ROOT}: ${REWRITE.message}`);
+    expect(output.lines[0]).toContain(`proj: HISTORY ALARM: stream intent of ${ROOT}: ${SAID}.`);
     expect(output.lines[0]).toContain("loopstate verify --against CHECKPOINT_FILE --root /work/proj");
     expect(alarms.of(ROOT).map((alarm) => [alarm.stream, alarm.message])).toEqual([["intent", REWRITE.message]]);
     expect(fired).toEqual([ROOT]);
@@ -62,7 +64,7 @@ describe("a history alarm", () => {
     const shown = alarms.decorate(ROOT, halted, "proj");
     expect(shown.text).toBe("$(shield) HISTORY REWRITTEN (intent) · HALTED · run halting · 1 claim");
     expect(shown.tone).toBe("alarm");
-    expect(shown.tooltip).toContain(`intent (${alarms.of(ROOT)[0].at}): ${REWRITE.message}`);
+    expect(shown.tooltip).toContain(`intent (${alarms.of(ROOT)[0].at}): ${SAID}\n`);
     expect(shown.tooltip).toContain("loopstate verify --against CHECKPOINT_FILE");
     expect(shown.tooltip).toContain('"loopstate: Acknowledge history alarm"');
     expect(shown.tooltip.endsWith(halted.tooltip)).toBe(true);
@@ -128,6 +130,14 @@ describe("a history alarm", () => {
     await alarms.receive(REWRITE);
     await settled();
     expect(output.shown).toBe(1);
+  });
+});
+
+describe("the server's message", () => {
+  it("is said without the loopstate and stream prefix it may carry, and kept whole otherwise", () => {
+    expect(plainMessage("intent", REWRITE.message)).toBe(SAID);
+    expect(plainMessage("intent", "intent was purged at X")).toBe("intent was purged at X");
+    expect(plainMessage("runs/r1", "loopstate: intent: other stream")).toBe("intent: other stream");
   });
 });
 
