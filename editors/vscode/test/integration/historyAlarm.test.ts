@@ -100,4 +100,28 @@ describe("a history rewritten behind the sidecar's back", () => {
     expect(await alarms.acknowledge(root)).toBe(1);
     expect(alarms.decorate(root, summarize(state, "proj"), "proj").tone).toBe("normal");
   });
+
+  it("a purge made on purpose, with the server running, is an information message only", async () => {
+    server = await connect();
+    store.cli("checkpoint", "intent");
+    addClaim("Claim 1"); // news: the witness takes the checkpoint on trust
+    await changeWhere((l) => live.onDidChange(l), () => live.project(store.folder)?.intent?.active_count === 3);
+    const log = JSON.parse(store.cli("log", "--stream", "intent", "--json"));
+    const claimId = log.streams[0].events.find((event: any) => event.event_type === "claim_added").payload.claim.claim_id;
+    const said = new Promise<void>((resolve) => {
+      const before = messages.shown.length;
+      const timer = setInterval(() => {
+        if (messages.shown.length > before || output.length > 0) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 50);
+    });
+    store.cli("intent", "purge", "claim", claimId, "--yes");
+    addClaim("After the purge"); // news after the purge's checkpoint
+    await said;
+    expect(messages.shown).toEqual([{ kind: "information", text: expect.stringMatching(/^loopstate: proj: intent was purged at .*re-chained/), buttons: [] }]);
+    expect(output).toEqual([expect.stringMatching(/^proj: stream intent was purged on purpose: intent was purged at /)]);
+    expect(alarms.alarmed()).toEqual([]);
+  });
 });
