@@ -10,8 +10,8 @@
 import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import { registerCommands } from "./commands";
-import { HistoryAlarms, registerHistoryAlarms } from "./historyAlarms";
 import type { RootInfo } from "./generated/wire";
+import { HistoryAlarms, registerHistoryAlarms } from "./historyAlarms";
 import { LiveProjects, type Wire } from "./live";
 import { messageOf, ServerSupervisor } from "./server";
 import { describe, locate, type LoopstateCommand } from "./serverCommand";

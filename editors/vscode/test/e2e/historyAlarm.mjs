@@ -8,8 +8,8 @@
 // (rewrite_history.py) and a new checkpoint signed; the setting names loopstate again, so a new
 // server starts; one append, and its witness pushes `loopstate/historyAlarm`. Checked as a
 // person sees it: the error notification with its three buttons, the status item in its alarm
-// state (with the tooltip saying what happened), the Output line, and the item back to normal
-// after "loopstate: Acknowledge history alarm". Screenshots go to artifacts/history-alarm-*.png
+// state (with the tooltip saying what happened), the Output line, the alarm still shown after a
+// window reload, and the item back to normal after "loopstate: Acknowledge history alarm". Screenshots go to artifacts/history-alarm-*.png
 // (beside run.mjs's, gitignored). Prints "N passed, N failed" last.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -260,10 +260,27 @@ try {
     await shot("2-tooltip");
   });
 
+  await check("the alarm outlives a window reload (kept in the workspace state; the new server does not say it again)", async () => {
+    const count = (text) => outputLog().split(text).length - 1;
+    const alarmsSaid = count("HISTORY ALARM");
+    const windows = count("first state of");
+    await page.reload({ waitUntil: "domcontentloaded" });
+    const deadline = Date.now() + WAIT_MS;
+    while (count("first state of") === windows) {
+      if (Date.now() > deadline) throw new Error("the reloaded window never showed a first state");
+      await sleep(200);
+    }
+    await waitForItem((text) => text.includes("HISTORY REWRITTEN (intent)") && text.includes("5 claims"), "the alarm state after the reload");
+    addClaim("A claim after the reload"); // news for the new server's witness: the same checkpoint, so no second alarm
+    await waitForItem((text) => text.includes("HISTORY REWRITTEN (intent)") && text.includes("6 claims"), "6 claims, still alarmed");
+    await sleep(2000); // the witness's check runs after the news: give a second alarm the time to come
+    if (count("HISTORY ALARM") !== alarmsSaid) throw new Error(`the alarm was said again after the reload:\n${outputLog()}`);
+  });
+
   await check('"loopstate: Acknowledge history alarm" puts the status item back to the project\'s state', async () => {
     await page.mouse.move(700, 300);
     await palette("Acknowledge history alarm");
-    await waitForItem((text) => !text.includes("HISTORY") && text.includes("5 claims"), "the project's state without the alarm");
+    await waitForItem((text) => !text.includes("HISTORY") && text.includes("6 claims"), "the project's state without the alarm");
     await waitForOutput("proj: 1 history alarm acknowledged", "the acknowledgement");
     await shot("3-acknowledged");
   });
