@@ -103,3 +103,19 @@ def test_end_to_end_in_code_server() -> None:
     assert result.returncode == 0, _report(result)
     assert "18 passed, 0 failed" in result.stdout, _report(result)
     assert re.search(r"^accounted: \d+ loopstate serve, 0 other process\(es\), 0 file watcher\(s\)$", result.stdout, re.MULTILINE), _report(result)
+
+
+@needs_code_server
+def test_a_history_alarm_end_to_end_in_code_server() -> None:
+    """A real rewrite behind code-server's back: the notification, the status item's alarm state through a reload, Acknowledge.
+
+    See test/e2e/historyAlarm.mjs; its screenshots stay in editors/vscode/artifacts/history-alarm-*.png.
+    """
+    build = _npm("run", "build", timeout=600)
+    assert build.returncode == 0, _report(build)
+    result = subprocess.run(["node", "test/e2e/historyAlarm.mjs"], cwd=EXTENSION, env=_env(), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, _report(result)
+    assert "5 passed, 0 failed" in result.stdout, _report(result)
+    shots = sorted(path.name for path in (EXTENSION / "artifacts").glob("history-alarm-*.png"))
+    assert shots == ["history-alarm-1-notification.png", "history-alarm-2-tooltip.png", "history-alarm-3-acknowledged.png"]

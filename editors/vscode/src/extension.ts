@@ -11,6 +11,7 @@ import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import { registerCommands } from "./commands";
 import type { RootInfo } from "./generated/wire";
+import { HistoryAlarms, registerHistoryAlarms } from "./historyAlarms";
 import { LiveProjects, type Wire } from "./live";
 import { messageOf, ServerSupervisor } from "./server";
 import { describe, locate, type LoopstateCommand } from "./serverCommand";
@@ -119,12 +120,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
 
   const supervisor = new ServerSupervisor(live, output, resolveCommand, (client) => trackFolders(client));
-  const presenter = new Presenter(live, activeRoot, () => (vscode.workspace.workspaceFolders?.length ?? 0) > 1);
+  const alarms = new HistoryAlarms(context.workspaceState, output, folderName);
+  const presenter = new Presenter(live, activeRoot, () => (vscode.workspace.workspaceFolders?.length ?? 0) > 1, (root, summary, name) => alarms.decorate(root, summary, name));
   context.subscriptions.push(
     output,
     presenter,
     { dispose: () => void supervisor.dispose() },
     ...registerCommands({ live, supervisor, output, activeRoot }),
+    ...registerHistoryAlarms({ alarms, onNotification: (method, handler) => supervisor.onNotification(method, handler), activeRoot, render: () => presenter.render() }),
     // A stream that turns unreadable is said once (a notification with "Show output", an Output
     // line); its return, after `loopstate recover`, is an Output line and the views refetched.
     live.onStreamNotice((notice) => {

@@ -42,6 +42,8 @@ export class ServerSupervisor implements vscode.Disposable {
   private generation = 0;
   /** The problem last notified, so a failing server is reported once, not on every retry. */
   private notified: string | null = null;
+  /** Handlers of further server notifications (onNotification), set on every client before it starts. */
+  private readonly handlers = new Set<[string, (params: unknown) => void]>();
 
   constructor(
     private readonly live: LiveProjects,
@@ -50,6 +52,14 @@ export class ServerSupervisor implements vscode.Disposable {
     /** After each server is attached: find the folders' projects and track them (src/extension.ts). */
     private readonly onAttached: (client: LanguageClient) => Promise<void> = async () => undefined,
   ) {}
+
+  /** Handle ``method`` on every server this supervisor starts from now on (set before the client starts, so none is missed). */
+  onNotification(method: string, handler: (params: unknown) => void): vscode.Disposable {
+    const entry: [string, (params: unknown) => void] = [method, handler];
+    this.handlers.add(entry);
+    this.client?.onNotification(method, handler);
+    return { dispose: () => this.handlers.delete(entry) };
+  }
 
   get running(): LanguageClient | null {
     return this.client;
@@ -98,6 +108,7 @@ export class ServerSupervisor implements vscode.Disposable {
     const client = new QuietClient("loopstate", "loopstate", serverOptions, clientOptions);
     client.onNotification("loopstate/changed", (params: ChangedNotification) => this.live.changed(params));
     client.onNotification("loopstate/streamError", (params: StreamErrorNotification) => this.live.streamError(params));
+    for (const [method, handler] of this.handlers) client.onNotification(method, handler);
     this.client = client;
     this.output.appendLine(`starting ${describe(command)} serve (${command.origin})`);
     try {

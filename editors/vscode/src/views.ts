@@ -10,7 +10,7 @@
 import * as vscode from "vscode";
 import type { LiveProjects } from "./live";
 import type { ProjectState } from "./model/projections";
-import { summarize } from "./model/status";
+import { type StatusSummary, summarize } from "./model/status";
 import { goalNodes, intentNodes, runNodes, type TreeNode, userGates } from "./model/trees";
 
 export class NodeTree implements vscode.TreeDataProvider<TreeNode> {
@@ -58,6 +58,7 @@ const TONE_COLOURS: Record<string, string | undefined> = {
   halted: "statusBarItem.errorBackground",
   failed: "statusBarItem.errorBackground",
   waiting: "statusBarItem.warningBackground",
+  alarm: "statusBarItem.errorBackground",
   normal: undefined,
 };
 
@@ -91,6 +92,8 @@ export class Presenter implements vscode.Disposable {
     private readonly live: LiveProjects,
     private readonly activeRoot: () => ActiveProject | null,
     private readonly multiRoot: () => boolean = () => false,
+    /** What overrides the summary of a project (src/historyAlarms.ts: a history alarm). */
+    private readonly decorate: (root: string, summary: StatusSummary, name: string) => StatusSummary = (_root, summary) => summary,
   ) {
     this.item.name = "loopstate";
     this.item.command = "loopstate.openPanel";
@@ -138,8 +141,9 @@ export class Presenter implements vscode.Disposable {
       this.item.tooltip = `loopstate: ${active.name}: connecting`;
       this.item.backgroundColor = undefined;
     } else {
-      const summary = summarize(state, active.name, { previousRun: this.followed.get(active.root) ?? null, nameInText: this.multiRoot() });
-      if (summary.runId !== null) this.followed.set(active.root, summary.runId);
+      const summarized = summarize(state, active.name, { previousRun: this.followed.get(active.root) ?? null, nameInText: this.multiRoot() });
+      if (summarized.runId !== null) this.followed.set(active.root, summarized.runId);
+      const summary = this.decorate(active.root, summarized, active.name);
       this.item.text = summary.text;
       this.item.tooltip = summary.tooltip;
       const colour = TONE_COLOURS[summary.tone];

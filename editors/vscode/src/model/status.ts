@@ -10,8 +10,8 @@
 
 import type { ProjectState, RunStatus } from "./projections";
 
-/** How the item is coloured: VS Code's error and warning backgrounds, or none. */
-export type Tone = "normal" | "halted" | "failed" | "waiting";
+/** How the item is coloured: VS Code's error and warning backgrounds, or none ("alarm": src/model/historyAlarm.ts). */
+export type Tone = "normal" | "halted" | "failed" | "waiting" | "alarm";
 
 export interface StatusSummary {
   text: string;

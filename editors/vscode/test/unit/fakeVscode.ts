@@ -107,3 +107,42 @@ export const window = {
     return view;
   },
 };
+
+/**
+ * The messages the extension showed (test/unit/historyAlarm.test.ts and its integration test);
+ * ``answer`` picks the button a message's promise resolves to (undefined: dismissed).
+ */
+export const messages = {
+  shown: [] as Array<{ kind: "error" | "information"; text: string; buttons: string[] }>,
+  answer: (_text: string, _buttons: string[]): string | undefined => undefined,
+  clipboard: "",
+  commands: new Map<string, (...args: unknown[]) => unknown>(),
+};
+
+function showMessage(kind: "error" | "information") {
+  return (text: string, ...buttons: string[]): Promise<string | undefined> => {
+    messages.shown.push({ kind, text, buttons });
+    return Promise.resolve(messages.answer(text, buttons));
+  };
+}
+
+Object.assign(window, {
+  showErrorMessage: showMessage("error"),
+  showInformationMessage: showMessage("information"),
+  showQuickPick: async (items: string[]) => items[0],
+});
+
+export const env = {
+  clipboard: {
+    writeText: async (text: string) => {
+      messages.clipboard = text;
+    },
+  },
+};
+
+export const commands = {
+  registerCommand(id: string, handler: (...args: unknown[]) => unknown) {
+    messages.commands.set(id, handler);
+    return { dispose: () => messages.commands.delete(id) };
+  },
+};
