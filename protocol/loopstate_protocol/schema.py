@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from loopstate_protocol import PROTOCOL_VERSION, methods, project, proofs
+from loopstate_protocol import PROTOCOL_VERSION, methods, project, proofs, runs
 from loopstate_protocol.base import MAX_SAFE_INTEGER
 from loopstate_protocol.commands import COMMANDS, QUERIES
 from loopstate_protocol.messages import (
@@ -44,7 +44,7 @@ METHODS: dict[str, tuple[type, type | None]] = {
 # The result of each project query (a domain query's result is documented with its domain).
 PROJECT_RESULTS: dict[str, type] = {
     "project.root": project.RootInfo, "project.runs": project.RunList, "project.goals": project.GoalList,
-    "project.kill_switch": project.KillSwitchState, "project.verify": project.VerifyReport,
+    "project.kill_switch": runs.KillSwitchState, "project.verify": project.VerifyReport,
     "project.log": project.LogPage,
     "project.public_key": proofs.PublicKey, "project.checkpoint": proofs.CheckpointNote,
     "project.prove_inclusion": proofs.ProofText, "project.prove_consistency": proofs.ProofText,
@@ -94,7 +94,7 @@ def schema() -> dict[str, Any]:
         "x-commands": sorted(c.__struct_config__.tag for c in COMMANDS),
         "x-queries": sorted(q.__struct_config__.tag for q in QUERIES),
         "x-query-results": {tag: ref(cls) for tag, cls in PROJECT_RESULTS.items()},
-        "x-project-topics": {f"project/{view}": ref(PROJECT_RESULTS[query.__struct_config__.tag])
+        "x-project-topics": {f"project/{view}": ref(PROJECT_RESULTS[str(query.__struct_config__.tag)])
                              for view, query in project.TOPICS.items()},
         "$defs": dict(sorted(components.items())),
     }

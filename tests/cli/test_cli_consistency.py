@@ -101,7 +101,7 @@ def test_the_project_root_line_once_per_shell_session_and_every_time_with_verbos
     (root / ".git").mkdir()
     line = f"loopstate: project root {root} (the top of the git work tree)\n"
     # One shell session: the same parent process runs each command.
-    script = f"""
+    script = """
 import subprocess, sys
 for argv in (["goals", "list"], ["goals", "list"], ["-v", "goals", "list"], ["goals", "list", "--verbose"]):
     done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", *argv], capture_output=True, text=True)

@@ -33,13 +33,16 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 # Third-party packages the inner layers may use: the protocol depends on msgspec alone,
-# and so do core (plus portalocker, the lock of platforms without flock), the domains
-# and the service. Front doors bring their own (pygls, mcp, tomlkit, shtab).
+# and so do the domains. Core adds portalocker (the lock of platforms without flock) and
+# cryptography (the Ed25519 signature of checkpoints, core/signed_note.py); the service
+# adds cryptography (the checkpoint key) and watchdog (the store watcher, service/watch.py).
+# Each is imported only on the path that needs it. Front doors bring their own (pygls,
+# mcp, tomlkit, shtab).
 MAY_USE: dict[str, frozenset[str]] = {
     "protocol": frozenset({"msgspec"}),
-    "core": frozenset({"msgspec", "portalocker"}),
+    "core": frozenset({"msgspec", "portalocker", "cryptography"}),
     "domains": frozenset({"msgspec"}),
-    "service": frozenset({"msgspec"}),
+    "service": frozenset({"msgspec", "cryptography", "watchdog"}),
 }
 
 # Domain modules every domain shares; any other domain module belongs to one domain only.

@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-from loopstate_protocol import runs as proto
 
 from loopstate.core import canonical
 from loopstate.domains.runs import DOMAIN, records

@@ -196,7 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     meta = arg("--meta", action="append", metavar="KEY=VALUE", help="compact metadata (repeatable)")
 
     _verb(verbs, "add", "add a todo (todo_added)", lambda a: proto.AddTodo(
-        **_common(a), title=a.title, todo_id=a.id, role=_role(a), priority=a.priority or "P2",
+        **_common(a), title=a.title, todo_id=a.id, role=_role(a) or "agent", priority=a.priority or "P2",
         planner_order=a.order, metadata=_pairs(a.meta, "--meta"), details=a.details, pointer=a.pointer),
         arg("title"), arg("--id", help="todo id (default: the next T###)"), arg("--role", default="agent", help="who the todo is for (default agent; usual: " + ", ".join(ROLES) + ")"),
         arg("--new-role", action="store_true", help="declare a --role that is not a usual one and new to this goal"),

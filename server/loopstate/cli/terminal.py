@@ -162,5 +162,5 @@ def paged_stdout(wanted: bool) -> Paged | None:
     if not wanted or not isinstance(stdout, Neutralized) or os.environ.get("LOOPSTATE_NO_PAGER"):
         return None
     paged = Paged(stdout)
-    sys.stdout = paged.stream  # type: ignore[assignment]
+    sys.stdout = paged.stream
     return paged

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import msgspec
 
@@ -42,6 +42,9 @@ from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
 from loopstate.service.tree_heads import grow_tree
+
+if TYPE_CHECKING:
+    from loopstate_protocol.project import ProjectCommand, ProjectQuery
 
 Listener = Callable[[Project, str, News], None]
 
@@ -235,7 +238,7 @@ class Service:
         if _is_project(command):
             from loopstate.service import project_commands
 
-            return project_commands.execute(self, root, command, request_id)
+            return project_commands.execute(self, root, cast("ProjectCommand", command), request_id)
         check_request_id(request_id)
         check_command(command)  # before anything walks it: fingerprint, domain rules, encoder
         domain = self.domain_of(command)
@@ -308,7 +311,7 @@ class Service:
             from loopstate.service import project_reads
 
             with self._lock:
-                return project_reads.answer(self, root, query, progress=progress)
+                return project_reads.answer(self, root, cast("ProjectQuery", query), progress=progress)
         with self._lock:
             project = self.project(root)
             domain = self.domain_of(query)

@@ -17,6 +17,7 @@ import msgspec
 
 from loopstate_protocol import project as proto
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.runs import KillSwitchState
 
 from loopstate.core.errors import LoopstateError
 
@@ -93,7 +94,7 @@ def runs(service: "Service", root: str, status: list[str] | None = None) -> prot
     return proto.RunList(runs=shown, kill_switch=kill_switch(root), total=len(rows))
 
 
-def kill_switch(root: str) -> proto.KillSwitchState:
+def kill_switch(root: str) -> KillSwitchState:
     from loopstate.service.runs_project import kill_switch as probe
 
     return probe(root)

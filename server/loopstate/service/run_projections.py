@@ -56,10 +56,11 @@ import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from loopstate.core import canonical, safefs
-from loopstate.core.project import Project
 from loopstate.core.clock import parse_time
+from loopstate.core.project import Project
 from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 MUTABLE = ("run.json", "lease.json", "issues.json")
@@ -80,7 +81,7 @@ def _lstat(path: str) -> os.stat_result | None:
 
 
 _EXCHANGE = 2  # RENAME_EXCHANGE (linux/fs.h)
-_renameat2 = None  # looked up on first use: ctypes is imported only by a process that replaces a projection
+_renameat2: Any = None  # looked up on first use: ctypes is imported only by a process that replaces a projection
 
 
 def _exchange(tmp: str, path: str) -> bool:
@@ -154,7 +155,7 @@ class _IssueLedger:
         self.of: object = None  # the issue map ``data`` was built from (the fold makes a new one per issue event)
         self.sequence = -1  # the fold's sequence when ``of`` was seen
         self.run_id = self.created_at = None
-        self.records: dict[str, dict] = {}
+        self.records: dict[str, dict[str, Any]] = {}
         self.order: list[tuple[str, str]] = []  # (created_at, issue_id), sorted
         self.parts: list[bytes] = []  # each issue's encoding, in ``order``
         self.latest: tuple | None = None  # (time, its text, issue_id) of the latest updated_at
