@@ -350,8 +350,8 @@ def _session() -> list[str]:
         out += _show(transcript.take())
 
         step("4. a change by another process",
-             "Another process (a CLI call, a hook, another editor's server) appends; the server sees it through "
-             "inotify, verifies the new tail and pushes it.")
+             "Another process (a CLI call, a hook, another editor's server) appends; the server's file watcher "
+             "sees it, the server verifies the new tail and pushes it.")
         task_id = client.query(root, {"kind": "intent.tasks"})[0]["task_id"]
         transcript.take()
         from loopstate_protocol.intent import ClaimInput, IntentClaimAdd
@@ -472,8 +472,9 @@ header follows the bad line in the same block (that header starts a frame).
 
 `loopstate/subscribe` returns the topic's current head and projection; with `since`, also
 every event after that sequence, so a client that reconnects misses nothing. Then each
-change to the topic's stream, by this server or any other process (watched with inotify:
-an idle server uses no CPU), is pushed as `loopstate/changed`, in order, with
+change to the topic's stream, by this server or any other process (seen by the store
+watcher, service/watch.py: inotify, FSEvents or ReadDirectoryChangesW; an idle server
+uses no CPU), is pushed as `loopstate/changed`, in order, with
 `previous_sequence` and the new `head`. Each notification starts where the previous one
 ended, so a client can always tell whether it missed something. A stream that is
 re-chained (an intent purge, `loopstate recover`) is announced with `rewritten: true`,
@@ -482,8 +483,9 @@ broke its chain, or changed bytes the server had already verified: an edit in pl
 truncate and rewrite, a replaced file; see storage.md, *Bytes that change under a
 long-lived process*) is announced with `loopstate/streamError`, and from then on the
 server refuses to execute commands on it or answer queries from it (CORRUPT_LEDGER),
-never serving the state it had folded before. Without inotify (not Linux),
-other processes' changes reach subscribers at the next request that reads the stream.
+never serving the state it had folded before. Where no native watcher is available,
+the server refuses to poll instead: other processes' changes then reach subscribers at
+the next request that reads the stream.
 
 When the client reads slowly, the server stops writing at 256 KiB of unread output and
 keeps one pending notification per subscription: a snapshot subscription's becomes the
