@@ -13,8 +13,6 @@ import argparse
 import sys
 from typing import Any
 
-import msgspec
-
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.cli.output import add_common, emit_json, progress_printer, project_root
@@ -82,25 +80,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     project = _project(args)
     verified = _service().query(project.root, ProjectVerify(), progress=progress_printer)
-    reports = msgspec.to_builtins(verified.streams)
+    reports = verified.streams
     ok = verified.ok
     if args.json:
         emit_json(verified)
     else:
         if not reports:
             print(f"no streams yet for {project.root}")
-        for r in reports:
-            if r["ok"]:
-                line = f"ok      {r['stream']}: {r['events']} events, head {r['sequence']} {str(r['hash'])[:12]}"
-                if r.get("torn_tail"):
-                    t = r["torn_tail"]
-                    line += f" (partial final line of {t['length']} bytes at byte {t['offset']}: the next mutation quarantines it)"
+        for r in reports:  # StreamReport Structs: a default (0 events) is left out of the JSON, not of these
+            if r.ok:
+                line = f"ok      {r.stream}: {r.events} events, head {r.sequence} {str(r.hash)[:12]}"
+                if r.torn_tail is not None:
+                    t = r.torn_tail
+                    line += f" (partial final line of {t.length} bytes at byte {t.offset}: the next mutation quarantines it)"
                 print(line)
             else:
-                e = r["error"]
+                e = r.error
+                assert e is not None
                 print(
-                    f"CORRUPT {r['stream']}: byte {e['offset']}, sequence {e['sequence']}: {e['reason']}"
-                    f" ({r['events']} events verified before it; `loopstate recover` keeps them)"
+                    f"CORRUPT {r.stream}: byte {e.offset}, sequence {e.sequence}: {e.reason}"
+                    f" ({r.events} events verified before it; `loopstate recover` keeps them)"
                 )
     return 0 if ok else 1
 
