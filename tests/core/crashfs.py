@@ -241,6 +241,12 @@ class Model:
                 old[0].entries[old[1]], new[0].entries[new[1]] = new[0].entries[new[1]], old[0].entries[old[1]]
             elif old is not None and new is not None:
                 new[0].entries[new[1]] = old[0].entries.pop(old[1])
+        elif name in ("link", "linkat"):  # a second name for the same file (how the checkpoint key is published)
+            old_at, new_at = (0, 1) if name == "link" else (1, 3)
+            old = self._split(self._path_arg(call, None if name == "link" else 0, old_at))
+            new = self._split(self._path_arg(call, None if name == "link" else 2, new_at))
+            if old is not None and new is not None and call.result == 0:
+                new[0].entries[new[1]] = old[0].entries[old[1]]
         elif name in ("unlink", "unlinkat", "rmdir"):
             where = self._split(self._path_arg(call, 0 if name == "unlinkat" else None, 1 if name == "unlinkat" else 0))
             if where is not None:
@@ -258,7 +264,7 @@ class Model:
         elif name in ("clone", "clone3", "fork", "vfork") and call.result > 0:
             shared = any("CLONE_FILES" in arg for arg in args)
             self.tables[call.result] = table if shared else dict(table)
-        elif name in ("link", "linkat", "symlink", "symlinkat", "truncate", "sync", "syncfs", "sync_file_range"):
+        elif name in ("symlink", "symlinkat", "truncate", "sync", "syncfs", "sync_file_range"):
             touched = [arg for arg in args if '"' in arg or "<" in arg]
             if name in ("sync", "syncfs") or any(self._split(arg_text(arg)) is not None for arg in touched):
                 raise AssertionError(f"{name} on the store is not modelled; extend crashfs")

@@ -203,8 +203,13 @@ def rechained(project: Project, stream_name: str, lines: list[bytes], hash_field
 
     The note carries the extension line ``purged <why>``: a witness that saw
     the old history reads it as the one legitimate rewrite, not as tampering.
-    A failure is logged, never raised: the purge is done and durable.
+    A stream never signed gets no purge note (nobody can hold it to an older
+    history, and a purge makes no key). A failure is logged, never raised: the
+    purge is done and durable.
     """
+    _kept.pop((str(project.dir), stream_name), None)
+    if not (project.dir / FOLDER / f"{stream_name}.checkpoint").exists():
+        return
     try:
         compact, offset, last_start, last_line = merkle.CompactRange(), 0, 0, None
         for line in lines:
@@ -215,7 +220,6 @@ def rechained(project: Project, stream_name: str, lines: list[bytes], hash_field
         kept = KeptTree(size=compact.size, offset=offset, last_line_start=last_start, last_hash=last_hash,
                         peaks=compact.peaks)
         sign_and_keep(project, stream_name, kept, (f"purged {why}",))
-        _kept.pop((str(project.dir), stream_name), None)
     except Exception as exc:  # noqa: BLE001 (the purge is durable whatever happens here)
         _warn("could not sign the purge checkpoint of %s: %s", stream_name, exc)
 
