@@ -41,10 +41,8 @@ def start(root: Path, data_dir: Path, claim: str = "outcome:Ship the proof") -> 
 
 def add(root: Path, data_dir: Path, statement: str) -> None:
     """One claim on the current task: one event."""
-    task = json.loads(ok("intent", "tasks", "--json", cwd=root, data_dir=data_dir))
-    tasks = task["tasks"] if isinstance(task, dict) else task
-    current = next(t for t in tasks if t.get("current"))
-    ok("intent", "add", current["task_id"], statement, cwd=root, data_dir=data_dir)
+    task = json.loads(ok("intent", "tasks", "--json", cwd=root, data_dir=data_dir))["current_task_id"]
+    ok("intent", "add", task, statement, cwd=root, data_dir=data_dir)
 
 
 @pytest.fixture

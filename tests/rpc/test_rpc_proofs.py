@@ -14,10 +14,11 @@ from loopstate_protocol.client import LoopstateClient, RpcError
 
 
 def claims(data_dir: Path, root: Path, count: int) -> None:
-    if run_cli(data_dir, "intent", "tasks", "--json", "--root", str(root)).stdout.strip() in ("", "[]"):
+    listed = msgspec.json.decode(run_cli(data_dir, "intent", "tasks", "--json", "--root", str(root)).stdout)
+    if listed["current_task_id"] is None:
         assert run_cli(data_dir, "intent", "start", "--claim", "outcome:Prove it", "--root", str(root)).returncode == 0
-    tasks = msgspec.json.decode(run_cli(data_dir, "intent", "tasks", "--json", "--root", str(root)).stdout)
-    task = next(t for t in (tasks["tasks"] if isinstance(tasks, dict) else tasks) if t.get("current"))["task_id"]
+        listed = msgspec.json.decode(run_cli(data_dir, "intent", "tasks", "--json", "--root", str(root)).stdout)
+    task = listed["current_task_id"]
     for n in range(count):
         done = run_cli(data_dir, "intent", "add", task, f"Claim {n}", "--root", str(root))
         assert done.returncode == 0, done.stderr

@@ -35,7 +35,7 @@ async function connect(): Promise<Server> {
 }
 
 function addClaim(statement: string): void {
-  const [task] = JSON.parse(store.cli("intent", "tasks", "--json"));
+  const [task] = JSON.parse(store.cli("intent", "tasks", "--json")).tasks;
   store.cli("intent", "add", task.task_id, statement);
 }
 

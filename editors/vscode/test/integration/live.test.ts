@@ -133,7 +133,7 @@ describe("the live view of a project", () => {
     server = await connect();
     await live.track(store.folder);
     await until(() => state().intent !== null);
-    const [task] = JSON.parse(store.cli("intent", "tasks", "--json"));
+    const [task] = JSON.parse(store.cli("intent", "tasks", "--json")).tasks;
     store.cli("intent", "add", task.task_id, "A second claim");
     await until(() => state().intent?.active_count === 2);
     const notices: StreamNotice[] = [];
