@@ -25,7 +25,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
 from loopstate.domains.base import Context, Decision, Domain
 from loopstate.domains.runs import projections, records
-from loopstate.domains.runs.state import GrantState, RunState, evolve_grant, evolve_run
+from loopstate.domains.runs.state import STATE_LAYOUT, GrantState, RunSnapshot, RunState, evolve_grant, evolve_run
 
 RUN_PREFIX = "runs."
 GRANT_PREFIX = "grants."
@@ -99,8 +99,15 @@ class RunsDomain(Domain):
         return RunState(run_id=stream[len(RUN_PREFIX):])
 
     def snapshot_type(self, stream: str) -> type:
-        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
-        return GrantState if stream.startswith(GRANT_PREFIX) else RunState
+        """Projection snapshots (core/snapshot.py) hold the state as it is (every field is folded);
+        a run's is wrapped with its layout so a snapshot of another layout is never decoded as this one."""
+        return GrantState if stream.startswith(GRANT_PREFIX) else RunSnapshot
+
+    def snapshot_state(self, state: RunState | GrantState) -> RunSnapshot | GrantState:
+        return state if isinstance(state, GrantState) else RunSnapshot(layout=STATE_LAYOUT, state=state)
+
+    def restore_state(self, stream: str, snapshot: RunSnapshot | GrantState) -> RunState | GrantState:
+        return snapshot if isinstance(snapshot, GrantState) else snapshot.state
 
     def evolve(self, state: RunState | GrantState, event: dict[str, Any]) -> RunState | GrantState:
         if isinstance(state, GrantState):
