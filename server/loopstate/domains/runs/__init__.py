@@ -1,7 +1,7 @@
-"""The runs domain: seed 002's bounded-run control plane on the event core.
+"""The runs domain: the bounded-run control plane on the event core.
 
 One audit stream per run (``runs.<run_id>``), one stream per authority grant
-(``grants.<grant_id>``), both chained with the seed's envelope
+(``grants.<grant_id>``), both chained with the audit envelope
 (``sequence``, ``previous_event_digest``, ``event_digest``, ``schema_version``).
 Everything here is pure; files (kill switches, projections, the grant lock)
 live in ``loopstate.service.runs_effects``, which the service registry binds

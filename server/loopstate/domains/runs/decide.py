@@ -1,4 +1,4 @@
-"""decide(state, command, ctx) -> events for run streams: every rule of seed 002, pure.
+"""decide(state, command, ctx) -> events for run streams: every rule of a bounded run, pure.
 
 Each command runs the same boundary first (``safety.boundary``: repair a
 missing budget-marker suffix, write a revoked grant's marker, apply the kill

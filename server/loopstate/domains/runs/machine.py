@@ -1,11 +1,11 @@
-"""The run state machine: the seed's transition table and its event-scoped exceptions.
+"""The run state machine: the transition table and its event-scoped exceptions.
 
 Stages have a rule of their own (``require_stage_free``): one stage is open at
 a time; another starts only once the open one is completed.
 
 The ordinary graph is necessary but not sufficient: each event type also has
 its own payload, lease, authority and budget rules (in ``decide``). Two events
-step outside the table, exactly as the seed allows: ``recovery_started`` may
+step outside the table, and only these two: ``recovery_started`` may
 take a recoverable run straight to active with a fresh lease, and
 ``kill_switch_detected`` may reduce any recoverable nonterminal run to
 ``halted_kill_switch`` without lease context. Terminal states stay terminal.

@@ -19,7 +19,7 @@ import msgspec
 from loopstate.core.clock import parse_time
 from loopstate.domains.runs import budgets
 
-# The field loopstate adds to evidence and issue events beside the seed's: the full record after the event.
+# The field loopstate adds to evidence and issue events beside the compatible ones: the full record after the event.
 RECORD_FIELD = "loopstate_record"
 
 
