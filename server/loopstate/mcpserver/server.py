@@ -46,8 +46,8 @@ log = logging.getLogger("loopstate.mcp")
 INSTRUCTIONS = (
     "loopstate keeps this project's durable state. Start or resume your task with intent_task, record the user's "
     "intent with intent_claim (explicit only for the user's own words), act on runs under your lease (run_*), "
-    "work goals with todo_ready and todo. To retry a change, resend its request_id. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
-    "(intent, runs, goals) can be subscribed to. An answer's notice (e.g. a moved project to adopt) is for the user: pass it on."
+    "work goals with todo_ready and todo. To retry a change, resend its request_id. Errors start with a stable code. Resources "
+    "(intent, runs, goals) can be subscribed to. Tell the user any notice."
 )
 
 
