@@ -429,6 +429,8 @@ def intend(state: RunState, c: proto.Intend, ctx: Context) -> list[dict[str, Any
     if _ordinary_exhaustion(plan, owner):
         return refuse(plan, _boundary_refusal(plan))
     work.check_completion_data(c.completion_event_type, c.completion_data)
+    if c.completion_event_type == "stage_started":  # the same one-open-stage rule as `run stage start`
+        require_stage_free(state.run_id, state.open_stage, state.open_stage_sequence, c.completion_data["stage"])
     if c.completion_event_type == "stage_completed":
         work.stage_completed(plan, c.completion_data)
     if c.completion_event_type == "issue_transitioned":
