@@ -18,14 +18,29 @@ import os
 import stat
 import sys
 import threading
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator
 
 import msgspec
 
 from loopstate.core import canonical, safefs
-from loopstate.core.chain import BATCH, ChainError, ChainLayout, HashCut, Position, batch_part, check_line, seal
+from loopstate.core.chain import (
+    BATCH,
+    ChainError,
+    ChainLayout,
+    HashCut,
+    Head,
+    Position,
+    StoredEvent,
+    batch_part,
+    check_line,
+    seal,
+    verify_chain,
+)
 from loopstate.core.live_integrity import LiveIntegrity
+from loopstate.core.record import ProgressFn as ProgressFn
+from loopstate.core.record import Record as Record
 
 CHUNK = 1 << 20
 # Beyond any file offset: "no checkpoint to reach" in the scan.
@@ -51,15 +66,6 @@ class TornTail(msgspec.Struct, frozen=True):
     reason: str = PARTIAL_LINE
 
 
-class Record(NamedTuple):
-    """One verified event and where its line sits in the file."""
-
-    event: dict[str, Any]
-    start: int
-    end: int
-
-
-ProgressFn = Callable[[int, int], None]
 
 
 class _DigestFeeder:
@@ -139,7 +145,7 @@ class Stream:
 
     def read_new(
         self, *, verify_hash_until: int | None = None, progress: ProgressFn | None = None, parallel: bool = False,
-    ) -> Iterator[Record]:
+    ) -> Generator[Record, None, None]:
         """Yield every complete event after the verified head, verifying as it goes.
 
         The head advances only past records that verified. Hashes are recomputed
@@ -196,6 +202,10 @@ class Stream:
                     voucher.close()
         finally:
             os.close(fd)
+
+    def reopened(self) -> Stream:
+        """A new reader of this stream's file, with nothing verified yet (``live_integrity``'s fresh checks)."""
+        return Stream(self.base, self.name, self.layout)
 
     def verify_ahead(self, progress: ProgressFn | None = None) -> None:
         """Move the head past everything worker processes verify completely (a big stream
@@ -512,6 +522,37 @@ class Stream:
         self._staged_head = position
         return records
 
+    def stage_sealed(self, lines: list[bytes]) -> list[Record]:
+        """Stage lines sealed elsewhere (canonical, without their newline) after the verified
+        (and already staged) head, once all of them are checked to follow it as whole batches
+        (``chain.verify_chain``); nothing is staged when one does not. As ``stage``: durable
+        only at ``flush``."""
+        if self.torn is not None:
+            raise ChainError(self.name, self.torn.offset, self.position.sequence, "a partial tail must be cut before appending")
+        position = self._staged_head or self.position
+        layout = self.layout
+        stored, events, start = [], [], position.offset
+        for line in lines:
+            try:
+                event = canonical.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                event = None
+            if not isinstance(event, dict):
+                event = {}
+            sequence, claimed = event.get(layout.sequence_field), event.get(layout.hash_field)
+            stored.append(StoredEvent(sequence if type(sequence) is int else -1, claimed if type(claimed) is str else "", line, start))
+            events.append(event)
+            start += len(line) + 1
+        head = verify_chain(stored, layout, self.name, Head(position.sequence, position.hash), start=position.offset)
+        records = []
+        for event, item in zip(events, stored):
+            event[layout.hash_field] = event.pop(layout.hash_field)  # last, as a sealed or verified event has it
+            records.append(Record(event, item.start, item.end))
+        self._staged.extend(item.line + b"\n" for item in stored)
+        if stored:
+            self._staged_head = Position(stored[-1].end, head.sequence, head.hash)
+        return records
+
     def flush(self) -> None:
         """Write every staged line in one write and fsync; the head moves only then.
 
@@ -521,6 +562,7 @@ class Stream:
         if not self._staged:
             return
         data, head = b"".join(self._staged), self._staged_head
+        assert head is not None  # set whenever lines are staged
         self._staged, self._staged_head = [], None
         fd = self._append_descriptor()
         # The running prefix digest takes the bytes before the write, while the
@@ -616,7 +658,8 @@ class Stream:
     def prefix_digest(self) -> str | None:
         """SHA-256 hex of bytes [0, head), when this process knows it."""
         if self.digest is not None and self._digest_at == self.position.offset:
-            return self.digest.hexdigest()
+            hexdigest: str = self.digest.hexdigest()
+            return hexdigest
         return None
 
     def discard_staged(self) -> None:

@@ -29,15 +29,16 @@ from loopstate_protocol.base import Command, Head, Query
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import snapshot
+from loopstate.core.backend import LocalFile
 from loopstate.core.clock import ClockFn, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
-from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
 from loopstate.core.nesting import check_command
 from loopstate.core.news import News
 from loopstate.core.project import Project
+from loopstate.core.stores import open_store
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
@@ -79,10 +80,14 @@ class Folded:
         # A domain with a snapshot codec starts from its projection snapshot when one
         # matches the file, and leaves one beside each checkpoint it writes.
         codec = snapshot.codec_for(domain, stream, self._get_state, self._put_state) if snapshots else None
-        self.ledger = Ledger(
-            project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
+        # The stream's ledger from the project's store (core/stores.py: the local JSONL store unless
+        # a store URL names another), through the storage contract (core/backend.py).
+        self.ledger = open_store(project).open_ledger(
+            stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
             snapshots=codec, news_limit=NEWS_LIMIT,
         )
+        # The stream's local JSONL file, on the JSONL store (None on another): its Merkle tree grows beside it.
+        self.local = self.ledger.stream if isinstance(self.ledger, LocalFile) else None
 
     def _get_state(self) -> Any:
         return self.state
@@ -283,8 +288,8 @@ class Service:
                                 refusal = decision.refusal
                                 records = tx.append(decision.events, request_id=request_id, fp=fp) if decision.events else []
                                 effects.after_append(self, project, folded, records, prepared)
-                                if records:
-                                    grow_tree(project, folded.ledger.stream, records)
+                                if records and folded.local is not None:
+                                    grow_tree(project, folded.local, records)
                         finally:
                             effects.release(prepared)
             finally:
