@@ -126,3 +126,72 @@ def test_the_plain_rename_is_used_where_there_is_no_exchange(h, monkeypatch):
     for name, data in _expected(h, run_id).items():
         assert files[name] == data, name
     assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name]
+
+
+def _spares(folder):
+    return [p for p in folder.iterdir() if p.name.startswith("issues.json.loopstate-tmp-")]
+
+
+def test_a_big_issue_ledger_is_patched_into_its_spare_and_stays_equal_to_the_log(h, monkeypatch):
+    """From SPARE_FROM bytes on, issues.json is not written whole: this process's spare file (the previous
+    issues.json) is patched from the first byte that differs and exchanged into place. Opened issues,
+    issues moved on (a change in the middle), a file replaced behind the writer's back and a tampered spare:
+    after every command issues.json is byte for byte the domain's ledger, and a fresh process removes the spare."""
+    monkeypatch.setattr(run_projections, "SPARE_FROM", 0)
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    folder = h.service.project(h.root).dir / "runs" / run_id
+    opened = []
+
+    def check():
+        status = h.status(run_id)
+        expected = canonical.encode(issue_ledger(RunState(run_id=run_id, run=status.run,
+                                                          issues={i["issue_id"]: i for i in status.issues})))
+        assert (folder / "issues.json").read_bytes() == expected
+
+    inodes = set()
+    for n in range(12):
+        h.clock.advance(1)
+        opened.append(h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False,
+                                            **held)).events[0]["data"]["issue_id"])
+        check()
+        inodes.add(os.stat(folder / "issues.json").st_ino)
+    assert len(_spares(folder)) == 1 and len(inodes) == 2, "the two files should take turns"
+    h.clock.advance(1)
+    h.run(proto.IssueUpdate(run_id=run_id, issue_id=opened[3], status="acknowledged", **held))  # a middle issue
+    check()
+    spare = _spares(folder)[0]
+    with open(spare, "r+b") as handle:  # the spare changed behind the writer's back: never patched blindly
+        handle.write(b"X")
+    h.clock.advance(1)
+    h.run(proto.IssueOpen(run_id=run_id, title="after the tamper", severity="low", blocking=False, **held))
+    check()
+    good = (folder / "issues.json").read_bytes()
+    (folder / "issues.json.new").write_bytes(good.replace(b'"issues":[', b'"issues":[1,'))
+    os.replace(folder / "issues.json.new", folder / "issues.json")  # issues.json replaced: read and compared
+    h.run(proto.Sync(run_id=run_id))
+    assert (folder / "issues.json").read_bytes() == good
+    h.clock.advance(1)
+    h.run(proto.IssueUpdate(run_id=run_id, issue_id=opened[0], status="acknowledged", **held))
+    check()
+    assert len(_spares(folder)) <= 1
+    PROJECTIONS.forget()  # as a fresh process: what it leaves behind is removed
+    assert _spares(folder) == []
+    (folder / "issues.json").write_bytes(b"{}")  # stale, as after a kill: the fresh process writes it whole
+    h.run(proto.Sync(run_id=run_id))
+    check()
+    assert _spares(folder) == [], "a file this process has not written or read keeps no spare"
+    h.clock.advance(1)
+    h.run(proto.IssueOpen(run_id=run_id, title="warm again", severity="low", blocking=False, **held))
+    check()
+    assert len(_spares(folder)) == 1
+
+
+def test_a_small_issue_ledger_is_written_whole_and_leaves_no_spare(h):
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    folder = h.service.project(h.root).dir / "runs" / run_id
+    for n in range(3):
+        h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False, **held))
+    assert len((folder / "issues.json").read_bytes()) < run_projections.SPARE_FROM
+    assert _spares(folder) == []
