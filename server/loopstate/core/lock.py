@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -306,6 +306,7 @@ class StoreLock:
         it before us has made the file); still none, hold the founding lock."""
         from loopstate.core.founding import founding_lock  # only a first writer needs it
 
+        assert self.founding_root is not None  # only called with a founding root (``_exclusive``)
         founding = founding_lock(self.founding_root)
         founding.acquire(self.path.name, self.timeout)
         try:
@@ -460,7 +461,7 @@ class StoreLock:
         self.release()
 
 
-def _read_holder(fd: int) -> dict:
+def _read_holder(fd: int) -> dict[str, Any]:
     """Who holds the lock on ``fd``'s file, for a waiter that timed out.
 
     The kernel's table (/proc/locks, Linux) is the truth: the pid and mode of

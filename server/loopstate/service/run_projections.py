@@ -223,9 +223,13 @@ class _IssueLedger:
     __slots__ = ("of", "sequence", "run_id", "created_at", "records", "order", "parts", "latest", "data", "same_until")
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.of: object = None  # the issue map ``data`` was built from (the fold makes a new one per issue event)
         self.sequence = -1  # the fold's sequence when ``of`` was seen
-        self.run_id = self.created_at = None
+        self.run_id: str | None = None
+        self.created_at: str | None = None
         self.records: dict[str, dict[str, Any]] = {}
         self.order: list[tuple[str, str]] = []  # (created_at, issue_id), sorted
         self.parts: list[bytes] = []  # each issue's encoding, in ``order``
@@ -235,28 +239,31 @@ class _IssueLedger:
         # patch of the previous bytes must start (the new issue and the frame's tail, usually).
         self.same_until = 0
 
-    def _changed(self, state: RunState) -> list[tuple[str, dict]]:
+    def _changed(self, state: RunState, run: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """The issues whose record differs from the one encoded: from the last event when the fold moved
         by one event, else by comparing every record (a catch-up, a cold start)."""
         issues = state.issues
         if state.sequence == self.sequence + 1 and state.last is not None:
             record = state.last.get(RECORD_FIELD)
-            if isinstance(record, dict) and issues.get(record.get("issue_id")) is record:
+            if isinstance(record, dict) and issues.get(str(record.get("issue_id"))) is record:
                 if len(issues) - len(self.records) == (record["issue_id"] not in self.records):
                     return [(record["issue_id"], record)]
-        if (self.run_id, self.created_at) != (state.run_id, state.run["created_at"]) or any(
+        if (self.run_id, self.created_at) != (state.run_id, run["created_at"]) or any(
                 issue_id not in issues for issue_id in self.records):
-            self.__init__()  # another run, or an issue gone: start over (never happens in one run's fold)
-            self.run_id, self.created_at = state.run_id, state.run["created_at"]
+            self._reset()  # another run, or an issue gone: start over (never happens in one run's fold)
+            self.run_id, self.created_at = state.run_id, run["created_at"]
         return [(issue_id, record) for issue_id, record in issues.items() if self.records.get(issue_id) is not record]
 
     def bytes_of(self, state: RunState) -> bytes:
+        """issues.json's bytes for ``state`` (a run that exists)."""
+        run = state.run
+        assert run is not None
         issues = state.issues
         if issues is self.of and self.data is not None:
             self.sequence = state.sequence
             return self.data
         previous = self.data
-        changed = self._changed(state)
+        changed = self._changed(state, run)
         first = len(self.order) if previous is not None else 0  # the first part that moved or changed
         for issue_id, record in changed:
             before = self.records.get(issue_id)
@@ -272,7 +279,7 @@ class _IssueLedger:
             self.records[issue_id] = record
             if self.latest is not None and self.latest[2] == issue_id:
                 moment = parse_time(record["updated_at"])
-                if moment >= self.latest[0] and before["created_at"] == record["created_at"]:
+                if moment >= self.latest[0] and before is not None and before["created_at"] == record["created_at"]:
                     self.latest = (moment, record["updated_at"], issue_id)  # still the latest, still first among ties
                 else:
                     self.latest = None  # it moved back: look at every issue again below
@@ -283,7 +290,7 @@ class _IssueLedger:
             if self.latest is None or moment > self.latest[0] or (moment == self.latest[0] and key_before(
                     (record["created_at"], issue_id), self.records[self.latest[2]], self.latest[2])):
                 self.latest = (moment, record["updated_at"], issue_id)
-        updated_at = state.run["created_at"] if self.latest is None else self.latest[1]
+        updated_at = run["created_at"] if self.latest is None else self.latest[1]
         frame = canonical.encode({"issues": [], "run_id": state.run_id, "schema_version": "1.0", "updated_at": updated_at})
         cut = frame.index(b'"issues":[]') + len(b'"issues":[')
         self.data = b"".join((frame[:cut], b",".join(self.parts), frame[cut:]))
@@ -292,7 +299,7 @@ class _IssueLedger:
         return self.data
 
 
-def key_before(key: tuple[str, str], holder: dict, holder_id: str) -> bool:
+def key_before(key: tuple[str, str], holder: dict[str, Any], holder_id: str) -> bool:
     """Of two issues with the same latest time, the one first in the ledger's order names it (as ``max`` does)."""
     return key < (holder["created_at"], holder_id)
 
@@ -327,7 +334,7 @@ class _Folder:
         if spare is not None:
             _drop(spare.path)
 
-    def encoded(self, name: str, record: dict | None) -> bytes | None:
+    def encoded(self, name: str, record: dict[str, Any] | None) -> bytes | None:
         """``record``'s canonical bytes, encoded again only when the fold holds a new record (the boundary
         before a command sees the same fold the last append left)."""
         source = self.sources.get(name)
@@ -408,8 +415,8 @@ class RunProjections:
         memo.files.pop(name, None)  # until the write is done, this process knows nothing of the file
         if name == "issues.json":
             spare, memo.spare = memo.spare, None
-            if data is not None and info is not None and known is not None and current is known[0] \
-                    and len(data) >= SPARE_FROM:
+            if data is not None and current is not None and info is not None and known is not None \
+                    and current is known[0] and len(data) >= SPARE_FROM:
                 memo.spare = _patch_spare(project, path, data, current, info, spare, memo.issues.same_until)
                 if memo.spare is not None:
                     memo.files[name] = (data, _identity(os.lstat(path)))
