@@ -29,10 +29,12 @@ STEP = st.tuples(st.sampled_from(["open", "transition", "catch_up"]), st.integer
 @given(st.lists(STEP, max_size=40))
 def test_the_kept_issue_ledger_is_byte_for_byte_the_domains(steps):
     """Opened and transitioned issues, times out of order and tied, catch-ups of several events at once:
-    the incremental bytes equal canonical.encode(issue_ledger(state)) after every step."""
+    the incremental bytes equal canonical.encode(issue_ledger(state)) after every step, and share their
+    first ``same_until`` bytes with the bytes before them (where a patch of the spare file may start)."""
     ledger, issues, sequence = _IssueLedger(), {}, 0
     state = RunState(run_id="r1", sequence=0, run=RUN, issues=issues)
-    assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+    previous = ledger.bytes_of(state)
+    assert previous == canonical.encode(issue_ledger(state))
     for kind, n, created, updated in steps:
         issue_id = f"i{n}"
         if kind == "transition" and issue_id in issues:
@@ -43,7 +45,11 @@ def test_the_kept_issue_ledger_is_byte_for_byte_the_domains(steps):
         sequence += 3 if kind == "catch_up" else 1
         state = RunState(run_id="r1", sequence=sequence, run=RUN, issues=issues,
                          last={"type": "issue_opened", RECORD_FIELD: record})
-        assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+        data = ledger.bytes_of(state)
+        assert data == canonical.encode(issue_ledger(state))
+        assert 0 < ledger.same_until <= min(len(data), len(previous))
+        assert data[:ledger.same_until] == previous[:ledger.same_until]
+        previous = data
 
 
 def _files(h, run_id):
@@ -149,7 +155,15 @@ def test_a_big_issue_ledger_is_patched_into_its_spare_and_stays_equal_to_the_log
                                                           issues={i["issue_id"]: i for i in status.issues})))
         assert (folder / "issues.json").read_bytes() == expected
 
-    inodes = set()
+    inodes, patches = set(), []
+    real_pwrite = os.pwrite
+
+    def pwrite(fd, data, offset):  # what each patch wrote, and where
+        if os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1].startswith("issues.json"):
+            patches.append((offset, len(data), os.fstat(fd).st_size))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(run_projections.os, "pwrite", pwrite)
     for n in range(12):
         h.clock.advance(1)
         opened.append(h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False,
@@ -157,6 +171,8 @@ def test_a_big_issue_ledger_is_patched_into_its_spare_and_stays_equal_to_the_log
         check()
         inodes.add(os.stat(folder / "issues.json").st_ino)
     assert len(_spares(folder)) == 1 and len(inodes) == 2, "the two files should take turns"
+    # From the second patch on, only the tail is written: the new issue, the one before it's comma, the frame.
+    assert patches[0][0] == 0 and all(offset > size // 2 for offset, _, size in patches[2:]), patches
     h.clock.advance(1)
     h.run(proto.IssueUpdate(run_id=run_id, issue_id=opened[3], status="acknowledged", **held))  # a middle issue
     check()

