@@ -19,7 +19,6 @@ starts and again for each event's projection.
 from __future__ import annotations
 
 import copy
-from operator import itemgetter
 from typing import Any
 
 from loopstate.core.clock import format_time, parse_time
@@ -30,7 +29,24 @@ from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 SYSTEM_ACTOR = {"harness": "manual", "actor": "loopstate", "session_id": "loopstate"}
 _SHARED = (str, int, float, bool, type(None))  # immutable: shared between the copies
-_BLOCKING = itemgetter("blocking")
+
+
+def _open_blocking(issue: dict[str, Any]) -> int:
+    return 1 if issue["blocking"] and issue["status"] != "closed" else 0
+
+
+class _Issues(dict[str, dict[str, Any]]):
+    """The state's issues as a command changes them: a copy that notes which issue ids were set."""
+
+    __slots__ = ("changed",)
+
+    def __init__(self, issues: dict[str, dict[str, Any]]) -> None:
+        super().__init__(issues)
+        self.changed: set[str] = set()
+
+    def __setitem__(self, issue_id: str, issue: dict[str, Any]) -> None:
+        self.changed.add(issue_id)
+        super().__setitem__(issue_id, issue)
 
 
 def json_copy(value: Any) -> Any:
@@ -57,7 +73,7 @@ class Plan:
         self.run: dict[str, Any] | None = json_copy(state.run)
         self.lease: dict[str, Any] | None = json_copy(state.lease)
         self.pending: dict[str, Any] | None = json_copy(state.pending)
-        self.issues = dict(state.issues)
+        self.issues = _Issues(state.issues)
         self.events: list[dict[str, Any]] = []
         self.revoked_markers = set(state.revoked_markers)
         self._accrued = False
@@ -125,13 +141,21 @@ class Plan:
     def recount_blocking(self) -> None:
         """The run's count of blocking issues not closed, over every issue of the run.
 
-        The blocking ones are picked out at C speed (``filter`` with an item getter) and
-        only they are looked at in Python: a run's ledger is mostly non-blocking issues,
-        and this runs on every issue event (~130 us at 1,000 issues as one generator)."""
+        The folded run carries that count for the state's issues (every event that
+        changes an issue carries its command's recount in its projection), so only the
+        issues this command changed are looked at: O(changed), where a count over the
+        whole ledger cost ~90-130 us at 1,000 issues on every issue event. A run whose
+        count is not a plain non-negative integer is counted in full."""
         assert self.run is not None
-        self.run["open_blocking_issues"] = sum(
-            1 for issue in filter(_BLOCKING, self.issues.values()) if issue["status"] != "closed"
-        )
+        base = self.state.run.get("open_blocking_issues") if self.state.run is not None else 0
+        if type(base) is not int or base < 0:
+            self.run["open_blocking_issues"] = sum(map(_open_blocking, self.issues.values()))
+            return
+        before = self.state.issues
+        for issue_id in self.issues.changed:
+            old = before.get(issue_id)
+            base += _open_blocking(self.issues[issue_id]) - (0 if old is None else _open_blocking(old))
+        self.run["open_blocking_issues"] = base
 
     def exhausted(self) -> list[tuple[str, str | None]]:
         assert self.run is not None
