@@ -293,7 +293,11 @@ class _IssueLedger:
         updated_at = run["created_at"] if self.latest is None else self.latest[1]
         frame = canonical.encode({"issues": [], "run_id": state.run_id, "schema_version": "1.0", "updated_at": updated_at})
         cut = frame.index(b'"issues":[]') + len(b'"issues":[')
-        self.data = b"".join((frame[:cut], b",".join(self.parts), frame[cut:]))
+        head, tail, parts = frame[:cut], frame[cut:], self.parts
+        if len(parts) > 1:  # one copy of the ~0.4 MB at 1,000 issues, not a join and a join again
+            self.data = b",".join([head + parts[0], *parts[1:-1], parts[-1] + tail])
+        else:
+            self.data = head + b"".join(parts) + tail
         # The bytes up to the end of the part before ``first`` (its comma is new when a part was appended).
         self.same_until = 0 if previous is None else cut + sum(map(len, self.parts[:first])) + max(first - 1, 0)
         self.of, self.sequence = issues, state.sequence
