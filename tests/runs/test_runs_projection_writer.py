@@ -125,12 +125,17 @@ def test_a_cold_process_compares_the_files_and_removes_what_a_killed_writer_left
 
 def test_the_plain_rename_is_used_where_there_is_no_exchange(h, monkeypatch):
     monkeypatch.setattr(run_projections, "_renameat2", False)
+    monkeypatch.setattr(run_projections, "SPARE_FROM", 0)  # issues.json too: no spare without an exchange
     run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
     h.clock.advance(200)
-    h.run(proto.Heartbeat(run_id=run_id, lease_id=lease["lease_id"], generation=lease["generation"]))
+    h.run(proto.Heartbeat(run_id=run_id, **held))
+    for n in range(3):
+        h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False, **held))
     folder, files = _files(h, run_id)
     for name, data in _expected(h, run_id).items():
         assert files[name] == data, name
+    assert json.loads(files["issues.json"])["issues"] == [json.loads(canonical.encode(i)) for i in h.status(run_id).issues]
     assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name]
 
 

@@ -24,7 +24,10 @@ of the whole evidence folder, the issue ledger sorted and encoded again):
   the file next changes or a cold process compares it; the log is never
   affected);
 * the issue ledger is encoded only when the fold's issue map is a new object
-  (the fold builds a new map only on issue events);
+  (the fold builds a new map only on issue events), one issue at a time;
+* a big issues.json (``SPARE_FROM``) is not written whole: the file it was
+  exchanged with last time (its previous bytes, this process's spare) is
+  patched from the first byte that differs and exchanged in (``_patch_spare``);
 * evidence records never change: each is written once, when its event is
   folded; the folder is listed only when its identity (inode, mtime) differs
   from the one this process last saw, i.e. in a cold process or after
@@ -147,13 +150,14 @@ def _drop(path: str) -> None:
 
 
 def _patch_spare(project: Project, path: Path, data: bytes, current: bytes, info: os.stat_result,
-                 spare: _Spare | None, same_until: int) -> _Spare | None:
+                 spare: _Spare | None, same_until: int) -> tuple[bool, _Spare | None]:
     """Put ``data`` at ``path`` (an issues.json this process last wrote, holding ``current``) by patching
-    the spare file from the first byte that differs and exchanging the two names; returns the new spare
-    (the old issues.json, holding ``current``), or None where this cannot be done (the caller writes whole).
+    the spare file from the first byte that differs and exchanging the two names. Returns whether
+    ``data`` is at ``path`` now (False: the caller writes it whole) and the new spare (the old
+    issues.json, holding ``current``; None where there is none: no exchange here, or it changed).
 
     An issue event changes one issue and the frame's tail (usually the end of the file), where the whole
-    file is ~0.5 MB at 1,000 issues: the patch writes a few hundred bytes into pages that are already
+    file is ~0.4 MB at 1,200 issues: the patch writes a few hundred bytes into pages that are already
     allocated. The spare is this process's own temp file (the store's temp mark: a cold writer removes
     it, as it removes a killed writer's temp files), trusted only while its identity is the one this
     process left; a kill during the patch leaves a torn spare and issues.json untouched, as a kill during
@@ -163,7 +167,7 @@ def _patch_spare(project: Project, path: Path, data: bytes, current: bytes, info
     if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
         if spare is not None:
             _drop(spare.path)
-        return None
+        return False, None  # the whole write refuses it with the store's own message
     safefs.check_inside(path, project.dir)
     start = 0
     fd = -1
@@ -201,12 +205,12 @@ def _patch_spare(project: Project, path: Path, data: bytes, current: bytes, info
     os.close(fd)
     if not _exchange(spare_path, os.fspath(path)):
         os.replace(spare_path, path)  # no exchange here: a plain rename, and no spare
-        return None
+        return True, None
     after = _lstat(spare_path)
     if after is None or not stat.S_ISREG(after.st_mode) or after.st_nlink != 1 or after.st_size != len(current):
         _drop(spare_path)
-        return None
-    return _Spare(spare_path, current, _identity(after), same_until)
+        return True, None
+    return True, _Spare(spare_path, current, _identity(after), same_until)
 
 
 class _IssueLedger:
@@ -422,9 +426,11 @@ class RunProjections:
             spare, memo.spare = memo.spare, None
             if data is not None and current is not None and info is not None and known is not None \
                     and current is known[0] and len(data) >= SPARE_FROM:
-                memo.spare = _patch_spare(project, path, data, current, info, spare, memo.issues.same_until)
-                if memo.spare is not None:
-                    memo.files[name] = (data, _identity(os.lstat(path)))
+                written, memo.spare = _patch_spare(project, path, data, current, info, spare, memo.issues.same_until)
+                if written:
+                    after = _lstat(os.fspath(path))
+                    if after is not None and stat.S_ISREG(after.st_mode):
+                        memo.files[name] = (data, _identity(after))
                     return True
             elif spare is not None:
                 _drop(spare.path)
