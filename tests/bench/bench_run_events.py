@@ -1,6 +1,6 @@
 """Run events beside intent claim appends, as the run's log grows.
 
-    .venv/bin/python tests/bench/bench_run_events.py [--events 10000] [--samples 200] [--dir DIR]
+    .venv/bin/python tests/bench/bench_run_events.py [--events 10000] [--samples 200] [--dir DIR] [--baseline TREE]
 
 One `Service` (real store, real fsync, pinned clock) holds a run and an
 intent task. Both streams are grown to the same size (the run with a mix of
@@ -16,7 +16,10 @@ disk and the same load:
 p50 and p99 of wall time, and CPU (user+sys of this process) per command. The
 sizes are printed at 100 events and at `--events`, so the growth is visible in
 one run. Verdict: every run event's p50 within 1.5x of the claim append's p50 at
-the same size. Not part of the test run (the file is not named test_*.py).
+the same size. With ``--baseline TREE`` (a folder holding another tree's ``server`` and
+``protocol``, e.g. ``git archive main server protocol | tar -x -C TREE``) the same
+script then runs again on that tree in a child process, in the same run, and its
+table is printed after this one's. Not part of the test run (the file is not named test_*.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -126,6 +130,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--dir", default=None, help="scratch folder (default: the system's temp folder)")
+    parser.add_argument("--baseline", default=None, help="another tree (its server/ and protocol/) run after this one")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     verdicts = []
@@ -151,6 +156,12 @@ def main() -> int:
     for name, ratio, cpu_ratio in verdicts:
         print(f"  {name}: {ratio:.2f}x wall {'met' if ratio <= 1.5 else 'NOT MET'}, {cpu_ratio:.2f}x CPU "
               f"{'(within 1.5x)' if cpu_ratio <= 1.5 else '(above 1.5x)'}")
+    if args.baseline:
+        tree = os.path.abspath(args.baseline)
+        print(f"\n=== the same script on the baseline tree {tree} ===", flush=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.path.join(tree, "server"), os.path.join(tree, "protocol")))}
+        command = [sys.executable, __file__, "--events", str(args.events), "--samples", str(args.samples)]
+        subprocess.run(command + (["--dir", args.dir] if args.dir else []), env=env, check=True)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Many writers on one stream: separate processes, and threads of one process sharing a group commit.
 
-    .venv/bin/python tests/bench/bench_writers.py [--appends 100] [--dir DIR] [--rounds 2]
+    .venv/bin/python tests/bench/bench_writers.py [--appends 100] [--dir DIR] [--rounds 2] [--baseline TREE]
 
 Every append is a real durable append through `Ledger` (lock, catch-up,
 idempotency index, seal, write, fsync), of the ~730-byte claim events of
@@ -18,6 +18,8 @@ p99 are of each append's latency. After every run the stream is opened fresh and
 checked exact: every request id exactly once, the expected count, one chain
 (a cold open verifies every link), no torn tail. Verdicts: processes at least
 1x the serial writer, group commit at least 5x one thread one at a time.
+With ``--baseline TREE`` (another tree's ``server`` and ``protocol``) every process
+row is measured again in the same round with the writer processes importing that tree.
 Not part of the test run (the file is not named test_*.py).
 """
 
@@ -66,10 +68,14 @@ def child(data_dir: str, root: str, name: str, appends: int) -> None:
     print(json.dumps({"latencies": latencies, "end": time.monotonic(), "switches": switches, "cpu": cpu}), flush=True)
 
 
-def processes(base: Path, label: str, writers: int, appends: int) -> dict:
+def processes(base: Path, label: str, writers: int, appends: int, tree: str | None = None) -> dict:
     project = new_project(base, label)
     args = [sys.executable, __file__, "--child", str(project.data_dir), project.root]
-    procs = [subprocess.Popen([*args, f"w{w}", str(appends)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = None
+    if tree is not None:  # the writers import the baseline tree's loopstate
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.path.join(tree, "server"), os.path.join(tree, "protocol")))}
+    procs = [subprocess.Popen([*args, f"w{w}", str(appends)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=env)
              for w in range(writers)]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready"
@@ -160,6 +166,7 @@ def main() -> int:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--only", choices=("processes", "threads"), default=None)
     parser.add_argument("--child", nargs=4, metavar=("DATA_DIR", "ROOT", "NAME", "APPENDS"))
+    parser.add_argument("--baseline", default=None, help="another tree (its server/ and protocol/), measured beside")
     args = parser.parse_args()
     if args.child:
         child(*args.child[:3], int(args.child[3]))
@@ -172,16 +179,18 @@ def main() -> int:
         for r in range(1, args.rounds + 1):
             print(f"\nround {r}")
             print(f"  {'writers':44} {'events/s':>10} {'p50':>9} {'p99':>9} {'vs reference':>13}")
+            trees = [(None, "")] + ([(os.path.abspath(args.baseline), "baseline: ")] if args.baseline else [])
             for procs in () if args.only == "threads" else (8, 16):
-                serial = processes(base, f"r{r}-serial-{procs}", 1, procs * n)
-                shared = processes(base, f"r{r}-procs-{procs}", procs, n)
-                ratio = shared["rate"] / serial["rate"]
-                verdicts.append((f"{procs} processes / one serial process", ratio, 1.0))
-                for name, row, rel in ((f"1 process, {procs * n} appends (reference)", serial, 1.0),
-                                       (f"{procs} processes x {n} appends", shared, ratio)):
-                    print(f"  {name:44} {row['rate']:10,.0f} {row['p50'] * 1e3:7.2f}ms {row['p99'] * 1e3:7.2f}ms "
-                          f"{rel:12.2f}x   per append: {row['switches']:.1f} context switches, "
-                          f"{row['cpu'] * 1e6:.0f} us CPU (all writers)")
+                for tree, tag in trees:
+                    serial = processes(base, f"r{r}-serial-{procs}{tag[:4]}", 1, procs * n, tree)
+                    shared = processes(base, f"r{r}-procs-{procs}{tag[:4]}", procs, n, tree)
+                    ratio = shared["rate"] / serial["rate"]
+                    verdicts.append((f"{tag}{procs} processes / one serial process", ratio, 1.0))
+                    for name, row, rel in ((f"{tag}1 process, {procs * n} appends (reference)", serial, 1.0),
+                                           (f"{tag}{procs} processes x {n} appends", shared, ratio)):
+                        print(f"  {name:44} {row['rate']:10,.0f} {row['p50'] * 1e3:7.2f}ms {row['p99'] * 1e3:7.2f}ms "
+                              f"{rel:12.2f}x   per append: {row['switches']:.1f} context switches, "
+                              f"{row['cpu'] * 1e6:.0f} us CPU (all writers)")
             if args.only == "processes":
                 continue
             one = threads(base, f"r{r}-one-thread", 1, 16 * n, grouped=False)

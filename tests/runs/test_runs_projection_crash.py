@@ -4,12 +4,15 @@ After every kill, each projection file that exists is whole, valid against the
 run records' schema, and equal to the projection of some prefix of the log (a
 file is only ever replaced atomically, after the append it shows); the next
 command, from a fresh process, puts every file equal to the log's latest state
-and leaves no temp file behind; and `run status` reads the log's answer.
+and leaves no temp file behind; and `run status` reads the log's answer. Every
+other child patches issues.json into its spare file on every issue event
+(``SPARE_FROM=0``), so kills land in that path too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -50,7 +53,8 @@ def test_projection_files_stay_whole_and_right_under_sigkill(h, tmp_path):
     for kill in range(KILLS):
         start = h.events(run_id)[-1]["at"]
         child = subprocess.Popen([sys.executable, str(CHILD), str(h.data_dir), h.root, run_id, lease["lease_id"],
-                                  str(lease["generation"]), start], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  str(lease["generation"]), start], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env={**os.environ, **({"SPARE_FROM": "0"} if kill % 2 else {})})
         try:
             time.sleep(0.4 + rng.random() * 0.8)  # the child's imports take ~0.3 s: most kills land in its loop
         finally:

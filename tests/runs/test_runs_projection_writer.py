@@ -29,10 +29,12 @@ STEP = st.tuples(st.sampled_from(["open", "transition", "catch_up"]), st.integer
 @given(st.lists(STEP, max_size=40))
 def test_the_kept_issue_ledger_is_byte_for_byte_the_domains(steps):
     """Opened and transitioned issues, times out of order and tied, catch-ups of several events at once:
-    the incremental bytes equal canonical.encode(issue_ledger(state)) after every step."""
+    the incremental bytes equal canonical.encode(issue_ledger(state)) after every step, and share their
+    first ``same_until`` bytes with the bytes before them (where a patch of the spare file may start)."""
     ledger, issues, sequence = _IssueLedger(), {}, 0
     state = RunState(run_id="r1", sequence=0, run=RUN, issues=issues)
-    assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+    previous = ledger.bytes_of(state)
+    assert previous == canonical.encode(issue_ledger(state))
     for kind, n, created, updated in steps:
         issue_id = f"i{n}"
         if kind == "transition" and issue_id in issues:
@@ -43,7 +45,11 @@ def test_the_kept_issue_ledger_is_byte_for_byte_the_domains(steps):
         sequence += 3 if kind == "catch_up" else 1
         state = RunState(run_id="r1", sequence=sequence, run=RUN, issues=issues,
                          last={"type": "issue_opened", RECORD_FIELD: record})
-        assert ledger.bytes_of(state) == canonical.encode(issue_ledger(state))
+        data = ledger.bytes_of(state)
+        assert data == canonical.encode(issue_ledger(state))
+        assert 0 < ledger.same_until <= min(len(data), len(previous))
+        assert data[:ledger.same_until] == previous[:ledger.same_until]
+        previous = data
 
 
 def _files(h, run_id):
@@ -119,10 +125,94 @@ def test_a_cold_process_compares_the_files_and_removes_what_a_killed_writer_left
 
 def test_the_plain_rename_is_used_where_there_is_no_exchange(h, monkeypatch):
     monkeypatch.setattr(run_projections, "_renameat2", False)
+    monkeypatch.setattr(run_projections, "SPARE_FROM", 0)  # issues.json too: no spare without an exchange
     run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
     h.clock.advance(200)
-    h.run(proto.Heartbeat(run_id=run_id, lease_id=lease["lease_id"], generation=lease["generation"]))
+    h.run(proto.Heartbeat(run_id=run_id, **held))
+    for n in range(3):
+        h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False, **held))
     folder, files = _files(h, run_id)
     for name, data in _expected(h, run_id).items():
         assert files[name] == data, name
+    assert json.loads(files["issues.json"])["issues"] == [json.loads(canonical.encode(i)) for i in h.status(run_id).issues]
     assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name]
+
+
+def _spares(folder):
+    return [p for p in folder.iterdir() if p.name.startswith("issues.json.loopstate-tmp-")]
+
+
+def test_a_big_issue_ledger_is_patched_into_its_spare_and_stays_equal_to_the_log(h, monkeypatch):
+    """From SPARE_FROM bytes on, issues.json is not written whole: this process's spare file (the previous
+    issues.json) is patched from the first byte that differs and exchanged into place. Opened issues,
+    issues moved on (a change in the middle), a file replaced behind the writer's back and a tampered spare:
+    after every command issues.json is byte for byte the domain's ledger, and a fresh process removes the spare."""
+    monkeypatch.setattr(run_projections, "SPARE_FROM", 0)
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    folder = h.service.project(h.root).dir / "runs" / run_id
+    opened = []
+
+    def check():
+        status = h.status(run_id)
+        expected = canonical.encode(issue_ledger(RunState(run_id=run_id, run=status.run,
+                                                          issues={i["issue_id"]: i for i in status.issues})))
+        assert (folder / "issues.json").read_bytes() == expected
+
+    inodes, patches = set(), []
+    real_pwrite = os.pwrite
+
+    def pwrite(fd, data, offset):  # what each patch wrote, and where
+        if os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1].startswith("issues.json"):
+            patches.append((offset, len(data), os.fstat(fd).st_size))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(run_projections.os, "pwrite", pwrite)
+    for n in range(12):
+        h.clock.advance(1)
+        opened.append(h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False,
+                                            **held)).events[0]["data"]["issue_id"])
+        check()
+        inodes.add(os.stat(folder / "issues.json").st_ino)
+    assert len(_spares(folder)) == 1 and len(inodes) == 2, "the two files should take turns"
+    # From the second patch on, only the tail is written: the new issue, the one before it's comma, the frame.
+    assert patches[0][0] == 0 and all(offset > size // 2 for offset, _, size in patches[2:]), patches
+    h.clock.advance(1)
+    h.run(proto.IssueUpdate(run_id=run_id, issue_id=opened[3], status="acknowledged", **held))  # a middle issue
+    check()
+    spare = _spares(folder)[0]
+    with open(spare, "r+b") as handle:  # the spare changed behind the writer's back: never patched blindly
+        handle.write(b"X")
+    h.clock.advance(1)
+    h.run(proto.IssueOpen(run_id=run_id, title="after the tamper", severity="low", blocking=False, **held))
+    check()
+    good = (folder / "issues.json").read_bytes()
+    (folder / "issues.json.new").write_bytes(good.replace(b'"issues":[', b'"issues":[1,'))
+    os.replace(folder / "issues.json.new", folder / "issues.json")  # issues.json replaced: read and compared
+    h.run(proto.Sync(run_id=run_id))
+    assert (folder / "issues.json").read_bytes() == good
+    h.clock.advance(1)
+    h.run(proto.IssueUpdate(run_id=run_id, issue_id=opened[0], status="acknowledged", **held))
+    check()
+    assert len(_spares(folder)) <= 1
+    PROJECTIONS.forget()  # as a fresh process: what it leaves behind is removed
+    assert _spares(folder) == []
+    (folder / "issues.json").write_bytes(b"{}")  # stale, as after a kill: the fresh process writes it whole
+    h.run(proto.Sync(run_id=run_id))
+    check()
+    assert _spares(folder) == [], "a file this process has not written or read keeps no spare"
+    h.clock.advance(1)
+    h.run(proto.IssueOpen(run_id=run_id, title="warm again", severity="low", blocking=False, **held))
+    check()
+    assert len(_spares(folder)) == 1
+
+
+def test_a_small_issue_ledger_is_written_whole_and_leaves_no_spare(h):
+    run_id, lease = h.leased()
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    folder = h.service.project(h.root).dir / "runs" / run_id
+    for n in range(3):
+        h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False, **held))
+    assert len((folder / "issues.json").read_bytes()) < run_projections.SPARE_FROM
+    assert _spares(folder) == []

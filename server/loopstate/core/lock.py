@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -81,28 +81,31 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 
 def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
-    """A blocking flock bounded by a one-shot timer: True locked, False timed out, None not possible here.
+    """A blocking flock bounded by ``seconds``: True locked, False timed out, None not possible here.
 
-    The kernel queues a blocked flock and hands the lock over the moment its
-    holder lets go, where a poll with sleeps comes back late and loses to any
-    newcomer: with 16 CLI writers at once, sleeping pollers starved past the
-    timeout. The bound is a SIGALRM timer, so this works only on the main
-    thread, and only when nothing else has the timer (a signal handler or a
-    timer of its own); a server's worker thread polls instead (its process
-    shares one batch anyway: group commit). If the timer fires just after the
-    lock was granted, a non-blocking retry on the same descriptor says so.
+    The kernel wakes a blocked flock the moment its holder lets go, where a
+    poll with sleeps comes back late and loses to any newcomer: with 16 CLI
+    writers at once, sleeping pollers starved past the timeout. On the main
+    thread the bound is a one-shot SIGALRM timer (when nothing else has the
+    timer or a handler of its own); if the timer fires just after the lock was
+    granted, a non-blocking retry on the same descriptor says so. Elsewhere (a
+    server's service thread) the blocking flock runs in a helper thread and the
+    caller waits for it with the timeout (``_waited_in_helper``).
     """
-    import signal  # only on contention: an uncontended lock costs no import
-    import threading
+    import threading  # only on contention: an uncontended lock costs no import
 
-    if not _os_lock.BOUNDED_BLOCKING_WAIT or threading.current_thread() is not threading.main_thread():
+    if not _os_lock.BOUNDED_BLOCKING_WAIT:
         return None
+    if threading.current_thread() is not threading.main_thread():
+        return _waited_in_helper(fd, flags, seconds)
+    import signal
+
     try:
         previous = signal.getsignal(signal.SIGALRM)
         if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-            return None
+            return _waited_in_helper(fd, flags, seconds)
     except (ValueError, OSError):
-        return None
+        return _waited_in_helper(fd, flags, seconds)
     try:
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
@@ -118,6 +121,67 @@ def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
             return True
         except BlockingIOError:
             return False
+
+
+class _HelperWait:
+    """One blocking flock run in a helper thread, and the caller's verdict on it (under ``decided``)."""
+
+    __slots__ = ("decided", "done", "granted", "abandoned", "error")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.decided = threading.Lock()
+        self.done = threading.Event()
+        self.granted = False
+        self.abandoned = False
+        self.error: OSError | None = None
+
+    def run(self, fd: int, flags: int) -> None:
+        """Block on ``fd`` (a duplicate this thread owns: the same open file, so the same lock)."""
+        try:
+            _os_lock.flock(fd, flags & ~_os_lock.LOCK_NB)
+        except OSError as exc:
+            self.error = exc
+            os.close(fd)
+            self.done.set()
+            return
+        with self.decided:
+            if self.abandoned:  # the caller timed out meanwhile: let go of what it no longer waits for
+                _os_lock.flock(fd, _os_lock.LOCK_UN)
+            else:
+                self.granted = True
+        os.close(fd)  # the lock stays with the open file, which the caller's descriptor still holds
+        self.done.set()
+
+
+def _waited_in_helper(fd: int, flags: int, seconds: float) -> bool:
+    """A blocking flock in a helper thread, waited for by the calling thread for at most ``seconds``.
+
+    The helper blocks on a duplicate of ``fd``: a flock belongs to the open
+    file, so the lock it is granted is the caller's. Should the wait time out
+    first, the caller marks it abandoned and the helper, once granted, unlocks
+    through its own duplicate (never through a descriptor number the caller
+    may have closed and reused) and closes it. Raises the OSError of a lock
+    the file system refuses.
+    """
+    import threading
+
+    wait = _HelperWait()
+    helper_fd = os.dup(fd)
+    try:
+        threading.Thread(target=wait.run, args=(helper_fd, flags), name="loopstate-lock-wait", daemon=True).start()
+    except BaseException:
+        os.close(helper_fd)
+        raise
+    wait.done.wait(max(seconds, 0.0))
+    with wait.decided:
+        if not wait.granted and wait.error is None:
+            wait.abandoned = True
+            return False
+    if wait.error is not None:
+        raise wait.error
+    return True
 
 
 def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None) -> None:
@@ -242,6 +306,7 @@ class StoreLock:
         it before us has made the file); still none, hold the founding lock."""
         from loopstate.core.founding import founding_lock  # only a first writer needs it
 
+        assert self.founding_root is not None  # only called with a founding root (``_exclusive``)
         founding = founding_lock(self.founding_root)
         founding.acquire(self.path.name, self.timeout)
         try:
@@ -396,7 +461,7 @@ class StoreLock:
         self.release()
 
 
-def _read_holder(fd: int) -> dict:
+def _read_holder(fd: int) -> dict[str, Any]:
     """Who holds the lock on ``fd``'s file, for a waiter that timed out.
 
     The kernel's table (/proc/locks, Linux) is the truth: the pid and mode of

@@ -150,37 +150,30 @@ def verify(service: "Service", root: str, *, progress: Callable[[str], Any] | No
 
 
 def log_page(service: "Service", root: str, query: proto.ProjectLog) -> proto.LogPage:
-    """A page of stream ``query.stream``'s events, verified from the first byte (a read never trusts a tail)."""
-    from collections import deque
+    """A page of stream ``query.stream``'s events, under the stream's shared lock.
 
+    When the stream's verified mark describes the file exactly as it is (its
+    identity, size and times: nobody wrote it since a writer that verified every
+    byte through the mark's head, see ``core/verified_mark.py``), the page is
+    found by a binary search over line starts and only its own lines (and the one
+    before them, for the first link) are read, each re-hashed and linked: a page
+    from a cursor costs O(log n + page), not a verify from the first byte.
+    Otherwise (no mark, a stale one, a torn tail, an edit since) the stream is
+    read and verified from its first byte, which reports a broken middle as
+    CORRUPT_LEDGER whatever page was asked for (a read never trusts a tail).
+    """
     from loopstate.core.stream import Stream
+    from loopstate.service import log_pages
     from loopstate.service.front import stream_layout
 
     project = service.project(root)
-    name, after, before, limit = query.stream, query.after, query.before, query.limit
+    name = query.stream
     if name not in project.stream_names():
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",
                              stream=name)
     stream = Stream(project.dir, name, stream_layout(name))
-    sequence = stream.layout.sequence_field
-    # Forward: the first ``limit`` of the range, and whether more follow. Backward: the last ``limit``
-    # (a bounded deque), and whether more precede. Either way the page alone is held.
-    kept: deque[dict[str, Any]] | list[dict[str, Any]] = deque(maxlen=limit) if query.tail else []
-    in_range = count = 0
     with project.lock(name).shared():
-        for record in stream.read_new():
-            count += 1
-            seq = record.event[sequence]
-            if seq <= after or (before is not None and seq >= before):
-                continue
-            in_range += 1
-            if query.tail or len(kept) < limit:
-                kept.append(record.event)
-    events = list(kept)
-    more = in_range > len(events)
-    return proto.LogPage(
-        stream=name, head=proto.LogHead(sequence=stream.position.sequence, hash=stream.position.hash),
-        event_count=count, events=events,
-        next_after=events[-1][sequence] if more and not query.tail else None,
-        next_before=events[0][sequence] if more and query.tail else None,
-    )
+        page = log_pages.from_mark(stream, query)
+        if page is None:
+            page = log_pages.verified_from_start(stream, query)
+    return page

@@ -7,6 +7,13 @@ as it stands after that event. All events of one command share the command's
 single injected timestamp. Duration proof is added once, before the first
 event, for the open lease interval up to ``now`` (never beyond the lease's
 prior expiry).
+
+The state's records are plain JSON values (what the log decodes to), so the
+Plan copies them with ``json_copy``, which walks only dicts and lists and
+shares every immutable leaf, where ``copy.deepcopy`` also keeps a memo of
+every object and dispatches on each one's type: ~12 against ~42 us for a run
+record, and a command copies the run, lease and pending operation when it
+starts and again for each event's projection.
 """
 
 from __future__ import annotations
@@ -21,6 +28,40 @@ from loopstate.domains.runs.records import SCHEMA_VERSION
 from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 SYSTEM_ACTOR = {"harness": "manual", "actor": "loopstate", "session_id": "loopstate"}
+_SHARED = (str, int, float, bool, type(None))  # immutable: shared between the copies
+
+
+def _open_blocking(issue: dict[str, Any]) -> int:
+    return 1 if issue["blocking"] and issue["status"] != "closed" else 0
+
+
+class _Issues(dict[str, dict[str, Any]]):
+    """The state's issues as a command changes them: a copy that notes which issue ids were set."""
+
+    __slots__ = ("changed",)
+
+    def __init__(self, issues: dict[str, dict[str, Any]]) -> None:
+        super().__init__(issues)
+        self.changed: set[str] = set()
+
+    def __setitem__(self, issue_id: str, issue: dict[str, Any]) -> None:
+        self.changed.add(issue_id)
+        super().__setitem__(issue_id, issue)
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts and lists copied, immutable leaves shared).
+
+    Anything else a caller put in (a tuple, a set) is handed to ``copy.deepcopy``,
+    so the copy is as deep as deepcopy's whatever the value holds."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _SHARED else json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _SHARED else json_copy(item) for item in value]
+    if kind in _SHARED:
+        return value
+    return copy.deepcopy(value)
 
 
 class Plan:
@@ -29,10 +70,10 @@ class Plan:
         self.ctx = ctx
         self.now = ctx.now
         self.at = format_time(ctx.now)
-        self.run: dict[str, Any] | None = copy.deepcopy(state.run)
-        self.lease: dict[str, Any] | None = copy.deepcopy(state.lease)
-        self.pending: dict[str, Any] | None = copy.deepcopy(state.pending)
-        self.issues = dict(state.issues)
+        self.run: dict[str, Any] | None = json_copy(state.run)
+        self.lease: dict[str, Any] | None = json_copy(state.lease)
+        self.pending: dict[str, Any] | None = json_copy(state.pending)
+        self.issues = _Issues(state.issues)
         self.events: list[dict[str, Any]] = []
         self.revoked_markers = set(state.revoked_markers)
         self._accrued = False
@@ -64,9 +105,9 @@ class Plan:
             if self.run is not None:
                 self.run["updated_at"] = self.at
             projection = {
-                "run": copy.deepcopy(self.run),
-                "lease": copy.deepcopy(self.lease),
-                "pending_operation": copy.deepcopy(self.pending),
+                "run": json_copy(self.run),
+                "lease": json_copy(self.lease),
+                "pending_operation": json_copy(self.pending),
             }
         event = {
             "schema_version": SCHEMA_VERSION,
@@ -75,7 +116,7 @@ class Plan:
             "lease_id": None if envelope is None else envelope["lease_id"],
             "lease_generation": None if envelope is None else envelope["generation"],
             "type": type_,
-            "actor": copy.deepcopy(actor or SYSTEM_ACTOR),
+            "actor": json_copy(actor or SYSTEM_ACTOR),
             "at": at or self.at,
             "data": data,
             "projection": projection,
@@ -98,10 +139,23 @@ class Plan:
             self.run["terminal_reason"] = {"code": code, "explanation": explanation or code}
 
     def recount_blocking(self) -> None:
+        """The run's count of blocking issues not closed, over every issue of the run.
+
+        The folded run carries that count for the state's issues (every event that
+        changes an issue carries its command's recount in its projection), so only the
+        issues this command changed are looked at: O(changed), where a count over the
+        whole ledger cost ~90-130 us at 1,000 issues on every issue event. A run whose
+        count is not a plain non-negative integer is counted in full."""
         assert self.run is not None
-        self.run["open_blocking_issues"] = sum(
-            1 for issue in self.issues.values() if issue["blocking"] and issue["status"] != "closed"
-        )
+        base = self.state.run.get("open_blocking_issues") if self.state.run is not None else 0
+        if type(base) is not int or base < 0:
+            self.run["open_blocking_issues"] = sum(map(_open_blocking, self.issues.values()))
+            return
+        before = self.state.issues
+        for issue_id in self.issues.changed:
+            old = before.get(issue_id)
+            base += _open_blocking(self.issues[issue_id]) - (0 if old is None else _open_blocking(old))
+        self.run["open_blocking_issues"] = base
 
     def exhausted(self) -> list[tuple[str, str | None]]:
         assert self.run is not None
