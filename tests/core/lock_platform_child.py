@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-import loopstate.core.lock as store_lock
+from loopstate.core import flock_wait
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
@@ -28,7 +28,7 @@ def main(impl: str, action: str, root: str, *rest: str) -> None:
     if impl == "windows":
         from loopstate.core import lock_windows
 
-        store_lock._os_lock = lock_windows
+        flock_wait.primitive = lock_windows
     if action == "append":
         ledger = Ledger(Project(root, lock_timeout=30), "core", TEST_LAYOUT)
         for i in range(int(rest[0])):
@@ -37,7 +37,7 @@ def main(impl: str, action: str, root: str, *rest: str) -> None:
     project = Project(root, lock_timeout=float(rest[1]) if action == "try" else 30)
     project.ensure()
     lock = project.lock("core")
-    print(json.dumps({"primitive": store_lock._os_lock.__name__, "portalocker": "portalocker" in sys.modules}),
+    print(json.dumps({"primitive": flock_wait.primitive.__name__, "portalocker": "portalocker" in sys.modules}),
           flush=True)
     if action == "append":
         return

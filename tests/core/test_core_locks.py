@@ -123,10 +123,10 @@ def test_a_record_of_another_holder_is_overwritten_on_the_next_acquisition(core_
 
 def test_without_a_kernel_lock_table_the_waiter_names_the_last_recorded_holder(core_project, holder, monkeypatch):
     """Where /proc/locks is missing (not Linux), the record is all there is, and the message says so."""
-    from loopstate.core import lock as lock_module
+    from loopstate.core import flock_wait
 
     child = holder("exclusive")
-    monkeypatch.setattr(lock_module, "_kernel_holders", lambda info: None)
+    monkeypatch.setattr(flock_wait, "_kernel_holders", lambda info: None)
     with pytest.raises(LoopstateError) as info:
         with _quick(core_project).lock("core").exclusive():
             pass

@@ -65,7 +65,7 @@ def imports(platform: str, flags: list[str]) -> None:
         except BaseException:
             failed[name] = traceback.format_exc(limit=-3)
     result = {"failed": failed, "count": len(said["modules"]),
-              "lock": getattr(sys.modules.get("loopstate.core.lock"), "_os_lock", None).__name__}
+              "lock": getattr(sys.modules.get("loopstate.core.flock_wait"), "primitive", None).__name__}
     if "watch" in flags:
         import asyncio
         import logging

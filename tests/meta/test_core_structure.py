@@ -12,17 +12,6 @@ import pytest
 from tests.conftest import REPO
 from tests.meta.core_structure import core_modules, import_cycles, private_reaches
 
-# Import circles that remain because the module that closes them is not the core's to change
-# in the same piece of work. Each is named, so no new one slips in; the set only shrinks (a
-# circle that no longer exists fails test_no_circle_is_excused_that_no_longer_exists).
-# - founding <-> lock: core/lock.py imports core/founding.py lazily (a first writer's
-#   founding lock), and founding.py waits with lock.py's ``wait_for_flock``. Breaking it needs
-#   the flock wait moved out of lock.py (into a module founding and lock both import).
-KNOWN_CIRCLES = frozenset({
-    frozenset({"loopstate.core.founding", "loopstate.core.lock"}),
-})
-
-
 def circles_of(lines: list[str]) -> set[frozenset[str]]:
     out = set()
     for line in lines:
@@ -36,21 +25,15 @@ def test_no_core_module_reaches_into_another_modules_private_names() -> None:
 
 
 def test_no_import_circle_runs_through_the_core() -> None:
-    found = import_cycles(core_modules(REPO / "server"))
-    unexcused = [line for line in found if not any(circle == known for circle in circles_of([line])
-                                                   for known in KNOWN_CIRCLES)]
-    assert unexcused == []
-
-
-def test_no_circle_is_excused_that_no_longer_exists() -> None:
-    assert sorted(map(sorted, KNOWN_CIRCLES - circles_of(import_cycles(core_modules(REPO / "server"))))) == []
+    assert import_cycles(core_modules(REPO / "server")) == []
 
 
 def test_the_checker_reads_every_core_module() -> None:
     names = {m.name for m in core_modules(REPO / "server")}
     for module in ("loopstate.core.ledger", "loopstate.core.mutation", "loopstate.core.group_commit",
                    "loopstate.core.kept_descriptors", "loopstate.core.stream", "loopstate.core.live_integrity",
-                   "loopstate.core.checkpoint", "loopstate.core.verified_mark", "loopstate.core.backend"):
+                   "loopstate.core.checkpoint", "loopstate.core.verified_mark", "loopstate.core.backend",
+                   "loopstate.core.lock", "loopstate.core.founding", "loopstate.core.flock_wait"):
         assert module in names, module
 
 

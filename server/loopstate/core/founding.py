@@ -32,7 +32,7 @@ import threading
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.core.lock import DEFAULT_TIMEOUT, wait_for_flock
+from loopstate.core.flock_wait import DEFAULT_TIMEOUT, wait_for_flock
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 

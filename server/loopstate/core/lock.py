@@ -27,36 +27,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from loopstate_protocol.errors import ErrorCode
-
-from loopstate.core import canonical, safefs
+from loopstate.core import canonical, flock_wait, safefs
 from loopstate.core.clock import format_time
-from loopstate.core.errors import LoopstateError
+from loopstate.core.flock_wait import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from loopstate.core.flock_wait import EXCLUSIVE, wait_for_flock
 
 if TYPE_CHECKING:
     from loopstate.core.founding import FoundingLock
 
 
-DEFAULT_TIMEOUT = 10.0
 RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
 
 
-# The OS primitive with flock's contract (a busy ``LOCK_NB`` lock is BlockingIOError;
-# any other OSError is a failure that waiting would not cure). POSIX imports only
-# ``fcntl`` for it; portalocker is imported on Windows alone (``core/lock_windows.py``).
-if sys.platform == "win32":
-    from loopstate.core import lock_windows as _os_lock
-else:
-    from loopstate.core import lock_posix as _os_lock
-
-_EXCLUSIVE = _os_lock.LOCK_EX | _os_lock.LOCK_NB
-_SHARED = _os_lock.LOCK_SH | _os_lock.LOCK_NB
 _unlocked_said = False
 
 
@@ -70,172 +57,6 @@ def unlocked_read(path: Path, why: str) -> None:
         sys.stderr.write(f"loopstate: note: reading without the store lock ({path}: {why}); every record read is "
                          "still verified by the hash chain, but an append another process makes meanwhile may be "
                          "left out\n")
-
-
-class _Expired(Exception):
-    """Raised by the SIGALRM handler of a bounded blocking wait."""
-
-
-def _on_alarm(signum: int, frame: object) -> None:
-    raise _Expired
-
-
-def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
-    """A blocking flock bounded by ``seconds``: True locked, False timed out, None not possible here.
-
-    The kernel wakes a blocked flock the moment its holder lets go, where a
-    poll with sleeps comes back late and loses to any newcomer: with 16 CLI
-    writers at once, sleeping pollers starved past the timeout. On the main
-    thread the bound is a one-shot SIGALRM timer (when nothing else has the
-    timer or a handler of its own); if the timer fires just after the lock was
-    granted, a non-blocking retry on the same descriptor says so. Elsewhere (a
-    server's service thread) the blocking flock runs in a helper thread and the
-    caller waits for it with the timeout (``_waited_in_helper``).
-    """
-    import threading  # only on contention: an uncontended lock costs no import
-
-    if not _os_lock.BOUNDED_BLOCKING_WAIT:
-        return None
-    if threading.current_thread() is not threading.main_thread():
-        return _waited_in_helper(fd, flags, seconds)
-    import signal
-
-    try:
-        previous = signal.getsignal(signal.SIGALRM)
-        if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-            return _waited_in_helper(fd, flags, seconds)
-    except (ValueError, OSError):
-        return _waited_in_helper(fd, flags, seconds)
-    try:
-        try:
-            signal.signal(signal.SIGALRM, _on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-            _os_lock.flock(fd, flags & ~_os_lock.LOCK_NB)
-            return True
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    except _Expired:
-        try:
-            _os_lock.flock(fd, flags)  # granted in the instant the timer fired? (same descriptor: no-op if held)
-            return True
-        except BlockingIOError:
-            return False
-
-
-class _HelperWait:
-    """One blocking flock run in a helper thread, and the caller's verdict on it (under ``decided``)."""
-
-    __slots__ = ("decided", "done", "granted", "abandoned", "error")
-
-    def __init__(self) -> None:
-        import threading
-
-        self.decided = threading.Lock()
-        self.done = threading.Event()
-        self.granted = False
-        self.abandoned = False
-        self.error: OSError | None = None
-
-    def run(self, fd: int, flags: int) -> None:
-        """Block on ``fd`` (a duplicate this thread owns: the same open file, so the same lock)."""
-        try:
-            _os_lock.flock(fd, flags & ~_os_lock.LOCK_NB)
-        except OSError as exc:
-            self.error = exc
-            os.close(fd)
-            self.done.set()
-            return
-        with self.decided:
-            if self.abandoned:  # the caller timed out meanwhile: let go of what it no longer waits for
-                _os_lock.flock(fd, _os_lock.LOCK_UN)
-            else:
-                self.granted = True
-        os.close(fd)  # the lock stays with the open file, which the caller's descriptor still holds
-        self.done.set()
-
-
-def _waited_in_helper(fd: int, flags: int, seconds: float) -> bool:
-    """A blocking flock in a helper thread, waited for by the calling thread for at most ``seconds``.
-
-    The helper blocks on a duplicate of ``fd``: a flock belongs to the open
-    file, so the lock it is granted is the caller's. Should the wait time out
-    first, the caller marks it abandoned and the helper, once granted, unlocks
-    through its own duplicate (never through a descriptor number the caller
-    may have closed and reused) and closes it. Raises the OSError of a lock
-    the file system refuses.
-    """
-    import threading
-
-    wait = _HelperWait()
-    helper_fd = os.dup(fd)
-    try:
-        threading.Thread(target=wait.run, args=(helper_fd, flags), name="loopstate-lock-wait", daemon=True).start()
-    except BaseException:
-        os.close(helper_fd)
-        raise
-    wait.done.wait(max(seconds, 0.0))
-    with wait.decided:
-        if not wait.granted and wait.error is None:
-            wait.abandoned = True
-            return False
-    if wait.error is not None:
-        raise wait.error
-    return True
-
-
-def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None) -> None:
-    """flock ``fd`` within ``timeout`` seconds, or raise: LOCK_TIMEOUT naming the holder,
-    STORE_IO_ERROR when the file system refuses the lock (waiting would not help).
-
-    A busy lock is waited for in the kernel's queue where the process can bound
-    that wait (``_blocking_wait``), else by polling with short sleeps."""
-    flags = _EXCLUSIVE if exclusive else _SHARED
-    deadline = 0.0
-    pause = 0.0005
-    detail = {} if path is None else {"lock": path}
-    blocked = False  # the blocking wait has been tried (it is tried once, for the whole timeout)
-    while True:
-        try:
-            _os_lock.flock(fd, flags)
-            return
-        except BlockingIOError:
-            pass
-        except OSError as exc:  # not contention: waiting would not help
-            raise LoopstateError(
-                ErrorCode.STORE_IO_ERROR,
-                f"cannot lock {what}: {exc}; keep the store on a local "
-                "file system that supports flock (set LOOPSTATE_DATA_DIR)",
-                **detail,
-            ) from exc
-        if not deadline:  # the clock is read only when the lock is busy
-            deadline = time.monotonic() + timeout
-        if not blocked:
-            blocked = True
-            try:
-                granted = _blocking_wait(fd, flags, deadline - time.monotonic())
-            except OSError as exc:
-                raise LoopstateError(
-                    ErrorCode.STORE_IO_ERROR,
-                    f"cannot lock {what}: {exc}; keep the store on a local "
-                    "file system that supports flock (set LOOPSTATE_DATA_DIR)",
-                    **detail,
-                ) from exc
-            if granted:
-                return
-            if granted is False:
-                deadline = time.monotonic()  # the whole timeout was waited: say who holds it
-        if time.monotonic() >= deadline:
-            holder = _read_holder(fd)
-            raise LoopstateError(
-                ErrorCode.LOCK_TIMEOUT,
-                f"timed out after {timeout:g}s waiting for {what}: held by "
-                f"{holder['describe']}; wait for it to finish or stop that process",
-                **detail,
-                holder=holder,
-            ) from None
-        time.sleep(pause)
-        pause = min(pause * 2, 0.02)
 
 
 class StoreLock:
@@ -346,8 +167,8 @@ class StoreLock:
             return
 
         def lock_and_record(fd: int) -> None:
-            _os_lock.flock(fd, _EXCLUSIVE)  # a file nobody else can open yet: never busy
-            _os_lock.pwrite(fd, self._owner_record(), 0)
+            flock_wait.primitive.flock(fd, EXCLUSIVE)  # a file nobody else can open yet: never busy
+            flock_wait.primitive.pwrite(fd, self._owner_record(), 0)
 
         try:
             if self.before_create is not None:
@@ -372,8 +193,8 @@ class StoreLock:
         # A failed record write (a full disk) lets go of the lock it took.
         try:
             record = self._owner_record()
-            if _os_lock.pread(fd, RECORD_WIDTH + 1, 0) != record:
-                _os_lock.pwrite(fd, record, 0)
+            if flock_wait.primitive.pread(fd, RECORD_WIDTH + 1, 0) != record:
+                flock_wait.primitive.pwrite(fd, record, 0)
                 if size > RECORD_WIDTH:  # written by an older layout
                     os.ftruncate(fd, RECORD_WIDTH)
         except BaseException:
@@ -448,7 +269,7 @@ class StoreLock:
             self._fd = None
             if self._kept is not None and self._kept.fd == fd:
                 try:
-                    _os_lock.flock(fd, _os_lock.LOCK_UN)
+                    flock_wait.primitive.flock(fd, flock_wait.primitive.LOCK_UN)
                 except Exception:  # cannot unlock: closing the descriptor releases it for sure
                     self._kept.close()
             else:
@@ -459,54 +280,3 @@ class StoreLock:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
-
-
-def _read_holder(fd: int) -> dict[str, Any]:
-    """Who holds the lock on ``fd``'s file, for a waiter that timed out.
-
-    The kernel's table (/proc/locks, Linux) is the truth: the pid and mode of
-    every current holder, readers included. The owner record in the file names
-    the last exclusive holder with its token and time; it completes the
-    kernel's answer when the pids agree, and stands alone (said to be the last
-    recorded holder) where there is no such table.
-    """
-    try:
-        data = _os_lock.pread(fd, 4096, 0).strip()
-        record = canonical.decode(data) if data else {}
-    except Exception:
-        record = {}
-    if not isinstance(record, dict) or "pid" not in record:
-        record = {}
-    recorded = f"token {str(record.get('token'))[:8]}..., since {record.get('acquired_at')}"
-    holders = _kernel_holders(os.fstat(fd))
-    if holders is None:
-        if record:
-            return {**record, "describe": f"pid {record['pid']}, the last process to record itself ({recorded})"}
-        return {"describe": "a reader or a process that has not recorded itself"}
-    if not holders:
-        return {"describe": "no process any more (it was released as the wait ended); try again"}
-    pid, mode = holders[0]
-    for held_pid, held_mode in holders:
-        if held_mode == "exclusive" and held_pid == record.get("pid"):
-            return {**record, "mode": "exclusive", "describe": f"pid {held_pid} ({recorded})"}
-    others = f" and {len(holders) - 1} more" if len(holders) > 1 else ""
-    return {"pid": pid, "mode": mode, "describe": f"pid {pid} ({mode}){others}"}
-
-
-def _kernel_holders(info: os.stat_result) -> list[tuple[int, str]] | None:
-    """(pid, "exclusive"|"shared") of each flock on this file from /proc/locks; None without it."""
-    if not hasattr(os, "major"):  # Windows: no device numbers, and no /proc/locks either
-        return None
-    target = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as table:
-            lines = table.read().splitlines()
-    except OSError:
-        return None
-    holders = []
-    for line in lines:
-        fields = line.split()
-        # "<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"; "<n>: -> ..." is a waiter.
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == target and fields[4].lstrip("-").isdigit():
-            holders.append((int(fields[4]), "exclusive" if fields[3] == "WRITE" else "shared"))
-    return holders

@@ -17,6 +17,6 @@ from fcntl import LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN, flock
 from os import pread, pwrite  # the owner record, read and written in place
 
 BOUNDED_BLOCKING_WAIT = True
-"""A blocked flock can be cut short by a SIGALRM timer (``lock._blocking_wait``)."""
+"""A blocked flock can be cut short by a SIGALRM timer (``flock_wait._blocking_wait``)."""
 
 __all__ = ["BOUNDED_BLOCKING_WAIT", "LOCK_EX", "LOCK_NB", "LOCK_SH", "LOCK_UN", "flock", "pread", "pwrite"]

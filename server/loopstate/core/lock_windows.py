@@ -32,7 +32,7 @@ from portalocker import LockFlags
 LOCK_SH, LOCK_EX, LOCK_NB, LOCK_UN = 1, 2, 4, 8
 
 BOUNDED_BLOCKING_WAIT = False
-"""No timer can cut a blocked lock short here: waits poll (``lock.wait_for_flock``)."""
+"""No timer can cut a blocked lock short here: waits poll (``flock_wait.wait_for_flock``)."""
 
 
 def flock(fd: int, flags: int) -> None:
