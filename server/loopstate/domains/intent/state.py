@@ -42,7 +42,7 @@ place; a read never changes what it shows (decoding a section only fills a cache
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Literal
+from typing import Any, Final, Iterator, Literal
 
 import msgspec
 
@@ -87,13 +87,13 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     edge_count: int
     active_counts: dict[str, int]
     wide: list[Claim]
-    sections: dict[str, memoryview]  # bytes when written
+    sections: dict[str, memoryview]
     # (task id, reason, sequence) of the last current_task_set; last, with a default, so a snapshot
     # written before tasks were current (which had no such event to fold) still decodes.
     current: tuple[str, str, int] | None = None
 
 
-LAYOUT = "intent-sections-3"
+LAYOUT: Final = "intent-sections-3"
 _SECTION = msgspec.msgpack.Decoder(SectionRecord)
 _CLAIM = msgspec.msgpack.Decoder(Claim)
 _ENCODER = msgspec.msgpack.Encoder()
@@ -178,7 +178,7 @@ class IntentState:
         # The project's current task as the last current_task_set made it: (task id, reason, sequence).
         self.current: tuple[str, str, int] | None = None
         self._sections: dict[str, Section] = {}
-        self._encoded: dict[str, bytes | memoryview] = {}  # the snapshot bytes of every clean section
+        self._encoded: dict[str, memoryview] = {}  # the snapshot bytes of every clean section
         # Active claims an event added to a section that is still encoded: kept aside until the section is
         # decoded, so a cold read folding a tail of another task's claims never decodes that task's section.
         self._added: dict[str, list[Claim]] = {}
@@ -567,7 +567,7 @@ class IntentState:
         encoded = self._encoded
         for task_id, section in self._sections.items():
             if task_id not in encoded:
-                encoded[task_id] = _ENCODER.encode(section.record(task_id))
+                encoded[task_id] = memoryview(_ENCODER.encode(section.record(task_id)))
         return SnapshotForm(
             layout=LAYOUT, sequence=self.sequence, head=self.head, tasks=list(self.tasks.values()),
             candidates=list(self.candidates.values()), project_ids=sorted(self.project_ids),
