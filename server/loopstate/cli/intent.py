@@ -73,10 +73,9 @@ _SERVICE: list[Any] = []
 def _service():
     """One Service per command: resolving an id prefix and the command it is for share one fold."""
     if not _SERVICE:
-        from loopstate.domains.intent import DOMAIN
-        from loopstate.service import Service
+        from loopstate.service.front import domain_service
 
-        _SERVICE.append(Service(domains=[DOMAIN]))
+        _SERVICE.append(domain_service("intent"))
     return _SERVICE[0]
 
 
@@ -164,9 +163,9 @@ def _source(args: argparse.Namespace):
     missing = [flag for flag, value in flags[:2] if value is None]
     if missing:
         from loopstate_protocol.errors import ErrorCode
+        from loopstate_protocol.intent import ACTOR_SOURCES
 
         from loopstate.core.errors import LoopstateError
-        from loopstate.domains.intent.records import ACTOR_SOURCES
 
         raise LoopstateError(
             ErrorCode.INVALID_PARAMS,
@@ -183,10 +182,10 @@ def _initial_claim(text: str) -> tuple[str, str]:
     """--claim's [FACET:]STATEMENT as (facet, statement); a prefix that is no facet is refused with
     the nearest one (the domain's vocabulary and its refusal), before anything is written."""
     from loopstate.core.errors import LoopstateError
-    from loopstate.domains.intent import rules
+    from loopstate.service.front import split_claim
 
     try:
-        return rules.split_facet(text)
+        return split_claim(text)
     except LoopstateError as exc:
         raise LoopstateError(
             exc.code,

@@ -21,7 +21,7 @@ from loopstate_protocol.runs import RUN_STATUSES
 
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import parse_json
+from loopstate.service.run_records import parse_json
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
 # --host takes the names `loopstate setup --host` takes (claude, codex) and the rest of the records' harnesses.
@@ -400,7 +400,7 @@ def _json_arg(value: str, what: str) -> Any:
 def cmd_create(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Create
 
-    from loopstate.domains.runs import run_id_for_request
+    from loopstate.service.run_records import run_id_for_request
 
     session = _Session(args)
     run_id = run_id_for_request(args.request_id) if args.request_id else str(uuid.uuid4())
@@ -632,7 +632,7 @@ def cmd_evidence_add(args: argparse.Namespace) -> int:
 def cmd_grant(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import AuthorityGrant
 
-    from loopstate.domains.runs import grant_id_for_request
+    from loopstate.service.run_records import grant_id_for_request
 
     session = _Session(args)
     grant_id = grant_id_for_request(args.request_id) if args.request_id else str(uuid.uuid4())
@@ -798,16 +798,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from loopstate.domains.runs.records import validate, validate_written_event
+    from loopstate.service.run_records import check_record
 
     if args.kind not in KINDS:
         raise LoopstateError(ErrorCode.INVALID_PARAMS,
                              f"unknown record kind {args.kind!r}; use one of: {', '.join(KINDS)}", kind=args.kind)
-    data = _read_json(args.file)
-    if args.kind == "audit_event":  # an event loopstate wrote carries its own few added fields (docs/runs.md)
-        validate_written_event(data)
-    else:
-        validate(args.kind, data)
+    check_record(args.kind, _read_json(args.file))
     if args.json:
         emit_json({"ok": True, "kind": args.kind})
     else:

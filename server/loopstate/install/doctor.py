@@ -28,12 +28,12 @@ from typing import Any, Callable
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
 from loopstate.install import probe
 from loopstate.install.hosts import HOSTS, MCP_SERVER, Host, inspected_files, is_our_server, mcp_files, servers_key
 from loopstate.install.registration import ConfigShapeError, handlers, load
 from loopstate.install.setup import Places, read_regular
 from loopstate.install.shapes import output_problem
+from loopstate.service.run_records import SCHEMA_VERSION, to_dict, validate
 
 VERSION_TIMEOUT = 5.0
 MCP_TIMEOUT = 20.0

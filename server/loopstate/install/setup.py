@@ -30,10 +30,10 @@ from loopstate import __version__
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import parse_json, to_dict, validate
 from loopstate.install import receipts as rc
 from loopstate.install.hosts import Host, Target, mcp_entry, registration
 from loopstate.install.registration import ConfigShapeError, merge, unmerge
+from loopstate.service.run_records import parse_json, to_dict, validate
 
 
 @dataclass(frozen=True)

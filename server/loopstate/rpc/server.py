@@ -56,6 +56,7 @@ class LoopstateServer(LanguageServer):
     """A LanguageServer whose features are loopstate's methods."""
 
     capability_key = methods.CAPABILITY
+    protocol: LoopstateProtocol  # pygls types it as the base protocol; protocol_cls below makes it this
 
     def __init__(self, service: Service) -> None:
         super().__init__(

@@ -36,9 +36,9 @@ from loopstate_protocol.messages import ChangedNotification, StreamErrorNotifica
 from loopstate.core.errors import LoopstateError
 from loopstate.core.news import News
 from loopstate.core.project import Project
-from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.rpc.project_topics import ProjectSubscription, snapshot_of
+from loopstate.service import Domain
 from loopstate.service.engine import NEWS_LIMIT, Folded, Service
 from loopstate.service.live import Follower, Live
 

@@ -13,14 +13,14 @@ import uuid
 from typing import Any
 
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.intent import ACTOR_SOURCES, FACETS, SCOPES, STATUSES, ClaimInput, SourceInput
 from loopstate_protocol.intent import ACTORS as ROLES
-from loopstate_protocol.intent import FACETS, SCOPES, STATUSES, ClaimInput, SourceInput
 
 from loopstate.core import canonical
 from loopstate.core.clock import format_time, parse_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
-from loopstate.domains.intent.records import ACTOR_SOURCES, LEGAL_STATUSES, MAX_EXCERPT, MAX_LABEL, MAX_STATEMENT
+from loopstate.domains.intent.records import LEGAL_STATUSES, MAX_EXCERPT, MAX_LABEL, MAX_STATEMENT
 from loopstate.domains.intent.wording import article, nearest, op
 
 
