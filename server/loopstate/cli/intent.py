@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, overload
 
 import msgspec
 
@@ -19,6 +19,11 @@ from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, SNAPSH
 from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
 from loopstate.cli.output import add_common, emit_json, project_root
+
+if TYPE_CHECKING:
+    from loopstate_protocol.intent import EpistemicStatus
+
+    from loopstate.service.engine import Service
 
 # explicit_import is set by the server on import; a caller never names it.
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
@@ -67,7 +72,7 @@ CLAIM_SYNTAX = (
 )
 
 
-_SERVICE: list[Any] = []
+_SERVICE: list[Service] = []
 
 
 def _service():
@@ -77,6 +82,14 @@ def _service():
 
         _SERVICE.append(domain_service("intent"))
     return _SERVICE[0]
+
+
+@overload
+def _task(args: argparse.Namespace, given: str) -> str: ...
+
+
+@overload
+def _task(args: argparse.Namespace, given: None) -> None: ...
 
 
 def _task(args: argparse.Namespace, given: str | None) -> str | None:
@@ -198,7 +211,8 @@ def _initial_claim(text: str) -> tuple[str, str]:
 def _claim_input(args: argparse.Namespace):
     from loopstate_protocol.intent import ClaimInput
 
-    status = args.status or ("explicit" if args.actor == "user" else "evidence" if args.actor == "evidence" else "inferred")
+    status: EpistemicStatus = args.status or (
+        "explicit" if args.actor == "user" else "evidence" if args.actor == "evidence" else "inferred")
     return ClaimInput(
         statement=args.statement, role=args.actor, epistemic_status=status, facets=args.facet or ["outcome"],
         scope=args.scope, confidence=args.confidence, valid_from=args.valid_from,

@@ -14,7 +14,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.runs import RUN_STATUSES
@@ -22,6 +22,9 @@ from loopstate_protocol.runs import RUN_STATUSES
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
 from loopstate.service.run_records import parse_json
+
+if TYPE_CHECKING:
+    from loopstate.service.runs_project import InRun
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
 # --host takes the names `loopstate setup --host` takes (claude, codex) and the rest of the records' harnesses.
@@ -322,10 +325,17 @@ class _Session:
 
         return resolve_grant(self.service, self.root, given)
 
-    def in_run(self, run_id: str, kind: str, given: str | None) -> str | None:
+    @overload
+    def in_run(self, run_id: str, kind: InRun, given: str) -> str: ...
+
+    @overload
+    def in_run(self, run_id: str, kind: InRun, given: None) -> None: ...
+
+    def in_run(self, run_id: str, kind: InRun, given: str | None) -> str | None:
+        """An issue, evidence, operation or lease id of the run, by a unique prefix (None: not given)."""
         from loopstate.service.runs_project import resolve_in_run
 
-        return None if given is None else resolve_in_run(self.service, self.root, run_id, kind, given)  # type: ignore[arg-type]
+        return None if given is None else resolve_in_run(self.service, self.root, run_id, kind, given)
 
     def lease(self, run_id: str) -> dict[str, Any]:
         """The lease a leased verb acts under: the one named, else the run's current one if this user holds it."""
