@@ -12,7 +12,7 @@ under (``lease_id`` and ``generation``): a stale holder is fenced out.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -249,8 +249,9 @@ class GrantShow(Query, tag="runs.grant_show", kw_only=True):
 
 
 # Every status a run can be in (the ``status`` of a run record), in lifecycle order.
-RUN_STATUSES = ("draft", "ready", "active", "waiting_approval", "waiting_external", "blocked", "failed",
-                "halted_kill_switch", "complete", "cancelled")
+RunStatusName = Literal["draft", "ready", "active", "waiting_approval", "waiting_external", "blocked", "failed",
+                        "halted_kill_switch", "complete", "cancelled"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatusName)
 
 
 class KillSwitchState(msgspec.Struct, kw_only=True):

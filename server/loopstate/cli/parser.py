@@ -116,6 +116,7 @@ class SubVerbs(argparse._SubParsersAction):
 def group_verbs(parser: argparse.ArgumentParser, everyday: str, advanced: str, advanced_title: str) -> None:
     """List ``parser``'s verbs in --help as two sections: the everyday ones first, then the rest (named by
     ``advanced_title``: what they are for), each in the order given (space-separated names)."""
+    # An attribute of the parser that VerbParser.format_help reads; argparse's types do not declare it.
     parser.verb_groups = [("everyday verbs", everyday.split()), (advanced_title, advanced.split())]  # type: ignore[attr-defined]
 
 

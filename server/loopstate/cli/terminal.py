@@ -52,7 +52,12 @@ class Neutralized:
         self._table = table
 
     def write(self, text: str) -> int:
-        self._stream.write(text.translate(self._table))
+        """The text with control characters made visible; the colour marks ``paint`` left become SGR codes."""
+        pieces = _MARK.split(text)
+        out = []
+        for index, piece in enumerate(pieces):
+            out.append(f"\x1b[{piece}m" if index % 2 else piece.translate(self._table))
+        self._stream.write("".join(out))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -104,18 +109,6 @@ def paint(text: str, style: str, stream: TextIO | None = None) -> str:
 
 
 _MARK = re.compile("\x00sgr:([0-9;]+)\x00")
-
-
-def _write_neutralized(self: Neutralized, text: str) -> int:
-    pieces = _MARK.split(text)
-    out = []
-    for index, piece in enumerate(pieces):
-        out.append(f"\x1b[{piece}m" if index % 2 else piece.translate(self._table))
-    self._stream.write("".join(out))
-    return len(text)
-
-
-Neutralized.write = _write_neutralized  # type: ignore[method-assign]
 
 
 PAGED_LINES_SLACK = 1  # the pager's own prompt line

@@ -212,9 +212,17 @@ class IntentState:
             return NotImplemented
         return self._content() == other._content()
 
+    # Equal by content, so not hashable (Python's rule for a class that defines __eq__); mypy's
+    # object stubs type __hash__ as a method.
     __hash__ = None  # type: ignore[assignment]
 
     # --- sections -------------------------------------------------------------------
+
+    def _listed(self, task_id: str) -> Section:
+        """The section of a task ``section_ids`` lists (each has one)."""
+        section = self.section(task_id)
+        assert section is not None
+        return section
 
     def section(self, task_id: str) -> Section | None:
         """The task's section, decoded from its snapshot bytes on first use; None for a task without claims."""
@@ -272,7 +280,9 @@ class IntentState:
                     stream="intent", offset=entry.offset,
                 )
             if entry.flags & retired.HAS_EDGE:
-                edges.append((entry.ordinal, claim.superseded_by, retired.superseder_task(entry, retiring), claim.claim_id, task_id))  # type: ignore[arg-type]
+                superseder = claim.superseded_by
+                assert superseder is not None  # an entry with an edge was superseded, by this claim
+                edges.append((entry.ordinal, superseder, retired.superseder_task(entry, retiring), claim.claim_id, task_id))
             for name, value in section.later.get(slot, {}).items():
                 setattr(claim, name, value)
             claims.append(claim)
@@ -447,7 +457,7 @@ class IntentState:
         (every active claim of the project for None). The other tasks' project-wide claims are few; they are
         ordered here, the task's own are in order in its section."""
         if task_id is None:
-            return View([self.section(t).active for t in self.section_ids()])  # type: ignore[union-attr]
+            return View([self._listed(t).active for t in self.section_ids()])
         section = self.section(task_id)
         others = ActiveClaims.of(c for c in self.wide.values() if c.task_id != task_id)
         return View([others] if section is None else [section.active, others])
@@ -455,7 +465,7 @@ class IntentState:
     def all_claims(self) -> list[Claim]:
         """Every claim of the project, in ledger order (reads back every retired claim: exports and project-wide audits)."""
         reads = _Reads(self.reader)
-        claims = [c for t in self.section_ids() for c in self._resolved(t, self.section(t), reads)[0]]  # type: ignore[arg-type]
+        claims = [c for t in self.section_ids() for c in self._resolved(t, self._listed(t), reads)[0]]
         claims.sort(key=lambda c: c.position)
         return claims
 
@@ -464,7 +474,7 @@ class IntentState:
         if task_id is not None:
             return self.task_view(task_id)[1]
         reads = _Reads(self.reader)
-        rows = {e[0]: e for t in self.section_ids() for e in self._resolved(t, self.section(t), reads)[1]}  # type: ignore[arg-type]
+        rows = {e[0]: e for t in self.section_ids() for e in self._resolved(t, self._listed(t), reads)[1]}
         return self._allowed([rows[k] for k in sorted(rows)])
 
     def _allowed(self, edges: list[EdgeRow]) -> list[EdgeRow]:
@@ -585,5 +595,5 @@ class IntentState:
         state.active_counts = form.active_counts
         state.wide = {c.claim_id: c for c in form.wide}
         state._encoded = form.sections
-        state.current = None if form.current is None else tuple(form.current)  # type: ignore[assignment]
+        state.current = form.current
         return state
