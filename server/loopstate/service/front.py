@@ -2,8 +2,9 @@
 
 The CLI, the sidecar, the hooks and any later adapter each need the same few
 things around the service: which project a directory belongs to, the
-project's config, its kill switches (probe, create) and whether a rendered
-Markdown workbench is current. They call these functions and never the
+project's config, its kill switches (probe, create), whether a rendered
+Markdown workbench is current, a Service of one domain for a short-lived
+verb, and the parse of a claim typed as ``[FACET:]STATEMENT``. They call these functions and never the
 ``*_effects`` modules behind them, which stay private to the service (a test
 in tests/cli/test_cli_layering.py keeps it so).
 
