@@ -9,6 +9,8 @@ part of a request.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 # The largest integer every client of the wire can hold exactly: JSON clients such as the
@@ -38,4 +40,4 @@ class ErrorData(msgspec.Struct, kw_only=True, omit_defaults=True):
     """``error.data`` of every loopstate JSON-RPC error."""
 
     code: str
-    details: dict = {}
+    details: dict[str, Any] = {}

@@ -47,7 +47,8 @@ class RpcError(Exception):
         self.error = error
         self.number = error.get("code")
         self.message = error.get("message", "")
-        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        raw = error.get("data")
+        data: dict[str, Any] = raw if isinstance(raw, dict) else {}
         self.code = data.get("code")
         self.details = data.get("details", {})
         super().__init__(f"{self.code or self.number}: {self.message}")
@@ -254,7 +255,7 @@ class LoopstateClient:
     # the lifecycle --------------------------------------------------------------------
 
     def initialize(self, *, process_id: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-        result = self.request("initialize", {
+        result: dict[str, Any] = self.request("initialize", {  # InitializeResult, an object
             "processId": os.getpid() if process_id is None else process_id,
             "clientInfo": {"name": "loopstate-client"},
             "capabilities": {},

@@ -36,6 +36,14 @@ FACETS: tuple[str, ...] = (
     "outcome", "success_signal", "failure_signal", "hard_constraint", "soft_constraint",
     "tradeoff", "unknown", "result_feedback", "disagreement",
 )
+# Which source kinds each actor may cite for its own claims (a command citing another is refused;
+# an import keeps the original kinds).
+ACTOR_SOURCES: dict[str, tuple[str, ...]] = {
+    "user": ("user_event",),
+    "agent": ("agent_turn",),
+    "evidence": ("tool_result", "external_evidence"),
+    "system": ("agent_turn", "tool_result", "external_evidence"),
+}
 
 
 class SourceInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):

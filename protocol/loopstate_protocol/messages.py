@@ -14,7 +14,7 @@ parameters, used to tell an exact retry from a reused id).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
@@ -25,11 +25,18 @@ from loopstate_protocol.project import ProjectOutcome
 
 def _union(variants: tuple[type, ...], fallback: type) -> Any:
     """The tagged union of ``variants``; the bare base while no domain defines any."""
-    return Union[variants] if variants else fallback  # type: ignore[valid-type]
+    return Union[variants] if variants else fallback
 
 
-AnyCommand = _union(COMMANDS, Command)
-AnyQuery = _union(QUERIES, Query)
+if TYPE_CHECKING:
+    # The variants are gathered when the domains' modules are imported (commands.py), which a
+    # type checker cannot follow; to it a command is a Command and a query a Query, the base
+    # every variant derives from.
+    AnyCommand = Command
+    AnyQuery = Query
+else:
+    AnyCommand = _union(COMMANDS, Command)
+    AnyQuery = _union(QUERIES, Query)
 
 Event = dict[str, Any]
 

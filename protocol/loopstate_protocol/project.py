@@ -19,9 +19,7 @@ import msgspec
 
 from loopstate_protocol.base import Command, Query
 from loopstate_protocol.goals import GateView
-from loopstate_protocol.runs import RUN_STATUSES, Actor, KillSwitchState
-
-RunStatusName = Literal[RUN_STATUSES]  # type: ignore[valid-type]
+from loopstate_protocol.runs import Actor, KillSwitchState, RunStatusName
 
 LOG_LIMIT = 200  # events of one log page unless the caller asks for another number
 MAX_LOG_LIMIT = 5000

@@ -12,7 +12,7 @@ under (``lease_id`` and ``generation``): a stale holder is fenced out.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -29,39 +29,40 @@ IssueStatus = Literal["open", "acknowledged", "resolving", "verification_pending
 # wrong, which a wire decoder could not); their fields are documented here for `loopstate schema`.
 # tests/runs/test_runs_schema_fields.py checks them against the server's own record types.
 
-def _record(description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> Any:
+def _record(description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> msgspec.Meta:
+    """The schema of one nested record, for ``Annotated[dict[str, Any], _record(...)]``."""
     schema: dict[str, Any] = {"properties": properties, "additionalProperties": False}
     if required:
         schema["required"] = list(required)
-    return Annotated[dict[str, Any], msgspec.Meta(description=description, extra_json_schema=schema)]
+    return msgspec.Meta(description=description, extra_json_schema=schema)
 
 
 _TEXT = {"type": "string", "minLength": 1}
 _TEXTS = {"type": "array", "items": _TEXT}
 _STAGES = ["strategize", "spec_pack", "build", "test", "resolve", "close"]
 
-Actor = _record("Who acts: an agent harness or a person at a terminal (harness manual).", {
+Actor = Annotated[dict[str, Any], _record("Who acts: an agent harness or a person at a terminal (harness manual).", {
     "harness": {"enum": ["codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual"]},
     "actor": _TEXT, "session_id": _TEXT,
-}, ("harness", "actor", "session_id"))
-Asset = _record("What the run works on.", {
+}, ("harness", "actor", "session_id"))]
+Asset = Annotated[dict[str, Any], _record("What the run works on.", {
     "name": _TEXT,
     "root": {"type": "string", "minLength": 1, "description": "relative to the project; no '..', no absolute path"},
     "track": {"enum": ["code", "noncode"]},
     "boundaries": {"type": "array", "items": _TEXT, "minItems": 1},
-}, ("name", "root", "track", "boundaries"))
-Budgets = _record("Frozen at creation; a field left out takes the project config's value.", {
+}, ("name", "root", "track", "boundaries"))]
+Budgets = Annotated[dict[str, Any], _record("Frozen at creation; a field left out takes the project config's value.", {
     "max_duration_seconds": {"type": "integer", "minimum": 1},
     "max_stage_attempts": {"type": "integer", "minimum": 1},
     "max_mutations": {"type": "integer", "minimum": 0},
     "max_external_actions": {"type": "integer", "minimum": 0},
     "max_cost_usd": {"anyOf": [{"type": "string", "pattern": "^(0|[1-9][0-9]*)(?:\\.[0-9]{1,6})?$"}, {"type": "null"}],
                      "description": "a decimal string; null: no spending authority"},
-})
-Scope = _record("What a grant covers; an exclusion wins over every entry ('*' in assets: any asset).", {
+})]
+Scope = Annotated[dict[str, Any], _record("What a grant covers; an exclusion wins over every entry ('*' in assets: any asset).", {
     "assets": _TEXTS, "actions": _TEXTS, "destinations": _TEXTS, "exclusions": _TEXTS,
-}, ("assets", "actions", "destinations", "exclusions"))
-EvidenceFields = _record(
+}, ("assets", "actions", "destinations", "exclusions"))]
+EvidenceFields = Annotated[dict[str, Any], _record(
     "The evidence record without evidence_id, run_id, actor, observed_at and schema_version (loopstate fills "
     "them). A passed record needs a procedure and an artifact_ref or a manual_observation.", {
         "stage": {"enum": _STAGES, "description": "default: the run's current stage"},
@@ -79,7 +80,7 @@ EvidenceFields = _record(
         "environment": {"type": "object", "additionalProperties": {"type": ["string", "integer", "number", "boolean", "null"]},
                         "description": "redacted and allowlisted facts; a value that looks like a credential is refused"},
         "manual_observation": _TEXT,
-    }, ("requirement_ids", "type", "description", "procedure", "outcome", "artifact_refs", "digest", "environment"))
+    }, ("requirement_ids", "type", "description", "procedure", "outcome", "artifact_refs", "digest", "environment"))]
 Route = Annotated[dict[str, Any], msgspec.Meta(
     description="The route decision record (route.schema.json: capability, harness, candidates, ...).")]
 CompletionData = Annotated[dict[str, Any], msgspec.Meta(
@@ -248,8 +249,9 @@ class GrantShow(Query, tag="runs.grant_show", kw_only=True):
 
 
 # Every status a run can be in (the ``status`` of a run record), in lifecycle order.
-RUN_STATUSES = ("draft", "ready", "active", "waiting_approval", "waiting_external", "blocked", "failed",
-                "halted_kill_switch", "complete", "cancelled")
+RunStatusName = Literal["draft", "ready", "active", "waiting_approval", "waiting_external", "blocked", "failed",
+                        "halted_kill_switch", "complete", "cancelled"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatusName)
 
 
 class KillSwitchState(msgspec.Struct, kw_only=True):

@@ -115,13 +115,10 @@ def _domain_package(module: str) -> str | None:
     return None
 
 
-def violations(found: Iterator[Import] | list[Import], allowed: frozenset[tuple[str, str]] = frozenset()) -> list[str]:
-    """Each import that breaks a rule, as ``path:line: importer imports imported (rule)``;
-    ``allowed`` holds (importer, imported) pairs excused by name (KNOWN_REACH_AROUNDS)."""
+def violations(found: Iterator[Import] | list[Import]) -> list[str]:
+    """Each import that breaks a rule, as ``path:line: importer imports imported (rule)``."""
     out: list[str] = []
     for item in found:
-        if (item.importer, item.imported) in allowed:
-            continue
         rule = broken_rule(item)
         line = f"{item.path}:{item.line}: {item.importer} imports {item.imported} ({rule})"
         if rule is not None and line not in out:

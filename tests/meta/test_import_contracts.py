@@ -11,35 +11,14 @@ import pytest
 from tests.conftest import REPO
 from tests.meta.import_contracts import imports_in, violations
 
-# Front doors that still read a domain's module directly instead of asking the service.
-# Each is named so that no new one slips in; the list only shrinks (a pair that no longer
-# occurs fails test_no_reach_around_is_excused_that_no_longer_exists, so it is removed
-# with the import that made it).
-KNOWN_REACH_AROUNDS = frozenset({
-    ("loopstate.cli.goals", "loopstate.domains.goals"),
-    ("loopstate.cli.intent", "loopstate.domains.intent"),
-    ("loopstate.cli.intent", "loopstate.domains.intent.records"),
-    ("loopstate.cli.intent", "loopstate.domains.intent.rules"),
-    ("loopstate.cli.runs", "loopstate.domains.runs"),
-    ("loopstate.cli.runs", "loopstate.domains.runs.records"),
-    ("loopstate.install.doctor", "loopstate.domains.runs.records"),
-    ("loopstate.install.receipts", "loopstate.domains.runs.records"),
-    ("loopstate.install.setup", "loopstate.domains.runs.records"),
-    ("loopstate.rpc.subscriptions", "loopstate.domains.base"),
-})
-
 
 def every_import():
     return [*imports_in(REPO / "server", "loopstate"), *imports_in(REPO / "protocol", "loopstate_protocol")]
 
 
 def test_every_package_keeps_its_layers_import_contract() -> None:
-    assert violations(every_import(), KNOWN_REACH_AROUNDS) == []
-
-
-def test_no_reach_around_is_excused_that_no_longer_exists() -> None:
-    present = {(i.importer, i.imported) for i in every_import()}
-    assert sorted(KNOWN_REACH_AROUNDS - present) == []
+    """No exception: every front door reaches the domains through the service."""
+    assert violations(every_import()) == []
 
 
 def test_the_checker_reads_every_package() -> None:

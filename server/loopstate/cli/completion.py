@@ -36,11 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _mark_paths(parser: argparse.ArgumentParser, shtab) -> None:
     """Tell shtab which arguments complete as directories or files, in every verb."""
+    # shtab reads a ``complete`` attribute set on an argparse action (its documented way), which
+    # argparse's types do not declare.
     for action in parser._actions:
         if action.dest in DIRECTORIES:
-            action.complete = shtab.DIRECTORY
+            action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
         elif action.dest in FILES:
-            action.complete = shtab.FILE
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 _mark_paths(child, shtab)

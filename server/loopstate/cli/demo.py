@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Iterable
 
 from loopstate_protocol.client import LoopstateClient
 from loopstate_protocol.messages import ChangedNotification
@@ -148,6 +148,7 @@ def _run(demo: Demo) -> None:
 
 def _find(value: Any, key: str) -> str:
     """The first ``key`` anywhere in a JSON answer (ids sit at different depths per verb)."""
+    children: Iterable[Any]
     if isinstance(value, dict):
         if isinstance(value.get(key), str):
             return value[key]

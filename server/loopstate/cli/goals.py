@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 import typing
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -25,6 +25,9 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
+
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
 
 EXIT_DIFFERENT = 1
 
@@ -50,11 +53,10 @@ public boards) or private_pointer (carries a --pointer to private material).
 """
 
 
-def _service(*, snapshots: bool = True):
-    from loopstate.domains.goals import DOMAIN
-    from loopstate.service.engine import Service
+def _service(*, snapshots: bool = True) -> Service:
+    from loopstate.service.front import domain_service
 
-    return Service(domains=[DOMAIN], snapshots=snapshots)
+    return domain_service("goals", snapshots=snapshots)
 
 
 # The roles a todo is for that need no declaring; any other is taken once declared with --new-role (or once

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, overload
 
 import msgspec
 
@@ -19,6 +19,11 @@ from loopstate_protocol.intent import ACTORS, AUDIT_PAGE, FACETS, SCOPES, SNAPSH
 from loopstate_protocol.intent import SOURCE_KINDS as ALL_SOURCE_KINDS
 
 from loopstate.cli.output import add_common, emit_json, project_root
+
+if TYPE_CHECKING:
+    from loopstate_protocol.intent import EpistemicStatus
+
+    from loopstate.service.engine import Service
 
 # explicit_import is set by the server on import; a caller never names it.
 SOURCE_KINDS = tuple(kind for kind in ALL_SOURCE_KINDS if kind != "explicit_import")
@@ -67,17 +72,24 @@ CLAIM_SYNTAX = (
 )
 
 
-_SERVICE: list[Any] = []
+_SERVICE: list[Service] = []
 
 
 def _service():
     """One Service per command: resolving an id prefix and the command it is for share one fold."""
     if not _SERVICE:
-        from loopstate.domains.intent import DOMAIN
-        from loopstate.service import Service
+        from loopstate.service.front import domain_service
 
-        _SERVICE.append(Service(domains=[DOMAIN]))
+        _SERVICE.append(domain_service("intent"))
     return _SERVICE[0]
+
+
+@overload
+def _task(args: argparse.Namespace, given: str) -> str: ...
+
+
+@overload
+def _task(args: argparse.Namespace, given: None) -> None: ...
 
 
 def _task(args: argparse.Namespace, given: str | None) -> str | None:
@@ -164,9 +176,9 @@ def _source(args: argparse.Namespace):
     missing = [flag for flag, value in flags[:2] if value is None]
     if missing:
         from loopstate_protocol.errors import ErrorCode
+        from loopstate_protocol.intent import ACTOR_SOURCES
 
         from loopstate.core.errors import LoopstateError
-        from loopstate.domains.intent.records import ACTOR_SOURCES
 
         raise LoopstateError(
             ErrorCode.INVALID_PARAMS,
@@ -183,10 +195,10 @@ def _initial_claim(text: str) -> tuple[str, str]:
     """--claim's [FACET:]STATEMENT as (facet, statement); a prefix that is no facet is refused with
     the nearest one (the domain's vocabulary and its refusal), before anything is written."""
     from loopstate.core.errors import LoopstateError
-    from loopstate.domains.intent import rules
+    from loopstate.service.front import split_claim
 
     try:
-        return rules.split_facet(text)
+        return split_claim(text)
     except LoopstateError as exc:
         raise LoopstateError(
             exc.code,
@@ -199,7 +211,8 @@ def _initial_claim(text: str) -> tuple[str, str]:
 def _claim_input(args: argparse.Namespace):
     from loopstate_protocol.intent import ClaimInput
 
-    status = args.status or ("explicit" if args.actor == "user" else "evidence" if args.actor == "evidence" else "inferred")
+    status: EpistemicStatus = args.status or (
+        "explicit" if args.actor == "user" else "evidence" if args.actor == "evidence" else "inferred")
     return ClaimInput(
         statement=args.statement, role=args.actor, epistemic_status=status, facets=args.facet or ["outcome"],
         scope=args.scope, confidence=args.confidence, valid_from=args.valid_from,

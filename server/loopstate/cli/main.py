@@ -126,9 +126,9 @@ def is_plain_mcp(argv: list[str]) -> bool:
         name, eq, value = item.partition("=")
         if name not in MCP_OPTIONS:
             return False
-        value = value if eq else next(items, None)
+        given = value if eq else next(items, None)
         choices = MCP_OPTIONS[name]
-        if value is None or value.startswith("-") or (choices is not None and value not in choices):
+        if given is None or given.startswith("-") or (choices is not None and given not in choices):
             return False
     return True
 

@@ -20,7 +20,7 @@ import functools
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 VERBOSE_HELP = "say which project root a command found on every command (not only once per shell session)"
 ROOT_HELP = ("project root (default: from the current directory upward, the nearest loopstate project, "
@@ -116,6 +116,7 @@ class SubVerbs(argparse._SubParsersAction):
 def group_verbs(parser: argparse.ArgumentParser, everyday: str, advanced: str, advanced_title: str) -> None:
     """List ``parser``'s verbs in --help as two sections: the everyday ones first, then the rest (named by
     ``advanced_title``: what they are for), each in the order given (space-separated names)."""
+    # An attribute of the parser that VerbParser.format_help reads; argparse's types do not declare it.
     parser.verb_groups = [("everyday verbs", everyday.split()), (advanced_title, advanced.split())]  # type: ignore[attr-defined]
 
 
@@ -132,8 +133,9 @@ def help_width() -> int:
     except (KeyError, ValueError):
         columns = 0
     if columns <= 0:
+        stdout = sys.__stdout__  # None when the process has no stdout
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
         except (AttributeError, ValueError, OSError):
             columns = 0
     return (columns or 80) - 2
@@ -149,9 +151,10 @@ def _group_help(parser: argparse.ArgumentParser):
 
 
 class VerbParser(argparse.ArgumentParser):
-    def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs) -> None:
+    def __init__(self, *, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter, **kwargs: Any) -> None:
+        """Keywords only, as argparse's add_parser passes them."""
         shown = type(formatter_class.__name__, (HideAliases, formatter_class), {})
-        super().__init__(*args, formatter_class=functools.partial(shown, width=help_width()), **kwargs)
+        super().__init__(formatter_class=functools.partial(shown, width=help_width()), **kwargs)
         self.register("action", "parsers", SubVerbs)
 
     def add_subparsers(self, **kwargs):

@@ -14,14 +14,17 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.runs import RUN_STATUSES
 
 from loopstate.cli.output import add_common, emit_json, project_root
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import parse_json
+from loopstate.service.run_records import parse_json
+
+if TYPE_CHECKING:
+    from loopstate.service.runs_project import InRun
 
 HARNESSES = ("codex", "claude_code", "kimi_code", "opencode", "deepseek_harness", "manual")
 # --host takes the names `loopstate setup --host` takes (claude, codex) and the rest of the records' harnesses.
@@ -322,10 +325,17 @@ class _Session:
 
         return resolve_grant(self.service, self.root, given)
 
-    def in_run(self, run_id: str, kind: str, given: str | None) -> str | None:
+    @overload
+    def in_run(self, run_id: str, kind: InRun, given: str) -> str: ...
+
+    @overload
+    def in_run(self, run_id: str, kind: InRun, given: None) -> None: ...
+
+    def in_run(self, run_id: str, kind: InRun, given: str | None) -> str | None:
+        """An issue, evidence, operation or lease id of the run, by a unique prefix (None: not given)."""
         from loopstate.service.runs_project import resolve_in_run
 
-        return None if given is None else resolve_in_run(self.service, self.root, run_id, kind, given)  # type: ignore[arg-type]
+        return None if given is None else resolve_in_run(self.service, self.root, run_id, kind, given)
 
     def lease(self, run_id: str) -> dict[str, Any]:
         """The lease a leased verb acts under: the one named, else the run's current one if this user holds it."""
@@ -400,7 +410,7 @@ def _json_arg(value: str, what: str) -> Any:
 def cmd_create(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import Create
 
-    from loopstate.domains.runs import run_id_for_request
+    from loopstate.service.run_records import run_id_for_request
 
     session = _Session(args)
     run_id = run_id_for_request(args.request_id) if args.request_id else str(uuid.uuid4())
@@ -632,7 +642,7 @@ def cmd_evidence_add(args: argparse.Namespace) -> int:
 def cmd_grant(args: argparse.Namespace) -> int:
     from loopstate_protocol.runs import AuthorityGrant
 
-    from loopstate.domains.runs import grant_id_for_request
+    from loopstate.service.run_records import grant_id_for_request
 
     session = _Session(args)
     grant_id = grant_id_for_request(args.request_id) if args.request_id else str(uuid.uuid4())
@@ -798,16 +808,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from loopstate.domains.runs.records import validate, validate_written_event
+    from loopstate.service.run_records import check_record
 
     if args.kind not in KINDS:
         raise LoopstateError(ErrorCode.INVALID_PARAMS,
                              f"unknown record kind {args.kind!r}; use one of: {', '.join(KINDS)}", kind=args.kind)
-    data = _read_json(args.file)
-    if args.kind == "audit_event":  # an event loopstate wrote carries its own few added fields (docs/runs.md)
-        validate_written_event(data)
-    else:
-        validate(args.kind, data)
+    check_record(args.kind, _read_json(args.file))
     if args.json:
         emit_json({"ok": True, "kind": args.kind})
     else:

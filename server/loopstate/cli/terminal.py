@@ -53,7 +53,12 @@ class Neutralized:
         self._table = table
 
     def write(self, text: str) -> int:
-        self._stream.write(text.translate(self._table))
+        """The text with control characters made visible; the colour marks ``paint`` left become SGR codes."""
+        pieces = _MARK.split(text)
+        out = []
+        for index, piece in enumerate(pieces):
+            out.append(f"\x1b[{piece}m" if index % 2 else piece.translate(self._table))
+        self._stream.write("".join(out))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -130,18 +135,6 @@ def painted(value: str, kind: str, width: int = 0, stream: TextIO | None = None)
 
 
 _MARK = re.compile(re.escape(_SGR) + "([0-9;]+)\x00")
-
-
-def _write_neutralized(self: Neutralized, text: str) -> int:
-    pieces = _MARK.split(text)
-    out = []
-    for index, piece in enumerate(pieces):
-        out.append(f"\x1b[{piece}m" if index % 2 else piece.translate(self._table))
-    self._stream.write("".join(out))
-    return len(text)
-
-
-Neutralized.write = _write_neutralized  # type: ignore[method-assign]
 
 
 PAGED_LINES_SLACK = 1  # the pager's own prompt line

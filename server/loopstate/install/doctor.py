@@ -28,12 +28,12 @@ from typing import Any, Callable
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
 from loopstate.install import probe
 from loopstate.install.hosts import HOSTS, MCP_SERVER, Host, inspected_files, is_our_server, mcp_files, servers_key
 from loopstate.install.registration import ConfigShapeError, handlers, load
 from loopstate.install.setup import Places, read_regular
 from loopstate.install.shapes import output_problem
+from loopstate.service.run_records import SCHEMA_VERSION, to_dict, validate
 
 VERSION_TIMEOUT = 5.0
 MCP_TIMEOUT = 20.0
@@ -198,14 +198,14 @@ def _command_problem(command: str) -> str | None:
     return probe.command_problem(command, exists=_runnable, which=shutil.which)
 
 
-def _our_servers(host: Host, places: Places) -> list[tuple[str, dict]]:
-    found = []
+def _our_servers(host: Host, places: Places) -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
     for path in mcp_files(host, home=places.home, codex_home=places.codex_home, project=places.project,
                           claude_config_dir=places.claude_config_dir):
         config, _ = _read_config(path)  # a file that cannot be read is reported with the hooks' files
         servers = config.get(servers_key("toml" if path.endswith(".toml") else "json")) if isinstance(config, dict) else None
         entry = servers.get(MCP_SERVER) if isinstance(servers, dict) else None
-        if is_our_server(entry):
+        if isinstance(entry, dict) and is_our_server(entry):
             found.append((path, entry))
     return found
 
@@ -370,6 +370,7 @@ def _codex_hooks_list(places: Places) -> tuple[dict[str, str] | None, str | None
     except OSError as exc:
         return None, f"it could not be started: {exc.strerror}"
     deadline, buffer = time.monotonic() + APP_SERVER_TIMEOUT, b""
+    assert proc.stdin is not None and proc.stdout is not None  # both are pipes
     try:
         proc.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
         proc.stdin.flush()
@@ -422,7 +423,8 @@ def _codex_store_problem(path: str, entry: dict) -> str | None:
     from loopstate.core.paths import resolve_data_dir
     from loopstate.install.hosts import STORE_VARIABLES
 
-    named = entry.get("env_vars") if isinstance(entry.get("env_vars"), list) else []
+    given = entry.get("env_vars")
+    named: list[Any] = given if isinstance(given, list) else []
     seen = {k: os.environ[k] for k in ("HOME", "PATH", *[n for n in named if isinstance(n, str)]) if k in os.environ}
     if isinstance(entry.get("env"), dict):
         seen.update({k: str(v) for k, v in entry["env"].items()})
@@ -463,7 +465,8 @@ def _claude_problems(places: Places, servers: list[tuple[str, dict]]) -> list[st
                         "/intent to the hooks: run `loopstate setup apply --host claude` (with the scope you use)")
     hooks_store = places.data_dir
     for path, entry in servers:
-        env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+        given = entry.get("env")
+        env: dict[Any, Any] = given if isinstance(given, dict) else {}
         server_store = resolve_data_dir({**os.environ, **{k: str(v) for k, v in env.items()}})
         if os.path.realpath(server_store) != os.path.realpath(hooks_store):
             problems.append(f"the MCP server {MCP_SERVER} in {path} uses the store {server_store} (its env) but "

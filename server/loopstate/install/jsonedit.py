@@ -36,7 +36,8 @@ class Node:
 
 
 def _skip(text: str, at: int) -> int:
-    return _SPACE.match(text, at).end()
+    match = _SPACE.match(text, at)  # matches everywhere (possibly empty)
+    return at if match is None else match.end()
 
 
 def _where(text: str, at: int) -> str:

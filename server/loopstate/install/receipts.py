@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any
 
-from loopstate.domains.runs.records import SCHEMA_VERSION, to_dict, validate
+from loopstate.service.run_records import SCHEMA_VERSION, to_dict, validate
 
 ACTIVE = ("complete", "partial")
 

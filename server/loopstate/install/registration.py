@@ -121,7 +121,7 @@ def _merge_json_server(text: str, entry: dict) -> str:
 
 def merge_json(text: str | None, host: Host, groups: dict[str, dict] | None, server: dict | None) -> str:
     before = {} if text is None or not text.strip() else _json_object(text, "top level").value
-    if before == {}:  # nothing of anyone's to keep in place: a new document in the hosts' usual layout
+    if text is None or before == {}:  # nothing of anyone's to keep in place: a new document in the hosts' usual layout
         fresh: dict[str, Any] = {}
         if groups:
             fresh["hooks"] = {event: [group] for event, group in groups.items()}
@@ -144,7 +144,9 @@ def merge_json(text: str | None, host: Host, groups: dict[str, dict] | None, ser
         stale = [i for i, item in enumerate(arr.value) if is_our_group(item, host, event)]
         if stale:
             text = jsonedit.remove_item(text, arr, stale[0])
-            arr = _hooks_node(text)[1].member(event)
+            hooks = _hooks_node(text)[1]
+            arr = None if hooks is None else hooks.member(event)
+            assert arr is not None  # taking one group out leaves the event's list in place
         text = jsonedit.append_item(text, arr, group, 2)
     if server:
         text = _merge_json_server(text, server)
@@ -247,11 +249,11 @@ def merge_toml(text: str | None, host: Host, groups: dict[str, dict] | None, ser
         servers = doc["mcp_servers"]
         if not isinstance(servers, tomlkit.items.Table):
             raise ConfigShapeError("its `mcp_servers` is not a table of [mcp_servers.<name>] tables; fix it by hand")
-        current = servers.get(MCP_SERVER)
-        if current is None or current.unwrap() != server:
-            if current is not None and not is_our_server(current.unwrap()):
+        existing = servers.get(MCP_SERVER)
+        if existing is None or existing.unwrap() != server:
+            if existing is not None and not is_our_server(existing.unwrap()):
                 raise _foreign_server(f"[mcp_servers.{MCP_SERVER}]")
-            if current is not None:
+            if existing is not None:
                 del servers[MCP_SERVER]
             table = tomlkit.table()
             table.update(server)
@@ -324,7 +326,8 @@ def unmerge(file_format: str, text: str, host: Host, *, trust_source: str | None
     if file_format == "command":
         from loopstate.install import claude_commands
 
-        return claude_commands.unmerge(text)
+        claude_commands.unmerge(text)  # refuses a file that is no longer ours; nothing of ours is left
+        return None
     return unmerge_json(text, host) if file_format == "json" else unmerge_toml(text, host, trust_source)
 
 
@@ -345,7 +348,7 @@ def load(file_format: str, text: str) -> Any:
 
 def handlers(value: Any) -> list[Handler]:
     """Every handler of every event in a parsed config, in file order; odd shapes are skipped, not guessed."""
-    found = []
+    found: list[Handler] = []
     hooks = value.get("hooks") if isinstance(value, dict) else None
     if not isinstance(hooks, dict):
         return found

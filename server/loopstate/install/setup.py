@@ -22,7 +22,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -30,10 +30,10 @@ from loopstate import __version__
 from loopstate.core import safefs
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
-from loopstate.domains.runs.records import parse_json, to_dict, validate
 from loopstate.install import receipts as rc
 from loopstate.install.hosts import Host, Target, mcp_entry, registration
 from loopstate.install.registration import ConfigShapeError, merge, unmerge
+from loopstate.service.run_records import parse_json, to_dict, validate
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Places:
             raise LoopstateError(ErrorCode.INVALID_ROOT, f"CODEX_HOME={codex_home!r} is not an existing absolute "
                                  "directory; create it or unset CODEX_HOME")
         return Places(os.path.realpath(home), codex_home and os.path.realpath(codex_home), project,
-                      resolve_data_dir(env), _claude_config_dir(env))
+                      resolve_data_dir(dict(env)), _claude_config_dir(env))
 
     def targets(self, host: Host, scope: str) -> list[Target]:
         from loopstate.install.hosts import targets
@@ -292,6 +292,14 @@ class Plan:
                 "files": [f.to_dict() for f in self.files]}
 
 
+@overload
+def _text(data: bytes, path: str) -> str: ...
+
+
+@overload
+def _text(data: None, path: str) -> None: ...
+
+
 def _text(data: bytes | None, path: str) -> str | None:
     if data is None:
         return None
@@ -408,15 +416,20 @@ def apply(places: Places, plan: Plan, *, approve: bool) -> dict[str, Any] | None
         operations.append(rc.file_operation(f.target.relative, f.source, f.before, f.after))
         if f.before is not None:
             backups.append((len(operations) - 1, f.before))
-    fields = dict(receipt_id=receipt_id, created_at=format_time(system_clock()), source_version=__version__,
-                  target_root=plan.files[0].target.root, harness=plan.host.harness, operations=operations)
+    created_at = format_time(system_clock())
+
+    def receipt(result: str) -> dict[str, Any]:
+        return rc.receipt(receipt_id=receipt_id, created_at=created_at, source_version=__version__,
+                          target_root=plan.files[0].target.root, harness=plan.host.harness, operations=operations,
+                          result=result)
+
     for index, data in backups:
         _store(places, _backup_path(places, receipt_id, index), data)
-    save_receipt(places, rc.receipt(**fields, result="partial"))
+    save_receipt(places, receipt("partial"))
     for f in plan.files:
         if not f.noop:
             write_target(f.target, f.after)
-    done = rc.receipt(**fields, result="complete")
+    done = receipt("complete")
     save_receipt(places, done)
     return done
 
@@ -456,6 +469,7 @@ def _plan_undo(places: Places, t: Target, host: Host, approve: bool) -> Undo:
                     f"{t.path} changed since loopstate wrote it (receipt {r['receipt_id']}), so it is not restored; "
                     "re-run with --approve to take out only loopstate's entries and keep everything else",
                     path=t.path, receipt_id=r["receipt_id"])
+            assert current is not None  # "changed" is said of bytes that are there
             try:
                 left = unmerge(t.file_format, _text(current, t.path), host,
                                trust_source=t.path if host.name == "codex" else None)

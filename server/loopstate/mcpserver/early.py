@@ -40,17 +40,18 @@ import os
 import sys
 import threading
 
-try:  # the builtin hash module: hashlib's import (OpenSSL) is ~2.5 ms of a ~20 ms answer
-    from _sha2 import sha256  # Python 3.12+
-except ImportError:
-    try:
-        from _sha256 import sha256  # Python 3.11
-    except ImportError:
-        from hashlib import sha256
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is ~2.5 ms more, pathlib ~2.7: neither is imported at run time
+    from hashlib import sha256  # the same function as the builtin modules' below, which have no stubs
     from typing import Any
+else:
+    try:  # the builtin hash module: hashlib's import (OpenSSL) is ~2.5 ms of a ~20 ms answer
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:
+            from hashlib import sha256
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(HERE, "handshake.json")
@@ -303,7 +304,7 @@ class Recorder:
         self.asked: dict[Any, tuple[str, str | None]] = {}  # request id -> (method, version)
         self.key: str | None = None  # the legacy session's: the version its initialize asked for
         self.got: dict[tuple[str, str, str], str] = {}  # (era, version, method) -> result text
-        self.listens: dict[Any, tuple[str, Any]] = {}  # listen request id -> (version, notifications filter)
+        self.listens: dict[Any, tuple[str | None, Any]] = {}  # listen request id -> (version, notifications filter)
         self.listen: dict[str, dict[str, Any]] = {}  # version -> the acknowledgement's template
         self.done = False
         self.seen = 0
@@ -349,7 +350,7 @@ class Recorder:
                     return
                 self.key = version
             version = self.key
-        if version is None:
+        if version is None or self.era is None:  # (a request is asked only once its era is known)
             return
         self.got[(self.era, version, method)] = line[len(head):-2].decode()
         if any(k[2] == "tools/list" for k in self.got):
@@ -479,7 +480,10 @@ class Early:
         else:
             if (method == "initialize") != (self.version is None):
                 return  # a second initialize, or a list request before the first: the SDK's
-            key = answer_key(self.table, version) if method == "initialize" else self.version
+            if method == "initialize":  # (an initialize always names the version it asks for)
+                key = answer_key(self.table, version) if version is not None else None
+            else:
+                key = self.version
             result = self.answers.get(key, {}).get(method) if key is not None else None
             if method == "initialize" and result is not None:
                 self.version = key
@@ -499,8 +503,9 @@ class Early:
         if method == "tools/list":
             self.settled.set()
 
-    def _acknowledge(self, request_id: Any, notifications: Any, version: str) -> None:
-        """A listen stream's first frame, its acknowledgement, when the table has it for this filter."""
+    def _acknowledge(self, request_id: Any, notifications: Any, version: str | None) -> None:
+        """A listen stream's first frame, its acknowledgement, when the table has it for this filter
+        (a modern request always names its version; None finds nothing)."""
         listen = self.table.get("listen", {}).get(version)
         if not (isinstance(listen, dict) and listen.get("notifications") == notifications) or request_id in self.acks:
             return

@@ -51,6 +51,7 @@ def sdk_answers(version: str, *, modern: bool = False, timeout: float = 60.0) ->
     """The lines the SDK-only `loopstate mcp` writes for initialize (asking ``version``) and each of early.STATIC,
     or (``modern``) for each of early.MODERN in ``version``'s envelope and a subscriptions/listen's
     acknowledgement, by method (requests numbered 0, 1, ...)."""
+    methods: tuple[str, ...]
     if modern:
         methods = (*early.MODERN, early.LISTEN)
         requests = [{"jsonrpc": "2.0", "id": n, "method": method, "params": envelope(version)}
@@ -67,6 +68,7 @@ def sdk_answers(version: str, *, modern: bool = False, timeout: float = 60.0) ->
                "XDG_CACHE_HOME": str(Path(tmp, "cache"))}
         proc = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "mcp"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tmp)
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes
         try:
             proc.stdin.write(b"".join(map(_line, requests)))
             proc.stdin.flush()

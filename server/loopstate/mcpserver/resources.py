@@ -21,7 +21,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 import msgspec
 
@@ -107,7 +107,7 @@ def read(service: Service, root: str, view: View) -> str:
     return msgspec.json.encode(snapshot).decode()
 
 
-Notify = Callable[[str], Awaitable[None]]
+Notify = Callable[[str], Coroutine[Any, Any, None]]  # an async function of the URI
 
 
 class Updates(Follower):

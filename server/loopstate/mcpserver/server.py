@@ -366,7 +366,9 @@ async def serve(service: Service, explicit_root: str | None) -> None:
     server, close = build_server(service, session)
     lowlevel = lowlevel_of(server)
     options = lowlevel.create_initialization_options(experimental_capabilities={roots.SANDBOX_META: {}})
-    stdin, written, acks = None, {}, {}
+    stdin: anyio.AsyncFile[str] | None = None  # None: the SDK reads the process's stdin itself
+    written: dict[Any, bytes] = {}
+    acks: dict[Any, bytes] = {}
     if early.current is not None:  # the handshake may be answered already: the SDK takes the whole stream from here
         fd, written, acks = early.current.hand_over()
         stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace"))

@@ -17,11 +17,14 @@ stdio streams and its loop:
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from loopstate.mcpserver.early import ACKNOWLEDGED, SUBSCRIPTION_KEY
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("loopstate.mcp")
 
@@ -65,29 +68,35 @@ class Noting(_Wrapper):
         self.acks = dict(acks or {})  # listen streams acknowledged early, by subscription id
         self.recorder = recorder  # early.Recorder: the SDK's handshake answers, kept for the next start
 
-    async def send(self, item: Any) -> None:
-        message = getattr(item, "message", None)
-        request_id = getattr(message, "id", None)
-        response = request_id is not None and not hasattr(message, "method")
+    async def send(self, item: SessionMessage) -> None:
+        from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+        message = item.message
+        answer = isinstance(message, (JSONRPCResponse, JSONRPCError))  # a response or an error, to a request
+        request_id = message.id if isinstance(message, (JSONRPCRequest, JSONRPCResponse, JSONRPCError)) else None
+        response = answer and request_id is not None
+        # A listen stream's acknowledgement (a notification), and the subscription it acknowledges.
+        acknowledged = isinstance(message, JSONRPCNotification) and message.method == ACKNOWLEDGED
+        subscription = (((message.params or {}).get("_meta") or {}).get(SUBSCRIPTION_KEY)
+                        if isinstance(message, JSONRPCNotification) else None)
         if self.recorder is not None and not self.recorder.done:
             if response:
                 self.recorder.response(request_id, _wire_line(message))
-            elif getattr(message, "method", None) == ACKNOWLEDGED:
-                meta = (message.params or {}).get("_meta") or {}
-                self.recorder.acknowledged(meta.get(SUBSCRIPTION_KEY), _wire_line(message))
+            elif acknowledged:
+                self.recorder.acknowledged(subscription, _wire_line(message))
         written = None
         if response and self.early and request_id in self.early:
             written = self.early.pop(request_id)
-        elif self.acks and getattr(message, "method", None) == ACKNOWLEDGED:
-            written = self.acks.pop(((message.params or {}).get("_meta") or {}).get(SUBSCRIPTION_KEY), None)
+        elif self.acks and acknowledged:
+            written = self.acks.pop(subscription, None)
         if written is not None:
             ours = _wire_line(message)
             if ours != written:
                 log.warning("the early answer %.300r differs from the SDK's %.300r", written, ours)
         else:
             await self.inner.send(item)
-        if request_id in self.pending and not hasattr(message, "method"):
-            self.pending.discard(message.id)
+        if answer and request_id in self.pending:
+            self.pending.discard(request_id)
             if not self.pending:
                 self.answered.set()
 

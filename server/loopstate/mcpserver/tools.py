@@ -51,7 +51,7 @@ def Opt(description: str | None = None) -> Any:  # noqa: N802 - reads as a type 
     return Field(None, description=description)
 
 
-def build(value: dict[str, Any], cls: type, action: str | None = None) -> Any:
+def build(value: dict[str, Any], cls: type[msgspec.Struct], action: str | None = None) -> Any:
     """A protocol message from the fields given (None: the protocol's default), or INVALID_PARAMS naming the field."""
     fields = {k: v for k, v in value.items() if v is not None}
     try:
@@ -250,7 +250,7 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
         given = {"statement": statement, "status": status, "facets": facets, "confidence": confidence,
                  "source": source.model_dump(exclude_none=True) if source else None, "supersedes": supersedes,
                  "claim_id": claim_id, "reason": reason}
-        filled = {"task_id": task, "actor": by}
+        filled: dict[str, Any] = {"task_id": task, "actor": by}
         if action != "invalidate":
             filled["claim"] = {"role": by}
         return await execute(ACTIONS["intent_claim"][action].build("intent_claim", action, given, filled), request_id)
@@ -342,8 +342,8 @@ def tool_functions(execute: Call, query: Call, session: Any) -> list[Callable[..
                  "title": title, "priority": priority, "rationale": rationale, "evidence_ids": evidence_ids}
         return await execute(ACTIONS["todo"][action].build("todo", action, given, {}), request_id)
 
-    functions = [intent_task, intent_claim, intent_show, run_status, run_heartbeat, run_operation, run_issue,
-                 todo_ready, todo]
+    functions: list[Callable[..., Awaitable[Any]]] = [
+        intent_task, intent_claim, intent_show, run_status, run_heartbeat, run_operation, run_issue, todo_ready, todo]
     for fn in functions:
         if fn.__name__ in ACTIONS:
             fn.__doc__ = (fn.__doc__ or "") + needs_line(fn.__name__, _always(fn))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 import cattrs
 import msgspec
@@ -136,7 +136,7 @@ class Dispatcher:
             self.reply_error(msg_id, ErrorCode.INVALID_REQUEST, f"method must be a string, not {quote(method)}")
             return None
         if has_id:
-            self.request(msg_id, method, message)
+            self.request(cast("int | str", msg_id), method, message)  # its type was checked above (no bool)
             return None
         return self.notification(method, message)
 

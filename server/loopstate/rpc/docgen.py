@@ -133,8 +133,24 @@ UNIONS = {"command": "one command of any domain, tagged by `kind` (the schema's 
           "query": "one query of any domain, tagged by `kind` (the schema's `x-queries`)"}
 
 
-def _fields(cls: type) -> list[str]:
+def _struct(cls: type) -> msgspec.inspect.StructType:
+    """The field list of a documented message; every one is a msgspec Struct."""
     info = msgspec.inspect.type_info(cls)
+    if not isinstance(info, msgspec.inspect.StructType):
+        raise TypeError(f"{cls.__name__} is not a msgspec Struct")
+    return info
+
+
+def _tag(cls: type[msgspec.Struct]) -> str:
+    """The ``kind`` of a command or query (every one is tagged with its name)."""
+    tag = cls.__struct_config__.tag
+    if not isinstance(tag, str):
+        raise TypeError(f"{cls.__name__} has no string tag")
+    return tag
+
+
+def _fields(cls: type) -> list[str]:
+    info = _struct(cls)
     rows = []
     for field in info.fields:
         kind = UNIONS.get(field.name) or _type_name(field.type)
@@ -167,8 +183,7 @@ def project_reference() -> list[str]:
     from loopstate_protocol.schema import PROJECT_RESULTS
 
     out = ["## The project as a whole", "", PROJECT_INTRO, "| query | result |", "|---|---|"]
-    out += [f"| `{q.__struct_config__.tag}` | `{PROJECT_RESULTS[q.__struct_config__.tag].__name__}` |"
-            for q in project.QUERIES]
+    out += [f"| `{_tag(q)}` | `{PROJECT_RESULTS[_tag(q)].__name__}` |" for q in project.QUERIES]
     out.append("")
     shown: set[type] = set()
 
@@ -177,17 +192,17 @@ def project_reference() -> list[str]:
             return
         shown.add(cls)
         out.extend([f"`{cls.__name__}`: {_doc(cls)}", "", "| field | type |", "|---|---|", *_fields(cls), ""])
-        for field in msgspec.inspect.type_info(cls).fields:
+        for field in _struct(cls).fields:
             for inner in _structs_in(field.type):
                 fields_of(inner)
 
-    for cls in (*project.QUERIES, *project.COMMANDS):
-        out += [f"### `{cls.__struct_config__.tag}`", "", _doc(cls), ""]
-        if msgspec.inspect.type_info(cls).fields:
-            out += ["| field | type |", "|---|---|", *_fields(cls), ""]
+    for message in (*project.QUERIES, *project.COMMANDS):
+        out += [f"### `{_tag(message)}`", "", _doc(message), ""]
+        if _struct(message).fields:
+            out += ["| field | type |", "|---|---|", *_fields(message), ""]
     out += ["### Results", ""]
-    for cls in (*project.RESULTS, project.StopOutcome, project.ResumeOutcome):
-        fields_of(cls)
+    for result in (*project.RESULTS, project.StopOutcome, project.ResumeOutcome):
+        fields_of(result)
     return out
 
 
@@ -206,15 +221,14 @@ def proofs_reference() -> list[str]:
     from loopstate_protocol.schema import PROJECT_RESULTS
 
     out = ["## Checkpoints and proofs", "", PROOFS_INTRO, "| query | result |", "|---|---|"]
-    out += [f"| `{q.__struct_config__.tag}` | `{PROJECT_RESULTS[q.__struct_config__.tag].__name__}` |"
-            for q in proofs.QUERIES]
+    out += [f"| `{_tag(q)}` | `{PROJECT_RESULTS[_tag(q)].__name__}` |" for q in proofs.QUERIES]
     out.append("")
-    for cls in proofs.QUERIES:
-        out += [f"### `{cls.__struct_config__.tag}`", "", _doc(cls), ""]
-        if msgspec.inspect.type_info(cls).fields:
-            out += ["| field | type |", "|---|---|", *_fields(cls), ""]
-    for cls in proofs.RESULTS:
-        out.extend([f"`{cls.__name__}`: {_doc(cls)}", "", "| field | type |", "|---|---|", *_fields(cls), ""])
+    for query in proofs.QUERIES:
+        out += [f"### `{_tag(query)}`", "", _doc(query), ""]
+        if _struct(query).fields:
+            out += ["| field | type |", "|---|---|", *_fields(query), ""]
+    for result in proofs.RESULTS:
+        out.extend([f"`{result.__name__}`: {_doc(result)}", "", "| field | type |", "|---|---|", *_fields(result), ""])
     return out
 
 

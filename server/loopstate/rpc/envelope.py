@@ -104,11 +104,11 @@ def _scan_head(head: bytes) -> tuple[dict[str, Any] | None, bool]:
             value_next = key is not None
         elif token == b",":
             key, value_next = None, False
-        elif value_next:
+        elif value_next and key is not None:  # (a value is next only after a key and its colon)
             try:
-                members[key] = _decode(token)  # type: ignore[index]
+                members[key] = _decode(token)
             except msgspec.DecodeError:
-                members[key] = UNREADABLE  # type: ignore[index]
+                members[key] = UNREADABLE
             value_next = False
         elif first == b'"':
             try:

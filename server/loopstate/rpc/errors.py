@@ -96,7 +96,8 @@ def normalize(error: dict[str, Any]) -> dict[str, Any]:
     data = error.get("data")
     if isinstance(data, dict) and isinstance(data.get("code"), str):
         return error
-    code = _BY_NUMBER.get(error.get("code"), ErrorCode.INTERNAL_ERROR)
+    number = error.get("code")
+    code = _BY_NUMBER.get(number, ErrorCode.INTERNAL_ERROR) if isinstance(number, int) else ErrorCode.INTERNAL_ERROR
     message = str(error.get("message") or code.value)
     return wire_error(code, f"{message}; the server is still running")
 

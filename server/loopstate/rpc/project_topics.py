@@ -90,7 +90,7 @@ class ProjectSubscription:
     wanted: bool = False  # a wake came: compute again
     computing: bool = False
     errored: bool = False  # the last computation failed: the next good one is sent as rewritten
-    pending: tuple[Any, str] | None = None  # (snapshot, hash) to send
+    pending: tuple[Any, str, bool] | None = None  # (snapshot, hash, rewritten) to send
     error: LoopstateError | None = None
     folders: set[Path] = field(default_factory=set)
 

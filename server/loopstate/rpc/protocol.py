@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 import attrs
 import msgspec
@@ -31,6 +31,11 @@ from loopstate.core.errors import quote
 from loopstate.rpc.errors import normalize, wire_error
 from loopstate.rpc.framing import encode_frame
 
+if TYPE_CHECKING:
+    from cattrs import Converter
+
+    from loopstate.rpc.server import LoopstateServer
+
 log = logging.getLogger("loopstate.rpc")
 
 _encode = msgspec.json.Encoder().encode
@@ -39,7 +44,9 @@ _encode = msgspec.json.Encoder().encode
 class LoopstateProtocol(LanguageServerProtocol):
     """The protocol object of a LoopstateServer."""
 
-    def __init__(self, server, converter) -> None:
+    _server: LoopstateServer  # pygls types it as its own LanguageServer
+
+    def __init__(self, server: LoopstateServer, converter: Converter) -> None:
         super().__init__(server, converter)
         self.after_response: dict[Any, Callable[[bool], None]] = {}
         self.initialized = False
@@ -53,8 +60,10 @@ class LoopstateProtocol(LanguageServerProtocol):
         self.initialized = True
         return result
 
+    # A coroutine where pygls has a generator: pygls runs either kind of handler, and waiting
+    # for the running requests must await.
     @lsp_method(types.SHUTDOWN)
-    async def lsp_shutdown(self, *args: Any) -> None:
+    async def lsp_shutdown(self, *args: Any) -> None:  # type: ignore[override]
         await self._server.finish_requests()
         self._shutdown = True
         return None

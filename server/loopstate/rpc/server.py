@@ -56,6 +56,7 @@ class LoopstateServer(LanguageServer):
     """A LanguageServer whose features are loopstate's methods."""
 
     capability_key = methods.CAPABILITY
+    protocol: LoopstateProtocol  # pygls types it as the base protocol; protocol_cls below makes it this
 
     def __init__(self, service: Service) -> None:
         super().__init__(
@@ -97,8 +98,10 @@ class LoopstateServer(LanguageServer):
         """For ``shutdown``: refuse new requests, let the running ones answer, stop pushing."""
         self.shutting_down = True
         current = asyncio.current_task()
-        running = {t for t in self.inflight if t is not current}
-        running |= {f for f in self.protocol._request_futures.values() if isinstance(f, asyncio.Future) and f is not current}
+        running: set[asyncio.Future[Any]] = {t for t in self.inflight if t is not current}
+        # pygls types its request futures as concurrent ones; a coroutine handler's is an asyncio Future.
+        futures: list[object] = list(self.protocol._request_futures.values())
+        running |= {f for f in futures if isinstance(f, asyncio.Future) and f is not current}
         if running:
             await asyncio.gather(*running, return_exceptions=True)
         await asyncio.sleep(0)  # their responses are sent from done-callbacks: let those run
@@ -154,6 +157,7 @@ class LoopstateServer(LanguageServer):
     def _handler(self, name: str, params_type: type, job: Callable[..., Any]):
         async def handle(params: Any) -> Any:
             task = asyncio.current_task()
+            assert task is not None  # pygls runs each request's coroutine as a task of the loop
             self.inflight.add(task)
             loop = asyncio.get_running_loop()
             self._last_request = loop.time()

@@ -29,16 +29,16 @@ from typing import Any, Callable
 import msgspec
 
 from loopstate_protocol import methods
-from loopstate_protocol.base import Head
+from loopstate_protocol.base import ErrorData, Head
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.messages import ChangedNotification, StreamErrorNotification
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.news import News
 from loopstate.core.project import Project
-from loopstate.domains.base import Domain
 from loopstate.rpc.kill_switch import halt_if_switched
 from loopstate.rpc.project_topics import ProjectSubscription, snapshot_of
+from loopstate.service import Domain
 from loopstate.service.engine import NEWS_LIMIT, Folded, Service
 from loopstate.service.live import Follower, Live
 
@@ -290,7 +290,12 @@ class Hub(Follower):
         self.live.follow(sub.project, sub.domain, sub.stream)  # and one catch-up: what landed since the snapshot
         for folder in {switch.parent for switch in sub.switches}:
             self.live.watch_files(folder, self._on_switch_file)
-        if sub.switches:
+        self._check_switches(sub)
+
+    def _check_switches(self, sub: Subscription) -> None:
+        """Have the service thread halt the followed run if one of its kill switches stands (only a
+        runs/status topic has switches, and its key is the run id)."""
+        if sub.switches and sub.key is not None:
             self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
 
     def _close_slot(self, sub: Subscription) -> None:
@@ -329,7 +334,7 @@ class Hub(Follower):
         for slot in list(self.slots.values()):
             sub = slot.sub
             if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
-                self.worker.submit(halt_if_switched, self.service, sub.root, sub.key, sub.switches)
+                self._check_switches(sub)
 
     def _on_project_file(self, folder: Path, name: str | None) -> None:
         """From the live engine: a file a project topic depends on changed (a stream, a switch)."""
@@ -424,7 +429,7 @@ class Hub(Follower):
             exc, sub.error = sub.error, None
             self.send(methods.STREAM_ERROR, msgspec.to_builtins(StreamErrorNotification(
                 subscription_id=sub.id, topic=sub.topic,
-                error={"code": exc.code.value, "details": msgspec.to_builtins(exc.details, enc_hook=str)},
+                error=ErrorData(code=exc.code.value, details=msgspec.to_builtins(exc.details, enc_hook=str)),
                 message=exc.message,
             )))
         if sub.pending is None:
@@ -444,7 +449,7 @@ class Hub(Follower):
             exc, slot.error = slot.error, None
             self.send(methods.STREAM_ERROR, msgspec.to_builtins(StreamErrorNotification(
                 subscription_id=sub.id, topic=sub.topic,
-                error={"code": exc.code.value, "details": msgspec.to_builtins(exc.details, enc_hook=str)},
+                error=ErrorData(code=exc.code.value, details=msgspec.to_builtins(exc.details, enc_hook=str)),
                 message=exc.message,
             )))
         if slot.pending_head is None:

@@ -6,7 +6,7 @@ surrounds them (the project root, its config, kill switches, Markdown status).
 The ``*_effects`` modules are the service's own.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopstate.service.front import (
     ProjectRoot,
@@ -20,14 +20,23 @@ from loopstate.service.front import (
     stream_layout,
 )
 
+if TYPE_CHECKING:
+    from loopstate.domains.base import Domain
+
 __all__ = [
-    "Outcome", "ProjectRoot", "Service", "create_kill_switch", "goal_state", "kill_switch_paths", "markdown_status",
-    "probe_kill_switch", "project_config", "resolve_root", "stream_layout",
+    "Domain", "Outcome", "ProjectRoot", "Service", "create_kill_switch", "goal_state", "kill_switch_paths",
+    "markdown_status", "probe_kill_switch", "project_config", "resolve_root", "stream_layout",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``Service`` and ``Outcome`` load the engine on first use: a hook that only probes a kill switch never does."""
+    """``Service`` and ``Outcome`` load the engine on first use: a hook that only probes a kill switch never does.
+    ``Domain`` is the interface of every domain the service serves (``Service.domains``), for a front door
+    that holds one the service handed it."""
+    if name == "Domain":
+        from loopstate.domains.base import Domain
+
+        return Domain
     if name in ("Service", "Outcome"):
         from loopstate.service import engine
 

@@ -2,8 +2,9 @@
 
 The CLI, the sidecar, the hooks and any later adapter each need the same few
 things around the service: which project a directory belongs to, the
-project's config, its kill switches (probe, create) and whether a rendered
-Markdown workbench is current. They call these functions and never the
+project's config, its kill switches (probe, create), whether a rendered
+Markdown workbench is current, a Service of one domain for a short-lived
+verb, and the parse of a claim typed as ``[FACET:]STATEMENT``. They call these functions and never the
 ``*_effects`` modules behind them, which stay private to the service (a test
 in tests/cli/test_cli_layering.py keeps it so).
 
@@ -14,15 +15,38 @@ probing a kill switch loads no other domain.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopstate.core.discovery import ProjectRoot, resolve_root
 
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
+
 __all__ = [
-    "ProjectRoot", "create_kill_switch", "goal_ids", "goal_state", "hook_answer", "hook_event", "hook_fault",
-    "hook_switch_denial", "kill_switch_paths", "markdown_status", "probe_kill_switch", "project_config", "resolve_root",
-    "run_ids", "stream_layout",
+    "ProjectRoot", "create_kill_switch", "domain_service", "goal_ids", "goal_state", "hook_answer", "hook_event",
+    "hook_fault", "hook_switch_denial", "kill_switch_paths", "markdown_status", "probe_kill_switch", "project_config",
+    "resolve_root", "run_ids", "split_claim", "stream_layout",
 ]
+
+
+def domain_service(name: str, *, snapshots: bool = True) -> Service:
+    """A Service that serves the one domain ``name`` (a CLI verb of that domain): it loads no other
+    domain, and refuses another domain's message as unknown."""
+    from loopstate.service.engine import Service
+    from loopstate.service.registry import load_domain
+
+    domain = load_domain(name)
+    if domain is None:
+        raise ValueError(f"loopstate serves no domain {name!r}")
+    return Service(domains=[domain], snapshots=snapshots)
+
+
+def split_claim(text: str) -> tuple[str, str]:
+    """A claim typed as ``[FACET:]STATEMENT`` (``--claim``, ``/intent remember``) as (facet, statement);
+    a prefix that is no facet is refused with the nearest one."""
+    from loopstate.domains.intent.rules import split_facet
+
+    return split_facet(text)
 
 
 def project_config(root: str) -> dict[str, Any]:

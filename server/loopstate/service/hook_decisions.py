@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core.clock import format_time, system_clock
+from loopstate.core.clock import ClockFn, format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import random_uuid
 from loopstate.core.killswitch import CONFIG_PATH as RUNS_CONFIG
@@ -46,6 +46,9 @@ from loopstate.core.killswitch import every_switch, probe_kill_switches
 from loopstate.core.project import Project
 from loopstate.domains import harness
 from loopstate.service import sessions
+
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact",
           "SessionEnd")
@@ -117,7 +120,7 @@ class HookSession:
     """One hook process's view of one host session in one project."""
 
     def __init__(self, root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Path | None = None,
-                 clock=system_clock) -> None:
+                 clock: ClockFn = system_clock) -> None:
         self.event = event
         self.env = env
         self.clock = clock
@@ -127,7 +130,7 @@ class HookSession:
         self.session = sessions.session_hash(event.session_id)
         self.faults: list[str] = []
         self._task: tuple[str | None, str] | None = None
-        self._intent = None
+        self._intent: Service | None = None  # made at the first intent read or write
         self._config: dict[str, Any] | None = None
 
     # --- plumbing -----------------------------------------------------------------
@@ -142,7 +145,7 @@ class HookSession:
                 self._config = dict(CONFIG_DEFAULTS)
         return self._config
 
-    def intent(self):
+    def intent(self) -> Service:
         if self._intent is None:
             from loopstate.domains.intent import DOMAIN
             from loopstate.service.engine import Service
@@ -437,9 +440,9 @@ def answer(root: str, event: HookEvent, env: Mapping[str, str], *, data_dir: Pat
 
         task_id, mode = hs.task()
         if task_id is not None and mode != "private":
-            hs.intent().execute(hs.root, p.IntentCompactionObserve(
-                task_id=task_id, trigger=event.trigger if event.trigger in ("manual", "auto") else "auto"),
-                "hook-compact-" + random_uuid())
+            trigger: Literal["manual", "auto"] = "manual" if event.trigger == "manual" else "auto"
+            hs.intent().execute(hs.root, p.IntentCompactionObserve(task_id=task_id, trigger=trigger),
+                                "hook-compact-" + random_uuid())
         binding.reinject = True
         hs._save(binding)
     elif event.event == "PostCompact":
@@ -608,7 +611,8 @@ def _fresh(hs: HookSession, binding: sessions.Binding) -> None:
     hs._save(binding)
 
 
-def _switch(hs: HookSession, binding: sessions.Binding, verb: str, task: str | None, mode: str, request: str) -> str:
+def _switch(hs: HookSession, binding: sessions.Binding, verb: Literal["on", "off", "private"], task: str | None,
+            mode: str, request: str) -> str:
     """``/intent on|off|private``. ``on`` and ``off`` set the mode of the session's task (shared with every
     session on it). ``private`` makes this session alone private: it takes a private task of its own
     (a one-to-one control: a hashed session id and no content), so the shared task is untouched and
@@ -625,7 +629,8 @@ def _switch(hs: HookSession, binding: sessions.Binding, verb: str, task: str | N
         return "this session is private: nothing is recorded or injected until /intent on."
     if mode == "private":
         durable = task is not None and bool(intent.query(root, p.IntentTasks(task_id=task)))
-        action = ("durable_on" if verb == "on" else "durable_off") if durable else "delete"
+        action: Literal["durable_on", "durable_off", "delete"] = (
+            ("durable_on" if verb == "on" else "durable_off") if durable else "delete")
         intent.execute(root, p.IntentPrivateRecover(host_session_id=session_id, action=action), request)
         if durable:  # a task of the old rule, a session's own, made private: it is durable again
             return {"on": "intent is on: /intent remember records the user's words, and they are injected.",

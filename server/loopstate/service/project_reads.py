@@ -11,7 +11,7 @@ listings. They only read (shared locks) and create no file.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import msgspec
 
@@ -77,7 +77,7 @@ def _info(service: "Service", choice: Any) -> proto.RootInfo:
                           project_id=project.project_id, exists=project.exists(), store=str(project.dir))
 
 
-def runs(service: "Service", root: str, status: list[str] | None = None) -> proto.RunList:
+def runs(service: "Service", root: str, status: Sequence[str] | None = None) -> proto.RunList:
     """Every run of the project, oldest first (those in ``status`` when given), and the kill switch."""
     from loopstate.domains.runs.projections import summary
     from loopstate.service.runs_project import run_ids, run_state

@@ -9,7 +9,7 @@ read (shared locks): they create no file.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loopstate_protocol import runs as proto
 
@@ -21,41 +21,45 @@ from loopstate.domains.runs.projections import summary
 from loopstate.domains.runs.state import RunState
 from loopstate.service import runs_effects
 
+if TYPE_CHECKING:
+    from loopstate.service.engine import Service
+
 InRun = Literal["issue", "evidence", "operation", "lease"]
 
 
-def _ids(service, root: str, prefix: str) -> list[str]:
+def _ids(service: Service, root: str, prefix: str) -> list[str]:
     return [name[len(prefix):] for name in service.project(root).stream_names() if name.startswith(prefix)]
 
 
-def run_ids(service, root: str) -> list[str]:
+def run_ids(service: Service, root: str) -> list[str]:
     """The project's runs (those with a stream), in stream-name order."""
     return _ids(service, root, RUN_PREFIX)
 
 
-def run_state(service, root: str, run_id: str) -> RunState:
+def run_state(service: Service, root: str, run_id: str) -> RunState:
     from loopstate.domains.runs import run_stream
 
-    return service.refresh(service.project(root), DOMAIN, run_stream(run_id)).state
+    # A run stream folds into a RunState (RunsDomain.initial and evolve); Folded holds any domain's state.
+    return cast(RunState, service.refresh(service.project(root), DOMAIN, run_stream(run_id)).state)
 
 
-def resolve_run(service, root: str, given: str) -> str:
+def resolve_run(service: Service, root: str, given: str) -> str:
     """The run id ``given`` abbreviates (any unique prefix of a run of this project)."""
     return resolve_prefix("run", given, _ids(service, root, RUN_PREFIX), hint="`loopstate run list` shows the runs")
 
 
-def has_run(service, root: str, run_id: str) -> bool:
+def has_run(service: Service, root: str, run_id: str) -> bool:
     """Whether this project holds a run with this id (``resolve_run`` passes a whole id through unchecked)."""
     return run_id in _ids(service, root, RUN_PREFIX)
 
 
-def resolve_grant(service, root: str, given: str) -> str:
+def resolve_grant(service: Service, root: str, given: str) -> str:
     """The grant id ``given`` abbreviates (any unique prefix of a grant recorded in this project)."""
     return resolve_prefix("grant", given, _ids(service, root, GRANT_PREFIX),
                           hint="`loopstate run status RUN` shows a run's grant")
 
 
-def resolve_in_run(service, root: str, run_id: str, kind: InRun, given: str) -> str:
+def resolve_in_run(service: Service, root: str, run_id: str, kind: InRun, given: str) -> str:
     """An issue, evidence, operation or lease id of one run, by a unique prefix."""
     state = run_state(service, root, run_id)
     if kind == "issue":
@@ -69,7 +73,7 @@ def resolve_in_run(service, root: str, run_id: str, kind: InRun, given: str) -> 
     return resolve_prefix(kind, given, known, hint=f"`loopstate run status {run_id[:8]}` shows the run's {kind} ids")
 
 
-def own_lease(service, root: str, run_id: str, actor: str) -> dict[str, Any]:
+def own_lease(service: Service, root: str, run_id: str, actor: str) -> dict[str, Any]:
     """The run's current lease when ``actor`` holds it: what a person at a terminal works under by default.
 
     The store already remembers the lease this owner acquired (the run's state
@@ -96,7 +100,7 @@ def own_lease(service, root: str, run_id: str, actor: str) -> dict[str, Any]:
     return {"lease_id": lease["lease_id"], "generation": lease["generation"]}
 
 
-def list_runs(service, root: str) -> list[dict[str, Any]]:
+def list_runs(service: Service, root: str) -> list[dict[str, Any]]:
     """One summary per run of the project (status, stage, owner, lease, budget use), oldest first."""
     ctx = service.context(service.project(root))
     rows = [summary(run_state(service, root, run_id), ctx) for run_id in _ids(service, root, RUN_PREFIX)]
@@ -108,7 +112,7 @@ def kill_switch(root: str) -> proto.KillSwitchState:
     return runs_effects.kill_switch_state(root)
 
 
-def halt_project(service, root: str, actor: dict[str, Any], *, request_id: str | None = None,
+def halt_project(service: Service, root: str, actor: dict[str, Any], *, request_id: str | None = None,
                  reason: str | None = None) -> dict[str, Any]:
     """The kill switch: create the project's STOP file, then halt every run of the project, and the same for
     every loopstate project enclosing it.
@@ -134,9 +138,11 @@ def halt_project(service, root: str, actor: dict[str, Any], *, request_id: str |
     return {**reached[0], "projects": reached}
 
 
-def _halt_one(service, root: str, actor: dict[str, Any], request_id: str | None, reason: str | None) -> dict[str, Any]:
+def _halt_one(service: Service, root: str, actor: dict[str, Any], request_id: str | None, reason: str | None) -> dict[str, Any]:
     path = runs_effects.create_project_kill_switch(root, "created by `loopstate run stop`\n")
-    halted, failed, replayed = [], [], []
+    halted: list[str] = []
+    failed: list[dict[str, str]] = []
+    replayed: list[str] = []
     for run_id in _ids(service, root, RUN_PREFIX):
         stop = proto.Stop(run_id=run_id, actor=actor) if reason is None else proto.Stop(run_id=run_id, actor=actor,
                                                                                           reason=reason)

@@ -51,7 +51,8 @@ def _observer() -> Any:
     except Exception as exc:  # not installed, or its platform module failed to load
         log.warning("no file watcher (%s): other processes' changes show at the next request", exc)
         return None
-    if issubclass(Observer, PollingObserver):
+    # watchdog types Observer as a factory (a callable protocol); it is the chosen observer class.
+    if isinstance(Observer, type) and issubclass(Observer, PollingObserver):
         log.warning("no native file watcher on this platform: other processes' changes show at the next request")
         return None
     try:

@@ -18,7 +18,7 @@ whole import, so nothing is silently dropped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from loopstate_protocol import goals as proto
 from loopstate_protocol.errors import ErrorCode
@@ -273,7 +273,16 @@ def _status_event(importer: _Importer, todo_id: str, todo: ParsedTodo) -> None:
                                                    "evidence_ids": sorted(set(todo.evidence_ids))})
 
 
+@overload
+def _time(text: str, importer: _Importer, line: int) -> str: ...
+
+
+@overload
+def _time(text: None, importer: _Importer, line: int) -> None: ...
+
+
 def _time(text: str | None, importer: _Importer, line: int) -> str | None:
+    """The file's time in the store's form; a missing time stays missing."""
     if text is None:
         return None
     try:

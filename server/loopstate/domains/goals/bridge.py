@@ -10,7 +10,7 @@ store has lifecycle events it does not show), edited by hand, or foreign.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import msgspec
 
@@ -40,14 +40,19 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _match(kind: str, events: dict[str, Any], parsed: list[Any], id_of, title_of, out: list[Difference]):
-    """Pair parsed items with projection items by id (or by exact title when the line has no id)."""
-    by_title = {}
-    for key, item in events.items():
-        by_title.setdefault(title_of(item), key)
+Item = TypeVar("Item")  # a projection item: a todo, a gate, a quota line, an evidence record
+
+
+def _match(kind: str, events: dict[str, Item], parsed: list[Any], id_of: Callable[[Any], str | None],
+           title_of: Callable[[Item], str], out: list[Difference]) -> list[tuple[Item, Any]]:
+    """Pair parsed items (the Markdown parse's Parsed* records) with projection items by id (or by
+    exact title when the line has no id)."""
+    by_title: dict[str, str] = {}
+    for event_key, event_item in events.items():
+        by_title.setdefault(title_of(event_item), event_key)
     pairs, seen = [], set()
     for item in parsed:
-        key = id_of(item) or by_title.get(item.title)
+        key: str | None = id_of(item) or by_title.get(item.title)
         if key in seen:
             out.append(Difference(kind="duplicate_in_markdown", subject=f"{kind} {key}", line=item.line))
             continue

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from loopstate.core import canonical
+from loopstate.core.chain import SchemaVerdict
 
 SCHEMA_VERSION = "loopx_state_event_v0"
 PROJECTION_VERSION = "goals_projection_v0"
@@ -34,7 +35,7 @@ BODY_FIELDS = (
 )
 
 
-def classify_schema(value: Any) -> str:
+def classify_schema(value: Any) -> SchemaVerdict:
     """``ok`` for v0, ``future`` for a later version, ``invalid`` otherwise."""
     match = _SCHEMA.match(value) if isinstance(value, str) else None
     if match is None:

@@ -26,20 +26,19 @@ def instant(text: str) -> dt.datetime:
     """An offset-aware ISO-8601 timestamp as a UTC instant (naive times are refused)."""
     try:
         moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-        utc = moment.astimezone(dt.timezone.utc) if moment.tzinfo is not None else None
+        if moment.tzinfo is not None:
+            return moment.astimezone(dt.timezone.utc)
     except (TypeError, ValueError, OverflowError):
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED,
             f"recorded_at {text!r} is not an ISO-8601 timestamp; use UTC (…Z) or an explicit offset",
             field="recorded_at",
         ) from None
-    if moment.tzinfo is None:
-        raise LoopstateError(
-            ErrorCode.VALIDATION_FAILED,
-            f"recorded_at {text!r} has no UTC offset; give it in UTC (…Z) or with an explicit offset, e.g. 2026-03-02T13:00:00+01:00",
-            field="recorded_at",
-        )
-    return utc
+    raise LoopstateError(
+        ErrorCode.VALIDATION_FAILED,
+        f"recorded_at {text!r} has no UTC offset; give it in UTC (…Z) or with an explicit offset, e.g. 2026-03-02T13:00:00+01:00",
+        field="recorded_at",
+    )
 
 
 def replay_key(event: dict[str, Any]) -> tuple[int, dt.datetime, str]:

@@ -13,15 +13,15 @@ here.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any, Final, Iterator
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 
-PUBLIC_SAFE = "public_safe"
-LOCAL_PRIVATE = "local_private"
-PRIVATE_POINTER = "private_pointer"
+PUBLIC_SAFE: Final = "public_safe"
+LOCAL_PRIVATE: Final = "local_private"
+PRIVATE_POINTER: Final = "private_pointer"
 PRIVACY_CLASSES = (PUBLIC_SAFE, LOCAL_PRIVATE, PRIVATE_POINTER)
 
 PATH_MARK = "[local-path]"

@@ -26,7 +26,7 @@ grows with the live todos, not with the goal's age:
 from __future__ import annotations
 
 import bisect
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -207,7 +207,7 @@ class GoalState(msgspec.Struct, kw_only=True, gc=False):
     event_ids: eventids.EventIds = msgspec.field(default_factory=eventids.EventIds)
 
 
-STATE_LAYOUT = 3  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
+STATE_LAYOUT: Final = 3  # bumped whenever GoalState changes shape: a snapshot of another layout is not decoded
 
 
 class GoalSnapshot(msgspec.Struct, kw_only=True, gc=False):

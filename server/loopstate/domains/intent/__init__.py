@@ -171,9 +171,9 @@ class IntentDomain(Domain):
             return [projections.task_view(own, t, current_id) for t in own.tasks.values()]
         if isinstance(query, p.IntentCurrent):
             own = own_project(state, ctx.project_id)
-            task_id, reason, sequence = own.current_task()
-            task = None if task_id is None else projections.task_view(own, own.tasks[task_id], task_id)
-            return p.CurrentTask(task_id=task_id, reason=reason, sequence=sequence, task=task)
+            current, reason, sequence = own.current_task()
+            view = None if current is None else projections.task_view(own, own.tasks[current], current)
+            return p.CurrentTask(task_id=current, reason=reason, sequence=sequence, task=view)
         if isinstance(query, p.IntentCandidates):
             return projections.candidate_groups(own_project(state, ctx.project_id))
         if isinstance(query, p.IntentExport):

@@ -7,9 +7,10 @@ request_fingerprint, sequence, prev_hash and event_hash when it appends them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from loopstate_protocol import intent as p
+from loopstate_protocol.base import Command
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical
@@ -165,7 +166,7 @@ def mode_set(state: IntentState, cmd: p.IntentModeSet, ctx: Context) -> list[dic
     reenable = ctx.extra.get(REENABLE)
     if reenable is not None and not reenable["durable"]:
         # A task that only ever lived in memory becomes an empty durable task.
-        payload = {"mode": cmd.mode, "label": None, "initial_claims": [], "reenabled_from_private": True}
+        payload: dict[str, Any] = {"mode": cmd.mode, "label": None, "initial_claims": [], "reenabled_from_private": True}
         return [envelope(ctx, "task_started", reenable["task_id"], cmd.actor, payload)]
     task = find_task(state, cmd.task_id, ctx)
     if cmd.actor != "user":
@@ -190,7 +191,7 @@ def private_recover(state: IntentState, cmd: p.IntentPrivateRecover, ctx: Contex
     if task is None:
         if cmd.action == "delete":
             return []
-        payload = {"mode": mode, "label": None, "initial_claims": [], "reenabled_from_private": True}
+        payload: dict[str, Any] = {"mode": mode, "label": None, "initial_claims": [], "reenabled_from_private": True}
         return [envelope(ctx, "task_started", reenable["task_id"], cmd.actor, payload)]
     if task.mode == mode:
         return []
@@ -395,7 +396,7 @@ def result_signal(state: IntentState, cmd: p.IntentResultSignal, ctx: Context) -
     ref = rules.source_ref(cmd.source, cmd.actor, ctx)
     payload: dict[str, Any] = {"signal": cmd.signal, "source_ref": ref}
     if cmd.note is not None:
-        status = "explicit" if cmd.actor == "user" else "evidence"
+        status: p.EpistemicStatus = "explicit" if cmd.actor == "user" else "evidence"
         given = p.ClaimInput(
             statement=cmd.note, role=cmd.actor, epistemic_status=status, facets=[_SIGNAL_FACET[cmd.signal]],
         )
@@ -415,7 +416,9 @@ def purge(state: IntentState, cmd: p.IntentPurge, ctx: Context) -> list[dict[str
     return []
 
 
-HANDLERS = {
+# Each handler takes the command of its key's type.
+Handler = Callable[[IntentState, Any, Context], list[dict[str, Any]]]
+HANDLERS: dict[type[Command], Handler] = {
     p.IntentTaskStart: task_start,
     p.IntentTaskResume: task_resume,
     p.IntentModeSet: mode_set,

@@ -188,7 +188,7 @@ class ActiveClaims:
             shared = self._shared
             found = shared.get(self.keys[pos][ID_AT:]) if shared else None
             claim = self._claims[pos] = found if found is not None else _CLAIM.decode(claim)
-        return claim  # type: ignore[return-value]
+        return claim
 
     def get(self, claim_id: str) -> Claim | None:
         key = self._index().get(claim_id)

@@ -38,14 +38,6 @@ LEGAL_STATUSES = {
     "system": ("inferred", "evidence", "unknown"),
 }
 
-# Which source kinds each actor may cite for its own claims.
-ACTOR_SOURCES = {
-    "user": ("user_event",),
-    "agent": ("agent_turn",),
-    "evidence": ("tool_result", "external_evidence"),
-    "system": ("agent_turn", "tool_result", "external_evidence"),
-}
-
 MAX_INITIAL_CLAIMS = 12
 MAX_STATEMENT = 500
 MAX_EXCERPT = 160

@@ -45,7 +45,7 @@ ReadFn = Callable[[int, bytes], dict[str, Any]]
 class Entry(NamedTuple):
     offset: int
     r_offset: int
-    index: int
+    claim_index: int  # the claim's index in the record that added it (not tuple.index)
     r_index: int
     ordinal: int
     flags: int
@@ -185,8 +185,8 @@ def build_claim(
 def rebuild(entry: Entry, task_id: str, added: dict[str, Any], retiring: dict[str, Any]) -> Claim:
     """The retired claim, folded again from the record that added it and the one that retired it."""
     imported = added["event_type"] == "graph_imported"
-    data = claim_data(added, entry.index)
-    claim = build_claim(added, data, task_id, index=entry.index, imported=imported, place=None)
+    data = claim_data(added, entry.claim_index)
+    claim = build_claim(added, data, task_id, index=entry.claim_index, imported=imported, place=None)
     for name, value in lifecycle(entry, retiring).items():
         setattr(claim, name, value)
     return claim

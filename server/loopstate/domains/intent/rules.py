@@ -13,14 +13,14 @@ import uuid
 from typing import Any
 
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.intent import ACTOR_SOURCES, FACETS, SCOPES, STATUSES, ClaimInput, SourceInput
 from loopstate_protocol.intent import ACTORS as ROLES
-from loopstate_protocol.intent import FACETS, SCOPES, STATUSES, ClaimInput, SourceInput
 
 from loopstate.core import canonical
 from loopstate.core.clock import format_time, parse_time
 from loopstate.core.errors import LoopstateError
 from loopstate.domains.base import Context
-from loopstate.domains.intent.records import ACTOR_SOURCES, LEGAL_STATUSES, MAX_EXCERPT, MAX_LABEL, MAX_STATEMENT
+from loopstate.domains.intent.records import LEGAL_STATUSES, MAX_EXCERPT, MAX_LABEL, MAX_STATEMENT
 from loopstate.domains.intent.wording import article, nearest, op
 
 
@@ -293,8 +293,9 @@ def split_facet(text: str) -> tuple[str, str]:
     return match["facet"], match["statement"]
 
 
-def confidence_for(status: str, value: Any) -> float | None:
-    """Required, 0-1, only for inferred claims; absent for every other status."""
+def confidence_for(status: object, value: Any) -> float | None:
+    """Required, 0-1, only for inferred claims; absent for every other status (``status`` is
+    checked by ``status_for_role`` first, or is an imported graph's value still unchecked)."""
     if status == "inferred":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
             raise refuse("confidence: an inferred claim needs a confidence between 0 and 1", field="confidence")
@@ -304,10 +305,12 @@ def confidence_for(status: str, value: Any) -> float | None:
     return None
 
 
-def status_for_role(role: str, status: str, ref_kind: str | None) -> None:
-    if role not in ROLES:
+def status_for_role(role: object, status: object, ref_kind: str | None) -> None:
+    """Refuse a role or status that is not one, or a status that role may not give (the values
+    may come from an imported graph, so anything is checked)."""
+    if not isinstance(role, str) or role not in ROLES:
         raise refuse(f"role: {role!r} is not one of {', '.join(ROLES)}", field="role")
-    if status not in STATUSES:
+    if not isinstance(status, str) or status not in STATUSES:
         raise refuse(f"epistemic_status: {status!r} is not one of {', '.join(STATUSES)}", field="epistemic_status")
     if status not in LEGAL_STATUSES[role]:
         raise rule(

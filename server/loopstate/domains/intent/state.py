@@ -42,7 +42,7 @@ place; a read never changes what it shows (decoding a section only fills a cache
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Literal
+from typing import Any, Final, Iterator, Literal
 
 import msgspec
 
@@ -87,13 +87,13 @@ class SnapshotForm(msgspec.Struct, array_like=True):
     edge_count: int
     active_counts: dict[str, int]
     wide: list[Claim]
-    sections: dict[str, memoryview]  # bytes when written
+    sections: dict[str, memoryview]
     # (task id, reason, sequence) of the last current_task_set; last, with a default, so a snapshot
     # written before tasks were current (which had no such event to fold) still decodes.
     current: tuple[str, str, int] | None = None
 
 
-LAYOUT = "intent-sections-3"
+LAYOUT: Final = "intent-sections-3"
 _SECTION = msgspec.msgpack.Decoder(SectionRecord)
 _CLAIM = msgspec.msgpack.Decoder(Claim)
 _ENCODER = msgspec.msgpack.Encoder()
@@ -178,7 +178,7 @@ class IntentState:
         # The project's current task as the last current_task_set made it: (task id, reason, sequence).
         self.current: tuple[str, str, int] | None = None
         self._sections: dict[str, Section] = {}
-        self._encoded: dict[str, bytes | memoryview] = {}  # the snapshot bytes of every clean section
+        self._encoded: dict[str, memoryview] = {}  # the snapshot bytes of every clean section
         # Active claims an event added to a section that is still encoded: kept aside until the section is
         # decoded, so a cold read folding a tail of another task's claims never decodes that task's section.
         self._added: dict[str, list[Claim]] = {}
@@ -212,9 +212,17 @@ class IntentState:
             return NotImplemented
         return self._content() == other._content()
 
+    # Equal by content, so not hashable (Python's rule for a class that defines __eq__); mypy's
+    # object stubs type __hash__ as a method.
     __hash__ = None  # type: ignore[assignment]
 
     # --- sections -------------------------------------------------------------------
+
+    def _listed(self, task_id: str) -> Section:
+        """The section of a task ``section_ids`` lists (each has one)."""
+        section = self.section(task_id)
+        assert section is not None
+        return section
 
     def section(self, task_id: str) -> Section | None:
         """The task's section, decoded from its snapshot bytes on first use; None for a task without claims."""
@@ -272,7 +280,9 @@ class IntentState:
                     stream="intent", offset=entry.offset,
                 )
             if entry.flags & retired.HAS_EDGE:
-                edges.append((entry.ordinal, claim.superseded_by, retired.superseder_task(entry, retiring), claim.claim_id, task_id))  # type: ignore[arg-type]
+                superseder = claim.superseded_by
+                assert superseder is not None  # an entry with an edge was superseded, by this claim
+                edges.append((entry.ordinal, superseder, retired.superseder_task(entry, retiring), claim.claim_id, task_id))
             for name, value in section.later.get(slot, {}).items():
                 setattr(claim, name, value)
             claims.append(claim)
@@ -447,7 +457,7 @@ class IntentState:
         (every active claim of the project for None). The other tasks' project-wide claims are few; they are
         ordered here, the task's own are in order in its section."""
         if task_id is None:
-            return View([self.section(t).active for t in self.section_ids()])  # type: ignore[union-attr]
+            return View([self._listed(t).active for t in self.section_ids()])
         section = self.section(task_id)
         others = ActiveClaims.of(c for c in self.wide.values() if c.task_id != task_id)
         return View([others] if section is None else [section.active, others])
@@ -455,7 +465,7 @@ class IntentState:
     def all_claims(self) -> list[Claim]:
         """Every claim of the project, in ledger order (reads back every retired claim: exports and project-wide audits)."""
         reads = _Reads(self.reader)
-        claims = [c for t in self.section_ids() for c in self._resolved(t, self.section(t), reads)[0]]  # type: ignore[arg-type]
+        claims = [c for t in self.section_ids() for c in self._resolved(t, self._listed(t), reads)[0]]
         claims.sort(key=lambda c: c.position)
         return claims
 
@@ -464,7 +474,7 @@ class IntentState:
         if task_id is not None:
             return self.task_view(task_id)[1]
         reads = _Reads(self.reader)
-        rows = {e[0]: e for t in self.section_ids() for e in self._resolved(t, self.section(t), reads)[1]}  # type: ignore[arg-type]
+        rows = {e[0]: e for t in self.section_ids() for e in self._resolved(t, self._listed(t), reads)[1]}
         return self._allowed([rows[k] for k in sorted(rows)])
 
     def _allowed(self, edges: list[EdgeRow]) -> list[EdgeRow]:
@@ -567,7 +577,7 @@ class IntentState:
         encoded = self._encoded
         for task_id, section in self._sections.items():
             if task_id not in encoded:
-                encoded[task_id] = _ENCODER.encode(section.record(task_id))
+                encoded[task_id] = memoryview(_ENCODER.encode(section.record(task_id)))
         return SnapshotForm(
             layout=LAYOUT, sequence=self.sequence, head=self.head, tasks=list(self.tasks.values()),
             candidates=list(self.candidates.values()), project_ids=sorted(self.project_ids),
@@ -585,5 +595,5 @@ class IntentState:
         state.active_counts = form.active_counts
         state.wide = {c.claim_id: c for c in form.wide}
         state._encoded = form.sections
-        state.current = None if form.current is None else tuple(form.current)  # type: ignore[assignment]
+        state.current = form.current
         return state

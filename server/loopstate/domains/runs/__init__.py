@@ -86,7 +86,9 @@ class RunsDomain(Domain):
     def stream_for(self, message: Command | Query) -> str:
         if isinstance(message, (proto.AuthorityGrant, proto.AuthorityRevoke, proto.GrantShow)):
             return grant_stream(message.grant_id)
-        return run_stream(message.run_id)
+        if isinstance(message, (proto.RunCommand, proto.Status)):
+            return run_stream(message.run_id)
+        raise TypeError(f"{type(message).__name__} is not a message of the runs domain")
 
     def stream_for_view(self, view: str, key: str | None) -> str:
         if key is None:
@@ -149,7 +151,7 @@ class RunsDomain(Domain):
             if state.grant is None:
                 raise LoopstateError(ErrorCode.NOT_FOUND, f"grant {query.grant_id} does not exist; check the id (`loopstate run authority grant` prints it)", grant_id=query.grant_id)
             return projections.grant(state)
-        assert isinstance(state, RunState)
+        assert isinstance(state, RunState) and isinstance(query, proto.Status)
         if not state.exists:
             raise LoopstateError(ErrorCode.NOT_FOUND, f"run {query.run_id} does not exist; check the id (`loopstate run create` prints it)", run_id=query.run_id)
         return projections.status(state, ctx)

@@ -97,7 +97,7 @@ def _start(state: RunState, ctx: Context) -> Plan:
     return plan
 
 
-def _require_lease(plan: Plan, lease_id: str | None, generation: int | None, *, allow_expired: bool = False) -> dict:
+def _require_lease(plan: Plan, lease_id: str | None, generation: int | None, *, allow_expired: bool = False) -> dict[str, Any]:
     lease = plan.lease
     if lease is None:
         raise LoopstateError(ErrorCode.LEASE_MISMATCH, f"run {plan.state.run_id} has no lease; acquire it first",
@@ -160,9 +160,9 @@ def _worker(state: RunState, command: proto.LeasedCommand, ctx: Context) -> tupl
     safety.boundary(plan, owner)
     if plan.events:
         return refuse(plan, _boundary_refusal(plan))
-    _require_lease(plan, command.lease_id, command.generation)
+    lease = _require_lease(plan, command.lease_id, command.generation)
     _require_no_pending(plan)
-    return plan, plan.lease["owner"]
+    return plan, lease["owner"]
 
 
 def _boundary_refusal(plan: Plan) -> LoopstateError:
@@ -471,6 +471,7 @@ def complete(state: RunState, c: proto.Complete, ctx: Context) -> list[dict[str,
     if pending is None or pending["operation_id"] != c.operation_id:
         raise _rule(f"operation {c.operation_id} is not pending on run {state.run_id}; an interrupted operation is "
                     "reconciled, never replayed", operation_id=c.operation_id)
+    assert plan.run is not None  # an operation is pending only on a run that exists
     lease = _require_lease(plan, c.lease_id, c.generation, allow_expired=True)
     owner = lease["owner"]
     declared = (pending["completion_event_type"], canonical.encode(pending["completion_data"]))
@@ -519,13 +520,16 @@ def reconcile(state: RunState, c: proto.Reconcile, ctx: Context) -> list[dict[st
     if pending is None or pending["operation_id"] != c.operation_id:
         raise _rule(f"operation {c.operation_id} is not pending on run {state.run_id}; it was already closed",
                     operation_id=c.operation_id)
-    own = plan.lease is not None and (c.lease_id, c.generation) == (plan.lease["lease_id"], plan.lease["generation"])
+    # An operation is intended under the run's lease, and a run's lease is never cleared.
+    lease, run = plan.lease, plan.run
+    assert lease is not None and run is not None
+    own = (c.lease_id, c.generation) == (lease["lease_id"], lease["generation"])
     if c.outcome == "known_not_started":
         if not own or plan.lease_expired():
             raise _rule("known_not_started needs the intent's own live lease: after a crash or expiry the outcome "
                         "is unknown, never inferred")
         plan.pending = None
-        budgets.roll_back(plan.run, pending["reservation"])
+        budgets.roll_back(run, pending["reservation"])
         plan.emit("operation_reconciled", {
             "operation_id": pending["operation_id"], "effect": pending["effect"], "outcome": "known_not_started",
         }, actor=actor, envelope=plan.lease)
@@ -533,9 +537,9 @@ def reconcile(state: RunState, c: proto.Reconcile, ctx: Context) -> list[dict[st
         if not own and not plan.lease_expired():
             raise LoopstateError(
                 ErrorCode.LEASE_HELD,
-                f"operation {c.operation_id} belongs to a live lease until {plan.lease['expires_at']}; its holder may "
+                f"operation {c.operation_id} belongs to a live lease until {lease['expires_at']}; its holder may "
                 "still be working: only the holder, or anyone after expiry, may reconcile it",
-                expires_at=plan.lease["expires_at"],
+                expires_at=lease["expires_at"],
             )
         safety.reconcile_unknown(plan, actor)
     safety.boundary(plan, actor)
@@ -577,15 +581,16 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
     status = plan.run["status"]
     if status in TERMINAL:
         return refuse(plan, LoopstateError(ErrorCode.INVALID_TRANSITION, f"run {state.run_id} is {status}: terminal runs stay terminal"))
-    own = plan.lease is not None and (c.lease_id, c.generation) == (plan.lease["lease_id"], plan.lease["generation"])
-    live = plan.lease is not None and not plan.lease_expired()
-    if live and not own:
+    lease = plan.lease
+    own = lease is not None and (c.lease_id, c.generation) == (lease["lease_id"], lease["generation"])
+    live = lease is not None and not plan.lease_expired()
+    if lease is not None and live and not own:
         return refuse(plan, LoopstateError(
             ErrorCode.LEASE_HELD,
-            f"run {state.run_id} is leased to {plan.lease['owner']['actor']} until {plan.lease['expires_at']}; a live "
+            f"run {state.run_id} is leased to {lease['owner']['actor']} until {lease['expires_at']}; a live "
             "lease cannot be replaced: its holder recovers by naming it (lease_id and generation, `--lease` and "
-            "`--generation`), anyone else waits for the expiry", holder=plan.lease["owner"],
-            expires_at=plan.lease["expires_at"]))
+            "`--generation`), anyone else waits for the expiry", holder=lease["owner"],
+            expires_at=lease["expires_at"]))
     if plan.pending is not None:
         safety.reconcile_unknown(plan, owner)
     elif plan.run["status"] == "active":  # the boundary already failed an active run whose lease expired

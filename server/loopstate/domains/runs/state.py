@@ -12,7 +12,7 @@ as a broken digest chain does. Reads still show what is there.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -66,7 +66,7 @@ class RunState(msgspec.Struct, frozen=True):
         return self.last_at
 
 
-STATE_LAYOUT = 2  # bumped whenever RunState changes shape: a snapshot of another layout is not decoded
+STATE_LAYOUT: Final = 2  # bumped whenever RunState changes shape: a snapshot of another layout is not decoded
 
 
 class RunSnapshot(msgspec.Struct, kw_only=True):
