@@ -6,6 +6,16 @@ sure the project's ``.gitignore`` ignores ``.loopstate/``, as seed 002 keeps its
 state folder out of git. Both steps are safe to repeat: an existing config is
 refused unless replaced on purpose (``force``), and the ignore line is added
 once. Nothing is written through a link.
+
+A team sharing one store (``store``, ``loopstate init --store URL``) or only one
+project identity (``share_id``) also gets the project file every clone reads
+(``.loopstate/project.json``, core/project_file.py): the project's id as it is
+now (path-derived, or adopted), so the state kept so far stays the project's,
+and the store URL. The ignore rule then keeps the folder's state out of git but
+the project file in (``.loopstate/*`` and ``!.loopstate/project.json``: git
+cannot re-include a file below an ignored folder, so a plain ``.loopstate/`` line
+is rewritten in place). An existing project file keeps its id for good (changing
+it would split the team's project); ``force`` may change its store.
 """
 
 from __future__ import annotations
@@ -23,36 +33,90 @@ from loopstate.core import safefs
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
 from loopstate.core.paths import canonical_root, project_id_for
+from loopstate.core.project import Project
+from loopstate.core.project_file import (
+    PROJECT_FILE,
+    SCHEMA,
+    ProjectFile,
+    check_store_url,
+    encode_project_file,
+    read_project_file,
+    redact,
+)
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
 
 IGNORE_LINE = ".loopstate/"
 # Lines that already keep the folder out of git (with or without the anchor and the slash).
 IGNORES = {".loopstate", ".loopstate/", "/.loopstate", "/.loopstate/", ".loopstate/*", "/.loopstate/*"}
+# A team's: the state ignored, the committed project file not.
+FOLDER_LINES = {".loopstate": ".loopstate/*", ".loopstate/": ".loopstate/*", "/.loopstate": "/.loopstate/*",
+                "/.loopstate/": "/.loopstate/*"}
+KEEP_LINE = "!" + PROJECT_FILE
 
 
-def init_project(root: str, *, force: bool = False) -> dict[str, Any]:
-    """Write the default config and the ignore line; returns what was done, path by path."""
+def init_project(root: str, *, force: bool = False, store: str | None = None, share_id: bool = False) -> dict[str, Any]:
+    """Write the default config, the ignore line and (for a team) the project file; what was done, path by path."""
     project = Path(canonical_root(root))
+    team = store is not None or share_id
+    if store is not None:
+        check_store_url(store, committed=True, where="--store")
     config_path = project / CONFIG_PATH
     existed = os.path.lexists(config_path)
-    if existed and not force:
+    if existed and not force and not team:
         raise LoopstateError(ErrorCode.CONFLICT, f"{config_path} already exists; keep it, or pass --force to replace it "
                              "with the defaults", path=str(config_path))
     gitignore = project / ".gitignore"
     _refuse_unsafe(gitignore)  # before anything is written: a refusal leaves the project as it was
-    defaults = default_config()
-    # The seed's project_id is a UUIDv4; loopstate's own project id (a digest of the root) gives a stable one.
-    config = {"schema_version": defaults.pop("schema_version"),
-              "project_id": derived_uuid4("runs.config-project", project_id_for(str(project))), **defaults}
-    records.validate("config", config)  # never write a config the reader would refuse
-    safefs.ensure_dir(config_path.parent, project)
-    safefs.atomic_write(config_path, project, msgspec.json.format(msgspec.json.encode(config), indent=2) + b"\n")
-    return {
-        "root": str(project),
-        "config": str(config_path), "config_replaced": existed,
-        "gitignore": str(gitignore), "gitignore_added": _ignore_state_folder(gitignore),
+    # The id the config names: the committed one when there is one; a team's new file takes the project's id as it
+    # is now (adopted or the path's), so the state kept so far stays the project's.
+    committed = read_project_file(str(project))
+    identity = (committed.project_id if committed is not None
+                else Project(str(project)).project_id if team else project_id_for(str(project)))
+    shared = _planned_project_file(str(project), identity, store, force=force) if team else None
+    write_config = not existed or force
+    if write_config:
+        defaults = default_config()
+        # The seed's project_id is a UUIDv4; loopstate's own project id (a digest of the root) gives a stable one.
+        config = {"schema_version": defaults.pop("schema_version"),
+                  "project_id": derived_uuid4("runs.config-project", identity), **defaults}
+        records.validate("config", config)  # never write a config the reader would refuse
+        safefs.ensure_dir(config_path.parent, project)
+        safefs.atomic_write(config_path, project, msgspec.json.format(msgspec.json.encode(config), indent=2) + b"\n")
+    done: dict[str, Any] = {
+        "root": str(project), "project_id": identity,
+        "config": str(config_path), "config_replaced": existed and write_config, "config_kept": not write_config,
+        "gitignore": str(gitignore),
     }
+    if shared is None:
+        done["gitignore_added"] = _ignore_state_folder(gitignore)
+        return done
+    file_path, content, action = shared
+    if action != "kept":
+        safefs.ensure_dir(file_path.parent, project)
+        safefs.atomic_write(file_path, project, encode_project_file(content))
+    done.update(project_file=str(file_path), project_file_action=action,
+                store=redact(content.store) if content.store else None,
+                gitignore_added=_ignore_state_keep_project_file(gitignore))
+    return done
+
+
+def _planned_project_file(root: str, identity: str, store: str | None, *, force: bool) -> tuple[Path, ProjectFile, str]:
+    """The project file to write and whether it is new ("wrote"), changed ("updated") or already so ("kept")."""
+    path = Path(root) / PROJECT_FILE
+    before = read_project_file(root)  # a bad one is refused here, with what is wrong in it
+    wanted = ProjectFile(schema_version=SCHEMA, project_id=identity, store=store)
+    if before is None:
+        return path, wanted, "wrote"
+    if before.store == store:
+        return path, before, "kept"
+    if not force:
+        raise LoopstateError(
+            ErrorCode.CONFLICT,
+            f"{path} already names the store {redact(before.store) if before.store else '(none: each machine its own)'}"
+            f"; keep it, or pass --force to make it {redact(store) if store else 'name no store'} (the project id "
+            "stays as it is)", path=str(path))
+    return path, ProjectFile(schema_version=SCHEMA, project_id=before.project_id, store=store), "updated"
 
 
 def _refuse_unsafe(path: Path) -> None:
@@ -82,4 +146,29 @@ def _ignore_state_folder(path: Path) -> bool:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return True
+
+
+def _ignore_state_keep_project_file(path: Path) -> bool:
+    """Ignore the state folder's contents but not the project file; True when the file was changed.
+
+    A line ignoring the folder itself is rewritten to ignore what is in it (the
+    same anchoring), and the re-include line is appended once.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        text, mode = "", 0o644
+    lines = text.splitlines()
+    stripped = [line.strip() for line in lines]
+    changed = [FOLDER_LINES.get(line, line) if line in FOLDER_LINES else raw for raw, line in zip(lines, stripped)]
+    if not any(line in IGNORES for line in stripped):
+        changed.append(".loopstate/*")
+    if KEEP_LINE not in stripped and "!/" + PROJECT_FILE not in stripped:
+        changed.append(KEEP_LINE)
+    if changed == lines:
+        return False
+    _refuse_unsafe(path)
+    safefs.replace_with(path, ("\n".join(changed) + "\n").encode(), create_mode=0o600, chmod=mode)
     return True

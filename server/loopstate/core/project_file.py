@@ -1,0 +1,152 @@
+"""The project file a team commits: one project id (and store) for every clone on every machine.
+
+A project's id is otherwise a digest of its local path (core/paths.project_id_for),
+so two clones are two projects. A team sharing one store gives its project one
+identity instead: ``<work tree>/.loopstate/project.json``, written by
+``loopstate init --store URL`` and committed, holding
+
+    {"schema_version": 1, "project_id": "<64 hex digits>", "store": "postgresql://host/db"}
+
+``store`` is optional (a team may share the identity before it shares a store)
+and never carries a credential: the user name and password come from the
+machine (libpq's PGUSER, PGPASSFILE / ~/.pgpass, or ``LOOPSTATE_STORE``, which
+is not committed). A file that is present is the project's identity, so a bad
+one is refused with what is wrong in it, never read past: silently falling back
+to the path-derived id would split the team's project in two again.
+
+Reading it costs one failed ``open`` for a project that has none.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import msgspec
+
+from loopstate_protocol.errors import ErrorCode
+
+from loopstate.core.errors import LoopstateError
+
+PROJECT_FILE = ".loopstate/project.json"
+SCHEMA = 1
+STORE_SCHEMES = ("postgresql", "postgres")
+MAX_BYTES = 64 * 1024
+_ID = re.compile(r"^[0-9a-f]{64}$")
+_SECRET_PARAMS = ("password", "sslpassword")
+
+
+class ProjectFile(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What the committed project file holds."""
+
+    schema_version: int
+    project_id: str
+    store: str | None = None
+
+
+def file_path(root: str) -> str:
+    return os.path.join(root, PROJECT_FILE)
+
+
+def _refused(path: str, why: str, fix: str) -> LoopstateError:
+    return LoopstateError(ErrorCode.INVALID_ROOT, f"the project file {path} {why}; {fix}", path=path, reason=why)
+
+
+FIX = ("restore the committed version (`git checkout -- .loopstate/project.json`), or write it again with "
+       "`loopstate init --store URL`")
+
+
+def read_project_file(root: str) -> ProjectFile | None:
+    """The project file of the canonical root ``root``; None when it has none (the path-derived id holds)."""
+    path = file_path(root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, "is a symlink", "make it a plain file committed in the repository") from None
+        raise _refused(path, f"cannot be read ({exc.strerror or exc})", "check its permissions") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refused(path, "is not a regular file", FIX)
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise _refused(path, f"is larger than {MAX_BYTES} bytes", FIX)
+    return parse_project_file(data, path)
+
+
+def parse_project_file(data: bytes, path: str) -> ProjectFile:
+    try:
+        found = msgspec.json.decode(data, type=ProjectFile)
+    except msgspec.ValidationError as exc:
+        raise _refused(path, f"is not a loopstate project file ({exc})", FIX) from None
+    except msgspec.DecodeError as exc:
+        raise _refused(path, f"is not valid JSON ({exc})", FIX) from None
+    if found.schema_version > SCHEMA:
+        raise LoopstateError(ErrorCode.FUTURE_SCHEMA, f"the project file {path} has schema_version "
+                             f"{found.schema_version}, newer than this loopstate reads ({SCHEMA}); upgrade loopstate",
+                             path=path)
+    if found.schema_version < SCHEMA:
+        raise _refused(path, f"has schema_version {found.schema_version}, which no loopstate wrote", FIX)
+    if not _ID.match(found.project_id):
+        raise _refused(path, f"has project_id {found.project_id!r}, not 64 lowercase hex digits", FIX)
+    if found.store is not None:
+        check_store_url(found.store, committed=True, where=f"the project file {path}")
+    return found
+
+
+def check_store_url(url: str, *, committed: bool, where: str) -> str:
+    """A store URL loopstate can open: ``postgresql://[host][:port]/database[?params]``.
+
+    In the committed file (``committed``) it may carry no user name or password;
+    ``LOOPSTATE_STORE``, which stays on one machine, may.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except ValueError as exc:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} cannot be parsed "
+                             f"({exc}); write it as postgresql://HOST[:PORT]/DATABASE") from None
+    if parts.scheme not in STORE_SCHEMES:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} is not a PostgreSQL "
+                             "URL; write it as postgresql://HOST[:PORT]/DATABASE (without a URL, the store is "
+                             "the local data dir)", url=redact(url))
+    if not parts.path.strip("/"):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} names no database; "
+                             "write it as postgresql://HOST[:PORT]/DATABASE", url=redact(url))
+    if committed:
+        secrets = [name for name, _ in parse_qsl(parts.query) if name in (*_SECRET_PARAMS, "user")]
+        if parts.username is not None or parts.password is not None or secrets:
+            raise LoopstateError(
+                ErrorCode.INVALID_PARAMS,
+                f"{where}: the store URL {redact(url)!r} carries a user name or password, and this file is "
+                "committed; leave them out of it and give them on each machine (PGUSER, and the password in "
+                "~/.pgpass or the file PGPASSFILE names)", url=redact(url))
+    return url
+
+
+def redact(url: str) -> str:
+    """``url`` with any password (in the authority or the query) replaced by ``***``: safe to print."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<a store URL that cannot be parsed>"
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
+    query = "&".join(f"{name}=***" if name in _SECRET_PARAMS else f"{name}={value}"
+                     for name, value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def encode_project_file(found: ProjectFile) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(found), indent=2) + b"\n"
