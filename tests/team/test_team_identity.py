@@ -1,4 +1,4 @@
-"""Issue 26: one project across clones and machines, through the committed `.loopstate/project.json` (real CLI, real git)."""
+"""Issue 26: one project across clones and machines, through the committed `.loopstate/store.json` (real CLI, real git)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ def _git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def origin(tmp_path: Path, data_dir: Path) -> Path:
-    """A repository whose project file `loopstate init --share-id` wrote and that commits it."""
+    """A repository whose store file `loopstate init --share-id` wrote and that commits it."""
     repo = tmp_path / "origin"
     repo.mkdir()
     _git(repo, "init", "-q")
     Cli(repo, data_dir).ok("init", "--share-id")
-    _git(repo, "add", ".gitignore", ".loopstate/project.json")
+    _git(repo, "add", ".gitignore", ".loopstate/store.json")
     _git(repo, "commit", "-q", "-m", "team project")
     return repo
 
@@ -42,7 +42,8 @@ def test_two_clones_at_different_paths_are_one_project(origin, tmp_path, data_di
     for clone in clones:
         clone.parent.mkdir(parents=True)
         _git(tmp_path, "clone", "-q", str(origin), str(clone))
-    committed = json.loads((origin / ".loopstate" / "project.json").read_text())
+    committed = json.loads((origin / ".loopstate" / "store.json").read_text())
+    assert committed["url"] == "jsonl:"
     assert committed["project_id"] == project_id_for(str(origin.resolve()))  # the id the project had before
     ids = {Project(str(c)).project_id for c in clones}
     assert ids == {committed["project_id"]}
@@ -59,19 +60,19 @@ def test_two_clones_at_different_paths_are_one_project(origin, tmp_path, data_di
 def test_the_project_file_is_committed_and_the_state_beside_it_is_not(origin):
     (origin / ".loopstate" / "STOP").write_text("")
     status = _git(origin, "status", "--porcelain", "--untracked-files=all")
-    assert status == ""  # config.json and STOP ignored, project.json committed
-    assert _git(origin, "ls-files", ".loopstate").split() == [".loopstate/project.json"]
+    assert status == ""  # config.json and STOP ignored, store.json committed
+    assert _git(origin, "ls-files", ".loopstate").split() == [".loopstate/store.json"]
 
 
 def test_init_store_writes_the_url_and_rewrites_a_folder_ignore(root, data_dir):
     (root / ".gitignore").write_text("build/\n/.loopstate/\n")
     done = Cli(root, data_dir).json("init", "--store", URL)
-    assert done["project_file_action"] == "wrote" and done["store"] == URL
-    assert (root / ".gitignore").read_text() == "build/\n/.loopstate/*\n!.loopstate/project.json\n"
-    written = json.loads((root / ".loopstate" / "project.json").read_text())
-    assert written == {"schema_version": 1, "project_id": project_id_for(str(root.resolve())), "store": URL}
+    assert done["store_file_action"] == "wrote" and done["store"] == URL
+    assert (root / ".gitignore").read_text() == "build/\n/.loopstate/*\n!.loopstate/store.json\n"
+    written = json.loads((root / ".loopstate" / "store.json").read_text())
+    assert written == {"schema_version": 1, "project_id": project_id_for(str(root.resolve())), "url": URL}
     again = Cli(root, data_dir).json("init", "--store", URL)
-    assert again["project_file_action"] == "kept" and again["config_kept"] and not again["gitignore_added"]
+    assert again["store_file_action"] == "kept" and again["config_kept"] and not again["gitignore_added"]
 
 
 def test_init_keeps_the_id_and_changes_the_store_only_when_forced(root, data_dir):
@@ -80,7 +81,7 @@ def test_init_keeps_the_id_and_changes_the_store_only_when_forced(root, data_dir
     error = cli.refused("init", "--store", "postgresql://other.example.org/loopstate")
     assert error["code"] == "CONFLICT" and "--force" in error["message"]
     moved = cli.json("init", "--store", "postgresql://other.example.org/loopstate", "--force")
-    assert moved["project_file_action"] == "updated" and moved["project_id"] == first["project_id"]
+    assert moved["store_file_action"] == "updated" and moved["project_id"] == first["project_id"]
 
 
 @pytest.mark.parametrize("url, said", [
@@ -98,24 +99,25 @@ def test_init_refuses_a_store_url_that_cannot_be_committed(root, data_dir, url, 
     assert not (root / ".loopstate").exists()  # refused before anything was written
 
 
+ID = b'"project_id": "' + b"a" * 64 + b'"'
 BAD_FILES = [
     (b"{not json", "is not valid JSON"),
-    (b'{"schema_version": 1}', "is not a loopstate project file"),
-    (b'{"schema_version": 1, "project_id": "abc"}', "not 64 lowercase hex digits"),
-    (b'{"schema_version": 1, "project_id": "' + b"a" * 64 + b'", "colour": "blue"}', "is not a loopstate project file"),
-    (b'{"schema_version": 0, "project_id": "' + b"a" * 64 + b'"}', "which no loopstate wrote"),
-    (b'{"schema_version": 1, "project_id": "' + b"a" * 64 + b'", "store": "postgresql://u:pw@h/db"}',
-     "user name or password"),
+    (b'{"schema_version": 1, ' + ID + b"}", "is not a loopstate store file"),  # no url
+    (b'{"url": "jsonl:", "project_id": "abc"}', "not 64 lowercase hex digits"),
+    (b'{"url": "jsonl:", ' + ID + b', "colour": "blue"}', "is not a loopstate store file"),
+    (b'{"schema_version": 0, "url": "jsonl:", ' + ID + b"}", "which no loopstate wrote"),
+    (b'{"url": "postgresql://u:pw@h/db", ' + ID + b"}", "user name or password"),
+    (b'{"url": "sqlite:///x.db"}', "not a PostgreSQL URL"),
 ]
 
 
 @pytest.mark.parametrize("content, said", BAD_FILES)
 def test_a_bad_project_file_is_refused_with_what_is_wrong(root, data_dir, content, said):
     (root / ".loopstate").mkdir()
-    (root / ".loopstate" / "project.json").write_bytes(content)
+    (root / ".loopstate" / "store.json").write_bytes(content)
     with pytest.raises(LoopstateError) as caught:
         Project(str(root))
-    assert said in caught.value.message and "project.json" in caught.value.message
+    assert said in caught.value.message and "store.json" in caught.value.message
     assert "pw@" not in caught.value.message
     error = Cli(root, data_dir).refused("intent", "show")  # every front door refuses it the same way
     assert said in error["message"]
@@ -123,16 +125,16 @@ def test_a_bad_project_file_is_refused_with_what_is_wrong(root, data_dir, conten
 
 def test_a_project_file_from_a_newer_loopstate_says_upgrade(root, data_dir):
     (root / ".loopstate").mkdir()
-    (root / ".loopstate" / "project.json").write_text(json.dumps({"schema_version": 2, "project_id": "a" * 64}))
+    (root / ".loopstate" / "store.json").write_text(json.dumps({"schema_version": 2, "url": "jsonl:"}))
     error = Cli(root, data_dir).refused("intent", "show")
     assert error["code"] == "FUTURE_SCHEMA" and "upgrade loopstate" in error["message"]
 
 
 def test_a_linked_project_file_is_refused(root, tmp_path):
     elsewhere = tmp_path / "elsewhere.json"
-    elsewhere.write_text(json.dumps({"schema_version": 1, "project_id": "a" * 64}))
+    elsewhere.write_text(json.dumps({"url": "jsonl:", "project_id": "a" * 64}))
     (root / ".loopstate").mkdir()
-    (root / ".loopstate" / "project.json").symlink_to(elsewhere)
+    (root / ".loopstate" / "store.json").symlink_to(elsewhere)
     with pytest.raises(LoopstateError, match="is a symlink"):
         Project(str(root))
 
@@ -140,4 +142,6 @@ def test_a_linked_project_file_is_refused(root, tmp_path):
 def test_without_a_project_file_the_id_is_the_paths_as_before(root, data_dir):
     assert Project(str(root)).project_id == project_id_for(str(root.resolve()))
     (root / ".loopstate").mkdir()  # a state folder with no project file changes nothing
-    assert Project(str(root)).project_file is None
+    assert Project(str(root)).store_file is None
+    (root / ".loopstate" / "store.json").write_text('{"url": "jsonl:"}')  # a store and no id: the path's id
+    assert Project(str(root)).project_id == project_id_for(str(root.resolve()))

@@ -1,5 +1,5 @@
 """`loopstate init`: the project's runs config with loopstate's defaults, `.loopstate/` ignored by git, and for a
-team the committed project file that gives every clone one project id and store."""
+team the committed store file that gives every clone one project id and store."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "`loopstate validate config .loopstate/config.json`) and add .loopstate/ to the "
                                    "project's .gitignore (once). An existing config is kept unless --force. "
                                    "With --store URL (a team's shared PostgreSQL store) or --share-id, also write "
-                                   ".loopstate/project.json, the file the team commits so every clone on every "
-                                   "machine is one project: its id and the store URL, never a password (each "
-                                   "machine gives PGUSER and ~/.pgpass or PGPASSFILE).")
+                                   ".loopstate/store.json, the file the team commits so every clone on every "
+                                   "machine is one project: the store URL and the project id, never a password "
+                                   "(each machine gives PGUSER and ~/.pgpass or PGPASSFILE).")
     add_common(p)
     p.add_argument("--force", action="store_true",
-                   help="replace an existing config with the defaults (and an existing project file's store)")
+                   help="replace an existing config with the defaults (and the store an existing store file names)")
     p.add_argument("--store", metavar="URL",
                    help="the team's shared store, postgresql://HOST[:PORT]/DATABASE (no user name or password)")
     p.add_argument("--share-id", action="store_true",
-                   help="write the project file with the project id only: every clone one project, each machine "
-                        "its own local store (move state with `loopstate store export` / `import`)")
+                   help="write the store file with the project id and the store jsonl: (every clone one project, "
+                        "each machine its own local store; move state with `loopstate store export` / `import`)")
     p.set_defaults(func=cmd_init)
 
 
@@ -40,12 +40,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     else:
         print(f"{'replaced' if done['config_replaced'] else 'wrote'} {done['config']} (the defaults; check an edit "
               f"with `loopstate validate config {done['config']}`)")
-    if "project_file" in done:
-        where = f"the store {done['store']}" if done["store"] else "no shared store (each machine its own)"
-        print(f"{done['project_file_action']} {done['project_file']}: project {done['project_id']}, {where}; "
+    if "store_file" in done:
+        where = ("the store jsonl: (each machine its own data dir)" if done["store"] == "jsonl:"
+                 else f"the store {done['store']}")
+        print(f"{done['store_file_action']} {done['store_file']}: project {done['project_id']}, {where}; "
               "commit it, so every clone is this project")
-        print(f"{done['gitignore']} now ignores .loopstate/ but the project file" if done["gitignore_added"]
-              else f"{done['gitignore']} already ignores .loopstate/ but the project file")
+        print(f"{done['gitignore']} now ignores .loopstate/ but the store file" if done["gitignore_added"]
+              else f"{done['gitignore']} already ignores .loopstate/ but the store file")
         return 0
     print(f"added .loopstate/ to {done['gitignore']}" if done["gitignore_added"]
           else f"{done['gitignore']} already ignores .loopstate/")

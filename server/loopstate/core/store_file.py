@@ -1,18 +1,20 @@
-"""The project file a team commits: one project id (and store) for every clone on every machine.
+"""The store file a team commits: one store and one project id for every clone on every machine.
+
+``<work tree>/.loopstate/store.json`` names the project's store (``url``, read
+by core/stores.py) and, written by ``loopstate init --store URL``, the
+project's id:
+
+    {"schema_version": 1, "project_id": "<64 hex digits>", "url": "postgresql://host/db"}
 
 A project's id is otherwise a digest of its local path (core/paths.project_id_for),
-so two clones are two projects. A team sharing one store gives its project one
-identity instead: ``<work tree>/.loopstate/project.json``, written by
-``loopstate init --store URL`` and committed, holding
-
-    {"schema_version": 1, "project_id": "<64 hex digits>", "store": "postgresql://host/db"}
-
-``store`` is optional (a team may share the identity before it shares a store)
-and never carries a credential: the user name and password come from the
-machine (libpq's PGUSER, PGPASSFILE / ~/.pgpass, or ``LOOPSTATE_STORE``, which
-is not committed). A file that is present is the project's identity, so a bad
-one is refused with what is wrong in it, never read past: silently falling back
-to the path-derived id would split the team's project in two again.
+so two clones would be two projects; with ``project_id`` every clone is the one
+project, on any machine. ``url`` is ``jsonl:`` for a team that shares the
+identity but keeps a local store per machine (``init --share-id``). It never
+carries a credential: the user name and password come from the machine
+(libpq's PGUSER, PGPASSFILE / ~/.pgpass, or ``LOOPSTATE_STORE``, which is not
+committed). A file that is present is refused whole when anything in it is
+wrong, never read past: silently falling back to the path-derived id or the
+local store would split the team's project in two again.
 
 Reading it costs one failed ``open`` for a project that has none.
 """
@@ -31,36 +33,37 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 
-PROJECT_FILE = ".loopstate/project.json"
+STORE_FILE = ".loopstate/store.json"  # core/stores.STORE_FILE: the same file
 SCHEMA = 1
 STORE_SCHEMES = ("postgresql", "postgres")
+LOCAL = "jsonl:"  # each machine's own data dir
 MAX_BYTES = 64 * 1024
 _ID = re.compile(r"^[0-9a-f]{64}$")
 _SECRET_PARAMS = ("password", "sslpassword")
 
 
-class ProjectFile(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """What the committed project file holds."""
+class StoreFile(msgspec.Struct, forbid_unknown_fields=True):
+    """What the committed store file holds (``project_id`` None: the path-derived id, as without the file)."""
 
-    schema_version: int
-    project_id: str
-    store: str | None = None
+    url: str
+    schema_version: int = SCHEMA
+    project_id: str | None = None
 
 
 def file_path(root: str) -> str:
-    return os.path.join(root, PROJECT_FILE)
+    return os.path.join(root, STORE_FILE)
 
 
 def _refused(path: str, why: str, fix: str) -> LoopstateError:
-    return LoopstateError(ErrorCode.INVALID_ROOT, f"the project file {path} {why}; {fix}", path=path, reason=why)
+    return LoopstateError(ErrorCode.INVALID_ROOT, f"the store file {path} {why}; {fix}", path=path, reason=why)
 
 
-FIX = ("restore the committed version (`git checkout -- .loopstate/project.json`), or write it again with "
+FIX = ("restore the committed version (`git checkout -- .loopstate/store.json`), or write it again with "
        "`loopstate init --store URL`")
 
 
-def read_project_file(root: str) -> ProjectFile | None:
-    """The project file of the canonical root ``root``; None when it has none (the path-derived id holds)."""
+def read_store_file(root: str) -> StoreFile | None:
+    """The store file of the canonical root ``root``; None when it has none (the local store, the path's id)."""
     path = file_path(root)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -79,26 +82,26 @@ def read_project_file(root: str) -> ProjectFile | None:
         os.close(fd)
     if len(data) > MAX_BYTES:
         raise _refused(path, f"is larger than {MAX_BYTES} bytes", FIX)
-    return parse_project_file(data, path)
+    return parse_store_file(data, path)
 
 
-def parse_project_file(data: bytes, path: str) -> ProjectFile:
+def parse_store_file(data: bytes, path: str) -> StoreFile:
     try:
-        found = msgspec.json.decode(data, type=ProjectFile)
+        found = msgspec.json.decode(data, type=StoreFile)
     except msgspec.ValidationError as exc:
-        raise _refused(path, f"is not a loopstate project file ({exc})", FIX) from None
+        raise _refused(path, f"is not a loopstate store file ({exc})", FIX) from None
     except msgspec.DecodeError as exc:
         raise _refused(path, f"is not valid JSON ({exc})", FIX) from None
     if found.schema_version > SCHEMA:
-        raise LoopstateError(ErrorCode.FUTURE_SCHEMA, f"the project file {path} has schema_version "
+        raise LoopstateError(ErrorCode.FUTURE_SCHEMA, f"the store file {path} has schema_version "
                              f"{found.schema_version}, newer than this loopstate reads ({SCHEMA}); upgrade loopstate",
                              path=path)
     if found.schema_version < SCHEMA:
         raise _refused(path, f"has schema_version {found.schema_version}, which no loopstate wrote", FIX)
-    if not _ID.match(found.project_id):
+    if found.project_id is not None and not _ID.match(found.project_id):
         raise _refused(path, f"has project_id {found.project_id!r}, not 64 lowercase hex digits", FIX)
-    if found.store is not None:
-        check_store_url(found.store, committed=True, where=f"the project file {path}")
+    if found.url != LOCAL:
+        check_store_url(found.url, committed=True, where=f"the store file {path}")
     return found
 
 
@@ -117,7 +120,7 @@ def check_store_url(url: str, *, committed: bool, where: str) -> str:
     if parts.scheme not in STORE_SCHEMES:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} is not a PostgreSQL "
                              "URL; write it as postgresql://HOST[:PORT]/DATABASE (without a URL, the store is "
-                             "the local data dir)", url=redact(url))
+                             "the local data dir, jsonl:)", url=redact(url))
     if not parts.path.strip("/"):
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} names no database; "
                              "write it as postgresql://HOST[:PORT]/DATABASE", url=redact(url))
@@ -148,5 +151,5 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def encode_project_file(found: ProjectFile) -> bytes:
+def encode_store_file(found: StoreFile) -> bytes:
     return msgspec.json.format(msgspec.json.encode(found), indent=2) + b"\n"
