@@ -5,9 +5,10 @@ Everything lives in the ``loopstate`` schema of the database the store URL names
 - ``loopstate.meta``: ``schema_version``, the version of what follows. A database
   written by a newer loopstate is refused (FUTURE_SCHEMA), never altered.
 - ``loopstate.events``: one row per event, unique ``(project, stream, sequence)``. ``line``
-  holds the event's exact canonical bytes (the JSONL line without its newline), and
+  holds the event's exact canonical bytes (the JSONL line without its newline),
   ``event_hash``/``prev_hash`` the chain's links as the line states them, so the same
-  verifier checks both backends. ``request_id``/``fingerprint`` make an exact retry
+  verifier checks both backends, and ``start`` the byte offset the line would have in the
+  stream's JSONL file (every store gives a record the same offsets: core/record.py). ``request_id``/``fingerprint`` make an exact retry
   findable inside the append's own transaction.
 - ``loopstate.streams``: one row per stream, written with its first event, so a project's
   streams are listed without scanning its events.
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS loopstate.events (
     prev_hash    text,
     request_id   text,
     fingerprint  text,
+    start        bigint      NOT NULL CHECK (start >= 0),
     line         bytea       NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (project, stream, sequence)
@@ -74,14 +76,20 @@ CREATE TABLE IF NOT EXISTS loopstate.streams (
     PRIMARY KEY (project, stream)
 );
 
+-- The advisory lock key of one exclusive section (a stream's is the one its appends take).
+CREATE OR REPLACE FUNCTION loopstate.section_key(p_project text, p_section text) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtextextended(p_project || '/' || p_section, 0) $$;
+
 CREATE OR REPLACE FUNCTION loopstate.append(
     p_project text, p_stream text, p_after bigint, p_after_hash text,
     p_lines bytea[], p_hashes text[], p_prevs text[], p_request_id text, p_fingerprint text
-) RETURNS TABLE (status text, head_sequence bigint, head_hash text, first_sequence bigint)
+) RETURNS TABLE (status text, head_sequence bigint, head_hash text, first_sequence bigint, first_start bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     cur_sequence bigint := 0;
     cur_hash text := NULL;
+    cur_end bigint := 0;
+    starts bigint[] := '{}';
     found_first bigint;
     found_last bigint;
     found_fingerprint text;
@@ -93,13 +101,14 @@ BEGIN
     END IF;
     -- Held to the end of the transaction: the next appender of this stream reads the head
     -- only after this one's commit (or rollback).
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_project || '/' || p_stream, 0));
-    SELECT e.sequence, e.event_hash INTO cur_sequence, cur_hash
+    PERFORM pg_advisory_xact_lock(loopstate.section_key(p_project, p_stream));
+    SELECT e.sequence, e.event_hash, e.start + octet_length(e.line) + 1 INTO cur_sequence, cur_hash, cur_end
         FROM loopstate.events e WHERE e.project = p_project AND e.stream = p_stream
         ORDER BY e.sequence DESC LIMIT 1;
     IF NOT FOUND THEN
         cur_sequence := 0;
         cur_hash := NULL;
+        cur_end := 0;
     END IF;
     IF p_request_id IS NOT NULL THEN
         SELECT min(e.sequence), max(e.sequence), min(e.fingerprint)
@@ -108,15 +117,15 @@ BEGIN
             WHERE e.project = p_project AND e.stream = p_stream AND e.request_id = p_request_id;
         IF found_first IS NOT NULL THEN
             IF found_fingerprint IS NOT DISTINCT FROM p_fingerprint THEN
-                RETURN QUERY SELECT 'duplicate'::text, found_last, cur_hash, found_first;
+                RETURN QUERY SELECT 'duplicate'::text, found_last, cur_hash, found_first, NULL::bigint;
             ELSE
-                RETURN QUERY SELECT 'reused'::text, found_last, cur_hash, found_first;
+                RETURN QUERY SELECT 'reused'::text, found_last, cur_hash, found_first, NULL::bigint;
             END IF;
             RETURN;
         END IF;
     END IF;
     IF cur_sequence <> p_after OR cur_hash IS DISTINCT FROM p_after_hash THEN
-        RETURN QUERY SELECT 'conflict'::text, cur_sequence, cur_hash, NULL::bigint;
+        RETURN QUERY SELECT 'conflict'::text, cur_sequence, cur_hash, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
     FOR i IN 1..n LOOP
@@ -124,16 +133,18 @@ BEGIN
             RAISE EXCEPTION 'loopstate.append: event % of the batch does not link to the one before it', i
                 USING ERRCODE = '22023';
         END IF;
+        starts := starts || cur_end;
+        cur_end := cur_end + octet_length(p_lines[i]) + 1;
     END LOOP;
     IF p_after = 0 THEN
         INSERT INTO loopstate.streams (project, stream) VALUES (p_project, p_stream) ON CONFLICT DO NOTHING;
     END IF;
-    INSERT INTO loopstate.events (project, stream, sequence, event_hash, prev_hash, request_id, fingerprint, line)
-        SELECT p_project, p_stream, p_after + i, p_hashes[i], p_prevs[i], p_request_id, p_fingerprint, p_lines[i]
+    INSERT INTO loopstate.events (project, stream, sequence, event_hash, prev_hash, request_id, fingerprint, start, line)
+        SELECT p_project, p_stream, p_after + i, p_hashes[i], p_prevs[i], p_request_id, p_fingerprint, starts[i], p_lines[i]
         FROM generate_series(1, n) AS i;
     PERFORM pg_notify('loopstate_' || md5(p_project),
         json_build_object('project', p_project, 'stream', p_stream, 'sequence', p_after + n)::text);
-    RETURN QUERY SELECT 'appended'::text, p_after + n, p_hashes[n], p_after + 1;
+    RETURN QUERY SELECT 'appended'::text, p_after + n, p_hashes[n], p_after + 1, starts[1];
 END
 $$;
 """

@@ -1,274 +1,189 @@
-"""Streams of events in PostgreSQL: append at an expected head, read after a sequence, list heads.
+"""A project's streams in PostgreSQL: the storage contract's ``Store`` (core/backend.py).
 
-One ``PostgresEvents`` holds one connection (opened on first use, reopened after it is
-lost) and is used by one thread at a time. Appends are one call of ``loopstate.append``
-(``schema.py``) in its own transaction, or inside ``exclusive``: a transaction that holds
-the stream's lock while the caller reads what others appended, decides, and appends (what a
-lease or kill-switch check needs: the check and the append commit together or not at all).
-
-Faults, and what a caller sees:
-- The server is down or refuses us: STORE_IO_ERROR naming the URL without its password.
-- The connection is lost during an append, so whether it committed is unknown: the append
-  is sent again once on a new connection. ``loopstate.append`` itself recognises the first
-  attempt's commit (its request id with the same fingerprint, or, without a request id,
-  the batch's own hashes at the expected place), so the retry never appends twice and
-  answers as the first attempt would have. Only when the second attempt fails too does the
-  caller get STORE_IO_ERROR with ``outcome="unknown"``, and its own retry with the same
-  request id is just as exact.
-- Another writer moved the head: CONFLICT with the head found, nothing written.
+Rows are keyed by the project's id, so one database holds many projects. What this
+module adds to the table access in ``events.py`` is the contract's checks: sealed lines
+are verified (canonical, re-hashed, linked, whole batches: ``verify_chain``) before they
+are sent, reads are verified as they are read, and a head that moved is a ``HeadConflict``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, NamedTuple
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import errors as pg_errors
 
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core.backend import EMPTY, ChangeFn, Head, HeadConflict, RecordFn, StoredEvent, verify_chain
+from loopstate.core.chain import ChainError, ChainLayout, Position
 from loopstate.core.errors import LoopstateError
-from loopstate.core.postgres import schema
-from loopstate.core.postgres.url import redact
+from loopstate.core.postgres.events import Connection, Events, Outcome
+from loopstate.core.postgres.feed import NotifyFeed
+from loopstate.core.postgres.ledger import PostgresLedger
+from loopstate.core.postgres.rows import check_row, rebase, request_of
+from loopstate.core.project import Project, check_stream_name
 
-READ_PAGE = 2000  # events fetched per round trip by ``read``
-CONNECT_TIMEOUT = 5  # seconds before a connection attempt to a silent server gives up
-
-Connection = psycopg.Connection[tuple[Any, ...]]
-
-
-class StoredEvent(NamedTuple):
-    """One event as stored: its place in the chain and its exact canonical line."""
-
-    sequence: int
-    event_hash: str
-    prev_hash: str | None
-    line: bytes
+if TYPE_CHECKING:
+    from loopstate.core.snapshot import Codec
 
 
-class Appended(NamedTuple):
-    """What an append did: ``first``..``last`` are the batch's sequences (also for a
-    ``duplicate``: an exact retry, answered with the first attempt's place)."""
-
-    first: int
-    last: int
-    head_hash: str | None
-    duplicate: bool
+def open_store(url: str, project: Project) -> PostgresStore:
+    """The opener ``core/stores.py`` calls for ``postgresql://`` (and ``postgres://``) URLs.
+    Connects lazily: nothing reaches the server until the first read or write."""
+    return PostgresStore(url, project)
 
 
-class PostgresEvents:
-    """The event table of one PostgreSQL store, through one connection."""
+class PostgresStore:
+    """One project's streams in one PostgreSQL database (``Store`` in ``core/backend.py``)."""
 
-    def __init__(self, url: str, *, application_name: str = "loopstate", connect_timeout: float = CONNECT_TIMEOUT) -> None:
-        self.url = url
-        self.where = redact(url)
-        self.application_name = application_name
-        self.connect_timeout = connect_timeout
-        self._conn: Connection | None = None
+    def __init__(self, url: str, project: Project) -> None:
+        self.events = Events(url, lock_timeout=project.lock_timeout)
+        self.url = self.events.where
+        self.project = project
+        self.key = project.project_id
 
-    # -- connections ---------------------------------------------------------------------
+    # streams -------------------------------------------------------------------------------
 
-    def connect(self, *, autocommit: bool = True) -> Connection:
-        """A new connection to the store, with the schema checked (STORE_IO_ERROR if unreachable)."""
+    def stream_names(self) -> list[str]:
+        return self._reading(lambda conn: self.events.streams(conn, self.key), "list the streams of")
+
+    def open_ledger(
+        self, name: str, layout: ChainLayout, *, on_record: RecordFn | None = None,
+        on_reset: Callable[[], None] | None = None, keep_requests: bool = True, announce_history: bool = True,
+        snapshots: Codec | None = None, news_limit: int | None = None,
+    ) -> PostgresLedger:
+        """``keep_requests`` and ``snapshots`` are accepted and not needed: request ids are found
+        by the table's index, and a fold starts from the first event (no snapshots yet)."""
+        return PostgresLedger(self, check_stream_name(name), layout, on_record=on_record, on_reset=on_reset,
+                              announce_history=announce_history, news_limit=news_limit)
+
+    def head(self, name: str, layout: ChainLayout) -> Head:
+        row = self._reading(lambda conn: self.events.head(conn, self.key, name), f"read stream {name!r} from")
+        return EMPTY if row is None else Head(row.sequence, row.event_hash)
+
+    def read(self, name: str, layout: ChainLayout, *, after: int = 0) -> Iterator[StoredEvent]:
+        """The events after ``after``, each checked as the next link from the one before it
+        (the event at ``after`` is read first for its hash and end)."""
+        conn = self._conn()
+        position = Position(0, 0, None)
+        if after > 0:
+            before = self._reading(lambda c: self.events.at(c, self.key, name, after), f"read stream {name!r} from")
+            if before is None:
+                return
+            position = Position(before.start + len(before.line) + 1, before.sequence, before.event_hash)
         try:
-            conn = psycopg.connect(
-                self.url, autocommit=autocommit, application_name=self.application_name,
-                connect_timeout=max(1, int(self.connect_timeout)),
-            )
-        except psycopg.Error as exc:
-            raise self.unreachable(exc) from None
-        try:
-            schema.ensure(conn, self.where)
-        except psycopg.Error as exc:
-            conn.close()
-            raise self.unreachable(exc) from None
-        return conn
-
-    def unreachable(self, exc: BaseException, doing: str = "connect to") -> LoopstateError:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        return LoopstateError(
-            ErrorCode.STORE_IO_ERROR,
-            f"cannot {doing} the PostgreSQL store at {self.where}: {reason}; check that the server is up and "
-            "that LOOPSTATE_STORE (or the project's store setting) names it",
-            store=self.where,
-        )
-
-    @property
-    def conn(self) -> Connection:
-        """The connection, opened (again) if there is none or it was lost."""
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = self.connect()
-        return self._conn
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    # -- appends -------------------------------------------------------------------------
-
-    def append(
-        self,
-        project: str,
-        stream: str,
-        after: tuple[int, str | None],
-        events: Sequence[tuple[bytes, str, str | None]],
-        *,
-        request_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> Appended:
-        """Append ``events`` (line, its hash, the previous hash) right after ``after``
-        (sequence, hash), in one transaction; see the module docstring for the faults."""
-        try:
-            return self._append_once(self.conn, project, stream, after, events, request_id, fingerprint)
-        except psycopg.OperationalError:
-            self.close()  # lost mid-call (or the server ended it): ask again on a new connection
-        try:
-            return self._append_once(self.conn, project, stream, after, events, request_id, fingerprint)
+            for page in self.events.pages(conn, self.key, name, after=after):
+                for row in page:
+                    position = check_row(row, layout, position, name)[1]
+                    yield StoredEvent(row.sequence, row.event_hash, row.line, row.start)
         except psycopg.OperationalError as exc:
-            self.close()
-            raise self._outcome_unknown(exc, stream) from None
+            self.events.drop()
+            raise self.events.unreachable(exc, f"read stream {name!r} from") from None
 
-    def _outcome_unknown(self, exc: BaseException, stream: str) -> LoopstateError:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        return LoopstateError(
-            ErrorCode.STORE_IO_ERROR,
-            f"lost the PostgreSQL store at {self.where} during an append to stream {stream!r} ({reason}); "
-            "whether it committed is unknown: retry it with the same request id once the server is back",
-            store=self.where, stream=stream, outcome="unknown",
-        )
-
-    def _append_once(
-        self, conn: Connection, project: str, stream: str, after: tuple[int, str | None],
-        events: Sequence[tuple[bytes, str, str | None]], request_id: str | None, fingerprint: str | None,
-    ) -> Appended:
-        lines = [line for line, _, _ in events]
-        hashes = [event_hash for _, event_hash, _ in events]
-        prevs = [prev for _, _, prev in events]
+    def append(self, name: str, layout: ChainLayout, lines: Sequence[StoredEvent], *, expected: Head) -> Head:
+        """One batch after ``expected``, checked here and linked again by the server; a lost
+        connection is retried once (the retry recognises a first attempt that committed)."""
+        check_stream_name(name)
+        rebased = rebase(lines)
+        verify_chain(rebased, layout, name, expected)
+        request_id, fp = request_of(rebased[0].line) if rebased else (None, None)
+        conn = self._conn()
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return self._append(conn, name, expected, rebased, request_id, fp)  # inside this thread's section
         try:
-            row = conn.execute(
-                "SELECT status, head_sequence, head_hash, first_sequence FROM loopstate.append(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (project, stream, after[0], after[1], lines, hashes, prevs, request_id, fingerprint),
-            ).fetchone()
-        except pg_errors.InvalidParameterValue as exc:
-            raise LoopstateError(ErrorCode.INVALID_PARAMS, f"refused by the PostgreSQL store at {self.where}: "
-                                 f"{exc.diag.message_primary}", store=self.where, stream=stream) from None
-        assert row is not None
-        status, head_sequence, head_hash, first = row
-        if status == "appended":
-            return Appended(first, head_sequence, head_hash, duplicate=False)
-        if status == "duplicate":
-            return Appended(first, head_sequence, head_hash, duplicate=True)
-        if status == "reused":
+            return self._append(conn, name, expected, rebased, request_id, fp)
+        except psycopg.OperationalError:
+            self.events.drop()  # lost mid-call: ask again on a new connection
+        try:
+            return self._append(self._conn(), name, expected, rebased, request_id, fp, retrying=True)
+        except psycopg.OperationalError as exc:
+            self.events.drop()
+            raise self.events.outcome_unknown(exc, name) from None
+
+    def _append(
+        self, conn: Connection, name: str, expected: Head, lines: Sequence[StoredEvent], request_id: str | None,
+        fp: str | None, *, retrying: bool = False,
+    ) -> Head:
+        outcome = self.call_append(conn, name, expected, lines, request_id, fp, retrying=retrying)
+        return Head(outcome.last, outcome.head_hash)
+
+    def call_append(
+        self, conn: Connection, name: str, expected: Head, lines: Sequence[StoredEvent], request_id: str | None,
+        fp: str | None, *, retrying: bool = False,
+    ) -> Outcome:
+        """Send a checked batch; answers appended (or a recognised retry of this very batch),
+        else raises HeadConflict, REQUEST_ID_REUSED or the server's refusal as a ChainError.
+
+        ``retrying``: this is the second attempt after a connection lost mid-call, so the batch
+        found in place byte for byte is the first attempt's commit. Only then: two writers that
+        sealed identical events at one head are otherwise a conflict, one wins."""
+        try:
+            outcome = self.events.call_append(
+                conn, self.key, name, expected, [s.line for s in lines], [s.hash for s in lines],
+                [expected.hash, *(s.hash for s in lines[:-1])], request_id, fp,
+            )
+        except psycopg.errors.InvalidParameterValue as exc:
+            raise ChainError(name, 0, expected.sequence + 1, str(exc.diag.message_primary)) from None
+        if outcome.status == "appended":
+            return outcome
+        hashes = [s.hash for s in lines]
+        if outcome.status == "duplicate":
+            earlier = self.events.request(conn, self.key, name, request_id or "")[1]
+            if [row.event_hash for row in earlier] == hashes:
+                return outcome  # this very batch, committed by an attempt whose answer was lost
+        if outcome.status == "reused":
             raise LoopstateError(
                 ErrorCode.REQUEST_ID_REUSED,
-                f"request id {request_id!r} was already used in stream {stream!r} for a different request "
-                f"(sequences {first}-{head_sequence}); send a fresh request id for a new mutation",
-                stream=stream, request_id=request_id,
+                f"request id {request_id!r} was already used in stream {name!r} for a different request "
+                f"(sequences {outcome.first}-{outcome.last}); send a fresh request id for a new mutation",
+                stream=name, request_id=request_id,
             )
-        # A conflict: unless it is this very batch, committed by an attempt whose answer was lost.
-        if head_sequence >= after[0] + len(events):
-            mine = self.read(project, stream, after=after[0], limit=len(events), conn=conn)
-            if [e.event_hash for e in mine] == hashes:
-                return Appended(after[0] + 1, after[0] + len(events), hashes[-1], duplicate=True)
-        raise LoopstateError(
-            ErrorCode.CONFLICT,
-            f"stream {stream!r} moved on: its head is sequence {head_sequence}, not {after[0]}; "
-            "catch up and decide again",
-            stream=stream, expected=after[0], head=head_sequence,
-        )
+        if retrying and outcome.status == "conflict" and outcome.last >= expected.sequence + len(lines):
+            mine = self.events.page(conn, self.key, name, expected.sequence, len(lines))
+            if [row.event_hash for row in mine] == hashes:
+                return Outcome("duplicate", expected.sequence + 1, expected.sequence + len(lines), hashes[-1],
+                               mine[0].start)
+        actual = self.events.head(conn, self.key, name)
+        raise HeadConflict(name, expected, EMPTY if actual is None else Head(actual.sequence, actual.event_hash))
 
-    @contextmanager
-    def exclusive(self, project: str, stream: str) -> Iterator[Connection]:
-        """A transaction holding the stream's append lock: what the caller reads in it stays
-        the head until it commits, and appends made through ``append_in`` commit with it."""
-        conn = self.conn
+    # exclusion and change ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self, section: str) -> Iterator[None]:
+        """A transaction on this thread's connection holding ``section``'s lock: another process,
+        machine or thread waits (up to the lock timeout); appends this thread makes meanwhile
+        join the transaction and commit when the block ends."""
+        check_stream_name(section)
+        with self.transaction(section):
+            yield
+
+    @contextlib.contextmanager
+    def transaction(self, section: str) -> Iterator[Connection]:
+        conn = self._conn()
         try:
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s || '/' || %s, 0))", (project, stream))
+                self.events.lock_section(conn, self.key, section)
                 yield conn
         except psycopg.OperationalError as exc:
-            self.close()
-            raise self.unreachable(exc, f"finish an exclusive section on stream {stream!r} in") from None
+            self.events.drop()
+            raise self.events.unreachable(exc, f"finish section {section!r} in") from None
 
-    def append_in(
-        self, conn: Connection, project: str, stream: str, after: tuple[int, str | None],
-        events: Sequence[tuple[bytes, str, str | None]], *, request_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> Appended:
-        """``append`` inside an ``exclusive`` section: not retried (the section's transaction
-        is the unit; a lost connection aborts all of it)."""
-        return self._append_once(conn, project, stream, after, events, request_id, fingerprint)
+    def changes(self, names: Sequence[str] | None = None, on_change: ChangeFn | None = None) -> NotifyFeed:
+        return NotifyFeed(self.events, self.key, names, on_change)
 
-    # -- reads ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.events.close()
 
-    def read(
-        self, project: str, stream: str, *, after: int = 0, limit: int | None = None, conn: Connection | None = None,
-    ) -> list[StoredEvent]:
-        """The events after sequence ``after`` (at most ``limit``), in order."""
-        if limit is not None:
-            return self._page(conn or self.conn, project, stream, after, limit)
-        out: list[StoredEvent] = []
-        for page in self.pages(project, stream, after=after, conn=conn):
-            out.extend(page)
-        return out
+    # helpers -------------------------------------------------------------------------------
 
-    def pages(
-        self, project: str, stream: str, *, after: int = 0, conn: Connection | None = None, size: int = READ_PAGE,
-    ) -> Iterator[list[StoredEvent]]:
-        """The events after ``after`` in pages of ``size``: memory stays flat however long the stream.
-        Pages by sequence, not by an open cursor: commits are gapless, so none is skipped."""
-        while True:
-            page = self._page(conn or self.conn, project, stream, after, size)
-            if not page:
-                return
-            yield page
-            after = page[-1].sequence
-            if len(page) < size:
-                return
+    def _conn(self) -> Connection:
+        return self.events.conn
 
-    def _page(self, conn: Connection, project: str, stream: str, after: int, limit: int) -> list[StoredEvent]:
+    def _reading(self, read: Callable[[Connection], Any], doing: str) -> Any:
         try:
-            rows = conn.execute(
-                "SELECT sequence, event_hash, prev_hash, line FROM loopstate.events "
-                "WHERE project = %s AND stream = %s AND sequence > %s ORDER BY sequence LIMIT %s",
-                (project, stream, after, limit),
-            ).fetchall()
+            return read(self._conn())
         except psycopg.OperationalError as exc:
-            self.close()
-            raise self.unreachable(exc, f"read stream {stream!r} from") from None
-        return [StoredEvent(int(s), str(h), p, bytes(line)) for s, h, p, line in rows]
-
-    def head(self, project: str, stream: str) -> tuple[int, str | None]:
-        """(sequence, hash) of the stream's last event; (0, None) for a stream with none."""
-        rows = self._query(
-            "SELECT sequence, event_hash FROM loopstate.events WHERE project = %s AND stream = %s "
-            "ORDER BY sequence DESC LIMIT 1", (project, stream), stream,
-        )
-        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
-
-    def heads(self, project: str) -> dict[str, tuple[int, str]]:
-        """Every stream of the project with its head, one index probe per stream."""
-        rows = self._query(
-            "SELECT s.stream, h.sequence, h.event_hash FROM loopstate.streams s "
-            "CROSS JOIN LATERAL (SELECT e.sequence, e.event_hash FROM loopstate.events e "
-            "  WHERE e.project = s.project AND e.stream = s.stream ORDER BY e.sequence DESC LIMIT 1) h "
-            "WHERE s.project = %s ORDER BY s.stream", (project,), None,
-        )
-        return {str(name): (int(sequence), str(event_hash)) for name, sequence, event_hash in rows}
-
-    def streams(self, project: str) -> list[str]:
-        """The project's streams, by name."""
-        rows = self._query("SELECT stream FROM loopstate.streams WHERE project = %s ORDER BY stream", (project,), None)
-        return [str(row[0]) for row in rows]
-
-    def _query(self, sql: str, params: tuple[Any, ...], stream: str | None) -> list[tuple[Any, ...]]:
-        try:
-            return self.conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
-        except psycopg.OperationalError as exc:
-            self.close()
-            raise self.unreachable(exc, f"read stream {stream!r} from" if stream else "read") from None
+            self.events.drop()
+            raise self.events.unreachable(exc, doing) from None
