@@ -33,14 +33,15 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 # Third-party packages the inner layers may use: the protocol depends on msgspec alone,
-# and so do the domains. Core adds portalocker (the lock of platforms without flock) and
-# cryptography (the Ed25519 signature of checkpoints, core/signed_note.py); the service
+# and so do the domains. Core adds portalocker (the lock of platforms without flock),
+# cryptography (the Ed25519 signature of checkpoints, core/signed_note.py), watchdog (the
+# JSONL store's change feed, core/jsonl_store.py) and psycopg (the PostgreSQL store); the service
 # adds cryptography (the checkpoint key) and watchdog (the store watcher, service/watch.py).
 # Each is imported only on the path that needs it. Front doors bring their own (pygls,
 # mcp, tomlkit, shtab).
 MAY_USE: dict[str, frozenset[str]] = {
     "protocol": frozenset({"msgspec"}),
-    "core": frozenset({"msgspec", "portalocker", "cryptography"}),
+    "core": frozenset({"msgspec", "portalocker", "cryptography", "watchdog", "psycopg"}),
     "domains": frozenset({"msgspec"}),
     "service": frozenset({"msgspec", "cryptography", "watchdog"}),
 }

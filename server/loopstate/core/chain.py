@@ -11,6 +11,7 @@ the canonical encoding of its event, so no byte can change unnoticed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable, Literal, NamedTuple
 
 import msgspec
@@ -206,3 +207,94 @@ def check_line(line: bytes, layout: ChainLayout, at: Position, stream: str, veri
     elif not isinstance(event.get(layout.hash_field), str):
         raise ChainError(stream, at.offset, sequence, f"{layout.hash_field} is missing")
     return event
+
+
+# The records every store holds, sealed and checked the same way on each: the storage contract
+# (core/backend.py) names them; they live here, beside the chain they carry, so that the JSONL
+# stream can use them without importing the contract.
+
+
+class Head(NamedTuple):
+    """The last event of a stream: its sequence and hash (``Head()``: an empty stream)."""
+
+    sequence: int = 0
+    hash: str | None = None
+
+
+EMPTY = Head()
+"""The head of a stream with no events."""
+
+
+class StoredEvent(NamedTuple):
+    """One event as every store holds it: its sequence, its hash, its exact canonical line
+    (without the newline) and where that line sits (``Record``'s byte offsets)."""
+
+    sequence: int
+    hash: str
+    line: bytes
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.line) + 1
+
+
+# sealing and checking: the same bytes on every store ----------------------------------------
+
+
+def seal_batch(
+    events: Sequence[dict[str, Any]], layout: ChainLayout, after: Head, *, start: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> list[StoredEvent]:
+    """Seal ``events`` (each with ``extra``'s fields) as one batch after ``after``: the lines
+    an append writes. Two or more events carry the ``BATCH`` marker ``[index, size]``, so a
+    reader takes all of them or none; ``start`` is the byte offset of the first line. The
+    same bytes as a ``StreamLedger`` append of the same events at that head."""
+    size = len(events)
+    position = Position(start, after.sequence, after.hash)
+    out = []
+    for index, fields in enumerate(events, 1):
+        event, line = seal(fields, layout, position, extra if size == 1 else {**(extra or {}), BATCH: [index, size]})
+        out.append(StoredEvent(event[layout.sequence_field], event[layout.hash_field], line[:-1], position.offset))
+        position = Position(position.offset + len(line), event[layout.sequence_field], event[layout.hash_field])
+    return out
+
+
+def verify_chain(
+    events: Iterable[StoredEvent], layout: ChainLayout, stream: str, after: Head = EMPTY, *, start: int = 0,
+) -> Head:
+    """Check that ``events`` follow ``after`` (at byte ``start``) as one intact chain: each line
+    canonical, re-hashed to its hash, linked to the one before, numbered one after it, at the
+    offset the lines before it end at, and agreeing with the record's own sequence and hash.
+    Returns the last head; raises ``ChainError`` (CORRUPT_LEDGER) naming the first bad record.
+
+    Batch markers are checked as the JSONL reader checks them: a batch is whole, its
+    markers count up from 1 to its size."""
+    position = Position(start, after.sequence, after.hash)
+    open_batch: tuple[int, int] | None = None  # (events seen, size) of the batch being read
+    for stored in events:
+        if stored.start != position.offset:
+            raise ChainError(stream, stored.start, position.sequence + 1,
+                             f"the record starts at byte {stored.start}, but the one before it ends at {position.offset}")
+        event = check_line(stored.line, layout, position, stream)
+        if event[layout.sequence_field] != stored.sequence or event[layout.hash_field] != stored.hash:
+            raise ChainError(stream, stored.start, stored.sequence, "the stored sequence or hash is not the line's")
+        marker = event.get(BATCH)
+        if open_batch is not None or marker is not None:
+            index, size = _batch_index(marker, stream, stored)
+            if open_batch is None and index != 1:
+                raise ChainError(stream, stored.start, stored.sequence, f"{BATCH} {marker!r} does not open a batch")
+            if open_batch is not None and (index, size) != (open_batch[0] + 1, open_batch[1]):
+                raise ChainError(stream, stored.start, stored.sequence,
+                                 f"event {open_batch[0] + 1} of a batch of {open_batch[1]} was due, but {BATCH} is {marker!r}")
+            open_batch = None if index == size else (index, size)
+        position = Position(stored.end, stored.sequence, stored.hash)
+    if open_batch is not None:
+        raise ChainError(stream, position.offset, position.sequence, "the events end inside a batch")
+    return Head(position.sequence, position.hash)
+
+
+def _batch_index(marker: Any, stream: str, stored: StoredEvent) -> tuple[int, int]:
+    if type(marker) is list and len(marker) == 2 and all(type(n) is int for n in marker) and 1 <= marker[0] <= marker[1] and marker[1] >= 2:
+        return marker[0], marker[1]
+    raise ChainError(stream, stored.start, stored.sequence, f"{BATCH} {marker!r} is not a batch marker")

@@ -145,6 +145,10 @@ class Ledger:
         self._group_commit: GroupCommit | None = None  # made by the first ``submit``
 
     @property
+    def layout(self) -> ChainLayout:
+        return self.stream.layout
+
+    @property
     def head(self) -> tuple[int, str | None]:
         return self.stream.position.sequence, self.stream.position.hash
 

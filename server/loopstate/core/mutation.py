@@ -11,6 +11,7 @@ its transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from loopstate_protocol.errors import ErrorCode
@@ -19,7 +20,10 @@ from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID
 from loopstate.core.errors import LoopstateError
 from loopstate.core.kept_descriptors import keep_open
 from loopstate.core.news import News
-from loopstate.core.stream import Record
+from loopstate.core.record import Record
+
+if TYPE_CHECKING:
+    from loopstate.core.backend import StoredEvent
 
 if TYPE_CHECKING:
     from loopstate.core.ledger import Ledger
@@ -102,10 +106,23 @@ class Mutation:
         rebuilt from the file (``_forget_unwritten``), as in a group commit.
         """
         ledger = self.ledger
-        stream = ledger.stream
         self._index_ready()
         ledger._publish()
-        records = stream.stage(events, None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp})
+        extra = None if request_id is None else {REQUEST_ID: request_id, REQUEST_FINGERPRINT: fp}
+        return self._write(ledger.stream.stage(events, extra))
+
+    def append_sealed(self, lines: Sequence[StoredEvent]) -> list[Record]:
+        """Append lines sealed elsewhere (``backend.seal_batch``, or another store's, as read) as
+        one batch: each is checked to follow the head (canonical, hashed, linked, whole batches)
+        before any is staged; then folded and made durable as ``append``'s are."""
+        ledger = self.ledger
+        self._index_ready()
+        ledger._publish()
+        return self._write(ledger.stream.stage_sealed([stored.line for stored in lines]))
+
+    def _write(self, records: list[Record]) -> list[Record]:
+        ledger = self.ledger
+        stream = ledger.stream
         if self.grouped:
             for record in records:
                 ledger._fold(record)

@@ -12,7 +12,7 @@ the count (``complete`` is then False), so a catch-up of N events holds at most
 
 from __future__ import annotations
 
-from loopstate.core.stream import Record
+from loopstate.core.record import Record
 
 
 class News:

@@ -19,13 +19,27 @@ import stat
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator
 
 import msgspec
 
 from loopstate.core import canonical, safefs
-from loopstate.core.chain import BATCH, ChainError, ChainLayout, HashCut, Position, batch_part, check_line, seal
+from loopstate.core.chain import (
+    BATCH,
+    ChainError,
+    ChainLayout,
+    HashCut,
+    Head,
+    Position,
+    StoredEvent,
+    batch_part,
+    check_line,
+    seal,
+    verify_chain,
+)
 from loopstate.core.live_integrity import LiveIntegrity
+from loopstate.core.record import ProgressFn as ProgressFn
+from loopstate.core.record import Record as Record
 
 CHUNK = 1 << 20
 # Beyond any file offset: "no checkpoint to reach" in the scan.
@@ -51,15 +65,6 @@ class TornTail(msgspec.Struct, frozen=True):
     reason: str = PARTIAL_LINE
 
 
-class Record(NamedTuple):
-    """One verified event and where its line sits in the file."""
-
-    event: dict[str, Any]
-    start: int
-    end: int
-
-
-ProgressFn = Callable[[int, int], None]
 
 
 class _DigestFeeder:
@@ -510,6 +515,37 @@ class Stream:
         # Staged only once every event sealed: an event that cannot be encoded stages none.
         self._staged.extend(lines)
         self._staged_head = position
+        return records
+
+    def stage_sealed(self, lines: list[bytes]) -> list[Record]:
+        """Stage lines sealed elsewhere (canonical, without their newline) after the verified
+        (and already staged) head, once all of them are checked to follow it as whole batches
+        (``chain.verify_chain``); nothing is staged when one does not. As ``stage``: durable
+        only at ``flush``."""
+        if self.torn is not None:
+            raise ChainError(self.name, self.torn.offset, self.position.sequence, "a partial tail must be cut before appending")
+        position = self._staged_head or self.position
+        layout = self.layout
+        stored, events, start = [], [], position.offset
+        for line in lines:
+            try:
+                event = canonical.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                event = None
+            if not isinstance(event, dict):
+                event = {}
+            sequence, claimed = event.get(layout.sequence_field), event.get(layout.hash_field)
+            stored.append(StoredEvent(sequence if type(sequence) is int else -1, claimed if type(claimed) is str else "", line, start))
+            events.append(event)
+            start += len(line) + 1
+        head = verify_chain(stored, layout, self.name, Head(position.sequence, position.hash), start=position.offset)
+        records = []
+        for event, item in zip(events, stored):
+            event[layout.hash_field] = event.pop(layout.hash_field)  # last, as a sealed or verified event has it
+            records.append(Record(event, item.start, item.end))
+        self._staged.extend(item.line + b"\n" for item in stored)
+        if stored:
+            self._staged_head = Position(stored[-1].end, head.sequence, head.hash)
         return records
 
     def flush(self) -> None:

@@ -33,11 +33,11 @@ from loopstate.core.clock import ClockFn, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id, fingerprint
 from loopstate.core.ids import IdFactory, random_uuid
-from loopstate.core.ledger import Ledger
 from loopstate.core.lock import DEFAULT_TIMEOUT
 from loopstate.core.nesting import check_command
 from loopstate.core.news import News
 from loopstate.core.project import Project
+from loopstate.core.stores import open_store
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
@@ -79,8 +79,10 @@ class Folded:
         # A domain with a snapshot codec starts from its projection snapshot when one
         # matches the file, and leaves one beside each checkpoint it writes.
         codec = snapshot.codec_for(domain, stream, self._get_state, self._put_state) if snapshots else None
-        self.ledger = Ledger(
-            project, stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
+        # The stream's ledger from the project's store (core/stores.py: the local JSONL store unless
+        # a store URL names another), through the storage contract (core/backend.py).
+        self.ledger = open_store(project).open_ledger(
+            stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
             snapshots=codec, news_limit=NEWS_LIMIT,
         )
 
