@@ -251,8 +251,9 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _other_store(project: Project, where: str):
-    """The store ``where`` names for this project: a URL with a scheme, else a data dir's path (JSONL)."""
+def _other_store(project: Project, where: str, here: Any):
+    """The store ``where`` names for this project: a URL with a scheme, else a data dir's path (JSONL);
+    never the store ``here`` itself (the project's data dir while its store is the local one)."""
     import os
     import re
     from pathlib import Path
@@ -263,7 +264,7 @@ def _other_store(project: Project, where: str):
         return opener_for(where)(where, Project(project.root))
     folder = Path(os.path.abspath(os.path.expanduser(where)))
     other = Project(project.root, data_dir=folder)
-    if other.data_dir == project.data_dir:
+    if other.data_dir == project.data_dir and here.url.split(":", 1)[0] in ("jsonl", "file"):
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where} is this project's own data dir; name another store")
     return opener_for("jsonl:")("jsonl:", other)
 
@@ -287,7 +288,7 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 
     project = _project(args)
     here = open_store(project)
-    other = _other_store(project, args.to if args.direction == "export" else args.source)
+    other = _other_store(project, args.to if args.direction == "export" else args.source, here)
     source, target = (here, other) if args.direction == "export" else (other, here)
     try:
         copies = copy_project(source, target, progress=_copy_progress(args.direction))
