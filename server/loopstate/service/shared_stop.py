@@ -9,43 +9,52 @@ every machine's next tool call is denied (the hook asks ``standing``) within
 the store's notification latency. The local file is still set and still
 denies: the shared stop is added to it, never put in its place.
 
-A project on the local store pays for none of this beyond what resolving its
-store costs (one environment lookup and the store file read it makes anyway).
+A project on the local store pays for none of this beyond one environment
+lookup and one failed open of its store file: nothing more is imported (the
+hook runs on every tool call).
 A shared store that cannot be reached denies nothing by itself (hooks fail
 open); the local file still does.
 """
 
 from __future__ import annotations
 
-import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
+from loopstate.core.store_file import read_store_file
 
 if TYPE_CHECKING:
     from loopstate.core.backend import StopSwitch, Store
 
-log = logging.getLogger("loopstate.service")
-
-_stores: dict[str, "Store"] = {}  # project root -> its shared store, kept open (one connection per process)
+LOCAL_SCHEMES = ("jsonl", "file")
+_stores: dict[str, Store] = {}  # project root -> its shared store, kept open (one connection per process)
 _guard = threading.Lock()
 
 
-def _switch(root: str) -> "StopSwitch | None":
+def _on_shared_store(root: str) -> bool:
+    """Whether ``root``'s store is a shared one, as core/stores.configured_url chooses (LOOPSTATE_STORE, else
+    the store file), without importing it: on the local store this is all the hook pays."""
+    url = os.environ.get("LOOPSTATE_STORE", "").strip()
+    if not url:
+        found = read_store_file(root)
+        url = found.url if found is not None else ""
+    return bool(url) and url.split(":", 1)[0].lower() not in LOCAL_SCHEMES
+
+
+def _switch(root: str) -> StopSwitch | None:
     """The shared store of ``root`` when it holds a kill switch; None on the local store."""
-    from loopstate.core.stores import configured_url, open_store
+    if not _on_shared_store(root):
+        return None
+    from loopstate.core.backend import StopSwitch
+    from loopstate.core.stores import open_store
 
     with _guard:
         store = _stores.get(root)
         if store is None:
-            url = configured_url(root)
-            if url is None or url.split(":", 1)[0] in ("jsonl", "file"):
-                return None  # the local store: its switch is the file alone (nothing more is imported)
             store = _stores[root] = open_store(Project(root))
-    from loopstate.core.backend import StopSwitch
-
     return store if isinstance(store, StopSwitch) else None
 
 
@@ -64,7 +73,9 @@ def standing(root: str) -> str | None:
             return None
         return describe(switch) if switch.stopped() is not None else None
     except LoopstateError as error:
-        log.warning("the shared kill switch could not be read: %s", error.message)
+        import logging
+
+        logging.getLogger("loopstate.service").warning("the shared kill switch could not be read: %s", error.message)
         return None
 
 
