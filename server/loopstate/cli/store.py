@@ -284,7 +284,7 @@ def _copy_progress(direction: str):
 
 def cmd_store_copy(args: argparse.Namespace) -> int:
     from loopstate.core.stores import open_store
-    from loopstate.service.store_copy import copy_project, summary
+    from loopstate.service.store_copy import copy_project, summary, where
 
     project = _project(args)
     here = open_store(project)
@@ -295,10 +295,11 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
     finally:
         other.close()
     if args.json:
-        emit_json({"project_id": project.project_id, "source": source.url, "target": target.url, **summary(copies)})
+        emit_json({"project_id": project.project_id, "source": where(source), "target": where(target),
+                   **summary(copies)})
         return 0
     if not copies:
-        print(f"no streams in {source.url} for project {project.project_id[:12]}: nothing to copy")
+        print(f"no streams in {where(source)} for project {project.project_id[:12]}: nothing to copy")
     for c in copies:
         if c.action == "copied":
             print(f"copied  {c.stream}: {c.copied} events ({c.target_head_before} -> {c.target_head}), chain verified")
@@ -307,5 +308,5 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
         else:
             print(f"ahead   {c.stream}: the target holds {c.target_head} events, the source {c.source_head} of the same "
                   "history; left as it is")
-    print(f"{source.url} -> {target.url}: {sum(c.copied for c in copies)} events copied")
+    print(f"{where(source)} -> {where(target)}: {sum(c.copied for c in copies)} events copied")
     return 0

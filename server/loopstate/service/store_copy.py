@@ -62,6 +62,11 @@ class _Plan(msgspec.Struct):
     target: Head
 
 
+def where(store: Store) -> str:
+    """A store as a person tells it apart: a local one by its data dir, any other by its URL (no password)."""
+    return f"jsonl:{store.project.data_dir}" if store.url.split(":", 1)[0] in ("jsonl", "file") else store.url
+
+
 def _marker_closes(line: bytes) -> bool:
     """Whether the event on ``line`` ends its batch (or stands alone)."""
     if b'"' + BATCH.encode() + b'"' not in line:
@@ -98,10 +103,10 @@ def plan(source: Store, target: Store) -> list[_Plan]:
         names = ", ".join(f"{name} (at or before sequence {seq})" for name, seq in diverged)
         raise LoopstateError(
             ErrorCode.CONFLICT,
-            f"the target {target.url} holds a different history of this project's {names}: a copy only adds what "
+            f"the target {where(target)} holds a different history of this project's {names}: a copy only adds what "
             f"comes after the target's head, it never merges two histories; nothing was copied. Copy into an "
             "empty store, or keep the target's history and drop the source's",
-            target=target.url, streams=[name for name, _ in diverged])
+            target=where(target), streams=[name for name, _ in diverged])
     return plans
 
 
@@ -134,7 +139,7 @@ def copy_project(source: Store, target: Store, progress: CopyProgress | None = N
         if after != p.source:
             raise LoopstateError(
                 ErrorCode.CORRUPT_LEDGER,
-                f"after the copy, stream {p.stream} in {target.url} ends at sequence {after.sequence}, not at the "
+                f"after the copy, stream {p.stream} in {where(target)} ends at sequence {after.sequence}, not at the "
                 f"source's {p.source.sequence}; run `loopstate verify` on both stores", stream=p.stream)
         done.append(StreamCopy(stream=p.stream, source_head=p.source.sequence, target_head_before=p.target.sequence,
                                target_head=after.sequence, copied=after.sequence - p.target.sequence, action="copied"))
