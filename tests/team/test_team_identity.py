@@ -75,6 +75,11 @@ def test_init_store_writes_the_url_and_rewrites_a_folder_ignore(root, data_dir):
     assert again["store_file_action"] == "kept" and again["config_kept"] and not again["gitignore_added"]
 
 
+def test_a_user_name_may_be_committed(root, data_dir):
+    done = Cli(root, data_dir).json("init", "--store", "postgresql://loopstate@db.example.org/loopstate")
+    assert done["store"] == "postgresql://loopstate@db.example.org/loopstate"
+
+
 def test_init_keeps_the_id_and_changes_the_store_only_when_forced(root, data_dir):
     cli = Cli(root, data_dir)
     first = cli.json("init", "--store", URL)
@@ -85,9 +90,9 @@ def test_init_keeps_the_id_and_changes_the_store_only_when_forced(root, data_dir
 
 
 @pytest.mark.parametrize("url, said", [
-    ("postgresql://alice:secret@db.example.org/loopstate", "user name or password"),
-    ("postgresql://alice@db.example.org/loopstate", "user name or password"),
-    ("postgresql://db.example.org/loopstate?password=secret", "user name or password"),
+    ("postgresql://alice:secret@db.example.org/loopstate", "carries a password"),
+    ("postgresql://db.example.org/loopstate?password=secret", "carries a password"),
+    ("postgresql://db.example.org/loopstate?sslpassword=secret", "carries a password"),
     ("mysql://db.example.org/loopstate", "not a PostgreSQL URL"),
     ("postgresql://db.example.org/", "names no database"),
     ("postgresql://db.example.org:port/loopstate", "cannot be parsed"),
@@ -106,7 +111,7 @@ BAD_FILES = [
     (b'{"url": "jsonl:", "project_id": "abc"}', "not 64 lowercase hex digits"),
     (b'{"url": "jsonl:", ' + ID + b', "colour": "blue"}', "is not a loopstate store file"),
     (b'{"schema_version": 0, "url": "jsonl:", ' + ID + b"}", "which no loopstate wrote"),
-    (b'{"url": "postgresql://u:pw@h/db", ' + ID + b"}", "user name or password"),
+    (b'{"url": "postgresql://u:pw@h/db", ' + ID + b"}", "carries a password"),
     (b'{"url": "sqlite:///x.db"}', "not a PostgreSQL URL"),
 ]
 

@@ -10,9 +10,9 @@ A project's id is otherwise a digest of its local path (core/paths.project_id_fo
 so two clones would be two projects; with ``project_id`` every clone is the one
 project, on any machine. ``url`` is ``jsonl:`` for a team that shares the
 identity but keeps a local store per machine (``init --share-id``). It never
-carries a credential: the user name and password come from the machine
-(libpq's PGUSER, PGPASSFILE / ~/.pgpass, or ``LOOPSTATE_STORE``, which is not
-committed). A file that is present is refused whole when anything in it is
+carries a password: that comes from the machine (libpq's ~/.pgpass or the file
+PGPASSFILE names, or ``LOOPSTATE_STORE``, which is not committed), as may the
+user name (PGUSER) when the URL leaves it out. A file that is present is refused whole when anything in it is
 wrong, never read past: silently falling back to the path-derived id or the
 local store would split the team's project in two again.
 
@@ -108,8 +108,8 @@ def parse_store_file(data: bytes, path: str) -> StoreFile:
 def check_store_url(url: str, *, committed: bool, where: str) -> str:
     """A store URL loopstate can open: ``postgresql://[host][:port]/database[?params]``.
 
-    In the committed file (``committed``) it may carry no user name or password;
-    ``LOOPSTATE_STORE``, which stays on one machine, may.
+    In the committed file (``committed``) it may carry no password (a user name is no secret: a team may
+    share a role, or leave it to each machine's PGUSER); ``LOOPSTATE_STORE``, which stays on one machine, may.
     """
     try:
         parts = urlsplit(url)
@@ -125,13 +125,13 @@ def check_store_url(url: str, *, committed: bool, where: str) -> str:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} names no database; "
                              "write it as postgresql://HOST[:PORT]/DATABASE", url=redact(url))
     if committed:
-        secrets = [name for name, _ in parse_qsl(parts.query) if name in (*_SECRET_PARAMS, "user")]
-        if parts.username is not None or parts.password is not None or secrets:
+        secrets = [name for name, _ in parse_qsl(parts.query) if name in _SECRET_PARAMS]
+        if parts.password is not None or secrets:
             raise LoopstateError(
                 ErrorCode.INVALID_PARAMS,
-                f"{where}: the store URL {redact(url)!r} carries a user name or password, and this file is "
-                "committed; leave them out of it and give them on each machine (PGUSER, and the password in "
-                "~/.pgpass or the file PGPASSFILE names)", url=redact(url))
+                f"{where}: the store URL {redact(url)!r} carries a password, and this file is committed; leave "
+                "it out and give it on each machine (in ~/.pgpass or the file PGPASSFILE names, which libpq "
+                "reads; or the whole URL in LOOPSTATE_STORE, which is not committed)", url=redact(url))
     return url
 
 
