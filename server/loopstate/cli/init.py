@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an existing config with the defaults (and the store an existing store file names)")
     p.add_argument("--store", metavar="URL",
-                   help="the team's shared store, postgresql://HOST[:PORT]/DATABASE (no user name or password)")
+                   help="the team's shared store, postgresql://[USER@]HOST[:PORT]/DATABASE (never a password)")
     p.add_argument("--share-id", action="store_true",
                    help="write the store file with the project id and the store jsonl: (every clone one project, "
                         "each machine its own local store; move state with `loopstate store export` / `import`)")
