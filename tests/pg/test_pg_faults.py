@@ -14,7 +14,7 @@ import pytest
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core.backend import EMPTY, Head, HeadConflict, verify_chain
+from loopstate.core.backend import EMPTY, Head, verify_chain
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stores import open_store

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
@@ -27,6 +27,8 @@ from loopstate.core.project import Project, check_stream_name
 
 if TYPE_CHECKING:
     from loopstate.core.snapshot import Codec
+
+T = TypeVar("T")
 
 
 def open_store(url: str, project: Project) -> PostgresStore:
@@ -181,7 +183,7 @@ class PostgresStore:
     def _conn(self) -> Connection:
         return self.events.conn
 
-    def _reading(self, read: Callable[[Connection], Any], doing: str) -> Any:
+    def _reading(self, read: Callable[[Connection], T], doing: str) -> T:
         try:
             return read(self._conn())
         except psycopg.OperationalError as exc:
