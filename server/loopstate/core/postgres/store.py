@@ -163,11 +163,18 @@ class PostgresStore:
 
     @contextlib.contextmanager
     def transaction(self, section: str) -> Iterator[Connection]:
+        """This thread's connection in a transaction holding ``section``'s lock. Pipelined: BEGIN,
+        the lock and the first query the caller sends (a catch-up's read) travel in one round
+        trip, and the server runs them in order; each result the caller fetches is a sync."""
         conn = self._conn()
         try:
-            with conn.transaction():
+            with conn.pipeline(), conn.transaction():
                 self.events.lock_section(conn, self.key, section)
                 yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise self.events.lock_timeout_error(self.key, section) from None
+        except psycopg.errors.RaiseException as exc:
+            raise self.events.refusal_of(exc) from None
         except psycopg.OperationalError as exc:
             self.events.drop()
             raise self.events.unreachable(exc, f"finish section {section!r} in") from None
