@@ -14,7 +14,7 @@ import pytest
 
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core.backend import EMPTY, Head, HeadConflict, verify_chain
+from loopstate.core.backend import EMPTY, Head, verify_chain
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.stores import open_store
@@ -209,3 +209,24 @@ def test_a_wait_for_a_held_section_times_out_naming_the_holder(pg_url, root, dat
     assert "runs.r1" in error.message and "loopstate " in error.message and "pid" in error.message
     with waiter.exclusive("runs.r1"):  # let go: the same section is free again
         pass
+
+
+def test_an_append_refused_inside_a_mutation_rolls_the_whole_mutation_back(pg_url, root, data_dir):
+    """The mutation's append is read back only with its COMMIT; a refusal there (a writer that
+    bypassed the lock put a row at the head) aborts everything and drops the fold."""
+    store = open_pg(pg_url, root, data_dir)
+    folded: list[object] = []
+    ledger = store.open_ledger(STREAM, TEST_LAYOUT, on_record=lambda r: folded.append(r.event["n"]),
+                               on_reset=folded.clear)
+    with ledger.mutation() as tx:
+        tx.append([{"n": "kept", "schema_version": 1}])
+    rogue = lines_after(Head(*ledger.head), "rogue", start=0)
+    with pytest.raises(LoopstateError) as caught, ledger.mutation() as tx:
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # no lock taken: what the function never does
+            conn.execute("INSERT INTO loopstate.events (project, stream, sequence, event_hash, prev_hash, start, line) "
+                         "VALUES (%s, %s, 2, %s, %s, 0, %s)", (store.key, STREAM, rogue[0].hash, ledger.head[1], rogue[0].line))
+        tx.append([{"n": "mine", "schema_version": 1}])
+    assert caught.value.code is ErrorCode.CONFLICT and "nothing of the mutation was kept" in caught.value.message
+    assert folded == []  # dropped (on_reset), refolded from the table on the next use
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM loopstate.events").fetchone()[0] == 2  # kept + the rogue row

@@ -163,6 +163,27 @@ class Events:
         status, last, head_hash, first, first_start = row
         return Outcome(str(status), first, int(last), head_hash, first_start)
 
+    def send_append(
+        self, conn: Connection, project: str, stream: str, after: tuple[int, str | None], lines: Sequence[bytes],
+        hashes: Sequence[str], prevs: Sequence[str | None], request_id: str | None, fingerprint: str | None,
+    ) -> None:
+        """Queue ``loopstate.append_in_section`` in ``conn``'s pipelined transaction without waiting:
+        its answer comes with the next sync (at the latest the COMMIT), and anything but an
+        append raises there (``refusal_of`` names it) and rolls the transaction back."""
+        conn.execute(
+            "SELECT loopstate.append_in_section(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (project, stream, after[0], after[1], list(lines), list(hashes), list(prevs), request_id, fingerprint),
+        )
+
+    def refusal_of(self, exc: psycopg.errors.RaiseException) -> LoopstateError:
+        """The LoopstateError of an append refused inside a mutation (see ``send_append``)."""
+        status = exc.diag.message_hint or ""
+        code = ErrorCode.REQUEST_ID_REUSED if status == "reused" else ErrorCode.CONFLICT
+        return LoopstateError(
+            code, f"the PostgreSQL store at {self.where} refused an append: {exc.diag.message_primary}; "
+            "nothing of the mutation was kept", store=self.where, status=status,
+        )
+
     def lock_section(self, conn: Connection, project: str, section: str) -> None:
         """Take ``section``'s lock for the rest of ``conn``'s transaction (bounded by lock_timeout)."""
         try:

@@ -1,12 +1,14 @@
 """One stream of a PostgreSQL store, folded: the contract's ``StreamLedger`` (core/backend.py).
 
-A mutation is one transaction on the calling thread's connection: it takes the stream's
-advisory lock, reads and folds what others committed since this ledger's head, lets the
-caller look up request ids and append, and commits. The commit is the durable point
-(PostgreSQL's WAL flush; synchronous_commit as the server has it). Appended events are
-folded when the server has taken them, before the commit: if the commit (or anything
-after the append) fails, the fold is dropped (``on_reset``) and rebuilt from the table by
-the next catch-up, so it never holds an event the store does not.
+A mutation is one transaction on the calling thread's connection, pipelined: BEGIN, the
+stream's advisory lock and the read of what others committed since this ledger's head go
+in one round trip; a request-id lookup is one more; the append is sent without waiting
+and its answer read with the COMMIT. So an append is durable when the mutation's block
+ends (the COMMIT's WAL flush, synchronous_commit as the server has it), not when
+``append`` returns: the service acknowledges after the block. Appended events are folded
+at once: if the append is refused (only possible if a writer bypassed the lock), the commit
+fails or anything after the append raises, the fold is dropped (``on_reset``) and rebuilt
+from the table by the next catch-up, so it never holds an event the store does not.
 
 ``submit`` runs its work in a mutation of its own: threads of one process take turns on
 the stream's lock, and PostgreSQL flushes the WAL of transactions committing together in
@@ -179,8 +181,10 @@ class PostgresMutation:
         lines = seal_batch(events, ledger.layout, Head(at.sequence, at.hash), start=at.offset, extra=extra)
         if not lines:
             return []
-        ledger.store.call_append(self.conn, ledger.name, Head(at.sequence, at.hash), lines, request_id, fp)
-        self.appended = True
+        store = ledger.store
+        self.appended = True  # from here on a failure drops the fold: the batch may be in the transaction
+        store.events.send_append(self.conn, store.key, ledger.name, (at.sequence, at.hash), [s.line for s in lines],
+                                 [s.hash for s in lines], [at.hash, *(s.hash for s in lines[:-1])], request_id, fp)
         records = [record_of(stored.line, stored.start, ledger.layout) for stored in lines]
         for record, stored in zip(records, lines):
             if ledger.on_record is not None:

@@ -12,7 +12,8 @@ Everything lives in the ``loopstate`` schema of the database the store URL names
   findable inside the append's own transaction.
 - ``loopstate.streams``: one row per stream, written with its first event, so a project's
   streams are listed without scanning its events.
-- ``loopstate.append(...)``: the append, one statement, so one round trip. It takes a
+- ``loopstate.append(...)``: the append, one statement, so one round trip (and
+  ``loopstate.append_in_section``, the same inside a mutation, raising instead of answering). It takes a
   transaction-scoped advisory lock on ``(project, stream)``, reads the head, and either
   inserts the batch at it or says why not (``conflict``: the head moved; ``duplicate``: this
   request id is already in the stream with this fingerprint; ``reused``: with another one).
@@ -145,6 +146,26 @@ BEGIN
     PERFORM pg_notify('loopstate_' || md5(p_project),
         json_build_object('project', p_project, 'stream', p_stream, 'sequence', p_after + n)::text);
     RETURN QUERY SELECT 'appended'::text, p_after + n, p_hashes[n], p_after + 1, starts[1];
+END
+$$;
+
+-- The append of a mutation, whose answer the client does not wait for: it reads the outcome
+-- only with the COMMIT (one round trip less), so anything but an append aborts the transaction.
+CREATE OR REPLACE FUNCTION loopstate.append_in_section(
+    p_project text, p_stream text, p_after bigint, p_after_hash text,
+    p_lines bytea[], p_hashes text[], p_prevs text[], p_request_id text, p_fingerprint text
+) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT * INTO r FROM loopstate.append(p_project, p_stream, p_after, p_after_hash, p_lines, p_hashes, p_prevs,
+                                          p_request_id, p_fingerprint);
+    IF r.status <> 'appended' THEN
+        RAISE EXCEPTION 'loopstate: % at sequence % of stream %', r.status, r.head_sequence, p_stream
+            USING ERRCODE = 'P0001', HINT = r.status;
+    END IF;
+    RETURN r.head_sequence;
 END
 $$;
 """

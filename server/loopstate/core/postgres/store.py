@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
@@ -27,6 +27,8 @@ from loopstate.core.project import Project, check_stream_name
 
 if TYPE_CHECKING:
     from loopstate.core.snapshot import Codec
+
+T = TypeVar("T")
 
 
 def open_store(url: str, project: Project) -> PostgresStore:
@@ -161,11 +163,18 @@ class PostgresStore:
 
     @contextlib.contextmanager
     def transaction(self, section: str) -> Iterator[Connection]:
+        """This thread's connection in a transaction holding ``section``'s lock. Pipelined: BEGIN,
+        the lock and the first query the caller sends (a catch-up's read) travel in one round
+        trip, and the server runs them in order; each result the caller fetches is a sync."""
         conn = self._conn()
         try:
-            with conn.transaction():
+            with conn.pipeline(), conn.transaction():
                 self.events.lock_section(conn, self.key, section)
                 yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise self.events.lock_timeout_error(self.key, section) from None
+        except psycopg.errors.RaiseException as exc:
+            raise self.events.refusal_of(exc) from None
         except psycopg.OperationalError as exc:
             self.events.drop()
             raise self.events.unreachable(exc, f"finish section {section!r} in") from None
@@ -181,7 +190,7 @@ class PostgresStore:
     def _conn(self) -> Connection:
         return self.events.conn
 
-    def _reading(self, read: Callable[[Connection], Any], doing: str) -> Any:
+    def _reading(self, read: Callable[[Connection], T], doing: str) -> T:
         try:
             return read(self._conn())
         except psycopg.OperationalError as exc:
