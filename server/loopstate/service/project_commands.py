@@ -33,6 +33,7 @@ import msgspec
 from loopstate_protocol import project as proto
 from loopstate_protocol.base import Head
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.runs import KillSwitchState
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id
@@ -94,7 +95,7 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
     return ProjectDone(events=[], head=None, replayed=replayed, project=outcome)
 
 
-def _with_shared(state: proto.KillSwitchState, shared: str | None) -> proto.KillSwitchState:
+def _with_shared(state: KillSwitchState, shared: str | None) -> KillSwitchState:
     """The switches that stand, the shared store's stop among them when it is set."""
     if shared is None:
         return state
