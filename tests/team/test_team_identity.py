@@ -150,3 +150,11 @@ def test_without_a_project_file_the_id_is_the_paths_as_before(root, data_dir):
     assert Project(str(root)).store_file is None
     (root / ".loopstate" / "store.json").write_text('{"url": "jsonl:"}')  # a store and no id: the path's id
     assert Project(str(root)).project_id == project_id_for(str(root.resolve()))
+
+
+@needs_git
+def test_adoption_is_refused_where_the_store_file_sets_the_id(origin, tmp_path, data_dir):
+    clone = tmp_path / "moved"
+    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    error = Cli(clone, data_dir).refused("project", "adopt", str(origin), "--share")
+    assert error["code"] == "CONFLICT" and "store import" in error["message"]
