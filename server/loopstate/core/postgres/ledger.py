@@ -29,6 +29,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.backend import Head, RecordFn, seal_batch
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
 from loopstate.core.errors import LoopstateError
+from loopstate.core.idempotency import RequestIndex
 from loopstate.core.news import News
 from loopstate.core.postgres.rows import check_row, record_of
 from loopstate.core.record import ProgressFn, Record
@@ -46,8 +47,11 @@ class PostgresLedger:
 
     def __init__(
         self, store: PostgresStore, name: str, layout: ChainLayout, *, on_record: RecordFn | None,
-        on_reset: Callable[[], None] | None, announce_history: bool, news_limit: int | None,
+        on_reset: Callable[[], None] | None, announce_history: bool, news_limit: int | None, keep_requests: bool,
     ) -> None:
+        """``keep_requests``: index the request ids folded (core/idempotency.py's RequestIndex,
+        about 11 bytes each), so that ``earlier`` answers a new id without asking the server;
+        without it every lookup is a query."""
         self.store = store
         self.name = name
         self.layout = layout
@@ -58,6 +62,7 @@ class PostgresLedger:
         self.started_from: int | None = None  # no snapshots: a fold starts from the first event
         self._position = Position(0, 0, None)  # after the last folded event: its end, sequence, hash
         self._opened = False
+        self.requests = RequestIndex() if keep_requests else None
         self._using = threading.Lock()  # one mutation or catch-up of this ledger at a time
 
     @property
@@ -90,6 +95,7 @@ class PostgresLedger:
                 for row in page:
                     event, after = check_row(row, self.layout, self._position, self.name)
                     record = Record(event, row.start, after.offset)
+                    self._note(record)
                     if self.on_record is not None:
                         self.on_record(record)
                     self._position = after
@@ -119,9 +125,16 @@ class PostgresLedger:
         with self.mutation() as tx:
             return work(tx)
 
+    def _note(self, record: Record) -> None:
+        request_id = record.event.get(REQUEST_ID)
+        if self.requests is not None and isinstance(request_id, str):
+            self.requests.note(request_id, record.start, record.end)
+
     def _forget(self) -> None:
         self._position = Position(0, 0, None)
         self._opened = False
+        if self.requests is not None:
+            self.requests.clear()
         if self.on_reset is not None:
             self.on_reset()
 
@@ -158,7 +171,15 @@ class PostgresMutation:
         self.appended = False
 
     def earlier(self, request_id: str, fp: str) -> list[Record] | None:
+        """From the ledger's request index when it says the id is new (it has folded every event
+        to the head, under this lock); from the table when the id may be there."""
         ledger = self.ledger
+        if ledger.requests is not None:
+            try:
+                ledger.requests.lookup(request_id, fp, _may_be_there, ledger.layout.sequence_field)
+                return None  # no event was ever noted under this id's tag
+            except _MayBeThere:
+                pass
         store = ledger.store
         found, rows = store.events.request(self.conn, store.key, ledger.name, request_id)
         if not rows:
@@ -187,7 +208,17 @@ class PostgresMutation:
                                  [s.hash for s in lines], [at.hash, *(s.hash for s in lines[:-1])], request_id, fp)
         records = [record_of(stored.line, stored.start, ledger.layout) for stored in lines]
         for record, stored in zip(records, lines):
+            ledger._note(record)
             if ledger.on_record is not None:
                 ledger.on_record(record)
             ledger._position = Position(record.end, stored.sequence, stored.hash)
         return records
+
+
+class _MayBeThere(Exception):
+    """Raised by ``_may_be_there``: the request index has a candidate, so the table is asked."""
+
+
+def _may_be_there(start: int, end: int) -> bytes:
+    """The request index's reader, asked only when a noted event may carry the id."""
+    raise _MayBeThere

@@ -56,10 +56,9 @@ class PostgresStore:
         on_reset: Callable[[], None] | None = None, keep_requests: bool = True, announce_history: bool = True,
         snapshots: Codec | None = None, news_limit: int | None = None,
     ) -> PostgresLedger:
-        """``keep_requests`` and ``snapshots`` are accepted and not needed: request ids are found
-        by the table's index, and a fold starts from the first event (no snapshots yet)."""
+        """``snapshots`` is accepted and not used yet: a fold starts from the first event."""
         return PostgresLedger(self, check_stream_name(name), layout, on_record=on_record, on_reset=on_reset,
-                              announce_history=announce_history, news_limit=news_limit)
+                              announce_history=announce_history, news_limit=news_limit, keep_requests=keep_requests)
 
     def head(self, name: str, layout: ChainLayout) -> Head:
         row = self._reading(lambda conn: self.events.head(conn, self.key, name), f"read stream {name!r} from")
