@@ -12,6 +12,8 @@ Everything lives in the ``loopstate`` schema of the database the store URL names
   findable inside the append's own transaction.
 - ``loopstate.streams``: one row per stream, written with its first event, so a project's
   streams are listed without scanning its events.
+- ``loopstate.stops``: the project's kill switch while it is set (``StopSwitch``), one row.
+- ``loopstate.quarantine``: what ``recover`` set aside (a damaged suffix, rows as they were).
 - ``loopstate.append(...)``: the append, one statement, so one round trip (and
   ``loopstate.append_in_section``, the same inside a mutation, raising instead of answering). It takes a
   transaction-scoped advisory lock on ``(project, stream)``, reads the head, and either
@@ -69,6 +71,26 @@ CREATE TABLE IF NOT EXISTS loopstate.events (
 
 CREATE INDEX IF NOT EXISTS events_request
     ON loopstate.events (project, stream, request_id) WHERE request_id IS NOT NULL;
+
+-- Rows set aside by ``loopstate recover``: the damaged suffix of a stream, as it was.
+CREATE TABLE IF NOT EXISTS loopstate.quarantine (
+    project    text        NOT NULL,
+    stream     text        NOT NULL,
+    sequence   bigint      NOT NULL,
+    event_hash text        NOT NULL,
+    start      bigint      NOT NULL,
+    line       bytea       NOT NULL,
+    reason     text        NOT NULL,
+    moved_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The project's kill switch, set from any machine: a row while it is set.
+CREATE TABLE IF NOT EXISTS loopstate.stops (
+    project text        PRIMARY KEY,
+    reason  text        NOT NULL,
+    set_by  text        NOT NULL,
+    set_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
 
 CREATE TABLE IF NOT EXISTS loopstate.streams (
     project    text        NOT NULL,

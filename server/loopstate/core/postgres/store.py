@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
@@ -19,11 +19,13 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.backend import EMPTY, ChangeFn, Head, HeadConflict, RecordFn, StoredEvent, verify_chain
 from loopstate.core.chain import ChainError, ChainLayout, Position
 from loopstate.core.errors import LoopstateError
-from loopstate.core.postgres.events import Connection, Events, Outcome
+from loopstate.core.postgres.events import Connection, Events, Outcome, client_name
 from loopstate.core.postgres.feed import NotifyFeed
 from loopstate.core.postgres.ledger import PostgresLedger
 from loopstate.core.postgres.rows import check_row, rebase, request_of
+from loopstate.core.postgres.schema import channel_for
 from loopstate.core.project import Project, check_stream_name
+from loopstate.core.record import ProgressFn
 
 if TYPE_CHECKING:
     from loopstate.core.snapshot import Codec
@@ -183,6 +185,81 @@ class PostgresStore:
 
     def close(self) -> None:
         self.events.close()
+
+    # capabilities --------------------------------------------------------------------------
+
+    def verify_stream(self, name: str, layout: ChainLayout, progress: ProgressFn | None = None) -> dict[str, Any]:
+        """Every event re-checked from the first (``verify_chain``'s rules); a report, never a raise
+        for damage: ``ok``, how far it held (``events``, ``sequence``, ``hash``, ``bytes``), the first error."""
+        report: dict[str, Any] = {"stream": name, "ok": True}
+        head = EMPTY
+        offset = 0
+        try:
+            for stored in self.read(name, layout):
+                head, offset = Head(stored.sequence, stored.hash), stored.end
+        except ChainError as exc:
+            report.update(ok=False, error={"code": exc.code.value, "offset": exc.offset, "sequence": exc.sequence,
+                                           "reason": exc.reason})
+        except LoopstateError as exc:
+            if exc.code is ErrorCode.STORE_IO_ERROR:
+                raise
+            report.update(ok=False, error={"code": exc.code.value, "offset": offset, "sequence": head.sequence + 1,
+                                           "reason": exc.message})
+        report.update(events=head.sequence, sequence=head.sequence, hash=head.hash, bytes=offset)
+        return report
+
+    def recover_stream(self, name: str, layout: ChainLayout) -> dict[str, Any]:
+        """Keep the verified prefix: the rows after it move to ``loopstate.quarantine`` (as they
+        were, with the reason), in one transaction holding the stream's lock."""
+        with self.transaction(name) as conn:
+            report = self.verify_stream(name, layout)
+            if report["ok"]:
+                return {"stream": name, "action": "none", "events": report["events"]}
+            kept, reason = report["sequence"], report["error"]["reason"]
+            row = conn.execute(
+                "WITH gone AS (DELETE FROM loopstate.events WHERE project = %s AND stream = %s AND sequence > %s "
+                "RETURNING sequence, event_hash, start, line), "
+                "moved AS (INSERT INTO loopstate.quarantine (project, stream, sequence, event_hash, start, line, reason) "
+                "SELECT %s, %s, sequence, event_hash, start, line, %s FROM gone RETURNING 1) "
+                "SELECT count(*) FROM moved",
+                (self.key, name, kept, self.key, name, reason),
+            ).fetchone()
+            moved = int(row[0]) if row is not None else 0
+        return {"stream": name, "action": "recovered", "events": kept, "quarantined_events": moved, "reason": reason}
+
+    def quarantined(self, name: str) -> list[dict[str, Any]]:
+        """What ``recover_stream`` set aside from ``name``: offset, length and SHA-256 of each row."""
+        rows = self._reading(lambda conn: conn.execute(
+            "SELECT start, octet_length(line), encode(sha256(line), 'hex'), reason, moved_at FROM loopstate.quarantine "
+            "WHERE project = %s AND stream = %s ORDER BY moved_at, sequence", (self.key, name)).fetchall(), "read")
+        return [{"offset": start, "length": length, "sha256": digest, "reason": reason, "time": moved.isoformat()}
+                for start, length, digest, reason, moved in rows]
+
+    def stopped(self) -> dict[str, str] | None:
+        """The project's kill switch as set through any machine, or None. Inside a thread's
+        section it reads in that transaction, so a check and the append it allows commit together."""
+        row = self._reading(lambda conn: conn.execute(
+            "SELECT reason, set_by, set_at FROM loopstate.stops WHERE project = %s", (self.key,)).fetchone(), "read")
+        if row is None:
+            return None
+        reason, by, at = row
+        return {"by": str(by), "state": "present", "reason": str(reason), "time": at.isoformat(), "store": self.url}
+
+    def set_stop(self, reason: str) -> None:
+        """Set the switch (again: the newest reason wins) and wake every feed of the project."""
+        def write(conn: Connection) -> None:
+            conn.execute(
+                "INSERT INTO loopstate.stops (project, reason, set_by) VALUES (%s, %s, %s) ON CONFLICT (project) "
+                "DO UPDATE SET reason = excluded.reason, set_by = excluded.set_by, set_at = clock_timestamp()",
+                (self.key, reason, client_name()))
+            conn.execute("SELECT pg_notify(%s, %s)", (channel_for(self.key), '{"stop": true}'))
+        self._reading(write, "set the kill switch in")
+
+    def clear_stop(self) -> None:
+        def clear(conn: Connection) -> None:
+            conn.execute("DELETE FROM loopstate.stops WHERE project = %s", (self.key,))
+            conn.execute("SELECT pg_notify(%s, %s)", (channel_for(self.key), '{"stop": false}'))
+        self._reading(clear, "clear the kill switch in")
 
     # helpers -------------------------------------------------------------------------------
 

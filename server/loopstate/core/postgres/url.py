@@ -1,21 +1,21 @@
-"""Store URLs: which ones mean PostgreSQL, and how to name one in a message without its password."""
+"""A store URL named in a message without its password.
+
+core/stores.py's ``redacted`` hides a password in the user part; a libpq URL may also carry
+one as a ``password=`` parameter, and this hides both, so no error, log line or report of
+the PostgreSQL store ever prints one.
+"""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-SCHEMES = ("postgresql", "postgres")
-
-
-def is_postgres_url(url: str) -> bool:
-    """Whether ``url`` selects the PostgreSQL store (``postgresql://`` or ``postgres://``)."""
-    return urlsplit(url).scheme.lower() in SCHEMES if "://" in url else False
-
 
 def redact(url: str) -> str:
-    """The URL with any password taken out (in the user part or a ``password=`` parameter),
-    safe to print in an error, a log line or ``loopstate doctor``."""
-    parts = urlsplit(url)
+    """The URL with any password replaced by ``***`` (in the user part or a ``password=`` parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a store URL that cannot be parsed>"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
