@@ -76,7 +76,12 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
     try:
         shared = shared_stop.set_stop(root, command.reason)
     except LoopstateError as error:  # the store is down: the local switch still goes up and denies here
-        halt_project(service, root, command.actor, request_id=request_id, reason=command.reason)
+        try:
+            halt_project(service, root, command.actor, request_id=request_id, reason=command.reason)
+        except LoopstateError:
+            from loopstate.service.runs_effects import create_project_kill_switch
+
+            create_project_kill_switch(root, "created by `loopstate run stop`\n")  # the runs' halts need the store
         raise LoopstateError(error.code, f"the kill switch is set in this work tree and denies on this machine, but "
                              f"the shared store could not record the stop, so other machines do not see it: "
                              f"{error.message}; run `loopstate run stop` again when the store answers",
