@@ -28,7 +28,9 @@ def test_jsonl_to_postgresql_and_back_keeps_every_byte(local, root, tmp_path, te
     assert exported["copied"] > 0 and exported["target"].startswith("postgresql:")
 
     # The store file makes PostgreSQL this project's store, on this machine and on another one (its own data dir).
-    local.json("init", "--store", team_url)
+    assert local.json("init", "--store", team_url)["local_streams"] == len(exported["streams"])
+    said = local.ok("init", "--store", team_url)
+    assert f"store import --from {tmp_path / 'local'}" in said  # the local history is named, with its copy
     on_pg = Cli(root, tmp_path / "elsewhere")
     again = local.json("store", "import", "--from", str(tmp_path / "local"))  # PG is this project's store now
     assert again["copied"] == 0 and {c["action"] for c in again["streams"]} == {"up_to_date"}

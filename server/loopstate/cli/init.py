@@ -47,6 +47,9 @@ def cmd_init(args: argparse.Namespace) -> int:
               "commit it, so every clone is this project")
         print(f"{done['gitignore']} now ignores .loopstate/ but the store file" if done["gitignore_added"]
               else f"{done['gitignore']} already ignores .loopstate/ but the store file")
+        if done["store"] != "jsonl:" and done["local_streams"]:
+            print(f"this machine's data dir holds {done['local_streams']} stream(s) of the project: copy them into "
+                  f"the shared store with `loopstate store import --from {done['data_dir']}`")
         return 0
     print(f"added .loopstate/ to {done['gitignore']}" if done["gitignore_added"]
           else f"{done['gitignore']} already ignores .loopstate/")

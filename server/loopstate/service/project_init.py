@@ -101,7 +101,9 @@ def init_project(root: str, *, force: bool = False, store: str | None = None, sh
     if action != "kept":
         safefs.ensure_dir(file_path.parent, project)
         safefs.atomic_write(file_path, project, encode_store_file(content))
+    local = Project(str(project))  # its streams in this machine's data dir: what `store import` would bring in
     done.update(store_file=str(file_path), store_file_action=action, store=redact(content.url),
+                data_dir=str(local.data_dir), local_streams=len(local.stream_names()),
                 gitignore_added=_ignore_state_keep_store_file(gitignore))
     return done
 
