@@ -28,7 +28,8 @@ and named here), the same functions whatever the store, so ``loopstate verify``
 checks one chain on any of them and a project moved between stores keeps every
 hash. What a store can do beyond the contract is a capability, found with
 ``isinstance`` against a ``runtime_checkable`` protocol (``Quarantines``,
-``Recovers``, ``StopSwitch``).
+``Recovers``, ``StopSwitch``, and ``LocalFile`` for a ledger whose stream is a
+local JSONL file).
 
 The shape is that of an event-sourcing recorder interface (a few methods, typed
 records, one shared test suite), in loopstate's terms: streams with hash chains,
@@ -57,6 +58,7 @@ from loopstate.core.record import ProgressFn, Record
 if TYPE_CHECKING:
     from loopstate.core.project import Project
     from loopstate.core.snapshot import Codec
+    from loopstate.core.stream import Stream
 
 T = TypeVar("T")
 RecordFn = Callable[[Record], None]
@@ -117,6 +119,7 @@ class StreamLedger(Protocol):
     through ``on_record`` (``on_reset`` drops the fold when the stream was replaced by a
     re-chaining command, before it is folded again from its first event)."""
 
+    project: Project
     name: str
     on_record: RecordFn | None
     started_from: int | None
@@ -258,6 +261,18 @@ class Recovers(Protocol):
     def recover_stream(self, name: str, layout: ChainLayout) -> dict[str, Any]:
         """Keep the verified prefix as the stream and set the damaged rest aside; what was done."""
         ...
+
+
+@runtime_checkable
+class LocalFile(Protocol):
+    """A ``StreamLedger`` whose stream is a JSONL file on this machine (``core/stream.Stream``).
+
+    What only such a stream has uses this: the Merkle tree kept beside the file
+    (``service/tree_heads``), reading claims back by byte offset, and the commands that
+    re-chain a stream by replacing its file (purge, recover). Check once, with ``isinstance``,
+    where the ledger is opened."""
+
+    stream: Stream
 
 
 @runtime_checkable

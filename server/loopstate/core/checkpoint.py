@@ -19,7 +19,6 @@ fsync its folder, before they replace the stream (``drop``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -29,6 +28,7 @@ import msgspec
 
 from loopstate.core import canonical, safefs, verified_mark
 from loopstate.core.chain import ChainError, Position, check_line
+from loopstate.core.live_integrity import digest_of_prefix
 from loopstate.core.stream import Stream
 
 # Write a new checkpoint once this many verified bytes lie past the old one.
@@ -233,7 +233,7 @@ class _PrefixDigest:
 
     def _compute(self, fd: int, owned: bool) -> None:
         try:
-            self._digest = _digest_of_prefix(fd, self._checkpoint.offset)
+            self._digest = digest_of_prefix(fd, self._checkpoint.offset)
         except BaseException as exc:  # handed to checked(), in the caller's thread
             self._error = exc
         finally:
@@ -257,19 +257,6 @@ class _PrefixDigest:
             )
         self._verified = True
         return self._digest
-
-
-def _digest_of_prefix(fd: int, end: int):
-    """SHA-256 of bytes [0, end): hashlib on 1 MiB blocks, without holding the GIL."""
-    digest = hashlib.sha256()
-    offset = 0
-    while offset < end:
-        block = os.pread(fd, min(1 << 20, end - offset), offset)
-        if not block:
-            break
-        digest.update(block)
-        offset += len(block)
-    return digest
 
 
 def current(stream: Stream, last_line_start: int) -> Checkpoint | None:

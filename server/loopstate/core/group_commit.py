@@ -6,8 +6,8 @@ meanwhile joining the same group, and makes it durable with one write and one
 fsync; every caller returns only after that fsync, and if the write fails every
 caller in the group gets the error and none of their events is kept. A
 long-lived server is what needs it (``Ledger.submit``), so a one-command process
-never imports it. Split out of ``core/ledger.py``, whose mutation and flush it
-drives.
+never imports it. It drives a ledger's mutation and flush through the public
+methods ``Host`` names, and imports no ledger.
 
 A new leader first lets the group gather: when the group before it held more
 jobs than are queued now, it waits (releasing the GIL) until as many have
@@ -23,13 +23,29 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from loopstate.core.ledger import Ledger
-    from loopstate.core.mutation import Mutation
+from loopstate.core.mutation import Mutation
 
 T = TypeVar("T")
+
+
+class Host(Protocol):
+    """What a group commit asks of its ledger (``core/ledger.py``)."""
+
+    def mutation(self) -> AbstractContextManager[Mutation]:
+        """The ledger's exclusive section."""
+        ...
+
+    def flush_staged(self) -> float:
+        """Inside the section: make every staged line durable with one write and one fsync, and
+        return the seconds they took; on failure nothing staged or folded is kept."""
+        ...
+
+    def forget_unwritten(self) -> None:
+        """Inside the section: drop what was staged and folded but never written."""
+        ...
 
 
 class _Job(Generic[T]):
@@ -51,7 +67,7 @@ class _Job(Generic[T]):
 class GroupCommit:
     """One ledger's queue of work from this process's threads, and whether a leader is running it."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Host) -> None:
         self.ledger = ledger
         self._group = threading.Condition(threading.Lock())
         self._queue: list[_Job[Any]] = []
@@ -117,17 +133,14 @@ class GroupCommit:
                         with self._group:
                             batch += self._queue
                             self._queue = []
-                    vouched = ledger._vouched_before_write()
-                    started = time.monotonic()
-                    ledger.stream.flush()
-                    self._last_flush = time.monotonic() - started
-                    self._last_size = len(batch)
                 except BaseException:
-                    # Folded but never written (the write failed, or the group was
-                    # interrupted): drop it all and rebuild from the file.
-                    ledger._forget_unwritten()
+                    # Folded but never written (the group was interrupted): drop it all
+                    # and rebuild from the file.
+                    ledger.forget_unwritten()
                     raise
-                ledger._after_flush(vouched)
+                # One write and one fsync for the whole group (a failed one keeps nothing).
+                self._last_flush = ledger.flush_staged()
+                self._last_size = len(batch)
         except BaseException as exc:
             for job in batch:
                 job.error = exc

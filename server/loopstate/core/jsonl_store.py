@@ -120,7 +120,7 @@ class JsonlStore:
             yield
 
     def changes(self, names: Sequence[str] | None = None, on_change: ChangeFn | None = None) -> FolderFeed:
-        return FolderFeed(self.project.dir / "streams", self.project.data_dir, names, on_change)
+        return FolderFeed(self.project.dir / "streams", names, on_change)
 
     def close(self) -> None:
         with self._guard:
@@ -153,12 +153,11 @@ class FolderFeed:
     the watch moves down as folders appear (each such move is also a wake: a spurious one
     costs a catch-up that finds nothing)."""
 
-    def __init__(self, folder: Path, floor: Path, names: Sequence[str] | None, on_change: ChangeFn | None) -> None:
+    def __init__(self, folder: Path, names: Sequence[str] | None, on_change: ChangeFn | None) -> None:
         from watchdog.events import FileSystemEvent, FileSystemEventHandler
         from watchdog.observers import Observer
 
         self._folder = folder
-        self._floor = floor
         self._names = None if names is None else frozenset(names)
         self._on_change = on_change
         self._changed = threading.Event()
@@ -177,10 +176,10 @@ class FolderFeed:
         self._arm()
 
     def _arm(self) -> None:
-        """Watch the streams folder, or its nearest existing ancestor down to the data dir's parent."""
+        """Watch the streams folder, or, until it exists, its nearest existing ancestor."""
         with self._guard:
             target = self._folder
-            while not target.is_dir() and target != self._floor.parent and target.parent != target:
+            while not target.is_dir() and target.parent != target:
                 target = target.parent
             if target == self._watched:
                 return

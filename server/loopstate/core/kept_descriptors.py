@@ -5,9 +5,10 @@ pays no open, close and checks each time; a server that has touched hundreds
 of streams (one per run or goal) must still not run out of descriptors. This
 is the budget: a process-wide recency list of ledgers, of which the least
 recently mutated idle ones beyond KEPT_OPEN close theirs (they reopen, fully
-checked, on their next mutation). Split out of ``core/ledger.py``, whose
-``Scope`` (``core/mutation.py``) calls ``keep_open`` as a mutation begins; it
-uses the ledger's own ``_using`` lock and ``_close_kept``.
+checked, on their next mutation). A ledger (``core/ledger.py``) calls
+``keep_open`` as its mutation begins; this module knows a ledger only as a
+``Keeper``, whose ``close_if_idle`` closes its descriptors unless a mutation
+holds it.
 """
 
 from __future__ import annotations
@@ -15,27 +16,33 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from loopstate.core.ledger import Ledger
+
+class Keeper(Protocol):
+    """What keeps descriptors open between mutations (a ``Ledger``)."""
+
+    def close_if_idle(self) -> bool:
+        """Close the kept descriptors unless a mutation holds them; whether they were closed."""
+        ...
+
 
 # At most this many ledgers keep their lock and stream descriptors open between mutations:
 # a server that has touched hundreds of streams (one per run or goal) must not
 # run out of descriptors. The least recently mutated idle ones close first.
 KEPT_OPEN = 64
 _kept_lock = threading.Lock()
-_kept: "OrderedDict[int, weakref.ref[Ledger]]" = OrderedDict()
-_most_recent: "weakref.ref[Ledger] | None" = None
+_kept: "OrderedDict[int, weakref.ref[Keeper]]" = OrderedDict()
+_most_recent: "weakref.ref[Keeper] | None" = None
 
 
-def keep_open(ledger: Ledger) -> None:
-    """Mark ``ledger`` (whose ``_using`` the caller holds) most recently used; close the
+def keep_open(ledger: Keeper) -> None:
+    """Mark ``ledger`` (which a mutation of the caller's holds) most recently used; close the
     kept descriptors of the least recently used idle ledgers beyond KEPT_OPEN.
 
     The common case, one busy stream mutated again, is one reference compare
     without the lock: another thread can only make another ledger the most
-    recent meanwhile, and never closes one whose ``_using`` is held.
+    recent meanwhile, and never closes one a mutation holds (``close_if_idle``).
     """
     global _most_recent
     recent = _most_recent
@@ -57,10 +64,6 @@ def keep_open(ledger: Ledger) -> None:
             if other is None:
                 del _kept[key]
                 excess -= 1
-            elif other is not ledger and other._using.acquire(blocking=False):
-                try:
-                    other._close_kept()
-                finally:
-                    other._using.release()
+            elif other is not ledger and other.close_if_idle():
                 del _kept[key]
                 excess -= 1

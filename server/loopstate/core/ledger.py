@@ -6,12 +6,14 @@ projection when the file was replaced by a re-chaining command. The ledger
 calls them for every event exactly once, in order, whether the event came from
 this process or another.
 
-A Ledger is used by one thread at a time, except through ``submit``: that is
-the group commit (``core/group_commit.py``), where threads of one process that
-want to mutate the same stream share one write and one fsync. A mutation
-itself, the lock taken and what a caller may do under it, is
-``core/mutation.py``; the per-process budget of kept descriptors,
-``core/kept_descriptors.py``.
+A Ledger is the JSONL store's ``StreamLedger`` (``core/backend.py``). It is used
+by one thread at a time, except through ``submit``: that is the group commit
+(``core/group_commit.py``), where threads of one process that want to mutate the
+same stream share one write and one fsync. What a caller may do under the lock
+is ``core/mutation.py``'s ``Mutation``; the per-process budget of kept
+descriptors, ``core/kept_descriptors.py``. Those modules import no ledger: they
+call the public methods of the mutation section below (``begin_mutation`` to
+``close_if_idle``), which are there for them, not for the ledger's owner.
 """
 
 from __future__ import annotations
@@ -19,20 +21,25 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from array import array
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, checkpoint, quarantine, request_file, safefs, snapshot, verified_mark
 from loopstate.core.chain import REQUEST_ID, ChainLayout, Position
 from loopstate.core.clock import format_time, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import Applied, RequestIndex
+from loopstate.core.kept_descriptors import keep_open
 from loopstate.core.live_integrity import Seen, seen_in
 from loopstate.core.lock import StoreLock
 from loopstate.core.mutation import Mutation, Scope
 from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
-from loopstate.core.stream import ProgressFn, Record, Stream
+from loopstate.core.record import ProgressFn, Record
+from loopstate.core.stream import Stream
 
 if TYPE_CHECKING:
     from loopstate.core.group_commit import GroupCommit
@@ -83,7 +90,7 @@ class Ledger:
 
         A catch-up outside a mutation (``refresh``, ``catch_up``: a reader's) folds but
         does not index request ids: only a mutation's lookup or append needs them, so
-        the requests read since are indexed at the next one (``_complete_index``), and a
+        the requests read since are indexed at the next one (``complete_index``), and a
         reader that never writes (idle snapshots included) holds no index growing with
         the stream."""
         self.project = project
@@ -182,12 +189,13 @@ class Ledger:
         from_zero = stream.position.offset == 0
         fresh = News(self.news_limit)
         add = fresh.add if collect else None  # not collected: not news either (no count, no bounds)
-        # What _fold does, with its lookups hoisted out of the loop: a cold open
+        # What fold does, with its lookups hoisted out of the loop: a cold open
         # runs this once per event of the stream.
         # Noted as read only while no earlier range waits to be indexed (that range then
         # just grows, and is indexed in one pass when a lookup or an append needs it).
-        noting = self.requests is not None and index and self._requests_deferred_from is None
-        note = self.requests.note if noting else None
+        requests = self.requests
+        noting = requests is not None and index and self._requests_deferred_from is None
+        note = requests.note if requests is not None and noting else None
         if self.requests is not None and not noting and self._requests_deferred_from is None:
             self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
@@ -365,7 +373,8 @@ class Ledger:
         if self.on_reset is not None:
             self.on_reset()
 
-    def _fold(self, record: Record) -> None:
+    def fold(self, record: Record) -> None:
+        """Fold one staged record into the owner's projection and the request index (``Mutation``'s)."""
         event = record.event
         self._last_line_start = record.start
         if self.requests is not None and REQUEST_ID in event:
@@ -408,6 +417,85 @@ class Ledger:
         """
         return Scope(self)
 
+    # the mutation section: what Scope, Mutation and GroupCommit call -----------------------
+
+    def begin_mutation(self) -> Mutation:
+        """This process's threads kept out of each other's way (``_using``), then the stream's
+        exclusive lock, then ``_prepare``; on any failure both are let go again."""
+        if not self._using.acquire(timeout=self.project.lock_timeout):
+            raise LoopstateError(
+                ErrorCode.LOCK_TIMEOUT,
+                f"timed out after {self.project.lock_timeout:g}s waiting for stream {self.name!r}: another "
+                "thread of this process is mutating it (use Ledger.submit to share a ledger between threads)",
+                stream=self.name,
+            )
+        try:
+            keep_open(self)
+            self._lock.exclusive(defer_create=True)
+            try:
+                return self._prepare()
+            except BaseException:
+                self._lock.release()
+                raise
+        except BaseException:
+            self._using.release()
+            raise
+
+    def end_mutation(self) -> None:
+        """Release the exclusive lock and the ledger, then write a snapshot taken under the lock."""
+        try:
+            self._lock.release()
+        finally:
+            self._using.release()
+        self._write_taken_snapshot()
+
+    def earlier(self, request_id: str, fp: str) -> list[Record] | None:
+        """The records of an exact earlier request (None: a new id); REQUEST_ID_REUSED for a
+        changed one. The index is complete (``complete_index``) and the lock held."""
+        requests = self.requests
+        assert requests is not None
+        applied = requests.lookup(request_id, fp, self.stream.read_line_at, self.stream.layout.sequence_field)
+        return None if applied is None else self.records_of(applied)
+
+    def stage(self, events: list[dict[str, Any]], extra: dict[str, Any] | None) -> list[Record]:
+        """Seal ``events`` (with ``extra``'s fields) after the staged head, in memory; a mutation
+        founding the stream makes the store first (``_publish``)."""
+        self._publish()
+        return self.stream.stage(events, extra)
+
+    def stage_sealed(self, lines: list[bytes]) -> list[Record]:
+        """Stage lines sealed elsewhere once they are checked to follow the staged head."""
+        self._publish()
+        return self.stream.stage_sealed(lines)
+
+    def commit(self, records: list[Record]) -> None:
+        """Fold ``records`` (staged by this mutation) and write every staged line with one write
+        and one fsync; if the fold, the write or the fsync fails, nothing folded is kept
+        (``forget_unwritten``). Then the verified mark, and a checkpoint or snapshot when due."""
+        vouched = self._vouched_before_write()
+        try:
+            for record in records:
+                self.fold(record)
+            self.stream.flush()
+        except BaseException:
+            self.forget_unwritten()
+            raise
+        self._after_flush(vouched)
+
+    def flush_staged(self) -> float:
+        """A group commit's write: every staged (and already folded) line in one write and one
+        fsync, then as ``commit``; returns the seconds the write and fsync took."""
+        try:
+            vouched = self._vouched_before_write()
+            started = time.monotonic()
+            self.stream.flush()
+            took = time.monotonic() - started
+        except BaseException:
+            self.forget_unwritten()
+            raise
+        self._after_flush(vouched)
+        return took
+
     def _prepare(self) -> Mutation:
         """Under the exclusive lock: catch up, cut a torn tail, sweep our temps.
 
@@ -448,7 +536,7 @@ class Ledger:
         if self._lock.founded:
             self._lock.publish()
 
-    def _complete_index(self) -> None:
+    def complete_index(self) -> None:
         """Make the request index hold every request of the stream: those before a snapshot
         start (``_complete_requests``) and those catch-ups left unindexed (``_index_deferred``).
         Under the exclusive lock, caught up, before anything is staged: at a mutation's first
@@ -467,6 +555,17 @@ class Ledger:
         self._lock.close()
         self.stream.close()
         self._marks.close()
+
+    def close_if_idle(self) -> bool:
+        """Close the kept descriptors unless a mutation holds this ledger; whether they were
+        closed (``kept_descriptors``' budget, for ledgers other than the one it is marking)."""
+        if not self._using.acquire(blocking=False):
+            return False
+        try:
+            self._close_kept()
+        finally:
+            self._using.release()
+        return True
 
     def _vouched_before_write(self) -> bool:
         """Whether every byte before the head is vouched for, as the file is now (under the
@@ -565,7 +664,7 @@ class Ledger:
             if written:
                 self._snapshot_bytes = written
 
-    def _forget_unwritten(self) -> None:
+    def forget_unwritten(self) -> None:
         """Staged events were folded but never became durable: rebuild from the file
         as a first open does, from the checkpoint when there is one, and without
         handing the events already there out again as news."""

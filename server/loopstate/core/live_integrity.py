@@ -29,15 +29,35 @@ long-lived process*).
 
 from __future__ import annotations
 
+import hashlib
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Generator
+from typing import Any, NamedTuple, Protocol
 
 from loopstate.core import canonical
 from loopstate.core.chain import ChainError, ChainLayout, Position, check_line
 from loopstate.core.errors import LoopstateError
+from loopstate.core.record import Record
 
-if TYPE_CHECKING:
-    from loopstate.core.stream import Stream
+
+class Verified(Protocol):
+    """The stream whose verified bytes are watched (``core/stream.Stream``): this module needs
+    its head, its running digest and a fresh reader of the same file, nothing else of it."""
+
+    name: str
+    layout: ChainLayout
+    position: Position
+    digest: Any
+
+    def prefix_digest(self) -> str | None: ...
+
+    def take_digest(self, digest: Any, offset: int) -> None: ...
+
+    def reopened(self) -> Verified:
+        """A new reader of the same file, with nothing verified yet."""
+        ...
+
+    def read_new(self) -> Generator[Record, None, None]: ...
 
 # The head line is found by reading back from the head this many bytes at a time (growing).
 _TAIL_WINDOW = 4096
@@ -80,7 +100,7 @@ class LiveIntegrity:
         """Another file, or a head moved by hand: nothing seen yet."""
         self.seen = self.broken = None
 
-    def check(self, stream: "Stream", fd: int, info: os.stat_result) -> None:
+    def check(self, stream: Verified, fd: int, info: os.stat_result) -> None:
         """Raise CORRUPT_LEDGER if bytes ``stream`` verified in this file (``fd``,
         ``info``: the same device and inode, at least as long as the head) changed."""
         now = seen_in(info)
@@ -102,15 +122,13 @@ class LiveIntegrity:
         self.seen = now
 
 
-def _first_changed_record(stream: "Stream") -> ChainError | None:
+def _first_changed_record(stream: Verified) -> ChainError | None:
     """The diagnostic a full verify gives for the first bad record before the head (None:
     every record up to it verifies, so what changed is not one record; the caller says what).
 
     Paid once, when a change is found: a fresh verifying read from byte 0.
     """
-    from loopstate.core.stream import Stream  # stream imports this module
-
-    fresh = Stream(stream.base, stream.name, stream.layout)
+    fresh = stream.reopened()
     reads = fresh.read_new()
     try:
         for record in reads:
@@ -123,7 +141,7 @@ def _first_changed_record(stream: "Stream") -> ChainError | None:
     return None
 
 
-def _prefix_changed(stream: "Stream", fd: int) -> str | None:
+def _prefix_changed(stream: Verified, fd: int) -> str | None:
     """Why the bytes before the head are not the verified ones (None: they are): one
     SHA-256 pass over them, against the running prefix digest the stream keeps.
 
@@ -142,12 +160,10 @@ def _prefix_changed(stream: "Stream", fd: int) -> str | None:
             "are not the ones that were verified (an edit in place)")
 
 
-def _chain_changed(stream: "Stream") -> str | None:
+def _chain_changed(stream: Verified) -> str | None:
     """Why a fresh verify of ``[0, head)`` does not end at the verified head (None: it does)."""
-    from loopstate.core.stream import Stream  # stream imports this module
-
     head = stream.position
-    fresh = Stream(stream.base, stream.name, stream.layout)
+    fresh = stream.reopened()
     reads = fresh.read_new()
     last = None
     try:
@@ -170,13 +186,24 @@ def _chain_changed(stream: "Stream") -> str | None:
 
 def prefix_sha256(fd: int, end: int) -> str:
     """SHA-256 hex of bytes [0, end) of ``fd``, computed the way checkpoints compute theirs."""
-    # Imported here: checkpoint imports stream, which imports this module.
-    from loopstate.core.checkpoint import _digest_of_prefix
-
-    return _digest_of_prefix(fd, end).hexdigest()
+    return str(digest_of_prefix(fd, end).hexdigest())
 
 
-def _head_line_changed(stream: "Stream", fd: int) -> str | None:
+def digest_of_prefix(fd: int, end: int) -> Any:
+    """SHA-256 (the hashlib object) of bytes [0, end): hashlib on 1 MiB blocks, without holding
+    the GIL. The one way every prefix digest is computed: here and by checkpoints."""
+    digest = hashlib.sha256()
+    offset = 0
+    while offset < end:
+        block = os.pread(fd, min(1 << 20, end - offset), offset)
+        if not block:
+            break
+        digest.update(block)
+        offset += len(block)
+    return digest
+
+
+def _head_line_changed(stream: Verified, fd: int) -> str | None:
     """Why the line ending at the verified head is no longer the head event (None: it is)."""
     head = stream.position
     found = _line_ending_at(fd, head.offset)
@@ -214,4 +241,4 @@ def verified_line(line: bytes, start: int, layout: ChainLayout, name: str, seque
         checked = check_line(line, layout, Position(start, sequence - 1, event.get(layout.prev_field)), name)
     except (LoopstateError, ValueError):  # a changed line: any verdict but the head's is a change
         return False
-    return checked[layout.hash_field] == hash_
+    return bool(checked[layout.hash_field] == hash_)

@@ -94,6 +94,7 @@ def recover_stream(project: Project, stream: Stream, export_dir: str | None = No
         return result
     if plan["action"] == "cut_torn_tail":
         torn = stream.torn
+        assert torn is not None  # what the plan found
         quarantine.record(project.dir, stream.name, {
             "offset": torn.offset, "length": torn.length, "sha256": torn.sha256,
             "reason": torn.reason, "at": format_time(system_clock()),

@@ -83,7 +83,8 @@ class RequestFile:
     def __getitem__(self, index: int) -> int:
         """The word at ``index`` (a ``pread`` of 8 bytes): what ``bisect`` probes."""
         assert self._fd is not None
-        return _WORD.unpack(os.pread(self._fd, 8, self._base + 8 * index))[0]
+        word: int = _WORD.unpack(os.pread(self._fd, 8, self._base + 8 * index))[0]
+        return word
 
     def candidates(self, tag: int) -> list[int]:
         """Offsets of the words with this tag (``tag``: the word with offset 0), earliest first."""
@@ -116,7 +117,7 @@ class RequestFile:
         self.close()
 
 
-def save(stream: Stream, binding: Checkpoint, words: array, offset_bits: int) -> int:
+def save(stream: Stream, binding: Checkpoint, words: array[int], offset_bits: int) -> int:
     """Write the file of ``words`` (sorted: every request before ``binding``'s head; the
     caller holds the exclusive lock); returns its size in bytes."""
     data = words.tobytes() if sys.byteorder == "little" else _swapped(words)
@@ -131,7 +132,7 @@ def save(stream: Stream, binding: Checkpoint, words: array, offset_bits: int) ->
     return _PREAMBLE.size + len(header) + len(data)
 
 
-def _swapped(words: array) -> bytes:
+def _swapped(words: array[int]) -> bytes:
     copy = array("Q", words)
     copy.byteswap()
     return copy.tobytes()

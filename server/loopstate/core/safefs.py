@@ -471,7 +471,7 @@ def unlink_durably(path: Path, base: Path) -> bool:
     return True
 
 
-def remove_orphan_temps(folder: Path, for_name: str | None = None) -> list[str]:
+def remove_orphan_temps(folder: str | Path, for_name: str | None = None) -> list[str]:
     """Remove strictly named temp files of ours left by a crash; returns their names.
 
     With ``for_name`` only the temps of that one target (``<for_name>`` plus our

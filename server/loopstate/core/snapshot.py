@@ -204,5 +204,7 @@ def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any, int] | None:
         data = safefs.read_file(path_for(stream), stream.base)
     except (OSError, LoopstateError):  # unreadable, or not a safe regular file: not used
         return None
-    decoded = None if not data else decode(data, stream.name, codec)
+    if not data:
+        return None
+    decoded = decode(data, stream.name, codec)
     return None if decoded is None else (*decoded, len(data))

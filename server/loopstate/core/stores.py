@@ -97,13 +97,13 @@ def configured_url(root: str, environ: "os._Environ[str] | dict[str, str] | None
             ErrorCode.INVALID_PARAMS, f"the store file {path} is not valid JSON ({exc}); it should hold "
             '{"url": "postgresql://..."}, or be removed to use the local store', path=path,
         ) from None
-    url = data.get("url") if isinstance(data, dict) else None
-    if not isinstance(url, str) or not url.strip():
+    found = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(found, str) or not found.strip():
         raise LoopstateError(
             ErrorCode.INVALID_PARAMS, f'the store file {path} has no "url" string; it should hold '
             '{"url": "postgresql://..."}, or be removed to use the local store', path=path,
         )
-    return url.strip()
+    return found.strip()
 
 
 def _read_small(path: str, limit: int = 1 << 16) -> bytes:

@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 import threading
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -144,7 +145,7 @@ class Stream:
 
     def read_new(
         self, *, verify_hash_until: int | None = None, progress: ProgressFn | None = None, parallel: bool = False,
-    ) -> Iterator[Record]:
+    ) -> Generator[Record, None, None]:
         """Yield every complete event after the verified head, verifying as it goes.
 
         The head advances only past records that verified. Hashes are recomputed
@@ -201,6 +202,10 @@ class Stream:
                     voucher.close()
         finally:
             os.close(fd)
+
+    def reopened(self) -> Stream:
+        """A new reader of this stream's file, with nothing verified yet (``live_integrity``'s fresh checks)."""
+        return Stream(self.base, self.name, self.layout)
 
     def verify_ahead(self, progress: ProgressFn | None = None) -> None:
         """Move the head past everything worker processes verify completely (a big stream
@@ -557,6 +562,7 @@ class Stream:
         if not self._staged:
             return
         data, head = b"".join(self._staged), self._staged_head
+        assert head is not None  # set whenever lines are staged
         self._staged, self._staged_head = [], None
         fd = self._append_descriptor()
         # The running prefix digest takes the bytes before the write, while the
@@ -652,7 +658,8 @@ class Stream:
     def prefix_digest(self) -> str | None:
         """SHA-256 hex of bytes [0, head), when this process knows it."""
         if self.digest is not None and self._digest_at == self.position.offset:
-            return self.digest.hexdigest()
+            hexdigest: str = self.digest.hexdigest()
+            return hexdigest
         return None
 
     def discard_staged(self) -> None:

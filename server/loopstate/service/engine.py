@@ -29,6 +29,7 @@ from loopstate_protocol.base import Command, Head, Query
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import snapshot
+from loopstate.core.backend import LocalFile
 from loopstate.core.clock import ClockFn, system_clock
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id, fingerprint
@@ -85,6 +86,8 @@ class Folded:
             stream, domain.layout, on_record=self._on_record, on_reset=self._on_reset, announce_history=False,
             snapshots=codec, news_limit=NEWS_LIMIT,
         )
+        # The stream's local JSONL file, on the JSONL store (None on another): its Merkle tree grows beside it.
+        self.local = self.ledger.stream if isinstance(self.ledger, LocalFile) else None
 
     def _get_state(self) -> Any:
         return self.state
@@ -285,8 +288,8 @@ class Service:
                                 refusal = decision.refusal
                                 records = tx.append(decision.events, request_id=request_id, fp=fp) if decision.events else []
                                 effects.after_append(self, project, folded, records, prepared)
-                                if records:
-                                    grow_tree(project, folded.ledger.stream, records)
+                                if records and folded.local is not None:
+                                    grow_tree(project, folded.local, records)
                         finally:
                             effects.release(prepared)
             finally:

@@ -39,6 +39,7 @@ from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import fingerprint
 from loopstate.core.project import Project
+from loopstate.core.stores import open_store
 from loopstate.domains.base import Context
 from loopstate.domains.intent import retired, rules
 from loopstate.domains.intent.decide import HANDLED_IN_MEMORY, PRIVATE_DECISION, REENABLE
@@ -124,7 +125,7 @@ def _line_at(fd: int, offset: int) -> bytes | None:
 
 
 def _attach_reader(state: IntentState, folded: Any) -> None:
-    state.reader = StreamRecords(folded.ledger.stream, folded.domain.layout)
+    state.reader = StreamRecords(folded.local, folded.domain.layout)
 
 
 # --- in-memory private tasks ---------------------------------------------------------
@@ -609,8 +610,14 @@ class IntentEffects(Effects[IntentState]):
         target_id = rules.check_uuid(command.id, "id")
         folded = service.folded(project, DOMAIN, STREAM)
         ledger = folded.ledger
+        if folded.local is None:
+            raise LoopstateError(
+                ErrorCode.INVALID_PARAMS,
+                f"purge rewrites the intent stream's file, and this project's store ({open_store(project).url}) "
+                "keeps no such file; purge the project on a local store",
+            )
         with ledger.mutation():
-            stream = ledger.stream
+            stream = folded.local
             old_sequence = ledger.head[0]
             data = safefs.read_file(stream.path, project.dir)
             events = [canonical.decode(line) for line in (data or b"").split(b"\n") if line]
