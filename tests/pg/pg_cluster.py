@@ -105,12 +105,9 @@ class Cluster:
             raise RuntimeError(f"{tool} failed ({result.returncode}): {result.stdout}{result.stderr}{log}")
         return result
 
-    def dsn(self, dbname: str = "postgres", user: str | None = None, password: str | None = None) -> str:
+    def dsn(self, dbname: str = "postgres") -> str:
         """A ``postgresql://`` URL to a database of this cluster, over its socket."""
-        auth = user or self.superuser
-        if password is not None:
-            auth += f":{password}"
-        return f"postgresql://{auth}@/{dbname}?host={self.socket_dir}"
+        return f"postgresql://{self.superuser}@/{dbname}?host={self.socket_dir}"
 
     def new_database(self, prefix: str = "t") -> str:
         """A new, empty database's URL: each test gets its own, so none sees another's rows."""
@@ -120,16 +117,6 @@ class Cluster:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.dsn(name)
-
-    def backend_pids(self, dbname: str) -> list[int]:
-        """The server processes serving clients of ``dbname`` (other than the asking one)."""
-        import psycopg
-
-        with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            rows = conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,),
-            ).fetchall()
-        return [row[0] for row in rows]
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its dir; safe to call twice."""

@@ -33,6 +33,7 @@ def test_the_schema_is_made_once_versioned_and_a_newer_one_is_refused_untouched(
         assert conn.execute("SELECT count(*) FROM loopstate.events").fetchone()[0] == 1
 
 
+@pytest.mark.slow
 def test_a_fresh_database_opened_by_many_processes_at_once_gets_one_schema(pg_url):
     code = ("import sys; from loopstate.core.postgres.events import Events; "
             "Events(sys.argv[1], lock_timeout=30).conn")

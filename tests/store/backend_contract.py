@@ -114,6 +114,17 @@ def test_read_from_a_sequence_gives_the_exact_lines_in_order(backend: Store) -> 
     assert list(backend.read(STREAM, TEST_LAYOUT, after=4)) == []
 
 
+def test_a_ledger_append_writes_exactly_the_lines_seal_batch_makes(backend: Store) -> None:
+    head = append(backend, "a")
+    start = list(backend.read(STREAM, TEST_LAYOUT))[-1].end
+    ledger = backend.open_ledger(STREAM, TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append(events("b", "c"), request_id="req-1", fp="fp-1")
+    expected = seal_batch(events("b", "c"), TEST_LAYOUT, head, start=start,
+                          extra={"request_id": "req-1", "request_fingerprint": "fp-1"})
+    assert list(backend.read(STREAM, TEST_LAYOUT, after=1)) == expected
+
+
 def test_what_was_read_verifies_as_one_chain_and_an_edit_does_not(backend: Store) -> None:
     append(backend, "a", "b")
     head = append(backend, "c")

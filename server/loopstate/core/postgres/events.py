@@ -19,6 +19,7 @@ Faults, and what a caller sees:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -162,6 +163,24 @@ class Events:
         assert row is not None
         status, last, head_hash, first, first_start = row
         return Outcome(str(status), first, int(last), head_hash, first_start)
+
+    @contextlib.contextmanager
+    def transaction(self, project: str, section: str) -> Iterator[Connection]:
+        """This thread's connection in a transaction holding ``section``'s lock. Pipelined: BEGIN,
+        the lock and the first query the caller sends (a catch-up's read) travel in one round
+        trip, and the server runs them in order; each result the caller fetches is a sync."""
+        conn = self.conn
+        try:
+            with conn.pipeline(), conn.transaction():
+                self.lock_section(conn, project, section)
+                yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise self.lock_timeout_error(project, section) from None
+        except psycopg.errors.RaiseException as exc:
+            raise self.refusal_of(exc) from None
+        except psycopg.OperationalError as exc:
+            self.drop()
+            raise self.unreachable(exc, f"finish section {section!r} in") from None
 
     def send_append(
         self, conn: Connection, project: str, stream: str, after: tuple[int, str | None], lines: Sequence[bytes],

@@ -35,8 +35,7 @@ from loopstate.core.postgres.rows import check_row, record_of
 from loopstate.core.record import ProgressFn, Record
 
 if TYPE_CHECKING:
-    from loopstate.core.postgres.events import Connection
-    from loopstate.core.postgres.store import PostgresStore
+    from loopstate.core.postgres.events import Connection, Events
     from loopstate.core.project import Project
 
 T = TypeVar("T")
@@ -46,13 +45,16 @@ class PostgresLedger:
     """A stream's fold kept current from the table: every event reaches ``on_record`` once, in order."""
 
     def __init__(
-        self, store: PostgresStore, name: str, layout: ChainLayout, *, on_record: RecordFn | None,
+        self, events: Events, key: str, project: Project, name: str, layout: ChainLayout, *,
+        on_record: RecordFn | None,
         on_reset: Callable[[], None] | None, announce_history: bool, news_limit: int | None, keep_requests: bool,
     ) -> None:
         """``keep_requests``: index the request ids folded (core/idempotency.py's RequestIndex,
         about 11 bytes each), so that ``earlier`` answers a new id without asking the server;
         without it every lookup is a query."""
-        self.store = store
+        self.events = events
+        self.key = key  # the project's rows: its id
+        self.project = project
         self.name = name
         self.layout = layout
         self.on_record = on_record
@@ -66,10 +68,6 @@ class PostgresLedger:
         self._using = threading.Lock()  # one mutation or catch-up of this ledger at a time
 
     @property
-    def project(self) -> Project:
-        return self.store.project
-
-    @property
     def head(self) -> tuple[int, str | None]:
         return self._position.sequence, self._position.hash
 
@@ -77,7 +75,7 @@ class PostgresLedger:
 
     def catch_up(self, progress: ProgressFn | None = None, *, collect: bool = True) -> News:
         with self._held():
-            return self._catch_up(self.store.events.conn, collect)
+            return self._catch_up(self.events.conn, collect)
 
     def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
         return self.catch_up(progress, collect=collect).records
@@ -89,9 +87,9 @@ class PostgresLedger:
             self._opened = True
             collect = collect and self.announce_history
         fresh = News(self.news_limit)
-        store = self.store
+        events = self.events
         try:
-            for page in store.events.pages(conn, store.key, self.name, after=self._position.sequence):
+            for page in events.pages(conn, self.key, self.name, after=self._position.sequence):
                 for row in page:
                     event, after = check_row(row, self.layout, self._position, self.name)
                     record = Record(event, row.start, after.offset)
@@ -102,8 +100,8 @@ class PostgresLedger:
                     if collect:
                         fresh.add(record)
         except psycopg.OperationalError as exc:
-            store.events.drop()
-            raise store.events.unreachable(exc, f"read stream {self.name!r} from") from None
+            events.drop()
+            raise events.unreachable(exc, f"read stream {self.name!r} from") from None
         return fresh
 
     # writing ---------------------------------------------------------------------------------
@@ -113,7 +111,7 @@ class PostgresLedger:
         with self._held():
             tx: PostgresMutation | None = None
             try:
-                with self.store.transaction(self.name) as conn:
+                with self.events.transaction(self.key, self.name) as conn:
                     tx = PostgresMutation(self, conn, self._catch_up(conn, collect=True))
                     yield tx
             except BaseException:
@@ -140,10 +138,10 @@ class PostgresLedger:
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
-        if not self._using.acquire(timeout=self.store.project.lock_timeout):
+        if not self._using.acquire(timeout=self.project.lock_timeout):
             raise LoopstateError(
                 ErrorCode.LOCK_TIMEOUT,
-                f"timed out after {self.store.project.lock_timeout:g}s waiting for stream {self.name!r}: another "
+                f"timed out after {self.project.lock_timeout:g}s waiting for stream {self.name!r}: another "
                 "thread of this process is using this ledger", stream=self.name,
             )
         try:
@@ -180,8 +178,7 @@ class PostgresMutation:
                 return None  # no event was ever noted under this id's tag
             except _MayBeThere:
                 pass
-        store = ledger.store
-        found, rows = store.events.request(self.conn, store.key, ledger.name, request_id)
+        found, rows = ledger.events.request(self.conn, ledger.key, ledger.name, request_id)
         if not rows:
             return None
         if found != fp:
@@ -202,9 +199,8 @@ class PostgresMutation:
         lines = seal_batch(events, ledger.layout, Head(at.sequence, at.hash), start=at.offset, extra=extra)
         if not lines:
             return []
-        store = ledger.store
         self.appended = True  # from here on a failure drops the fold: the batch may be in the transaction
-        store.events.send_append(self.conn, store.key, ledger.name, (at.sequence, at.hash), [s.line for s in lines],
+        ledger.events.send_append(self.conn, ledger.key, ledger.name, (at.sequence, at.hash), [s.line for s in lines],
                                  [s.hash for s in lines], [at.hash, *(s.hash for s in lines[:-1])], request_id, fp)
         records = [record_of(stored.line, stored.start, ledger.layout) for stored in lines]
         for record, stored in zip(records, lines):

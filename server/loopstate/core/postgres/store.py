@@ -59,7 +59,7 @@ class PostgresStore:
         snapshots: Codec | None = None, news_limit: int | None = None,
     ) -> PostgresLedger:
         """``snapshots`` is accepted and not used yet: a fold starts from the first event."""
-        return PostgresLedger(self, check_stream_name(name), layout, on_record=on_record, on_reset=on_reset,
+        return PostgresLedger(self.events, self.key, self.project, check_stream_name(name), layout, on_record=on_record, on_reset=on_reset,
                               announce_history=announce_history, news_limit=news_limit, keep_requests=keep_requests)
 
     def head(self, name: str, layout: ChainLayout) -> Head:
@@ -159,26 +159,8 @@ class PostgresStore:
         machine or thread waits (up to the lock timeout); appends this thread makes meanwhile
         join the transaction and commit when the block ends."""
         check_stream_name(section)
-        with self.transaction(section):
+        with self.events.transaction(self.key, section):
             yield
-
-    @contextlib.contextmanager
-    def transaction(self, section: str) -> Iterator[Connection]:
-        """This thread's connection in a transaction holding ``section``'s lock. Pipelined: BEGIN,
-        the lock and the first query the caller sends (a catch-up's read) travel in one round
-        trip, and the server runs them in order; each result the caller fetches is a sync."""
-        conn = self._conn()
-        try:
-            with conn.pipeline(), conn.transaction():
-                self.events.lock_section(conn, self.key, section)
-                yield conn
-        except psycopg.errors.LockNotAvailable:
-            raise self.events.lock_timeout_error(self.key, section) from None
-        except psycopg.errors.RaiseException as exc:
-            raise self.events.refusal_of(exc) from None
-        except psycopg.OperationalError as exc:
-            self.events.drop()
-            raise self.events.unreachable(exc, f"finish section {section!r} in") from None
 
     def changes(self, names: Sequence[str] | None = None, on_change: ChangeFn | None = None) -> NotifyFeed:
         return NotifyFeed(self.events, self.key, names, on_change)
@@ -211,7 +193,7 @@ class PostgresStore:
     def recover_stream(self, name: str, layout: ChainLayout) -> dict[str, Any]:
         """Keep the verified prefix: the rows after it move to ``loopstate.quarantine`` (as they
         were, with the reason), in one transaction holding the stream's lock."""
-        with self.transaction(name) as conn:
+        with self.events.transaction(self.key, name) as conn:
             report = self.verify_stream(name, layout)
             if report["ok"]:
                 return {"stream": name, "action": "none", "events": report["events"]}
