@@ -57,3 +57,9 @@ def test_a_store_that_is_down_is_a_problem_naming_its_url_without_the_password(r
     problem = report["store"]["problem"]
     assert "does not answer" in problem and "/loopstate" in problem and "s3cret" not in json.dumps(report)
     assert problem in report["problems"]
+
+
+def test_a_password_given_as_a_parameter_is_not_shown_either(root, data_dir, home, tmp_path):
+    url = f"postgresql:///loopstate?host={tmp_path / 'no-server'}&password=s3cret&connect_timeout=2"
+    _, report = doctor(root, data_dir, home, LOOPSTATE_STORE=url)
+    assert report["store"]["answers"] is False and "s3cret" not in json.dumps(report)

@@ -14,12 +14,12 @@ from typing import Any
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.core.store_file import STORE_FILE
+from loopstate.core.store_file import STORE_FILE, redact
 
 
 def check_store(root: str) -> dict[str, Any]:
     """``{"url", "source", "answers", "streams", "problem"}`` for the project at ``root``."""
-    from loopstate.core.stores import JSONL, STORE_ENV, configured_url, opener_for, redacted
+    from loopstate.core.stores import JSONL, STORE_ENV, configured_url, opener_for
 
     report: dict[str, Any] = {"url": None, "source": None, "answers": False, "streams": None, "problem": None}
     try:
@@ -30,7 +30,7 @@ def check_store(root: str) -> dict[str, Any]:
         return report
     report["source"] = (STORE_ENV if os.environ.get(STORE_ENV, "").strip() else
                         STORE_FILE if url is not None else "the default: the local data dir")
-    report["url"] = redacted(url) if url is not None else f"jsonl: {project.data_dir}"
+    report["url"] = redact(url) if url is not None else f"jsonl: {project.data_dir}"
     store = None
     try:
         chosen = url if url is not None else f"{JSONL}:"
