@@ -1,8 +1,8 @@
-"""Commands, queries and results of the goals domain (seed 003: todos and gates).
+"""Commands, queries and results of the goals domain (todos and gates).
 
 Each goal is one ordered event stream (``goals.<goal_id>``). Every command
-below appends events of the seed's fourteen types; the queries read the
-projections the seed describes (the board, the Markdown workbench, the bridge
+below appends events of the fourteen goal event types; the queries read the
+projections of a goal (the board, the Markdown workbench, the bridge
 to a Markdown file). The field constraints here are checked when a message is
 decoded from the wire; the server checks them again on every path, so a
 command built in Python is held to the same rules.
@@ -46,7 +46,7 @@ RelPath = Annotated[str, msgspec.Meta(pattern=r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-
 class GoalCommand(Command, kw_only=True):
     """Envelope choices every goals command may make.
 
-    ``event_id`` makes an append idempotent across request ids (the seed's rule:
+    ``event_id`` makes an append idempotent across request ids (the rule:
     the same id with the same body is a no-op, a different body is refused);
     when absent it is derived from the request id. ``recorded_at`` is the
     producer's timestamp (defaults to the server's clock). A goal starts with
@@ -172,8 +172,8 @@ LifecycleEventType = Literal[
 
 
 class AppendEvent(GoalCommand, tag="goals.append"):
-    """Append one lifecycle event in the seed's own shape (``event_type`` and ``payload``),
-    as another LoopX producer writes it (dual-write). The payload is validated against its
+    """Append one lifecycle event in its raw shape (``event_type`` and ``payload``),
+    as another producer of LoopX-compatible goal events writes it (dual-write). The payload is validated against its
     type and the same rules as the typed commands apply; ids are not assigned here (a
     ``todo_added`` names its ``todo_id``), and ``todo_claimed`` carries ``lease_expires_at``.
     The bookkeeping events are written only by ``goals.render`` and ``goals.compact``."""
@@ -260,7 +260,7 @@ QUERIES = (GetBoard, PreviewMarkdown, CheckMarkdown, BridgeMarkdown)
 
 
 class ProjectionMeta(msgspec.Struct, kw_only=True):
-    """The seed's projection metadata. Heads count lifecycle events only:
+    """The projection metadata. Heads count lifecycle events only:
     ``projection_rendered`` and ``snapshot_compacted`` describe projections and
     are not their sources; ``store_sequence`` is the stream's full head."""
 
@@ -435,7 +435,7 @@ class Difference(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class BridgeReport(msgspec.Struct, kw_only=True):
-    """The seed's migration bridge (``event_store_migration_bridge_v0``): the event
+    """The migration bridge (``event_store_migration_bridge_v0``): the event
     projection compared with a Markdown file's parse, every difference listed."""
 
     schema_version: Literal["event_store_migration_bridge_v0"] = "event_store_migration_bridge_v0"

@@ -1,4 +1,4 @@
-"""Commands, queries and results of the intent domain (seed 000: the claims ledger).
+"""Commands, queries and results of the intent domain (the claims ledger).
 
 A claim is one atomic statement of the user's intent (an outcome, a constraint,
 a success signal, an unknown, a disagreement...) with its epistemic status and

@@ -1,8 +1,8 @@
-"""Commands, queries and results of the runs domain (seed 002: bounded runs).
+"""Commands, queries and results of the runs domain (bounded runs).
 
 Nested records (actor, asset, budgets, evidence, issue, route, scope) travel as
-JSON objects with the seed's field names; the server validates them against
-the seed's records and names the field and the rule when one is wrong.
+JSON objects with the record field names (the-loop's, for compatibility); the server
+validates them against the records and names the field and the rule when one is wrong.
 
 Every command that writes a run names the run (``run_id``, a UUIDv4 the
 client makes: ``loopstate run create`` does) so an exact retry with the same
@@ -62,7 +62,7 @@ Scope = _record("What a grant covers; an exclusion wins over every entry ('*' in
     "assets": _TEXTS, "actions": _TEXTS, "destinations": _TEXTS, "exclusions": _TEXTS,
 }, ("assets", "actions", "destinations", "exclusions"))
 EvidenceFields = _record(
-    "The seed's evidence record without evidence_id, run_id, actor, observed_at and schema_version (loopstate fills "
+    "The evidence record without evidence_id, run_id, actor, observed_at and schema_version (loopstate fills "
     "them). A passed record needs a procedure and an artifact_ref or a manual_observation.", {
         "stage": {"enum": _STAGES, "description": "default: the run's current stage"},
         "requirement_ids": {"type": "array", "items": _TEXT, "minItems": 1},
@@ -81,7 +81,7 @@ EvidenceFields = _record(
         "manual_observation": _TEXT,
     }, ("requirement_ids", "type", "description", "procedure", "outcome", "artifact_refs", "digest", "environment"))
 Route = Annotated[dict[str, Any], msgspec.Meta(
-    description="The seed's route decision record (route.schema.json: capability, harness, candidates, ...).")]
+    description="The route decision record (route.schema.json: capability, harness, candidates, ...).")]
 CompletionData = Annotated[dict[str, Any], msgspec.Meta(
     description="The exact data of the completion event: its fields per completion_event_type, as docs/runs.md lists them.")]
 
@@ -108,7 +108,7 @@ class Create(RunCommand, tag="runs.create", kw_only=True):
     objective: str
     done_gate: list[str]
     actor: Actor
-    # None: the seed's default local authority, recorded by the server with the run
+    # None: the default local authority, recorded by the server with the run
     # (level attended, local_write to repository on this asset only, 24 hours).
     authority_grant_id: str | None = None
     mode: Literal["loop", "auto"] | None = None  # None: the project config's default_mode

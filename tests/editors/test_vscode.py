@@ -10,7 +10,7 @@
   Goals badge, Render, Verify, the audit log from the palette and a run's click, Stop with its
   true halted count, Resume, Retract claim from the context menu), STOP removed by hand, a
   corrupted stream marked and back after `loopstate recover`, a crash restarted with one Output
-  line, a missing server's notification, multi-root labels; and, counted in the extension host
+  line, a missing server's notification, an empty window left idle (no process), multi-root labels; and, counted in the extension host
   throughout, no process but `loopstate serve` and no file watcher.
 
 Each needs what `npm ci` installs (editors/vscode/node_modules; the e2e also
@@ -101,7 +101,7 @@ def test_end_to_end_in_code_server() -> None:
     assert (EXTENSION / "dist" / "loopstate.vsix").exists()
     result = _npm("run", "test:e2e", timeout=900)
     assert result.returncode == 0, _report(result)
-    assert "18 passed, 0 failed" in result.stdout, _report(result)
+    assert "19 passed, 0 failed" in result.stdout, _report(result)
     assert re.search(r"^accounted: \d+ loopstate serve, 0 other process\(es\), 0 file watcher\(s\)$", result.stdout, re.MULTILINE), _report(result)
 
 

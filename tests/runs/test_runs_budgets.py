@@ -53,8 +53,21 @@ def test_frozen_budgets_are_copied_into_the_run_and_never_change(h):
 def test_cost_adds_as_exact_decimals(h):
     run_id, lease = h.leased(budgets=limits(max_cost_usd="1"))
     complete(h, run_id, lease, intend(h, run_id, lease, "build", "0.1"))
-    complete(h, run_id, lease, intend(h, run_id, lease, "test", "0.2"))
+    complete(h, run_id, lease, intend(h, run_id, lease, "build", "0.2"))  # a retry of the open stage
     assert h.status(run_id).run["usage"]["cost_usd"] == "0.3"
+
+
+def test_a_declared_stage_start_keeps_one_stage_open_at_a_time(h):
+    """`run intend --type stage_started` meets the rule `run stage start` does, before anything is reserved."""
+    run_id, lease = h.leased(budgets=limits(max_cost_usd="1"))
+    complete(h, run_id, lease, intend(h, run_id, lease, "build", "0.1"))
+    before = len(h.events(run_id))
+    error = refused(h, proto.Intend(run_id=run_id, completion_event_type="stage_started", completion_data={"stage": "test"},
+                                    **LOCAL, cost_usd="0.2", **lease_args(lease)), ErrorCode.INVALID_TRANSITION)
+    assert error.details == {"open_stage": "build", "stage": "test"}
+    assert "complete it first" in error.message
+    assert len(h.events(run_id)) == before
+    assert h.status(run_id).run["usage"]["cost_usd"] == "0.1"
 
 
 def test_cost_with_an_exponent_is_refused(h):

@@ -100,6 +100,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return root === null ? null : { root, name: folder.name };
   };
 
+  /** A window without a folder on disk holds no project: the extension stays idle there (no server, no shell). */
+  const hasFolder = (): boolean => (vscode.workspace.workspaceFolders ?? []).some((folder) => folder.uri.scheme === "file");
+
   /** Ask the server for each folder's project (`project.root`) and follow the new ones. */
   const trackFolders = async (wire: Wire): Promise<void> => {
     const folders = (vscode.workspace.workspaceFolders ?? []).filter((folder) => folder.uri.scheme === "file");
@@ -151,21 +154,24 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       commands.forget(); // a new folder may bring its own venv
       const client = supervisor.running;
       if (client !== null) await trackFolders(client);
+      else if (change.added.length > 0 && hasFolder()) await supervisor.restart(); // the first folder of an idle window
       presenter.render();
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(async () => {
       commands.forget();
-      if (supervisor.running === null) await supervisor.restart();
+      if (supervisor.running === null && hasFolder()) await supervisor.restart();
     }),
     vscode.workspace.onDidChangeConfiguration(async (change) => {
       if (change.affectsConfiguration("loopstate.serverPath")) {
         commands.forget();
+        if (!hasFolder()) return;
         output.appendLine("loopstate.serverPath changed: restarting the server");
         await supervisor.restart();
       }
     }),
   );
-  await supervisor.start();
+  if (hasFolder()) await supervisor.start();
+  else output.appendLine("no folder is open: loopstate starts its server when a folder is added");
 }
 
 export function deactivate(): void {

@@ -417,9 +417,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 # Human tables ----------------------------------------------------------------------------------------------
 
 
-def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+def _table(rows: list[list[str]], header: list[str], status: str | None = None) -> list[str]:
+    """The table's lines; ``status`` (a palette kind) paints the STATUS column's values on a terminal."""
+    from loopstate.cli.terminal import painted
+
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    at = header.index("STATUS") if status is not None and "STATUS" in header else None
+
+    def line(row: list[str], heading: bool) -> str:
+        return "  " + "  ".join(painted(str(c), status, w) if i == at and status and not heading else str(c).ljust(w)
+                                for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return [line(header, True)] + [line(row, False) for row in rows]
 
 
 def _note(todo: proto.TodoView) -> str:
@@ -438,6 +447,8 @@ def _note(todo: proto.TodoView) -> str:
 
 
 def print_board(board: proto.Board) -> None:
+    from loopstate.cli.terminal import paint
+
     m = board.meta
     checksum = (m.source_checksum or "-")[:19]
     print(f"goal {m.goal_id}: {m.source_event_count} lifecycle events, last_append_sequence "
@@ -445,7 +456,7 @@ def print_board(board: proto.Board) -> None:
     rows = [[g.role, t.priority, t.todo_id, t.status, t.title, _note(t)] for g in board.active for t in g.todos]
     print("\nActive todos" if rows else "\nActive todos: none")
     if rows:
-        print("\n".join(_table(rows, ["ROLE", "PRI", "ID", "STATUS", "TITLE", "NOTE"])))
+        print("\n".join(_table(rows, ["ROLE", "PRI", "ID", "STATUS", "TITLE", "NOTE"], "todo")))
     if board.completed:
         print(f"\nCompleted, newest first ({len(board.completed)} of {board.page.completed_total} on this page)")
         print("\n".join(_table([[t.role, t.priority, t.todo_id, t.title, _note(t)] for t in board.completed],
@@ -454,15 +465,18 @@ def print_board(board: proto.Board) -> None:
         print(f"\nArchive candidates (older completed todos: {len(board.archive_candidates)} on this page)")
         print("\n".join(_table([[t.role, t.priority, t.todo_id, t.title] for t in board.archive_candidates],
                                ["ROLE", "PRI", "ID", "TITLE"])))
-    for title, gates in (("User inbox", board.user_inbox), ("Controller inbox", board.controller_inbox)):
+    for title, gates, kind in (("User inbox", board.user_inbox, "user_gate"),
+                               ("Controller inbox", board.controller_inbox, "gate")):
         if gates:
-            print(f"\n{title}")
+            waiting = sum(g.status == "open" for g in gates)
+            print(f"\n{title}" + (f" ({paint(f'{waiting} waiting for you', 'attention')})"
+                                  if kind == "user_gate" and waiting else ""))
             print("\n".join(_table([[g.gate_id, g.gate_kind, g.status, g.title, g.todo_id or "", g.run_id or ""]
-                                    for g in gates], ["ID", "KIND", "STATUS", "TITLE", "TODO", "RUN"])))
+                                    for g in gates], ["ID", "KIND", "STATUS", "TITLE", "TODO", "RUN"], kind)))
     if board.runs:
         print(f"\nRuns ({board.run_count} recorded)")
         print("\n".join(_table([[r.run_id, r.status, r.classification or "", r.delivery_outcome or "", r.recorded_at]
-                                for r in board.runs], ["RUN", "STATUS", "CLASS", "DELIVERY", "RECORDED"])))
+                                for r in board.runs], ["RUN", "STATUS", "CLASS", "DELIVERY", "RECORDED"], "run")))
     if board.quota:
         print("\nQuota")
         print("\n".join(_table([[q.unit, q.category, f"{q.amount:g}", str(q.entries)] for q in board.quota],

@@ -430,12 +430,18 @@ def cmd_exec(args: argparse.Namespace) -> int:
 # --- reads ----------------------------------------------------------------------------
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> None:
+def _table(headers: list[str], rows: list[list[Any]], colour: tuple[str, str] | None = None) -> None:
+    """Print a table; ``colour`` (a header, a palette kind) paints that column's values on a terminal."""
+    from loopstate.cli.terminal import painted
+
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    painted_at = headers.index(colour[0]) if colour is not None and colour[0] in headers else None
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        shown = [painted(v, colour[1], w) if i == painted_at and colour else v.ljust(w)
+                 for i, (v, w) in enumerate(zip(row, widths))]
+        print("  ".join(shown).rstrip())
 
 
 def _with_task_column(headers: list[str], rows: list[list[Any]], column: int,
@@ -475,9 +481,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                 rows.append([facet, status + mark, claim.task_id[:8], claim.claim_id[:8], _short(claim.statement)])
                 tasks.add(claim.task_id)
     if rows:
-        _table(*_with_task_column(["FACET", "STATUS", "TASK", "CLAIM", "STATEMENT"], rows, 2, len(tasks) > 1))
+        _table(*_with_task_column(["FACET", "STATUS", "TASK", "CLAIM", "STATEMENT"], rows, 2, len(tasks) > 1),
+               colour=("STATUS", "claim"))
+    from loopstate.cli.terminal import paint
+
     for item in view.disagreements:
-        print(f"open dispute: {item.claim_id[:8]} {_short(item.statement)}")
+        print(f"{paint('open dispute', 'red')}: {item.claim_id[:8]} {_short(item.statement)}")
     for warning in view.stale:
         print(f"stale long-term ({warning.days_unconfirmed} days unconfirmed): {warning.claim_id[:8]} {_short(warning.statement)}")
     if rows:
@@ -507,7 +516,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         ["TASK", "CLAIM", "STATE", "STATUS", "ROLE", "SOURCE", "STATEMENT"],
         [[c.task_id[:8], c.claim_id[:8], c.state, c.epistemic_status, c.role, c.source_ref.kind if c.source_ref else "",
           _short(c.statement, 56)] for c in view.claims],
-        0, len({c.task_id for c in view.claims}) > 1))
+        0, len({c.task_id for c in view.claims}) > 1), colour=("STATUS", "claim"))
     for edge in view.edges:
         print(f"{edge.new[:8]} supersedes {edge.old[:8]}")
     if view.remaining:

@@ -110,12 +110,12 @@ def adoption_notice(root: str) -> None:
         return
     from loopstate.service import adopt
 
-    if known:
+    if known and adopt.has_state(root, data_dir):
         from loopstate.core.project import Project
 
         adopt.remember_identity(data_dir, Project(root, data_dir=data_dir).project_id, root)
         return
-    said = adopt.notice(root, data_dir)
+    said = adopt.notice(root, data_dir)  # no state yet (a hook's session binding is none)
     if said is not None:
         sys.stderr.write(f"loopstate: {said}\n")
 

@@ -453,14 +453,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _status_colour(status: str) -> str:
-    """A run's status, coloured on a terminal (cli/terminal.paint): green active, yellow waiting, red ended badly.
-    Padded before painting, so the columns line up with or without colour."""
-    from loopstate.cli.terminal import paint
+    """A run's status, coloured on a terminal (cli/terminal.PALETTE["run"]): green active or complete, yellow
+    ready or waiting, red ended badly. Padded before painting, so the columns line up with or without colour."""
+    from loopstate.cli.terminal import painted
 
-    style = {"active": "green", "completed": "green", "ready": "yellow", "paused": "yellow", "blocked": "yellow",
-             "failed": "red", "halted": "red", "cancelled": "red"}.get(status)
-    padded = f"{status:<18}"
-    return paint(padded, style) if style else padded
+    return painted(status, "run", 18)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -474,10 +471,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     run, lease, switch = status.run, status.lease, status.kill_switch
     reason = run["terminal_reason"]
     halting = " (kill switch set: it halts at its next command)" if switch and switch.set and run["status"] == "active" else ""
-    print(f"run {status.run_id}: {run['status']}" + (f" ({reason['code']}: {reason['explanation']})" if reason else "")
-          + halting)
+    from loopstate.cli.terminal import paint, painted
+
+    print(f"run {status.run_id}: {painted(run['status'], 'run')}"
+          + (f" ({reason['code']}: {reason['explanation']})" if reason else "") + halting)
     if switch and switch.set:
-        print(f"  kill switch: SET ({', '.join(switch.paths)}); project-wide: no run works or starts until you remove it")
+        print(f"  kill switch: {paint('SET', 'red')} ({', '.join(switch.paths)}); project-wide: no run works or starts "
+              "until you remove it")
     if switch and switch.config_error:
         print(f"  config: {switch.config_error}")
     print(f"  objective: {run['objective']}")

@@ -8,6 +8,7 @@ found from the current directory upward, as for every other verb.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from loopstate.cli.output import add_common, emit_json, project_root
@@ -225,5 +226,32 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report.to_dict())
     else:
-        sys.stdout.write(report.text())
+        sys.stdout.write(_painted_report(report.text()))
     return 0 if report.ok else 1
+
+
+_VERDICT_LINE = re.compile(r"^(\s*)(discovery|behavior):(\s+)(\w+)")
+_LABEL_LINE = re.compile(r"^(\s*)(problem|note)(:)")
+
+
+def _painted_report(text: str) -> str:
+    """The doctor's report with what a person scans for painted on a terminal (cli/terminal.PALETTE):
+    each verdict (verified green, unverified yellow, failed or denied red), ``problem`` red, ``note``
+    yellow, and the last line green when all is well, red when not. The words stay as they are."""
+    from loopstate.cli.terminal import colour_on, paint, painted
+
+    if not colour_on(sys.stdout):
+        return text
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        verdict = _VERDICT_LINE.match(line)
+        label = _LABEL_LINE.match(line)
+        if verdict:
+            head = verdict.group(1) + verdict.group(2) + ":" + verdict.group(3)
+            lines[index] = head + painted(verdict.group(4), "verdict") + line[verdict.end():]
+        elif label:
+            lines[index] = label.group(1) + painted(label.group(2), "verdict") + line[label.end(2):]
+    if lines:
+        last = lines[-1]
+        lines[-1] = paint(last, "green" if last == "ok" else "red")
+    return "\n".join(lines) + "\n"

@@ -108,11 +108,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(verified)
     else:
+        from loopstate.cli.terminal import paint
+
         if not reports:
             print(f"no streams yet for {project.root}")
         for r in reports:  # StreamReport Structs: a default (0 events) is left out of the JSON, not of these
             if r.ok:
-                line = f"ok      {r.stream}: {r.events} events, head {r.sequence} {str(r.hash)[:12]}"
+                line = f"{paint('ok', 'green')}      {r.stream}: {r.events} events, head {r.sequence} {str(r.hash)[:12]}"
                 if r.torn_tail is not None:
                     t = r.torn_tail
                     line += f" (partial final line of {t.length} bytes at byte {t.offset}: the next mutation quarantines it)"
@@ -121,7 +123,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 e = r.error
                 assert e is not None
                 print(
-                    f"CORRUPT {r.stream}: byte {e.offset}, sequence {e.sequence}: {e.reason}"
+                    f"{paint('CORRUPT', 'red')} {r.stream}: byte {e.offset}, sequence {e.sequence}: {e.reason}"
                     f" ({r.events} events verified before it; `loopstate recover` keeps them)"
                 )
     return 0 if ok else 1

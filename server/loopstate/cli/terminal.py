@@ -18,6 +18,7 @@ refusing them keeps them out of the store in the first place.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any, TextIO
@@ -77,8 +78,25 @@ def neutralize_terminals() -> None:
 
 # --- colour and paging: for a person at a terminal only ----------------------------------
 
-_STYLES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
-_SGR = "\x00sgr:"  # in a Neutralized stream: a style to emit as such, written by ``paint`` only
+_STYLES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2", "attention": "1;33"}
+# In a Neutralized stream: a style to emit as such, written by ``paint`` only. The marker holds a token drawn
+# for this process, so text from the store that happens to hold NULs and "sgr:" can never pass for one.
+_SGR = f"\x00sgr{os.urandom(6).hex()}:"
+
+# What each value a person scans for is painted as, one vocabulary per kind of value: green for what
+# is well (active, the user's own words, verified), yellow for what waits or is uncertain, red for
+# what went wrong or is contested, dim for what was put aside. A value not listed stays plain.
+PALETTE: dict[str, dict[str, str]] = {
+    "run": {"active": "green", "complete": "green", "ready": "yellow", "waiting_approval": "yellow",
+            "waiting_external": "yellow", "blocked": "yellow", "draft": "dim", "failed": "red",
+            "halted_kill_switch": "red", "cancelled": "red"},
+    "claim": {"explicit": "green", "evidence": "green", "inferred": "yellow", "unknown": "yellow", "disputed": "red"},
+    "todo": {"claimed": "green", "blocked": "red", "deferred": "dim"},
+    "gate": {"open": "yellow", "approved": "green", "rejected": "red", "deferred": "dim"},
+    "user_gate": {"open": "attention", "approved": "green", "rejected": "red", "deferred": "dim"},
+    "verdict": {"ok": "green", "verified": "green", "unverified": "yellow", "failed": "red", "denied": "red",
+                "problem": "red", "note": "yellow", "CORRUPT": "red"},
+}
 
 
 def colour_on(stream: TextIO) -> bool:
@@ -103,7 +121,15 @@ def paint(text: str, style: str, stream: TextIO | None = None) -> str:
     return f"{_SGR}{_STYLES[style]}\x00{text}{_SGR}0\x00"
 
 
-_MARK = re.compile("\x00sgr:([0-9;]+)\x00")
+def painted(value: str, kind: str, width: int = 0, stream: TextIO | None = None) -> str:
+    """``value`` padded to ``width`` and painted as its kind's palette says (a trailing ``*``, the mark of
+    the user's own words, is not part of the value). Padded first, so columns line up with or without colour."""
+    style = PALETTE[kind].get(value.rstrip("*"))
+    padded = value.ljust(width)
+    return paint(padded, style, stream) if style else padded
+
+
+_MARK = re.compile(re.escape(_SGR) + "([0-9;]+)\x00")
 
 
 def _write_neutralized(self: Neutralized, text: str) -> int:

@@ -1,1 +1,1 @@
-"""The three domains, one folder per seed; each is pure (no files, clock or ids)."""
+"""The three domains (intent, runs, goals), one folder each; each is pure (no files, clock or ids)."""

@@ -4,7 +4,9 @@ A fault (no project, a corrupt or locked store, garbage on stdin, an unknown
 host or event) becomes ``{"continue": true}`` with a ``systemMessage`` saying
 what is wrong and what fixes it, and, once per session, the same as context
 (``service.hook_decisions.fault_answer``: print modes show the user no
-systemMessage); nothing else reaches stdout. The one thing a
+systemMessage); nothing else reaches stdout. A folder with no state that looks
+like a moved or re-cloned project says so, with the command that adopts it
+(``hooks.adoption``). The one thing a
 fault does not lift is a visible kill switch: PreToolUse still denies.
 """
 
@@ -14,6 +16,7 @@ from typing import Mapping
 
 import msgspec
 
+from loopstate.hooks.adoption import adoption_hint, with_hint
 from loopstate.hooks.hosts import HOSTS
 
 
@@ -29,7 +32,11 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
 
         hook_event = parse(data, event or "", prompt_id_field=host.prompt_id_field)
         root = resolve_root(cwd=hook_event.cwd).root
-        out = host.output(hook_event.event, hook_answer(root, hook_event, env))
+        answer = hook_answer(root, hook_event, env)
+        said = adoption_hint(root, hook_event.event, hook_event.session_id)
+        if said is not None:
+            with_hint(answer, hook_event.event, said)
+        out = host.output(hook_event.event, answer)
     except Exception as error:  # fail open: every fault is said, none is raised
         from loopstate.hooks.hostinput import BadInput
         from loopstate.service.front import hook_fault, hook_fault_answer

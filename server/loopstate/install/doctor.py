@@ -1,14 +1,14 @@
 """`loopstate doctor`: the effects of checking each host, and the record of what was seen.
 
-Per host (seed 002's harness status): ``installed`` and ``version`` from the
+Per host (a harness status record): ``installed`` and ``version`` from the
 host's CLI when it is on PATH (``claude --version``, a 5 s bound); ``discovery``
 from every file the host reads hooks from: each of our events is registered
 and its program exists; ``behavior`` from running each registered hook of ours
 once with a synthetic input of that event, in a scratch project and data dir
 of its own (so the probe never touches the user's stores), whose exit code
 must be 0 and stdout what the host accepts; ``collisions``: other hooks on the
-same events that can deny or block. The status and the probe (seed 002's
-``harness_probe`` evidence: procedure, per-hook outcome, observed_at) are
+same events that can deny or block. The status and the probe (a
+``harness_probe`` evidence record: procedure, per-hook outcome, observed_at) are
 written to ``<data dir>/harnesses/<harness>.json``, replacing the last check.
 """
 

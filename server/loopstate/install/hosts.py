@@ -41,7 +41,7 @@ COMMAND_FILE = "{folder}commands/intent.md"  # Claude Code's /intent, relative t
 @dataclass(frozen=True)
 class Host:
     name: str  # the CLI's spelling: `loopstate hook NAME EVENT`, `--host NAME`
-    harness: str  # seed 002's harness enum
+    harness: str  # the records' harness enum (records.Harness)
     label: str
     events: tuple[str, ...]  # what we register, in this order
     blocking_events: tuple[str, ...]  # events where another hook can deny or block

@@ -1,4 +1,4 @@
-"""Seed 002's install receipt: what one `setup apply` did, and how each step is undone.
+"""The install receipt: what one `setup apply` did, and how each step is undone (the-loop's receipt shape).
 
 A receipt lists its operations in the order they were done: ``mkdir`` for each
 folder it created, ``copy`` for the config file it wrote (the merged file; the
@@ -42,7 +42,7 @@ def file_operation(relative: str, source: str, before: bytes | None, after: byte
 
 def receipt(*, receipt_id: str, created_at: str, source_version: str, target_root: str, harness: str,
             operations: list[dict[str, Any]], result: str) -> dict[str, Any]:
-    """A receipt checked by the seed's validator (records.validate), as a plain dict."""
+    """A receipt checked by the install_receipt validator (records.validate), as a plain dict."""
     return to_dict(validate("install_receipt", {
         "schema_version": SCHEMA_VERSION, "receipt_id": receipt_id, "created_at": created_at, "actor": "manual",
         "source_version": source_version, "target_root": target_root, "harnesses": [harness],

@@ -1,4 +1,4 @@
-"""Which project an MCP call means, decided the way seed 000 decides it, before the store is touched.
+"""Which project an MCP call means, decided before the store is touched.
 
 In order: the sandbox cwd Codex sends with each tool call (``_meta`` key
 ``codex/sandbox-state-meta``, field ``sandboxCwd``, because this server

@@ -46,8 +46,8 @@ log = logging.getLogger("loopstate.mcp")
 INSTRUCTIONS = (
     "loopstate keeps this project's durable state. Start or resume your task with intent_task, record the user's "
     "intent with intent_claim (explicit only for the user's own words), act on runs under your lease (run_*), "
-    "work goals with todo_ready and todo. To retry a change, resend its request_id. Errors start with a stable code, e.g. RULE_VIOLATION. Resources "
-    "(intent, runs, goals) can be subscribed to."
+    "work goals with todo_ready and todo. To retry a change, resend its request_id. Errors start with a stable code. Resources "
+    "(intent, runs, goals) can be subscribed to. Tell the user any notice."
 )
 
 
@@ -62,13 +62,15 @@ class Session:
         self.task_id: str | None = None
         self.subscribed: set[str] = set()
         self.peer: Any = None  # the ServerSession, for notifications outside a request
+        self.hinted: set[str] = set()  # the roots whose first answer was given (with its adoption notice, if any)
 
 
-def _tool_error(exc: LoopstateError) -> Any:
+def _tool_error(exc: LoopstateError, notice: str | None = None) -> Any:
     from mcp.types import CallToolResult, TextContent
 
-    return CallToolResult(is_error=True, content=[TextContent(type="text", text=f"{exc.code.value}: {exc.message}")],
-                          structured_content={"error": msgspec.to_builtins(exc.to_dict(), enc_hook=str)})
+    text = f"{exc.code.value}: {exc.message}" + (f"\nnotice: {notice}" if notice else "")
+    content = {"error": msgspec.to_builtins(exc.to_dict(), enc_hook=str), **({"notice": notice} if notice else {})}
+    return CallToolResult(is_error=True, content=[TextContent(type="text", text=text)], structured_content=content)
 
 
 def _compact_schema(schema: Any) -> Any:
@@ -180,16 +182,31 @@ def build_server(service: Service, session: Session) -> tuple[Any, Any]:
     async def query(message: Any) -> Any:
         return msgspec.to_builtins(await on_worker(service.query, call_root.get(), message))
 
+    async def first_notice(root: str) -> str | None:
+        """The first answer for a root says when it has no state but looks like a moved or re-cloned
+        project (service/adopt.py), with the `loopstate project adopt` that carries the state over."""
+        if root in session.hinted:
+            return None
+        session.hinted.add(root)
+        from loopstate.service.adopt import hint
+
+        return await on_worker(hint, root)
+
     def wrap(fn: Any) -> Any:
         """The tool as MCPServer calls it: the call's root first, loopstate errors as tool errors."""
 
         async def call(ctx: Context, **arguments: Any) -> CallToolResult:
             session.peer = ctx.request_context.session
+            said = None
             try:
-                call_root.set(await root_of(ctx))
+                root = await root_of(ctx)
+                call_root.set(root)
+                said = await first_notice(root)
                 result = await fn(**arguments)
             except LoopstateError as exc:
-                return _tool_error(exc)
+                return _tool_error(exc, said)
+            if said is not None and isinstance(result, dict):
+                result = {**result, "notice": said}
             text = msgspec.json.encode(result).decode()
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,8 @@ def git_roots(root: str) -> list[str]:
     """The root commit ids of the git work tree at ``root`` (sorted), or [] when it is none or has no commit."""
     if not os.path.lexists(os.path.join(root, ".git")):
         return []
+    import subprocess  # here: a hook that only asks ``has_state`` does not pay its import
+
     try:
         done = subprocess.run(["git", "-C", root, "rev-list", "--max-parents=0", "HEAD"], capture_output=True,
                               text=True, timeout=10, stdin=subprocess.DEVNULL)
@@ -149,6 +150,33 @@ def notice(root: str, data_dir: Path | None = None) -> str | None:
     return (f"this folder has no loopstate state yet, but it looks like the project at {first['root']}{gone} "
             f"({first['why']}): to carry that project's state here, run `loopstate project adopt {first['root']}`"
             + (f" ({len(alike) - 1} more look alike: `loopstate project adopt --list`)" if len(alike) > 1 else ""))
+
+
+def has_state(root: str, data_dir: Path) -> bool:
+    """Whether the project ``root`` carries (its own, or the one it adopted) has any stream: state to show.
+
+    A folder a hook or a read merely looked at may have a project folder (session bindings, a
+    checkpoint) and still no state; only a stream is state, as ``adopt`` judges it too.
+    """
+    carried = adopted_id(data_dir, project_id_for(root))
+    try:
+        with os.scandir(data_dir / "projects" / carried / "streams") as entries:
+            return any(entry.name.endswith(".jsonl") for entry in entries)
+    except OSError:
+        return False
+
+
+def hint(root: str, data_dir: Path | None = None) -> str | None:
+    """For a front door's first answer (CLI, hook, MCP): the adoption notice when ``root`` has no state
+    but looks like a known project elsewhere; None otherwise, and None on any fault (a hint never fails
+    what it accompanies)."""
+    try:
+        data_dir = resolve_data_dir() if data_dir is None else Path(data_dir)
+        if has_state(root, data_dir):
+            return None
+    except Exception:
+        return None
+    return notice(root, data_dir)
 
 
 def adopt(root: str, old: str, *, share: bool = False, data_dir: Path | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ __all__ = [
 
 
 def project_config(root: str) -> dict[str, Any]:
-    """The project's ``.loopstate/config.json`` (seed 002's runs config), validated, or its defaults.
+    """The project's ``.loopstate/config.json`` (the runs config), validated, or its defaults.
 
     An invalid file raises VALIDATION_FAILED naming the file: run mutations are
     refused until it is fixed (fail closed).

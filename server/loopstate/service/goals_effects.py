@@ -117,7 +117,7 @@ def read_text(root: str, path: Path) -> str | None:
 
 
 def load_config(root: str) -> GoalsConfig:
-    """The project's goals config (``.loopstate/goals.json``), or the seed's defaults."""
+    """The project's goals config (``.loopstate/goals.json``), or the defaults."""
     from loopstate.domains.goals.config import CONFIG_PATH, GoalsConfig, parse_config
 
     data = safefs.read_file(Path(root) / CONFIG_PATH, Path(root))
@@ -154,7 +154,7 @@ def runs_domain_has(project: Project, run_id: str) -> bool:
 
 
 def _evidence_run_target(command: Command) -> str | None:
-    """The run an evidence command attaches to, if it does (typed or in the seed's raw shape)."""
+    """The run an evidence command attaches to, if it does (typed or as a raw goal event)."""
     if isinstance(command, proto.AttachEvidence):
         return command.target_id if command.target_kind == "run" else None
     if isinstance(command, proto.AppendEvent) and command.event_type == "evidence_attached":

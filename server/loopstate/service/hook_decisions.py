@@ -184,7 +184,7 @@ class HookSession:
     def task(self) -> tuple[str | None, str]:
         """The task this session works on now, and its mode (on, off or private).
 
-        In order: the private task this session owns (seed 000's one-to-one
+        In order: the private task this session owns (a one-to-one
         control: a private session is no other session's, and records nothing
         whatever pins it); the task ``LOOPSTATE_TASK`` pins (an id or a unique
         prefix); the project's current task
@@ -616,7 +616,7 @@ def _fresh(hs: HookSession, binding: sessions.Binding) -> None:
 def _switch(hs: HookSession, binding: sessions.Binding, verb: str, task: str | None, mode: str, request: str) -> str:
     """``/intent on|off|private``. ``on`` and ``off`` set the mode of the session's task (shared with every
     session on it). ``private`` makes this session alone private: it takes a private task of its own
-    (seed 000's one-to-one control, a hashed session id and no content), so the shared task is untouched and
+    (a one-to-one control: a hashed session id and no content), so the shared task is untouched and
     the session records and injects nothing; ``on`` or ``off`` ends that and the session rejoins the project's
     current task (a private task that was never durable leaves nothing behind)."""
     from loopstate_protocol import intent as p

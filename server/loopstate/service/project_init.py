@@ -1,9 +1,9 @@
 """`loopstate init`: give a project its runs config and keep the state folder out of git.
 
-Writes ``<project>/.loopstate/config.json`` with the seed's defaults (the
+Writes ``<project>/.loopstate/config.json`` with the runs defaults (the
 config `load_config` reads; it passes `loopstate validate config`) and makes
-sure the project's ``.gitignore`` ignores ``.loopstate/``, as seed 002 keeps its
-state folder out of git. Both steps are safe to repeat: an existing config is
+sure the project's ``.gitignore`` ignores ``.loopstate/``: a project's state folder
+stays out of git. Both steps are safe to repeat: an existing config is
 refused unless replaced on purpose (``force``), and the ignore line is added
 once. Nothing is written through a link.
 
@@ -83,7 +83,7 @@ def init_project(root: str, *, force: bool = False, store: str | None = None, sh
     write_config = not existed or force
     if write_config:
         defaults = default_config()
-        # The seed's project_id is a UUIDv4; loopstate's own project id (a digest of the root) gives a stable one.
+        # The config's project_id is a UUIDv4; loopstate's own project id (a digest of the root) gives a stable one.
         config = {"schema_version": defaults.pop("schema_version"),
                   "project_id": derived_uuid4("runs.config-project", identity), **defaults}
         records.validate("config", config)  # never write a config the reader would refuse

@@ -1,7 +1,7 @@
 """The impure glue of the runs domain: config, kill switches, the grant lock, projections.
 
 The domain decides from plain values; this module gathers them at every
-command boundary and writes what the seed keeps beside the log. (The
+command boundary and writes the projections kept beside the log. (The
 domain's decide side is imported where a command needs it: a status read,
 which a tool-call hook of a bound session makes, loads only the fold.)
 
@@ -18,7 +18,7 @@ which a tool-call hook of a bound session makes, loads only the fold.)
   revocation and an intent are linearized at that lock and land on exactly
   one side. Lock order is always run stream, then grant: no cycle.
 * the default local authority: a create that names no grant gets the
-  seed's narrow default grant (``grants.default_grant``). It is its own
+  narrow default grant (``grants.default_grant``). It is its own
   command, recorded before the create and never inside it: under the run
   stream's lock the create is first decided against the grant it would get
   (pure; a refused create leaves no grant), then the lock is given back and
@@ -171,7 +171,7 @@ def write_projections(project: Project, state: RunState) -> list[str]:
 
 
 def write_grant_projection(project: Project, state: GrantState) -> bool:
-    """grants/<grant_id>.json, the seed's grant record, from the grant's stream."""
+    """grants/<grant_id>.json, the grant record, from the grant's stream."""
     if state.grant is None:
         return False
     path = project.dir / "grants" / f"{state.grant_id}.json"

@@ -113,7 +113,7 @@ def halt_project(service, root: str, actor: dict[str, Any], *, request_id: str |
     """The kill switch: create the project's STOP file, then halt every run of the project, and the same for
     every loopstate project enclosing it.
 
-    The switch is project-wide (seed 002): once it stands every run halts at its
+    The switch is project-wide: once it stands every run halts at its
     next command whatever this call reaches; the halts written here record it on
     each run now. A stop errs on the side of stopping: a project nested in
     another (say ``src/sub`` made a project by one ``--root .``) must not keep

@@ -11,7 +11,7 @@ local roots = require('loopstate.root')
 local M = {}
 
 M.PROTOCOL = '0.1.0'
---- Run statuses that never change again (seed 002); such runs are followed only when they are
+--- Run statuses that never change again (terminal); such runs are followed only when they are
 --- the project's latest.
 M.TERMINAL = { complete = true, cancelled = true }
 

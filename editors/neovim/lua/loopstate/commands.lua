@@ -10,7 +10,7 @@ local FACETS = {
   'outcome', 'success_signal', 'failure_signal', 'hard_constraint', 'soft_constraint', 'tradeoff', 'unknown',
   'result_feedback', 'disagreement',
 }
--- What a user's own claim may be (seed 000: a user states, leaves open, or disputes).
+-- What a user's own claim may be (a user states, leaves open, or disputes).
 local USER_STATUSES = { 'explicit', 'unknown', 'disputed' }
 
 local function say(msg, level)

@@ -83,8 +83,8 @@ export interface AddTodo {
   new_goal?: boolean;
 }
 /**
- * Append one lifecycle event in the seed's own shape (``event_type`` and ``payload``),
- * as another LoopX producer writes it (dual-write). The payload is validated against its
+ * Append one lifecycle event in its raw shape (``event_type`` and ``payload``),
+ * as another producer of LoopX-compatible goal events writes it (dual-write). The payload is validated against its
  * type and the same rules as the typed commands apply; ids are not assigned here (a
  * ``todo_added`` names its ``todo_id``), and ``todo_claimed`` carries ``lease_expires_at``.
  * The bookkeeping events are written only by ``goals.render`` and ``goals.compact``.
@@ -549,7 +549,7 @@ export interface EvidenceAdd {
   lease_id: string;
   generation: number;
   /**
-   * The seed's evidence record without evidence_id, run_id, actor, observed_at and schema_version (loopstate fills them). A passed record needs a procedure and an artifact_ref or a manual_observation.
+   * The evidence record without evidence_id, run_id, actor, observed_at and schema_version (loopstate fills them). A passed record needs a procedure and an artifact_ref or a manual_observation.
    */
   evidence: {
     /**
@@ -933,7 +933,7 @@ export interface RouteSelect {
   lease_id: string;
   generation: number;
   /**
-   * The seed's route decision record (route.schema.json: capability, harness, candidates, ...).
+   * The route decision record (route.schema.json: capability, harness, candidates, ...).
    */
   route: {};
 }

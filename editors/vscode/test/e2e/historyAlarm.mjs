@@ -11,63 +11,28 @@
 // state (with the tooltip saying what happened), the Output line, the alarm still shown after a
 // window reload, and the item back to normal after "loopstate: Acknowledge history alarm". Screenshots go to artifacts/history-alarm-*.png
 // (beside run.mjs's, gitignored). Prints "N passed, N failed" last.
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const extensionDir = path.resolve(here, "../..");
-const e2eModules = path.join(extensionDir, "e2e", "node_modules");
-const codeServer = path.join(e2eModules, "code-server", "out", "node", "entry.js");
-const vsix = process.env.LOOPSTATE_E2E_VSIX ?? path.join(extensionDir, "dist", "loopstate.vsix");
-const artifacts = path.join(extensionDir, "artifacts");
-const chromium = process.env.LOOPSTATE_CHROMIUM ?? "/usr/bin/chromium";
-const WAIT_MS = Number(process.env.LOOPSTATE_E2E_WAIT_MS ?? 60_000); // a bound on each wait, not a timed assertion
+import {
+  artifacts, checks, here, ITEM, openWorkbench, outputLog as outputLogOf, requireFiles, scratchArea, sleep, startCodeServer,
+  tearDown, waitForOutput as waitForOutputIn, WAIT_MS, workbenchWaits,
+} from "./harness.mjs";
+
 const loopstate = (process.env.PATH ?? "").split(path.delimiter).filter((d) => path.isAbsolute(d)).map((d) => path.join(d, "loopstate")).find(existsSync);
-
-const { default: puppeteer } = await import(path.join(e2eModules, "puppeteer-core", "lib", "esm", "puppeteer", "puppeteer-core.js"));
-
-for (const [what, file] of [["code-server", codeServer], ["the .vsix (npm run build)", vsix], ["chromium", chromium], ["loopstate on PATH", loopstate ?? ""]]) {
-  if (!file || !existsSync(file)) {
-    console.error(`missing ${what}: ${file}`);
-    process.exit(2);
-  }
-}
+requireFiles([["loopstate on PATH", loopstate ?? ""]]);
 // The Python beside that loopstate has loopstate's code: what the attacker uses.
 const python = path.join(path.dirname(loopstate), "python");
 
-// A short private TMPDIR: code-server's socket paths must stay under 108 bytes.
-const scratch = mkdtempSync("/tmp/lsha-");
-const dirs = Object.fromEntries(["tmp", "data", "work", "user", "extensions", "config", "home"].map((name) => [name, path.join(scratch, name)]));
-for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
+const { scratch, dirs, env } = scratchArea("lsha");
 const folder = path.join(dirs.work, "proj");
 mkdirSync(folder);
-const env = {
-  ...process.env,
-  TMPDIR: dirs.tmp,
-  LOOPSTATE_DATA_DIR: dirs.data,
-  XDG_CONFIG_HOME: dirs.config,
-  XDG_DATA_HOME: path.join(dirs.home, "data"),
-  XDG_CACHE_HOME: path.join(dirs.home, "cache"),
-};
-
-const results = [];
-async function check(name, body) {
-  const started = Date.now();
-  try {
-    await body();
-    results.push([name, true]);
-    console.log(`ok - ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-  } catch (error) {
-    results.push([name, false]);
-    console.log(`not ok - ${name}: ${error?.stack ?? error}`);
-  }
-}
+const { check, setUpFailed, finish } = checks();
+const outputLog = () => outputLogOf(dirs);
+const waitForOutput = (text, what) => waitForOutputIn(dirs, text, what);
 
 const cli = (...args) => execFileSync(loopstate, args, { cwd: folder, env, encoding: "utf8" });
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function addClaim(statement) {
   const [task] = JSON.parse(cli("intent", "tasks", "--json")).tasks;
@@ -89,39 +54,6 @@ function servers() {
   return found;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** The extension's Output lines (its log file under the user data dir), joined. */
-function outputLog() {
-  const found = [];
-  const walk = (d) => {
-    for (const entry of readdirSync(d, { withFileTypes: true })) {
-      const full = path.join(d, entry.name);
-      if (entry.isDirectory()) walk(full);
-      else if (entry.name === "loopstate.log") found.push(readFileSync(full, "utf8"));
-    }
-  };
-  walk(path.join(dirs.user, "logs"));
-  return found.join("\n");
-}
-
-async function waitForOutput(text, what) {
-  const deadline = Date.now() + WAIT_MS;
-  while (!outputLog().includes(text)) {
-    if (Date.now() > deadline) throw new Error(`the Output never said ${what} (${JSON.stringify(text)}):\n${outputLog()}`);
-    await sleep(200);
-  }
-}
-
 /** The folder's own loopstate.serverPath: changing it restarts the extension's server. */
 function folderServerPath(value) {
   mkdirSync(path.join(folder, ".vscode"), { recursive: true });
@@ -139,66 +71,16 @@ try {
   writeFileSync(path.join(folder, ".gitignore"), ".vscode/\n");
   folderServerPath(loopstate);
 
-  execFileSync(process.execPath, [codeServer, "--install-extension", vsix, "--extensions-dir", dirs.extensions, "--user-data-dir", dirs.user], { env, stdio: "pipe" });
-  mkdirSync(path.join(dirs.user, "User"), { recursive: true });
-  writeFileSync(path.join(dirs.user, "User", "settings.json"), JSON.stringify({
-    "workbench.startupEditor": "none",
-    "security.workspace.trust.enabled": false,
-    "telemetry.telemetryLevel": "off",
-  }));
-  const port = await freePort();
-  const serverLog = [];
-  codeServerProcess = spawn(process.execPath, [codeServer, "--auth", "none", "--bind-addr", `127.0.0.1:${port}`,
-    "--disable-workspace-trust", "--disable-telemetry", "--user-data-dir", dirs.user, "--extensions-dir", dirs.extensions, folder],
-    { env: { ...env, HOME: dirs.home }, stdio: ["ignore", "pipe", "pipe"] });
-  await new Promise((resolve, reject) => {
-    const onData = (chunk) => {
-      serverLog.push(String(chunk));
-      if (serverLog.join("").includes("HTTP server listening")) resolve();
-    };
-    codeServerProcess.stdout.on("data", onData);
-    codeServerProcess.stderr.on("data", onData);
-    codeServerProcess.once("exit", (code) => reject(new Error(`code-server exited (${code}):\n${serverLog.join("")}`)));
-  });
-
-  browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", `--user-data-dir=${path.join(dirs.home, "chromium")}`],
-    env,
-  });
-  const page = await browser.newPage();
-  page.on("console", (message) => browserLog.push(message.text()));
-  await page.setViewport({ width: 1400, height: 900 });
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(folder)}`, { waitUntil: "domcontentloaded" });
+  const started = await startCodeServer({ dirs, env, folder, hostEnv: { ...env, HOME: dirs.home } });
+  codeServerProcess = started.codeServerProcess;
+  const opened = await openWorkbench({ dirs, env, port: started.port, folder, browserLog });
+  browser = opened.browser;
+  const { page } = opened;
   mkdirSync(artifacts, { recursive: true });
   for (const old of readdirSync(artifacts).filter((name) => name.startsWith("history-alarm-"))) rmSync(path.join(artifacts, old));
   const shot = (name) => page.screenshot({ path: path.join(artifacts, `history-alarm-${name}.png`) });
+  const { itemText, waitForItem, waitForText } = workbenchWaits(page, dirs);
 
-  const ITEM = '[id="loopstate.loopstate.loopstate.status"]';
-  const itemText = () => page.$eval(ITEM, (element) => element.textContent ?? "").catch(() => "");
-  async function waitForItem(predicate, what) {
-    try {
-      await page.waitForFunction(
-        (selector, source) => {
-          const element = document.querySelector(selector);
-          return element !== null && new Function("text", `return (${source})(text)`)(element.textContent ?? "");
-        },
-        { timeout: WAIT_MS },
-        ITEM,
-        predicate.toString(),
-      );
-    } catch {
-      throw new Error(`the status item never showed ${what}; it shows ${JSON.stringify(await itemText())}`);
-    }
-  }
-  async function waitForText(text, what) {
-    try {
-      await page.waitForFunction((wanted) => document.body.innerText.includes(wanted), { timeout: WAIT_MS }, text);
-    } catch {
-      throw new Error(`the workbench never showed ${what} (${JSON.stringify(text)})`);
-    }
-  }
   async function palette(title, category = "loopstate") {
     await page.keyboard.press("F1");
     await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: WAIT_MS });
@@ -285,33 +167,8 @@ try {
     await shot("3-acknowledged");
   });
 } catch (error) {
-  results.push(["set-up", false]);
-  console.log(`not ok - set-up: ${error?.stack ?? error}`);
+  setUpFailed(error);
 } finally {
-  await browser?.close().catch(() => undefined);
-  if (codeServerProcess !== null && codeServerProcess.exitCode === null) {
-    codeServerProcess.kill("SIGTERM");
-    await new Promise((resolve) => codeServerProcess.once("exit", resolve));
-  }
-  // A server may still be flushing its last write as its host goes (each ends on its stdin's hangup):
-  // retry the removal, then say what was left rather than fail checks that passed.
-  if (!process.env.LOOPSTATE_E2E_KEEP) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        rmSync(scratch, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
-        break;
-      } catch (error) {
-        if (attempt === 5) {
-          console.log(`warning: could not remove ${scratch}: ${error.code ?? error}`);
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-      }
-    }
-  }
+  await tearDown({ browser, codeServerProcess, scratch });
 }
-
-if (results.some(([, ok]) => !ok)) console.log(`browser console:\n${browserLog.slice(-80).join("\n")}`);
-const passed = results.filter(([, ok]) => ok).length;
-console.log(`${passed} passed, ${results.length - passed} failed`);
-process.exit(passed === results.length && results.length > 0 ? 0 : 1);
+finish(browserLog);

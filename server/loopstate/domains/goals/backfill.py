@@ -2,7 +2,7 @@
 
 Runs, the refresh timeline, quota totals and evidence are imported too (see
 ``_records`` for what is skipped so a second import never counts twice).
-Per the seed's migration rules every backfilled event has
+As LoopX's migration rules have it (kept for compatibility), every backfilled event has
 ``producer=loopx.backfill`` and source refs (``source``, ``source_line``,
 ``source_sha256``) that explain its provenance without copying the file. Only
 the item and table sections are imported; prose sections are not. Each event's

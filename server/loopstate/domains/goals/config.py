@@ -1,4 +1,4 @@
-"""The seed's project-level privacy defaults for goal state (``state_privacy``).
+"""The project-level privacy defaults for goal state (``state_privacy``).
 
 loopstate reads them from ``<project>/.loopstate/goals.json`` when it exists
 (the effects glue loads it; an invalid file refuses renders, fail closed):
@@ -7,8 +7,9 @@ loopstate reads them from ``<project>/.loopstate/goals.json`` when it exists
                        "allow_private_links_in_ignored_state": true,
                        "require_redaction_for_tracked_outputs": true}}
 
-The defaults are the seed's example. The file is separate from
-``.loopstate/config.json``, whose schema (seed 002's) allows no other keys.
+The defaults are LoopX's documented example (kept for compatibility). The file is
+separate from ``.loopstate/config.json``, whose schema (the runs config) allows no
+other keys.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``decide``: a goals command and the current state in, validated events out.
 
 Order of checks for a one-event command: build the event (payload validated
-against its type, privacy class enforced), then the seed's idempotency on
+against its type, privacy class enforced), then idempotency on
 ``event_id`` (the same id with the same normalized body is a no-op, a
 different body is EVENT_ID_CONFLICT), then the lifecycle rules (todo exists,
 not completed, gates resolved before completion, leases...). Idempotency

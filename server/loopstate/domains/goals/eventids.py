@@ -1,4 +1,4 @@
-"""The event ids a goal has seen, for the seed's event-id idempotency, in about 26 bytes an id.
+"""The event ids a goal has seen, for event-id idempotency, in about 26 bytes an id.
 
 Each event id ever appended to a goal must stay known: an event repeated with
 an identical body is a no-op (on append, and ignored on replay), one repeated

@@ -1,6 +1,6 @@
-"""The seed's event envelope and the typed payload of each of its fourteen event types.
+"""The goal event envelope and the typed payload of each of its fourteen event types.
 
-Every event a goal stream holds has the seed's envelope (``schema_version``,
+Every event a goal stream holds has the same envelope, LoopX's field for field (``schema_version``,
 ``event_id``, ``goal_id``, ``event_type``, ``recorded_at``, ``append_sequence``,
 ``producer``, ``privacy``, ``projection_version``, ``refs``, ``payload``);
 loopstate's core adds ``prev_hash``, ``event_hash``, ``request_id`` and
@@ -302,7 +302,9 @@ def normalize_refs(refs: dict[str, Any]) -> dict[str, str]:
 
 
 def check_privacy(event_type: str, privacy_class: str, payload: dict[str, Any], refs: dict[str, str]) -> None:
-    """The seed's forbidden styles for each record class."""
+    """What an event of each privacy class may carry: a private body only in local_private, a
+    pointer in (and only in) private_pointer, and no private text (privacy.check_public_text) outside
+    local_private. Anything else is refused, never stored."""
     if privacy_class not in privacy.PRIVACY_CLASSES:
         raise LoopstateError(
             ErrorCode.VALIDATION_FAILED,

@@ -1,7 +1,7 @@
 """ACTIVE_GOAL_STATE.md as a projection: render it from the board, parse it back.
 
 The rendered file opens with a header comment naming the projection's source
-(the seed's metadata) and the checksum of the body below it, so a reader can
+(the projection metadata) and the checksum of the body below it, so a reader can
 tell a current projection from a stale one (the store moved on) or an edited
 one (someone changed the text: that is not a state change). The parser reads
 this format and the hand-written variant of it (check-box items under role

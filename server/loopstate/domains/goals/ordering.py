@@ -1,4 +1,4 @@
-"""The seed's two orders: how events replay, and how todos are shown.
+"""The two orders of a goal: how events replay, and how todos are shown.
 
 Replay: ``append_sequence``, then ``recorded_at`` (compared as instants, so
 ``+02:00`` and ``Z`` forms sort correctly), then ``event_id`` as the final

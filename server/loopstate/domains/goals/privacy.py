@@ -1,4 +1,4 @@
-"""The seed's privacy boundary: what a public_safe record may hold, and redaction.
+"""The goals privacy boundary: what a public_safe record may hold, and redaction.
 
 Three record classes: ``public_safe`` (compact state that could be committed),
 ``local_private`` (project-private detail kept in the local store) and

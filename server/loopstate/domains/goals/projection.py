@@ -1,4 +1,4 @@
-"""The goal board: the seed's event projection, local or public.
+"""The goal board: the projection of a goal's events, local or public.
 
 A local board shows everything the store holds. A public board is what may
 leave the machine (docs, fixtures, dashboards, PR packets): fields set by

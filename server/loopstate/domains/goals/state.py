@@ -5,7 +5,7 @@ decode it exactly. They hold only strings, numbers and containers of them (no
 cycles), so they are not tracked by the garbage collector (``gc=False``): a
 replay of many todos does not pay for collector passes over them. ``evolve`` updates it in place and returns it (the service
 replaces its state with the return value). It also applies the consumer rule
-of the seed: an event id seen before with an identical body is ignored, one
+of goal streams: an event id seen before with an identical body is ignored, one
 with a different body stops the replay with EVENT_ID_CONFLICT (fail closed).
 
 Live state and history are held apart, so what a long-lived process keeps
@@ -19,7 +19,7 @@ grows with the live todos, not with the goal's age:
   record in the ``done`` archive (packed bytes, in completion order: what the
   board's archive pages and the Markdown's archive section show), found by id
   through ``done_ids``.
-- The event ids seen (the seed's event-id idempotency) are ``event_ids``,
+- The event ids seen (for event-id idempotency) are ``event_ids``,
   packed in about 26 bytes an id, not a dict of strings (``eventids.py``).
 """
 
@@ -303,7 +303,7 @@ def evolve(state: GoalState, event: dict[str, Any]) -> GoalState:
     known = at[2]
     if known is not None:
         if known.same_body(marks) and known.same_time(event["recorded_at"]):
-            return state  # the seed's consumer rule: ignore an identical duplicate
+            return state  # the consumer rule: an identical duplicate is ignored
         raise LoopstateError(
             ErrorCode.EVENT_ID_CONFLICT,
             f"goal {state.goal_id!r}: event_id {event_id!r} at append_sequence {sequence} repeats the one at "

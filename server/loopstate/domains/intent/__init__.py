@@ -1,6 +1,6 @@
-"""The intent domain: seed 000's claims ledger as a pure Decider.
+"""The intent domain: the claims ledger as a pure Decider.
 
-One stream per project, ``intent``, holds every task's events with the seed's
+One stream per project, ``intent``, holds every task's events with one
 envelope (prev_hash/event_hash chain, schema_version 1). The service's intent
 effects (service/intent_effects.py, bound to this domain by the service
 registry) add the impure parts: private-session control files, in-memory

@@ -1,7 +1,7 @@
-"""decide(state, command, ctx) -> events: every rule of seed 000 that a mutation must keep.
+"""decide(state, command, ctx) -> events: every rule of the claims ledger that a mutation must keep.
 
 Pure: the time and every id come from ``ctx``. The returned events carry the
-seed's envelope without the chain fields; the core adds request_id,
+ledger's envelope without the chain fields; the core adds request_id,
 request_fingerprint, sequence, prev_hash and event_hash when it appends them.
 """
 
@@ -208,7 +208,7 @@ def claim_add(state: IntentState, cmd: p.IntentClaimAdd, ctx: Context) -> list[d
 
 
 def _may_displace(old: Claim, *, actor: str, ref: dict[str, Any], new_status: str | None, verb: str) -> None:
-    """The protections of seed 000 for an existing claim being superseded or invalidated."""
+    """What protects an existing claim from being superseded or invalidated (a user's own claim above all)."""
     direct = rules.direct_user(actor, ref)
     if not old.active:
         raise LoopstateError(

@@ -2,7 +2,7 @@
 
 A harness sees the user's words only at UserPromptSubmit. A prompt that
 starts with the word ``/intent`` is a command the user typed; anything else is
-an ordinary request and is never stored (seed 000: no full prompts at rest).
+an ordinary request and is never stored (no full prompt is kept at rest).
 Parsing is pure: the service turns a parsed command into intent commands.
 """
 

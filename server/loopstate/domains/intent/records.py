@@ -1,7 +1,7 @@
 """The intent domain's vocabulary and the records its folded state is made of.
 
-The vocabulary is seed 000's claim table (roles, epistemic statuses, scopes,
-facets, source kinds), defined once in the protocol package
+The vocabulary is the claim table (roles, epistemic statuses, scopes,
+facets, source kinds; intent-loop's, for compatibility), defined once in the protocol package
 (``loopstate_protocol.intent``), where the rules import it from. The records (tasks, claims with their lifecycle,
 candidates) are what ``evolve`` folds from the verified ledger into the indexed
 state (state.py). None of it is authoritative: the ledger is the only authority.
@@ -20,7 +20,7 @@ SEED_EVENT_TYPES = (
     "task_started", "mode_set", "source_observed", "candidate_added", "claim_added", "claim_replaced",
     "claim_invalidated", "graph_imported", "compaction_observed", "result_signal_observed",
 )
-# loopstate's own event type beside the seed's ten: which task is the project's current one (the task a new
+# loopstate's own event type beside the ten compatible ones: which task is the project's current one (the task a new
 # host session binds to), so that every front door, and the audit log, agree on it.
 CURRENT_TASK_SET = "current_task_set"
 EVENT_TYPES = (*SEED_EVENT_TYPES, CURRENT_TASK_SET)

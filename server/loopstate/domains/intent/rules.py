@@ -1,4 +1,4 @@
-"""Field rules of seed 000: claims, source references, ids, labels.
+"""Field rules of the claims ledger: claims, source references, ids, labels.
 
 Every function here validates one input and returns the exact value that goes
 into an event payload, or raises a LoopstateError naming the field and the rule.
@@ -185,7 +185,7 @@ def id_hash(event_id: str) -> str:
 
 
 def source_ref(source: SourceInput | None, actor: str, ctx: Context, *, allow_import: bool = False) -> dict[str, Any]:
-    """The minimal source object of the seed: kind, event_id and/or sha256, optional excerpt.
+    """The minimal source object: kind, event_id and/or sha256, optional excerpt.
 
     Without a source the server creates one: the actor's own kind with a fresh
     provenance id. A hook observation with a host event id keeps that id as
@@ -325,7 +325,7 @@ def status_for_role(role: str, status: str, ref_kind: str | None) -> None:
 def claim(
     given: ClaimInput, *, actor: str, ref: dict[str, Any], ctx: Context, claim_id: str, supersedes: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The claim payload of the seed's table, with every field rule applied."""
+    """The claim payload of the claim table, with every field rule applied."""
     if given.role != actor:
         raise rule(
             f"role {given.role!r} differs from the acting {actor!r}; a claim's role is who made it",

@@ -1,7 +1,7 @@
-"""The runs domain: seed 002's bounded-run control plane on the event core.
+"""The runs domain: the bounded-run control plane on the event core.
 
 One audit stream per run (``runs.<run_id>``), one stream per authority grant
-(``grants.<grant_id>``), both chained with the seed's envelope
+(``grants.<grant_id>``), both chained with the audit envelope
 (``sequence``, ``previous_event_digest``, ``event_digest``, ``schema_version``).
 Everything here is pure; files (kill switches, projections, the grant lock)
 live in ``loopstate.service.runs_effects``, which the service registry binds
@@ -25,7 +25,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
 from loopstate.domains.base import Context, Decision, Domain
 from loopstate.domains.runs import projections, records
-from loopstate.domains.runs.state import GrantState, RunState, evolve_grant, evolve_run
+from loopstate.domains.runs.state import STATE_LAYOUT, GrantState, RunSnapshot, RunState, evolve_grant, evolve_run
 
 RUN_PREFIX = "runs."
 GRANT_PREFIX = "grants."
@@ -99,8 +99,15 @@ class RunsDomain(Domain):
         return RunState(run_id=stream[len(RUN_PREFIX):])
 
     def snapshot_type(self, stream: str) -> type:
-        """Projection snapshots (core/snapshot.py) hold the state as it is: every field is folded."""
-        return GrantState if stream.startswith(GRANT_PREFIX) else RunState
+        """Projection snapshots (core/snapshot.py) hold the state as it is (every field is folded);
+        a run's is wrapped with its layout so a snapshot of another layout is never decoded as this one."""
+        return GrantState if stream.startswith(GRANT_PREFIX) else RunSnapshot
+
+    def snapshot_state(self, state: RunState | GrantState) -> RunSnapshot | GrantState:
+        return state if isinstance(state, GrantState) else RunSnapshot(layout=STATE_LAYOUT, state=state)
+
+    def restore_state(self, stream: str, snapshot: RunSnapshot | GrantState) -> RunState | GrantState:
+        return snapshot if isinstance(snapshot, GrantState) else snapshot.state
 
     def evolve(self, state: RunState | GrantState, event: dict[str, Any]) -> RunState | GrantState:
         if isinstance(state, GrantState):

@@ -7,7 +7,7 @@ away and repeated additions never drift. Cost is a decimal string (see money).
 Exhaustion means a limit is *reached*: usage >= limit on a budget that has been
 consumed (a limit of 0, or a null cost limit, forbids use instead: the
 reservation that would exceed it is refused, fail closed). The marker order is
-the seed's stable order: duration, stage attempts in canonical stage order,
+one stable order: duration, stage attempts in canonical stage order,
 mutations, external actions, cost. The first exhausted key gives the run's
 primary reason ``budget_reached:<field>``.
 """
@@ -54,7 +54,7 @@ def add_duration(usage: dict[str, Any], start: dt.datetime, end: dt.datetime) ->
 
 
 def exhausted_keys(budgets: dict[str, Any], usage: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """Every reached (budget, stage) key, in the seed's stable marker order."""
+    """Every reached (budget, stage) key, in the stable marker order."""
     keys: list[tuple[str, str | None]] = []
     if duration_micros(usage) >= budgets["max_duration_seconds"] * MICRO:
         keys.append(("max_duration_seconds", None))

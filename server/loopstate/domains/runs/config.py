@@ -1,12 +1,12 @@
-"""The runs configuration: the seed's config record, its defaults, and where loopstate reads it.
+"""The runs configuration: the config record, its defaults, and where loopstate reads it.
 
 loopstate reads ``<project>/.loopstate/config.json`` when it exists (the
 effects glue loads and validates it; an invalid file refuses every run
 mutation, fail closed) and otherwise uses these defaults. The default kill
 switch is ``.loopstate/STOP``: loopstate's state lives in its data dir, and
-this folder in the project is where the user can touch the switch. The seed's
-own default, ``.the-loop/STOP``, is probed too: a switch only ever halts, so
-honouring the seed's path as well costs nothing and never misses a user's STOP.
+this folder in the project is where the user can touch the switch. The path the-loop
+uses, ``.the-loop/STOP``, is probed too: a switch only ever halts, so
+honouring that path as well costs nothing and never misses a user's STOP.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""decide(state, command, ctx) -> events for run streams: every rule of seed 002, pure.
+"""decide(state, command, ctx) -> events for run streams: every rule of a bounded run, pure.
 
 Each command runs the same boundary first (``safety.boundary``: repair a
 missing budget-marker suffix, write a revoked grant's marker, apply the kill
@@ -29,7 +29,7 @@ from loopstate.domains.base import Context
 from loopstate.domains.runs import authority, budgets, records, safety, work
 from loopstate.domains.runs.config import effective_config
 from loopstate.domains.runs.grants import default_grant_id
-from loopstate.domains.runs.machine import RECOVERABLE, TERMINAL, require_transition
+from loopstate.domains.runs.machine import RECOVERABLE, TERMINAL, require_stage_free, require_transition
 from loopstate.domains.runs.plan import SYSTEM_ACTOR, Plan
 from loopstate.domains.runs.state import RunState
 
@@ -372,6 +372,7 @@ def _direct(state: RunState, c: proto.LeasedCommand, ctx: Context,
 def stage_start(state: RunState, c: proto.StageStart, ctx: Context) -> list[dict[str, Any]]:
     def body(plan: Plan, owner: dict) -> tuple[str, dict, None]:
         assert plan.run is not None
+        require_stage_free(state.run_id, state.open_stage, state.open_stage_sequence, c.stage)
         if plan.run["usage"]["stage_attempts"][c.stage] + 1 > plan.run["budgets"]["max_stage_attempts"]:
             raise LoopstateError(ErrorCode.BUDGET_EXHAUSTED, f"stage {c.stage} has used all {plan.run['budgets']['max_stage_attempts']} attempts (max_stage_attempts); a stuck stage ends the run: start a new one", stage=c.stage)
         return "stage_started", work.stage_started(plan, {"stage": c.stage}, reserved=False), None
@@ -428,6 +429,8 @@ def intend(state: RunState, c: proto.Intend, ctx: Context) -> list[dict[str, Any
     if _ordinary_exhaustion(plan, owner):
         return refuse(plan, _boundary_refusal(plan))
     work.check_completion_data(c.completion_event_type, c.completion_data)
+    if c.completion_event_type == "stage_started":  # the same one-open-stage rule as `run stage start`
+        require_stage_free(state.run_id, state.open_stage, state.open_stage_sequence, c.completion_data["stage"])
     if c.completion_event_type == "stage_completed":
         work.stage_completed(plan, c.completion_data)
     if c.completion_event_type == "issue_transitioned":

@@ -30,7 +30,7 @@ def default_grant_id(run_id: str) -> str:
 
 
 def default_grant(c: proto.Create, run_id: str, now: dt.datetime) -> proto.AuthorityGrant:
-    """The seed's "default local authority" for a create that names no grant: the narrowest grant that lets the run work.
+    """The default local authority for a create that names no grant: the narrowest grant that lets the run work.
 
     Level attended, scope this asset with only the exact local pair (local_write to
     repository), so every outward action stays fail-closed; it expires (no grant is

@@ -1,6 +1,6 @@
 """Cost as fixed-point decimal strings, never binary floats.
 
-The seed writes cost limits and usage as canonical decimal strings with at most
+Cost limits and usage are written as canonical decimal strings with at most
 six fractional digits. Parsing goes through ``decimal.Decimal`` on the string,
 so ``"0.1"`` + ``"0.2"`` is exactly ``"0.3"``; exponents, signs, leading zeros,
 more than six fractional digits and non-strings are refused, because a second

@@ -1,7 +1,7 @@
 """A command's events under construction, each carrying the complete after-state.
 
 A Plan starts from the folded state, and every ``emit`` writes one audit event
-with the seed's envelope (event id, run id, lease id and generation, type,
+with the audit envelope (event id, run id, lease id and generation, type,
 actor, at, data) and the complete projection (run, lease, pending operation)
 as it stands after that event. All events of one command share the command's
 single injected timestamp. Duration proof is added once, before the first

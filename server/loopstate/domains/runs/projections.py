@@ -58,7 +58,7 @@ def grant(state: GrantState) -> dict[str, Any] | None:
 
 
 def issue_ledger(state: RunState) -> dict[str, Any] | None:
-    """The seed's issues.json record for this run."""
+    """The issues.json record (the issue ledger) for this run."""
     if state.run is None:
         return None
     issues = sorted(state.issues.values(), key=lambda i: (i["created_at"], i["issue_id"]))

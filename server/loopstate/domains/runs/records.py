@@ -1,7 +1,7 @@
-"""The seed's records as msgspec Structs, and validators that name the field and the rule.
+"""The run records as msgspec Structs, and validators that name the field and the rule.
 
-Each record keeps the seed's field names, enums and defaults (the-loop's
-``schemas/*.schema.json``). Structural rules (types, enums, patterns, ranges,
+Each record keeps the field names, enums and defaults of the-loop's
+``schemas/*.schema.json``, for compatibility. Structural rules (types, enums, patterns, ranges,
 required and unknown fields) are msgspec constraints; the rules a schema cannot
 say (lease longer than heartbeat, a passed evidence record needs a procedure
 and a result, the route's behavior-proof rules, a grant's invariants and
@@ -55,7 +55,7 @@ Status = Literal[
 Stage = Literal["strategize", "spec_pack", "build", "test", "resolve", "close"]
 STAGES: tuple[str, ...] = ("strategize", "spec_pack", "build", "test", "resolve", "close")
 Harness = Literal["codex", "claude_code", "kimi_code", "opencode", "deepseek_harness"]
-# The seed's route decision names four harnesses (deepseek_harness has no route decisions in v0.1,
+# A route decision names four harnesses (deepseek_harness has no route decisions in v0.1,
 # although route.schema.json lists it); a route for it is refused.
 RouteHarness = Literal["codex", "claude_code", "kimi_code", "opencode"]
 # An actor (event actor, lease or run owner) may also be a person at a terminal: common.schema.json's
@@ -99,7 +99,7 @@ class Actor(Record):
 
 
 class Budgets(Record):
-    """Every field is required in a record (missing data is never inferred); the seed's defaults are
+    """Every field is required in a record (missing data is never inferred); the defaults are
     ``DEFAULT_BUDGETS``, which a config without a file and a command without budgets start from."""
 
     max_duration_seconds: Annotated[int, Meta(ge=1)]
@@ -135,8 +135,8 @@ class Usage(Record):
 
 
 class HarnessStatus(Record):
-    """The schema's eight required fields, plus the seed's pack and behavior fields as optional ones
-    (the seed's table lists them; common.schema.json's harnessStatus does not, so they may be left out)."""
+    """The schema's eight required fields, plus the pack and behavior fields as optional ones
+    (the-loop's written contract lists them; common.schema.json's harnessStatus does not, so they may be left out)."""
 
     installed: bool
     version: str | None
@@ -931,12 +931,12 @@ def validate(kind: str, data: Any) -> Any:
     return record
 
 
-# Fields loopstate adds to the events it writes, beside the seed's (see docs/runs.md, "loopstate-added fields").
+# Fields loopstate adds to the events it writes, beside the compatible ones (see docs/runs.md, "loopstate-added fields").
 LOOPSTATE_EVENT_FIELDS = ("request_id", "request_fingerprint", "loopstate_record", BATCH)
 
 
 def validate_written_event(data: Any) -> Any:
-    """An audit event as loopstate writes it: the seed's event plus the loopstate-added fields, each checked."""
+    """An audit event as loopstate writes it: the compatible event plus the loopstate-added fields, each checked."""
     if not isinstance(data, dict):
         return validate("audit_event", data)
     seed = {k: v for k, v in data.items() if k not in LOOPSTATE_EVENT_FIELDS}

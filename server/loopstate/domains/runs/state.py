@@ -12,14 +12,14 @@ as a broken digest chain does. Reads still show what is there.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from loopstate.core.clock import parse_time
 from loopstate.domains.runs import budgets
 
-# The field loopstate adds to evidence and issue events beside the seed's: the full record after the event.
+# The field loopstate adds to evidence and issue events beside the compatible ones: the full record after the event.
 RECORD_FIELD = "loopstate_record"
 
 
@@ -48,6 +48,10 @@ class RunState(msgspec.Struct, frozen=True):
     obligation: Obligation | None = None
     revoked_markers: frozenset[str] = frozenset()
     broken: str | None = None
+    # The stage started and not yet completed, with the sequence of its stage_started
+    # event (a later start of the same stage is a retry and moves it); None when none is.
+    open_stage: str | None = None
+    open_stage_sequence: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -60,6 +64,32 @@ class RunState(msgspec.Struct, frozen=True):
         if self.last_at is None or self.last_at >= parse_time(self.lease["expires_at"]):
             return None
         return self.last_at
+
+
+STATE_LAYOUT = 2  # bumped whenever RunState changes shape: a snapshot of another layout is not decoded
+
+
+class RunSnapshot(msgspec.Struct, kw_only=True):
+    """A run state as its projection snapshot holds it, with the layout it was written in.
+
+    Layout 1 (before open stages were folded) had no wrapper: its bytes do not decode
+    as this type, so such a snapshot is ignored (a full fold) instead of read as a
+    state that has no open stage."""
+
+    layout: Literal[2]
+    state: RunState
+
+
+def _open_stage(state: RunState, event: dict[str, Any]) -> tuple[str | None, int | None]:
+    """What stage is open after ``event``: a start opens its stage (replacing any other,
+    as streams written before starts were checked may overlap), a completion of the open
+    stage closes it, and nothing else changes it."""
+    data = event.get("data") or {}
+    if event.get("type") == "stage_started":
+        return data.get("stage"), event.get("sequence")
+    if event.get("type") == "stage_completed" and data.get("stage") == state.open_stage:
+        return None, None
+    return state.open_stage, state.open_stage_sequence
 
 
 class GrantState(msgspec.Struct, frozen=True):
@@ -148,10 +178,11 @@ def evolve_run(state: RunState, event: dict[str, Any]) -> RunState:
     revoked = state.revoked_markers
     if event["type"] == "authority_revoked":
         revoked = revoked | {event["data"]["grant_id"]}
+    open_stage, open_stage_sequence = _open_stage(state, event)
     return RunState(
         run_id=state.run_id, sequence=event["sequence"], last=event, last_at=at, run=run, lease=lease,
         pending=pending, issues=issues, evidence=evidence, obligation=obligation, revoked_markers=revoked,
-        broken=broken,
+        broken=broken, open_stage=open_stage, open_stage_sequence=open_stage_sequence,
     )
 
 
