@@ -54,6 +54,9 @@ def test_two_clones_at_different_paths_are_one_project(origin, tmp_path, data_di
     started = a.json("intent", "start", "--label", "shared", "--claim", "outcome:one project for the team")
     assert b.json("intent", "tasks")["current_task_id"] == started["events"][0]["task_id"]
     assert {x.json("root", str(c), root=False)["project_id"] for x, c in ((a, clones[0]), (b, clones[1]))} == ids
+    Cli(origin, data_dir).ok("intent", "show")  # the origin's git history is recorded for the project's id
+    shown = b("intent", "show")  # a clone elsewhere is the project, not a look-alike to adopt
+    assert shown.returncode == 0 and "adopt" not in shown.stderr
 
 
 @needs_git

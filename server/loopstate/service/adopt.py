@@ -117,6 +117,12 @@ def look_alike(root: str, data_dir: Path | None = None) -> list[dict[str, Any]]:
     is asked of git only when some project recorded one.
     """
     data_dir = resolve_data_dir() if data_dir is None else Path(data_dir)
+    try:
+        committed = read_store_file(root)
+    except LoopstateError:
+        committed = None  # a bad store file: the command itself refuses it, with what is wrong
+    if committed is not None and committed.project_id is not None:
+        return []  # a team's clone is the project its committed store file names, wherever it is
     found: dict[str, str] = {}
     config_id = _config_project(root)
     if config_id is not None:
