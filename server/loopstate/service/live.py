@@ -43,6 +43,9 @@ from loopstate.service.watch import Watcher
 
 log = logging.getLogger("loopstate.service")
 
+StreamKey = tuple[str, str]  # (project id, stream)
+FileCallback = Callable[[Path, "str | None"], None]
+
 
 def _shared(project: Project) -> bool:
     """Whether the project's streams are on a shared store (not files this process can watch)."""
@@ -50,9 +53,6 @@ def _shared(project: Project) -> bool:
 
     url = configured_url(project.root)
     return url is not None and url.split(":", 1)[0] not in ("jsonl", "file")
-
-StreamKey = tuple[str, str]  # (project id, stream)
-FileCallback = Callable[[Path, "str | None"], None]
 
 
 class Follower:
