@@ -16,7 +16,7 @@ from loopstate import __version__
 # module -> the top-level verbs it registers (register(subparsers) sets a `func(args) -> int`
 # default on each). Adding a command is one line here; tests/cli/test_cli_startup.py checks the verbs.
 SUBCOMMANDS = {
-    "loopstate.cli.store": ("verify", "recover", "log"),
+    "loopstate.cli.store": ("verify", "recover", "log", "store"),
     "loopstate.cli.init": ("init",),
     "loopstate.cli.root": ("root",),
     "loopstate.cli.project": ("project",),
@@ -55,7 +55,7 @@ def build_parser(modules=None):
     from loopstate.cli.parser import group_verbs
 
     group_verbs(parser, "intent goals run init root project verify log doctor setup",
-                "recover compact checkpoint prove check-proof validate schema serve mcp hook completion demo",
+                "recover store compact checkpoint prove check-proof validate schema serve mcp hook completion demo",
                 "for editors, hosts, repairs and scripts")
     return parser
 

@@ -1,10 +1,12 @@
-"""`loopstate verify`, `recover` and `log`: the store-level commands every domain shares.
+"""`loopstate verify`, `recover`, `log` and `store export|import`: the store-level commands every domain shares.
 
 They work on raw streams with each domain's chain layout, so they keep working
 when a domain's projection cannot be built (that is when they are needed).
 ``verify`` and ``log`` ask the service (``project.verify``, ``project.log``, the
 answers the sidecar gives an editor); ``recover`` rewrites streams itself, under
-each stream's exclusive lock.
+each stream's exclusive lock. ``store export`` and ``store import`` copy the
+project's streams between two stores (service/store_copy.py): the local data
+dir and a team's shared PostgreSQL, or two data dirs.
 """
 
 from __future__ import annotations
@@ -49,6 +51,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     log.add_argument("--limit", type=_positive, metavar="N",
                      help="only the last N events of each stream (still printed oldest first)")
     log.set_defaults(func=cmd_log)
+
+
+    store = sub.add_parser(
+        "store", help="copy this project's streams to or from another store (a data dir, or PostgreSQL)",
+        description="Copy this project's streams between its store (the one in use: LOOPSTATE_STORE, else the "
+        "committed .loopstate/store.json, else the local data dir) and another one, named by a store URL "
+        "(postgresql://HOST/DATABASE) or a data dir's path. Every byte is kept, so each event keeps its hash; "
+        "both chains are verified; a second copy adds nothing; a target with a different history is refused "
+        "before anything is written.")
+    verbs = store.add_subparsers(dest="store_command", metavar="VERB")
+    export = verbs.add_parser("export", help="copy this project's streams into another store",
+                              description="Copy this project's streams from the store in use into TARGET.")
+    export.add_argument("--to", required=True, metavar="TARGET", help="a store URL, or a data dir's path")
+    add_common(export)
+    export.set_defaults(func=cmd_store_copy, direction="export")
+    imported = verbs.add_parser("import", help="copy this project's streams from another store into this one",
+                                description="Copy this project's streams from SOURCE into the store in use.")
+    imported.add_argument("--from", dest="source", required=True, metavar="SOURCE",
+                          help="a store URL, or a data dir's path")
+    add_common(imported)
+    imported.set_defaults(func=cmd_store_copy, direction="import")
 
 
 def _positive(text: str) -> int:
@@ -227,4 +250,65 @@ def cmd_log(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     if args.json:
         emit_json({"project_id": project.project_id, "streams": out})
+    return 0
+
+
+def _other_store(project: Project, where: str, here: Any):
+    """The store ``where`` names for this project: a URL with a scheme, else a data dir's path (JSONL);
+    never the store ``here`` itself (the project's data dir while its store is the local one)."""
+    import os
+    import re
+    from pathlib import Path
+
+    from loopstate.core.stores import opener_for
+
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", where):  # a scheme (two letters or more: not a drive letter)
+        return opener_for(where)(where, Project(project.root))
+    folder = Path(os.path.abspath(os.path.expanduser(where)))
+    other = Project(project.root, data_dir=folder)
+    if other.data_dir == project.data_dir and here.url.split(":", 1)[0] in ("jsonl", "file"):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where} is this project's own data dir; name another store")
+    return opener_for("jsonl:")("jsonl:", other)
+
+
+def _copy_progress(direction: str):
+    if not sys.stderr.isatty():
+        return None
+
+    def show(stream: str, done: int, total: int) -> None:
+        sys.stderr.write(f"\r{direction}: {stream}: {done}/{total} events")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_store_copy(args: argparse.Namespace) -> int:
+    from loopstate.core.stores import open_store
+    from loopstate.service.store_copy import copy_project, summary, where
+
+    project = _project(args)
+    here = open_store(project)
+    other = _other_store(project, args.to if args.direction == "export" else args.source, here)
+    source, target = (here, other) if args.direction == "export" else (other, here)
+    try:
+        copies = copy_project(source, target, progress=_copy_progress(args.direction))
+    finally:
+        other.close()
+    if args.json:
+        emit_json({"project_id": project.project_id, "source": where(source), "target": where(target),
+                   **summary(copies)})
+        return 0
+    if not copies:
+        print(f"no streams in {where(source)} for project {project.project_id[:12]}: nothing to copy")
+    for c in copies:
+        if c.action == "copied":
+            print(f"copied  {c.stream}: {c.copied} events ({c.target_head_before} -> {c.target_head}), chain verified")
+        elif c.action == "up_to_date":
+            print(f"ok      {c.stream}: the target already holds all {c.source_head} events")
+        else:
+            print(f"ahead   {c.stream}: the target holds {c.target_head} events, the source {c.source_head} of the same "
+                  "history; left as it is")
+    print(f"{where(source)} -> {where(target)}: {sum(c.copied for c in copies)} events copied")
     return 0

@@ -29,6 +29,7 @@ from loopstate.core.adopted import adopted_id
 from loopstate.core.errors import LoopstateError
 from loopstate.core.lock import DEFAULT_TIMEOUT, StoreLock
 from loopstate.core.paths import canonical_root, project_id_for, resolve_data_dir
+from loopstate.core.store_file import read_store_file
 
 STREAM_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9][A-Za-z0-9_-]{0,79})?$")
 PROJECT_SCHEMA = 1
@@ -50,8 +51,11 @@ class Project:
     def __init__(self, root: str | os.PathLike[str], *, data_dir: Path | None = None, lock_timeout: float = DEFAULT_TIMEOUT) -> None:
         self.root = canonical_root(root)
         self.data_dir = Path(data_dir) if data_dir is not None else resolve_data_dir()
-        # A root that adopted a moved or re-cloned project carries that project's id (core/adopted.py).
-        self.project_id = adopted_id(self.data_dir, project_id_for(self.root))
+        # A committed store file gives every clone of a team's project one id (core/store_file.py);
+        # else a root that adopted a moved or re-cloned project carries that project's id (core/adopted.py).
+        self.store_file = read_store_file(self.root)
+        shared_id = None if self.store_file is None else self.store_file.project_id
+        self.project_id = shared_id or adopted_id(self.data_dir, project_id_for(self.root))
         self.dir = self.data_dir / "projects" / self.project_id
         self.lock_timeout = lock_timeout
         self._ensured: tuple[int, int] | None = None

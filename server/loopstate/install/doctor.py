@@ -70,13 +70,14 @@ class HostReport:
 class Report:
     hosts: list[HostReport]
     problems: list[str]
+    store: dict[str, Any] | None = None  # install/store_check.py: the store in use and whether it answers
 
     @property
     def ok(self) -> bool:
         return not self.problems and not any(h.failed for h in self.hosts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "problems": self.problems, "hosts": {
+        return {"ok": self.ok, "problems": self.problems, "store": self.store, "hosts": {
             h.host.name: {"harness": h.host.harness, "status": h.status, "probe": h.probe, "problems": h.problems,
                           "notes": h.notes, "files": h.files, "recorded": h.recorded} for h in self.hosts}}
 
@@ -99,7 +100,11 @@ class Report:
             lines += [f"  problem: {p}" for p in h.problems] + [f"  note: {n}" for n in h.notes]
             if h.recorded:
                 lines.append(f"  recorded: {h.recorded}")
-        lines += [f"problem: {p}" for p in self.problems]
+        if self.store is not None:
+            from loopstate.install.store_check import text
+
+            lines += text(self.store)
+        lines += [f"problem: {p}" for p in self.problems if self.store is None or p != self.store["problem"]]
         lines.append("ok" if self.ok else "doctor found problems (each line above says how to fix it)")
         return "\n".join(lines) + "\n"
 
@@ -573,4 +578,11 @@ def run(places: Places, only: list[str] | None, progress: Callable[[str, int, in
     if not reports:
         problems.append("loopstate is set up for no host, and neither claude nor codex is on PATH: run "
                         "`loopstate setup apply --host claude` (or --host codex)")
-    return Report(reports, problems)
+    store = None
+    if places.project is not None:
+        from loopstate.install.store_check import check_store
+
+        store = check_store(places.project)
+        if store["problem"]:
+            problems.append(store["problem"])
+    return Report(reports, problems, store)

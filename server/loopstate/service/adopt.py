@@ -33,6 +33,7 @@ from loopstate.core.adopted import ADOPTED, adopted_id, alias_path
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid4
 from loopstate.core.paths import project_id_for, resolve_data_dir
+from loopstate.core.store_file import STORE_FILE, read_store_file
 
 IDENTITIES = "identities"
 
@@ -116,6 +117,12 @@ def look_alike(root: str, data_dir: Path | None = None) -> list[dict[str, Any]]:
     is asked of git only when some project recorded one.
     """
     data_dir = resolve_data_dir() if data_dir is None else Path(data_dir)
+    try:
+        committed = read_store_file(root)
+    except LoopstateError:
+        committed = None  # a bad store file: the command itself refuses it, with what is wrong
+    if committed is not None and committed.project_id is not None:
+        return []  # a team's clone is the project its committed store file names, wherever it is
     found: dict[str, str] = {}
     config_id = _config_project(root)
     if config_id is not None:
@@ -182,6 +189,11 @@ def adopt(root: str, old: str, *, share: bool = False, data_dir: Path | None = N
     """Make ``root`` carry the state of the project at ``old`` (a path, or a project id); what was done."""
     data_dir = resolve_data_dir() if data_dir is None else Path(data_dir)
     projects = data_dir / "projects"
+    committed = read_store_file(root)
+    if committed is not None and committed.project_id is not None:  # the id every clone carries: no adoption
+        raise LoopstateError(ErrorCode.CONFLICT, f"{root} is project {committed.project_id[:12]}... by its committed "
+                             f"{STORE_FILE} on every clone and machine, so an adoption would change nothing; to "
+                             "bring another store's history in, `loopstate store import --from DIR_OR_URL`", root=root)
     own_id = project_id_for(root)
     old_path = os.path.realpath(os.path.abspath(os.path.expanduser(old)))
     if len(old) == 64 and all(c in "0123456789abcdef" for c in old):

@@ -110,10 +110,15 @@ def hooks_config(root: str) -> dict[str, Any]:
 
 
 def standing_switch(root: str) -> str | None:
-    """The first kill switch that stands, reading no store: a STOP the user can see always counts
-    (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch)."""
+    """The first kill switch that stands, reading no stream: a STOP the user can see always counts
+    (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch),
+    then, on a team's shared store, the stop recorded there from any machine (service/shared_stop.py)."""
     found = probe_kill_switches(root, every_switch(root))
-    return None if found is None else found["path"]
+    if found is not None:
+        return found["path"]
+    from loopstate.service.shared_stop import standing
+
+    return standing(root)
 
 
 class HookSession:

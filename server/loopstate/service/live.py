@@ -6,8 +6,13 @@ lands, without polling, and must not do the same work once per subscriber.
 ``Live`` is that engine, once per process:
 
 - one store watcher (``service/watch``), armed on the ``streams`` folder of
-  every followed project and on any other folder a follower asks for (the
-  kill switches' folders);
+  every followed project on the local store and on any other folder a follower
+  asks for (the kill switches' folders);
+- on a team's shared store (PostgreSQL), no files to watch: one change feed per
+  followed project instead (the storage contract's ``Store.changes``: LISTEN on
+  the project's channel), whose wake schedules the same catch-up. The catch-up
+  reads after the last sequence it folded, so a wake that is missed, merged or
+  spurious (the feed wakes once after it reconnects) loses nothing;
 - one worker, the service thread every Service call of the process runs on;
 - one catch-up per change: a changed stream file schedules one
   ``Service.refresh`` of that stream (changes that land while it waits are
@@ -42,6 +47,14 @@ StreamKey = tuple[str, str]  # (project id, stream)
 FileCallback = Callable[[Path, "str | None"], None]
 
 
+def _shared(project: Project) -> bool:
+    """Whether the project's streams are on a shared store (not files this process can watch)."""
+    from loopstate.core.stores import configured_url
+
+    url = configured_url(project.root)
+    return url is not None and url.split(":", 1)[0] not in ("jsonl", "file")
+
+
 class Follower:
     """What a front door hears from ``Live``; every method is called on the service thread and may do nothing."""
 
@@ -53,6 +66,15 @@ class Follower:
 
     def failed(self, project: Project, stream: str, error: LoopstateError) -> None:
         """A live catch-up of ``stream`` could not read it (a corrupt or unreadable stream)."""
+
+
+class _Feed:
+    """A shared store's change feed of one project, shared by every followed stream of it."""
+
+    __slots__ = ("feed", "count")
+
+    def __init__(self, feed: Any) -> None:
+        self.feed, self.count = feed, 0
 
 
 class _Followed:
@@ -78,6 +100,7 @@ class Live:
         self.catch_ups = 0  # live catch-ups run (each is logged at debug level: what tests count)
         self._followed: dict[StreamKey, _Followed] = {}
         self._file_callbacks: dict[Path, list[FileCallback]] = {}
+        self._feeds: dict[str, _Feed] = {}  # project id -> its shared store's change feed
         self._pending: set[StreamKey] = set()
         self._pending_lock = threading.Lock()
         self.closed = False
@@ -102,7 +125,7 @@ class Live:
             followed = self._followed[key] = _Followed(project, domain, stream)
         followed.count += 1
         if followed.count == 1:
-            self.watcher.watch(project.dir / "streams")
+            self._watch_project(project)
         self.catch_up(project, domain, stream)
 
     def unfollow(self, project: Project, stream: str) -> None:
@@ -113,7 +136,37 @@ class Live:
         followed.count -= 1
         if followed.count <= 0:
             del self._followed[key]
+            self._unwatch_project(project)
+
+    def _watch_project(self, project: Project) -> None:
+        """Wake on the project's appends: its streams folder, or its shared store's change feed."""
+        feed = self._feeds.get(project.project_id)
+        if feed is None and not _shared(project):
+            self.watcher.watch(project.dir / "streams")
+            return
+        if feed is None:
+            from loopstate.core.stores import open_store
+
+            project_id, loop = project.project_id, self.loop
+
+            def woke(stream: str | None) -> None:  # the store's thread
+                try:
+                    loop.call_soon_threadsafe(self._on_store_change, project_id, stream)
+                except RuntimeError:  # the loop is closed: the process is exiting
+                    pass
+
+            feed = self._feeds[project_id] = _Feed(open_store(project).changes(None, on_change=woke))
+        feed.count += 1
+
+    def _unwatch_project(self, project: Project) -> None:
+        feed = self._feeds.get(project.project_id)
+        if feed is None:
             self.watcher.unwatch(project.dir / "streams")
+            return
+        feed.count -= 1
+        if feed.count <= 0:
+            del self._feeds[project.project_id]
+            feed.feed.close()
 
     def watch_files(self, folder: Path, callback: FileCallback) -> None:
         """Call ``callback(folder, name)`` on the loop when a file in ``folder`` is created, written or removed
@@ -133,6 +186,9 @@ class Live:
         self.closed = True
         self._followed.clear()
         self._file_callbacks.clear()
+        feeds, self._feeds = list(self._feeds.values()), {}
+        for feed in feeds:
+            feed.feed.close()
         self.watcher.close()
 
     def catch_up(self, project: Project, domain: Domain, stream: str) -> None:
@@ -158,6 +214,13 @@ class Live:
             return  # a lock file, a checkpoint, a snapshot: not an append
         for key, followed in list(self._followed.items()):
             if followed.project.dir / "streams" == folder and (stream is None or key[1] == stream):
+                self.catch_up(followed.project, followed.domain, followed.stream)
+
+    def _on_store_change(self, project_id: str, stream: str | None) -> None:
+        if self.closed:
+            return
+        for key, followed in list(self._followed.items()):
+            if key[0] == project_id and (stream is None or key[1] == stream):
                 self.catch_up(followed.project, followed.domain, followed.stream)
 
     # service thread ------------------------------------------------------------

@@ -8,6 +8,11 @@ appended, and the runs a stop halted stay halted until each is resumed with
 ``runs.resume`` (a halt is a run's recorded terminal fact, not a flag the
 switch holds).
 
+On a team's shared store (service/shared_stop.py) ``project.stop`` also records
+the stop in the store, before the runs are halted, so every machine's next tool
+call is denied, and ``project.resume`` lifts it there; ``state`` names it among
+the standing switches.
+
 Which files ``project.resume`` may remove: the standing switches inside the
 project's own ``.loopstate`` folder (``.loopstate/STOP``, or a configured path
 there), which loopstate creates. A switch elsewhere
@@ -28,9 +33,11 @@ import msgspec
 from loopstate_protocol import project as proto
 from loopstate_protocol.base import Head
 from loopstate_protocol.errors import ErrorCode
+from loopstate_protocol.runs import KillSwitchState
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id
+from loopstate.service import shared_stop
 
 if TYPE_CHECKING:
     from loopstate.service.engine import Service
@@ -65,8 +72,21 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
     from loopstate.service.runs_project import halt_project, kill_switch
 
     records.decode("project.stop", records.Actor, command.actor, "$.actor")  # refused before the switch is set
-    done = halt_project(service, service.project(root).root, command.actor, request_id=request_id,
-                        reason=command.reason)
+    root = service.project(root).root
+    try:
+        shared = shared_stop.set_stop(root, command.reason)
+    except LoopstateError as error:  # the store is down: the local switch still goes up and denies here
+        try:
+            halt_project(service, root, command.actor, request_id=request_id, reason=command.reason)
+        except LoopstateError:
+            from loopstate.service.runs_effects import create_project_kill_switch
+
+            create_project_kill_switch(root, "created by `loopstate run stop`\n")  # the runs' halts need the store
+        raise LoopstateError(error.code, f"the kill switch is set in this work tree and denies on this machine, but "
+                             f"the shared store could not record the stop, so other machines do not see it: "
+                             f"{error.message}; run `loopstate run stop` again when the store answers",
+                             **error.details) from None
+    done = halt_project(service, root, command.actor, request_id=request_id, reason=command.reason)
     reached = done["projects"]
     replayed = all(set(p["replayed"]) == {*p["halted"]} and not p["failed"] for p in reached) and any(
         p["replayed"] for p in reached)
@@ -75,9 +95,16 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
         failed=[proto.RunFailure(**f) for f in done["failed"]],
         projects=[proto.ProjectHalt(root=p["root"], kill_switch=p["kill_switch"], halted=p["halted"],
                                     failed=[proto.RunFailure(**f) for f in p["failed"]]) for p in reached],
-        state=kill_switch(done["root"]),
+        state=_with_shared(kill_switch(done["root"]), shared),
     )
     return ProjectDone(events=[], head=None, replayed=replayed, project=outcome)
+
+
+def _with_shared(state: KillSwitchState, shared: str | None) -> KillSwitchState:
+    """The switches that stand, the shared store's stop among them when it is set."""
+    if shared is None:
+        return state
+    return msgspec.structs.replace(state, set=True, paths=[*state.paths, shared])
 
 
 def resume(service: "Service", root: str, command: proto.ProjectResume) -> ProjectDone:
@@ -112,6 +139,9 @@ def resume(service: "Service", root: str, command: proto.ProjectResume) -> Proje
             continue
         _fsync_dir(path.parent)
         removed.append(str(path))
+    lifted = shared_stop.clear_stop(root)
+    if lifted is not None:
+        removed.append(lifted)
     if command.actor is not None:
         from loopstate.domains.runs import records
 
@@ -127,7 +157,9 @@ def resume(service: "Service", root: str, command: proto.ProjectResume) -> Proje
             continue
         if run is not None and run["status"] == HALTED:
             halted.append(run_id)
-    outcome = proto.ResumeOutcome(removed=removed, kept=kept, state=kill_switch(root), halted_runs=halted,
+    outcome = proto.ResumeOutcome(removed=removed, kept=kept, state=_with_shared(kill_switch(root),
+                                                                               shared_stop.standing(root)),
+                                  halted_runs=halted,
                                   note=RESUME_NOTE)
     return ProjectDone(events=[], head=None, replayed=False, project=outcome)
 

@@ -1,0 +1,465 @@
+"""The PostgreSQL store beside the eventsourcing library's PostgreSQL recorder, on one server.
+
+    .venv/bin/python tests/bench/bench_postgres.py [--appends 400] [--writers 8] [--rounds 2] [--notify 300]
+
+Starts its own PostgreSQL cluster (tests/pg/pg_cluster.py: initdb + pg_ctl in a temp dir,
+Unix socket only, the server's defaults: fsync on, synchronous_commit on), and in each
+round, on fresh databases of that one server, measures with ~730-byte claim events
+(bench_core.body):
+
+* serial appends/s, one process, one append per transaction:
+  loopstate's ledger mutation (the service's path: lock, catch-up, request-id lookup,
+  append, commit), loopstate's ``Store.append`` of sealed lines (one statement), and
+  eventsourcing's ``PostgresApplicationRecorder.insert_events`` (one event per call);
+* the same with ``--writers`` processes released at once: loopstate with one stream each
+  and all on one stream (taking turns on its lock), eventsourcing with one aggregate each
+  (its recorder serialises every insert with a table lock, for its notification order);
+* notification latency: a writer appends one event at a time; a subscriber on another
+  connection (loopstate: the store's change feed, then a ledger catch-up; eventsourcing:
+  ``recorder.subscribe``) holds the event. Measured from the start of the append call
+  (the commit is inside it) to the subscriber holding the event: p50 and p99.
+* the ordering lock, the choice behind ``loopstate.append``: a per-stream advisory
+  transaction lock beside a row lock on a heads table, each as a one-statement append.
+
+After each loopstate run the streams are read back and their chains verified, counts exact.
+eventsourcing is the reference: without it (pip install 'eventsourcing[postgres]', or the
+bench extra) its rows are skipped with a line saying so. Verdicts: loopstate's appends at
+least eventsourcing's throughput, notification p99 under 50 ms.
+Not part of the test run (the file is not named test_*.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import psycopg  # noqa: E402
+from bench_core import LAYOUT, body  # noqa: E402
+
+from loopstate.core import canonical  # noqa: E402
+from loopstate.core.backend import verify_chain  # noqa: E402
+from loopstate.core.project import Project  # noqa: E402
+from loopstate.core.stores import open_store  # noqa: E402
+from tests.pg.pg_cluster import Cluster, skip_reason  # noqa: E402
+
+try:
+    from eventsourcing.persistence import StoredEvent as EsStoredEvent
+    from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+except ImportError as exc:  # the reference is optional
+    ES_MISSING: str | None = f"eventsourcing's PostgreSQL recorder is not installed ({exc}); " \
+        "pip install 'eventsourcing[postgres]' (or loopstate's bench extra) to run the reference"
+else:
+    ES_MISSING = None
+
+FP = "f" * 64
+
+
+# -- the two subjects, as one writer makes them ---------------------------------------------------
+
+
+def project_for(base: Path, name: str) -> Project:
+    root = base / name
+    root.mkdir(parents=True, exist_ok=True)
+    return Project(str(root), data_dir=base / "data", lock_timeout=120)
+
+
+def loopstate_appends(url: str, base: Path, name: str, stream: str, appends: int, how: str) -> list[float]:
+    """``appends`` durable appends to ``stream``; each one's latency in seconds."""
+    store = open_store(project_for(base, "project"), url)
+    latencies = []
+    if how == "mutation":
+        ledger = store.open_ledger(stream, LAYOUT, announce_history=False)
+        ledger.catch_up(collect=False)
+        go()
+        for k in range(appends):
+            t = time.perf_counter()
+            with ledger.mutation() as tx:
+                rid = f"{name}-{k}"
+                if tx.earlier(rid, FP) is None:
+                    tx.append([body(k)], request_id=rid, fp=FP)
+            latencies.append(time.perf_counter() - t)
+    else:
+        from loopstate.core.backend import HeadConflict, seal_batch
+
+        head = store.head(stream, LAYOUT)
+        go()
+        for k in range(appends):
+            t = time.perf_counter()
+            while True:
+                lines = seal_batch([body(k)], LAYOUT, head, extra={"request_id": f"{name}-{k}", "request_fingerprint": FP})
+                try:
+                    head = store.append(stream, LAYOUT, lines, expected=head)
+                    break
+                except HeadConflict as exc:
+                    head = exc.actual
+            latencies.append(time.perf_counter() - t)
+    store.close()
+    return latencies
+
+
+def es_datastore(url_parts: dict[str, str], pool_size: int = 1) -> PostgresDatastore:
+    return PostgresDatastore(dbname=url_parts["dbname"], host=url_parts["host"], port=5432, user=url_parts["user"],
+                             password="", pool_size=pool_size)
+
+
+def es_appends(parts: dict[str, str], appends: int) -> list[float]:
+    datastore = es_datastore(parts)
+    recorder = PostgresApplicationRecorder(datastore)
+    aggregate = uuid.uuid4()
+    latencies = []
+    go()
+    for k in range(appends):
+        state = canonical.encode(body(k))
+        t = time.perf_counter()
+        recorder.insert_events([EsStoredEvent(originator_id=aggregate, originator_version=k + 1,
+                                              topic="bench:ClaimAdded", state=state)])
+        latencies.append(time.perf_counter() - t)
+    datastore.close()
+    return latencies
+
+
+_released: threading.Event | None = None
+
+
+def go() -> None:
+    """A child says it is ready and waits for the go line (the parent's own run goes on at once)."""
+    if _released is None:
+        print("ready", flush=True)
+        sys.stdin.readline()
+
+
+def child(argv: list[str]) -> None:
+    kind, *rest = argv
+    if kind == "loopstate":
+        url, base, name, stream, appends, how = rest
+        latencies = loopstate_appends(url, Path(base), name, stream, int(appends), how)
+    else:
+        parts, appends = json.loads(rest[0]), int(rest[1])
+        latencies = es_appends(parts, appends)
+    print(json.dumps(latencies), flush=True)
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def in_processes(commands: list[list[str]]) -> tuple[float, list[float]]:
+    """Start the children, release them together once all are ready; (seconds, latencies)."""
+    children = [subprocess.Popen([sys.executable, __file__, "--child", *c], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True) for c in commands]
+    for c in children:
+        line = c.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"a writer failed before it was ready: {line!r}")
+    start = time.perf_counter()
+    for c in children:
+        c.stdin.write("go\n")
+        c.stdin.flush()
+    latencies: list[float] = []
+    for c in children:
+        out, _ = c.communicate(timeout=900)
+        if c.returncode != 0:
+            raise RuntimeError("a writer failed")
+        latencies += json.loads(out.strip().splitlines()[-1])
+    return time.perf_counter() - start, latencies
+
+
+def serial(fn, *args) -> tuple[float, list[float]]:
+    global _released
+    _released = threading.Event()
+    try:
+        start = time.perf_counter()
+        latencies = fn(*args)
+        return time.perf_counter() - start, latencies
+    finally:
+        _released = None
+
+
+def check_loopstate(url: str, base: Path, streams: list[str], expected: int) -> None:
+    store = open_store(project_for(base, "project"), url)
+    total = 0
+    for stream in streams:
+        events = list(store.read(stream, LAYOUT))
+        verify_chain(events, LAYOUT, stream)
+        ids = [canonical.decode(e.line)["request_id"] for e in events]
+        assert len(ids) == len(set(ids)), f"a request id twice in {stream}"
+        total += len(events)
+    store.close()
+    assert total == expected, f"{total} events, expected {expected}"
+
+
+def check_es(url: str, expected: int) -> None:
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT count(*) FROM stored_events").fetchone()[0]
+    assert found == expected, f"eventsourcing: {found} events, expected {expected}"
+
+
+def url_parts(cluster: Cluster, url: str) -> dict[str, str]:
+    from urllib.parse import urlsplit
+
+    return {"dbname": urlsplit(url).path.lstrip("/"), "host": str(cluster.socket_dir), "user": cluster.superuser}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- notification latency -------------------------------------------------------------------------
+
+
+def loopstate_notify(url: str, base: Path, samples: int) -> tuple[list[float], list[float]]:
+    """(from the append call's start, from the row's insert) to the subscriber holding the event."""
+    writer = open_store(project_for(base, "project"), url)
+    reader = open_store(project_for(base, "project"), url)  # another instance: its own connections
+    ledger = reader.open_ledger("intent", LAYOUT)
+    held = threading.Event()
+    seen: dict[int, float] = {}
+    seen_wall: dict[int, float] = {}
+
+    def on_change(_stream: str | None) -> None:
+        for record in ledger.catch_up().records:  # the subscriber pulls after its last sequence
+            seen[record.event["sequence"]] = time.perf_counter()
+            seen_wall[record.event["sequence"]] = time.time()
+        held.set()
+
+    writer_ledger = writer.open_ledger("intent", LAYOUT, announce_history=False)
+    feed = reader.changes(["intent"], on_change=on_change)
+    latencies = []
+    try:
+        for k in range(samples):
+            held.clear()
+            t = time.perf_counter()
+            with writer_ledger.mutation() as tx:
+                sequence = tx.append([body(k)], request_id=f"n-{k}", fp=FP)[0].event["sequence"]
+            deadline = t + 5
+            while sequence not in seen and time.perf_counter() < deadline:
+                held.wait(0.5)
+                held.clear()
+            if sequence not in seen:
+                raise RuntimeError(f"the subscriber never got sequence {sequence}")
+            latencies.append(seen[sequence] - t)
+            time.sleep(0.002)
+    finally:
+        feed.close()
+        writer.close()
+        reader.close()
+    # The row's committed_at is the server's clock_timestamp() at the insert, inside the
+    # transaction, just before its COMMIT (and WAL flush): the same machine's wall clock.
+    with psycopg.connect(url) as conn:
+        inserted = dict(conn.execute("SELECT sequence, extract(epoch FROM committed_at)::float8 FROM loopstate.events "
+                                     "WHERE stream = 'intent'").fetchall())
+    return latencies, [seen_wall[seq] - inserted[seq] for seq in sorted(seen_wall) if seq in inserted]
+
+
+def es_notify(parts: dict[str, str], samples: int) -> list[float]:
+    writer_store = es_datastore(parts)
+    reader_store = es_datastore(parts, pool_size=3)
+    writer = PostgresApplicationRecorder(writer_store)
+    writer.create_table()
+    reader = PostgresApplicationRecorder(reader_store)
+    seen: dict[int, float] = {}
+    got = threading.Event()
+    subscription = reader.subscribe(gt=reader.max_notification_id() or 0)
+
+    def follow() -> None:
+        try:
+            for notification in subscription:
+                seen[notification.id] = time.perf_counter()
+                got.set()
+        except Exception:  # stop() on Python < 3.13 (Queue.shutdown) ends the iteration with an error
+            pass
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    aggregate = uuid.uuid4()
+    latencies = []
+    try:
+        for k in range(samples):
+            t = time.perf_counter()
+            ids = writer.insert_events([EsStoredEvent(originator_id=aggregate, originator_version=k + 1,
+                                                      topic="bench:ClaimAdded", state=canonical.encode(body(k)))])
+            last = ids[-1]
+            deadline = t + 5
+            while last not in seen and time.perf_counter() < deadline:
+                got.wait(0.5)
+                got.clear()
+            if last not in seen:
+                raise RuntimeError(f"eventsourcing's subscriber never got notification {last}")
+            latencies.append(seen[last] - t)
+            time.sleep(0.002)
+    finally:
+        try:
+            subscription.stop()
+        except Exception:
+            pass
+        writer_store.close()
+        reader_store.close()
+    return latencies
+
+
+# -- the ordering lock ----------------------------------------------------------------------------
+
+LOCKS_DDL = """
+CREATE TABLE ev (project text, stream text, sequence bigint, event_hash text, line bytea,
+                 PRIMARY KEY (project, stream, sequence));
+CREATE TABLE heads (project text, stream text, sequence bigint NOT NULL, PRIMARY KEY (project, stream));
+CREATE FUNCTION app_advisory(p text, s text, exp bigint, h text, l bytea) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE cur bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended(p || '/' || s, 0));
+  SELECT coalesce(max(sequence), 0) INTO cur FROM ev WHERE project = p AND stream = s;
+  IF cur <> exp THEN RETURN cur; END IF;
+  INSERT INTO ev VALUES (p, s, exp + 1, h, l);
+  PERFORM pg_notify('bench', s || ' ' || (exp + 1));
+  RETURN exp + 1;
+END $$;
+CREATE FUNCTION app_row(p text, s text, exp bigint, h text, l bytea) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE cur bigint;
+BEGIN
+  INSERT INTO heads VALUES (p, s, 0) ON CONFLICT DO NOTHING;
+  SELECT sequence INTO cur FROM heads WHERE project = p AND stream = s FOR UPDATE;
+  IF cur <> exp THEN RETURN cur; END IF;
+  INSERT INTO ev VALUES (p, s, exp + 1, h, l);
+  UPDATE heads SET sequence = exp + 1 WHERE project = p AND stream = s;
+  PERFORM pg_notify('bench', s || ' ' || (exp + 1));
+  RETURN exp + 1;
+END $$;
+"""
+
+
+def lock_writer(url: str, function: str, stream: str, appends: int) -> None:
+    line = canonical.encode(body(0))
+    with psycopg.connect(url, autocommit=True) as conn:
+        head, done = 0, 0
+        while done < appends:
+            found = conn.execute(f"SELECT {function}(%s, %s, %s, %s, %s)", (function, stream, head, "h" * 64, line)).fetchone()[0]
+            done, head = (done + 1, found) if found == head + 1 else (done, found)
+
+
+def lock_run(url: str, function: str, writers: int, appends: int, one_stream: bool) -> float:
+    threads = [threading.Thread(target=lock_writer, args=(url, function, "s" if one_stream else f"s{i}", appends))
+               for i in range(writers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return writers * appends / (time.perf_counter() - start)
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--appends", type=int, default=400, help="appends of the serial writer (each of N writers: this / N x 2)")
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--notify", type=int, default=300, help="samples of notification latency")
+    args = parser.parse_args()
+    reason = skip_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return
+    if ES_MISSING:
+        print(f"reference skipped: {ES_MISSING}")
+    cluster = Cluster()
+    per_writer = max(1, args.appends * 2 // args.writers)
+    try:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            version = conn.execute("SHOW server_version").fetchone()[0]
+            settings = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("fsync", "synchronous_commit", "wal_sync_method")}
+        print(f"PostgreSQL {version} ({', '.join(f'{k}={v}' for k, v in settings.items())}), psycopg {psycopg.__version__}, "
+              f"{args.appends} serial appends, {args.writers} writers x {per_writer}, {args.notify} notification samples")
+        for round_no in range(1, args.rounds + 1):
+            print(f"\nround {round_no}")
+            rows: list[tuple[str, float, list[float]]] = []
+            with tempfile.TemporaryDirectory(prefix="lsbench-") as tmp:
+                base = Path(tmp)
+                url = cluster.new_database("bench")
+                took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "mutation")
+                check_loopstate(url, base, ["intent"], args.appends)
+                rows.append(("loopstate ledger mutation, serial", args.appends / took, lat))
+                url = cluster.new_database("bench")
+                took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "store")
+                check_loopstate(url, base, ["intent"], args.appends)
+                rows.append(("loopstate Store.append, serial", args.appends / took, lat))
+                if not ES_MISSING:
+                    url = cluster.new_database("bench")
+                    parts = url_parts(cluster, url)
+                    datastore = es_datastore(parts)
+                    PostgresApplicationRecorder(datastore).create_table()
+                    datastore.close()
+                    took, lat = serial(es_appends, parts, args.appends)
+                    check_es(url, args.appends)
+                    rows.append(("eventsourcing insert_events, serial", args.appends / took, lat))
+                n = args.writers
+                url = cluster.new_database("bench")
+                took, lat = in_processes([["loopstate", url, str(base), f"w{i}", f"runs.w{i}", str(per_writer), "mutation"]
+                                          for i in range(n)])
+                check_loopstate(url, base, [f"runs.w{i}" for i in range(n)], n * per_writer)
+                rows.append((f"loopstate ledger mutation, {n} processes, a stream each", n * per_writer / took, lat))
+                url = cluster.new_database("bench")
+                took, lat = in_processes([["loopstate", url, str(base), f"w{i}", "intent", str(per_writer), "mutation"]
+                                          for i in range(n)])
+                check_loopstate(url, base, ["intent"], n * per_writer)
+                rows.append((f"loopstate ledger mutation, {n} processes, one stream", n * per_writer / took, lat))
+                if not ES_MISSING:
+                    url = cluster.new_database("bench")
+                    parts = url_parts(cluster, url)
+                    datastore = es_datastore(parts)
+                    PostgresApplicationRecorder(datastore).create_table()
+                    datastore.close()
+                    took, lat = in_processes([["es", json.dumps(parts), str(per_writer)] for _ in range(n)])
+                    check_es(url, n * per_writer)
+                    rows.append((f"eventsourcing insert_events, {n} processes, an aggregate each", n * per_writer / took, lat))
+                print(f"  {'appends':<62} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+                for label, rate, lat in rows:
+                    print(f"  {label:<62} {rate:9.0f} {pct(lat, 0.5) * 1e3:8.2f} {pct(lat, 0.99) * 1e3:8.2f}")
+                by = {label: rate for label, rate, _ in rows}
+                if not ES_MISSING:
+                    ser = by["loopstate ledger mutation, serial"] / by["eventsourcing insert_events, serial"]
+                    par = (by[f"loopstate ledger mutation, {n} processes, a stream each"]
+                           / by[f"eventsourcing insert_events, {n} processes, an aggregate each"])
+                    print(f"  verdict: serial {ser:.2f}x eventsourcing, {n} processes {par:.2f}x "
+                          f"({'met' if min(ser, par) >= 1 else 'NOT met'}: at least 1x)")
+                url = cluster.new_database("bench")
+                mine, from_insert = loopstate_notify(url, base, args.notify)
+                print(f"  {'notification to the subscriber holding the event, from':<62} {'p50 ms':>9} {'p99 ms':>8}")
+                print(f"  {'loopstate, the append call: change feed (LISTEN) + catch-up':<62} {pct(mine, 0.5) * 1e3:9.2f} {pct(mine, 0.99) * 1e3:8.2f}")
+                print(f"  {'loopstate, the insert (server clock, before COMMIT)':<62} {pct(from_insert, 0.5) * 1e3:9.2f} {pct(from_insert, 0.99) * 1e3:8.2f}")
+                if not ES_MISSING:
+                    url = cluster.new_database("bench")
+                    theirs = es_notify(url_parts(cluster, url), args.notify)
+                    print(f"  {'eventsourcing, the insert_events call: subscribe (LISTEN + select)':<62} {pct(theirs, 0.5) * 1e3:9.2f} {pct(theirs, 0.99) * 1e3:8.2f}")
+                print(f"  verdict: loopstate notification p99 {pct(from_insert, 0.99) * 1e3:.1f} ms from the commit's insert, "
+                      f"{pct(mine, 0.99) * 1e3:.1f} ms from the append call "
+                      f"({'met' if pct(from_insert, 0.99) < 0.050 else 'NOT met'}: under 50 ms from commit)")
+                url = cluster.new_database("bench")
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(LOCKS_DDL)
+                print(f"  {'ordering lock (one-statement append)':<40} {'serial':>9} {f'{n} own':>9} {f'{n} one':>9}  events/s")
+                for function, label in (("app_advisory", "advisory transaction lock"), ("app_row", "heads table row lock")):
+                    figures = [lock_run(url, function, 1, args.appends, True),
+                               lock_run(url, function, n, per_writer, False),
+                               lock_run(url, function, n, per_writer, True)]
+                    print(f"  {label:<40} " + " ".join(f"{f:9.0f}" for f in figures))
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+    else:
+        main()
