@@ -78,13 +78,18 @@ def parse(uri: str) -> View:
 
 
 def listing(service: Service, root: str) -> list[tuple[View, str]]:
-    """Every resource of the project at ``root`` with a short name, the intent snapshot first (service thread)."""
-    from loopstate.service.front import goal_ids, run_ids
+    """Every resource of the project at ``root`` with a short name, the intent snapshot first (service thread).
+
+    The runs and goals are those the protocol's ``project.runs`` and ``project.goals`` list, the
+    same reads the editors make, whatever store holds them."""
+    from loopstate_protocol.project import GoalList, ProjectGoals, ProjectRuns, RunList
 
     project_id = service.project(root).project_id
+    runs: RunList = service.query(root, ProjectRuns())
+    goals: GoalList = service.query(root, ProjectGoals())
     found = [(View(project_id, "intent", None), "intent snapshot")]
-    found += [(View(project_id, "runs", run_id), f"run {run_id} status") for run_id in run_ids(root, data_dir=service.data_dir)]
-    found += [(View(project_id, "goals", goal_id), f"goal {goal_id} board") for goal_id in goal_ids(root, data_dir=service.data_dir)]
+    found += [(View(project_id, "runs", run.run_id), f"run {run.run_id} status") for run in runs.runs]
+    found += [(View(project_id, "goals", goal.goal_id), f"goal {goal.goal_id} board") for goal in goals.goals]
     return found
 
 

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from loopstate.service.engine import Service
 
 __all__ = [
-    "ProjectRoot", "create_kill_switch", "domain_service", "goal_ids", "goal_state", "hook_answer", "hook_event",
+    "ProjectRoot", "create_kill_switch", "domain_service", "goal_state", "hook_answer", "hook_event",
     "hook_fault", "hook_switch_denial", "kill_switch_paths", "markdown_status", "probe_kill_switch", "project_config",
-    "resolve_root", "run_ids", "split_claim", "stream_layout",
+    "resolve_root", "split_claim", "stream_layout",
 ]
 
 
@@ -98,22 +98,6 @@ def goal_state(root: str, goal_id: str, *, use_snapshot: bool = True, data_dir: 
     from loopstate.service.goals_effects import load_existing
 
     return load_existing(Project(root, data_dir=data_dir), goal_id, use_snapshot=use_snapshot)
-
-
-def goal_ids(root: str, *, data_dir: Path | None = None) -> list[str]:
-    """The project's goals (those with at least one event), as the goals reads know them."""
-    from loopstate.core.project import Project
-    from loopstate.service.goals_effects import goal_ids as ids
-
-    return ids(Project(root, data_dir=data_dir))
-
-
-def run_ids(root: str, *, data_dir: Path | None = None) -> list[str]:
-    """The project's runs (those with a stream), for front doors that list them (the MCP resources)."""
-    from loopstate.core.project import Project
-    from loopstate.domains.runs import RUN_PREFIX
-
-    return [name[len(RUN_PREFIX):] for name in Project(root, data_dir=data_dir).stream_names() if name.startswith(RUN_PREFIX)]
 
 
 def stream_layout(stream_name: str) -> Any:
