@@ -16,7 +16,7 @@ from tests.runs.conftest import AGENT, USER, Harness, lease_args
 from tests.runs.schemas import THE_LOOP, schema_errors
 from tests.conftest import needs_conformance
 
-SEED_EVENT_TYPES = {
+COMPAT_EVENT_TYPES = {
     "run_created", "authority_granted", "authority_revoked", "lease_acquired", "lease_renewed", "route_selected",
     "stage_started", "heartbeat", "evidence_recorded", "issue_opened", "issue_transitioned", "stage_completed",
     "operation_intended", "operation_reconciled", "budget_reached", "kill_switch_detected", "recovery_started",
@@ -70,7 +70,7 @@ def test_every_seed_event_type_is_written_and_valid(h, root):
         for event in h.events(run):
             written.add(event["type"])
             assert not schema_errors("audit_event", event), (event["type"], schema_errors("audit_event", event))
-    assert written == SEED_EVENT_TYPES
+    assert written == COMPAT_EVENT_TYPES
 
 
 def test_an_unparsable_event_time_halts_mutation(h):

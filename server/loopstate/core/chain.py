@@ -1,6 +1,6 @@
 """The hash chain every stream carries, whatever its domain's envelope.
 
-Each domain keeps its seed's field names (``prev_hash``/``event_hash`` for
+Each domain keeps the field names of the format it is compatible with (``prev_hash``/``event_hash`` for
 intent, ``previous_event_digest``/``event_digest`` for runs, ``append_sequence``
 for goals); a ChainLayout tells the core which fields hold the sequence, the
 previous hash, this event's hash and the schema version. The hash is SHA-256

@@ -10,7 +10,7 @@ Without an explicit root, the root is, walking up from the starting directory:
    folder or a worktree's file; git itself is not started, for speed), else
 3. the starting directory itself.
 
-An explicit root is taken as given when absolute (the seed's checks then
+An explicit root is taken as given when absolute (the root checks then
 refuse ``..`` and the rest); a relative one is resolved against the starting
 directory the way the kernel resolves it (symlinks first, then ``..``), since
 a person typing ``--root ../proj`` means the folder their shell would open.
@@ -102,5 +102,5 @@ def resolve_root(explicit: str | os.PathLike[str] | None = None, *, cwd: str | N
         return discover_root(start, data_dir)
     text = os.fspath(explicit)
     if not text or os.path.isabs(text) or "\0" in text:
-        return ProjectRoot(text, EXPLICIT)  # the seed's checks say what is wrong with it
+        return ProjectRoot(text, EXPLICIT)  # the root checks say what is wrong with it
     return ProjectRoot(os.path.realpath(os.path.join(start, text)), EXPLICIT)

@@ -1,7 +1,7 @@
 """Kill-switch files: where they are by default and how one is probed, with nothing else loaded.
 
 A switch is a file the user can touch in the project (``.loopstate/STOP``, and
-seed 002's own ``.the-loop/STOP``, or the paths the runs config lists), or the
+the compatible runs format's own ``.the-loop/STOP``, or the paths the runs config lists), or the
 ``.loopstate/STOP`` of any folder above the project: a project nested in
 another (``src/sub`` made a project of its own) stays under the enclosing
 project's switch, so a stop errs on the side of stopping.
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import msgspec
 
-CONFIG_PATH = ".loopstate/config.json"  # seed 002's runs config, where more switches may be listed
+CONFIG_PATH = ".loopstate/config.json"  # the runs config, where more switches may be listed
 DEFAULT_KILL_SWITCH = ".loopstate/STOP"  # the one `loopstate run stop` creates
-SEED_KILL_SWITCH = ".the-loop/STOP"
-DEFAULT_KILL_SWITCHES = (DEFAULT_KILL_SWITCH, SEED_KILL_SWITCH)
+COMPAT_KILL_SWITCH = ".the-loop/STOP"  # where the compatible runs tooling (the-loop) looks for its switch
+DEFAULT_KILL_SWITCHES = (DEFAULT_KILL_SWITCH, COMPAT_KILL_SWITCH)
 
 
 def switch_path(root: str, configured: str) -> Path:

@@ -1,6 +1,6 @@
 """The request index on disk: every request id before one head, as a sorted file of words.
 
-Exact-retry dedup must know every request id ever seen (seed 000). In memory
+Exact-retry dedup must know every request id ever seen (a retry may come at any time). In memory
 (``idempotency.RequestIndex``) that is a word per request, and a ledger that
 started from a projection snapshot has seen only the requests after it. This
 file holds the words of every request before one head, so such a ledger opens

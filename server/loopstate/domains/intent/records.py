@@ -16,14 +16,14 @@ import msgspec
 SCHEMA_VERSION = 1
 STREAM = "intent"
 
-SEED_EVENT_TYPES = (
+COMPAT_EVENT_TYPES = (
     "task_started", "mode_set", "source_observed", "candidate_added", "claim_added", "claim_replaced",
     "claim_invalidated", "graph_imported", "compaction_observed", "result_signal_observed",
 )
 # loopstate's own event type beside the ten compatible ones: which task is the project's current one (the task a new
 # host session binds to), so that every front door, and the audit log, agree on it.
 CURRENT_TASK_SET = "current_task_set"
-EVENT_TYPES = (*SEED_EVENT_TYPES, CURRENT_TASK_SET)
+EVENT_TYPES = (*COMPAT_EVENT_TYPES, CURRENT_TASK_SET)
 # How a task became current: started or resumed by a front door, or picked once from a store written
 # before tasks were current (the newest task with the user's own claims).
 CURRENT_REASONS = ("started", "resumed", "migrated")

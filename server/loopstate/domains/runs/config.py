@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopstate.core.killswitch import CONFIG_PATH, DEFAULT_KILL_SWITCH, SEED_KILL_SWITCH  # noqa: F401  (the runs glue imports CONFIG_PATH from here)
+from loopstate.core.killswitch import COMPAT_KILL_SWITCH, CONFIG_PATH, DEFAULT_KILL_SWITCH  # noqa: F401  (the runs glue imports CONFIG_PATH from here)
 from loopstate.domains.base import Context
 from loopstate.domains.runs.records import DEFAULT_BUDGETS
 
@@ -23,7 +23,7 @@ def default_config() -> dict[str, Any]:
         "schema_version": "1.0",
         "default_mode": "auto",
         "state_root": ".loopstate",
-        "kill_switches": [DEFAULT_KILL_SWITCH, SEED_KILL_SWITCH],
+        "kill_switches": [DEFAULT_KILL_SWITCH, COMPAT_KILL_SWITCH],
         "heartbeat_seconds": 120,
         "lease_seconds": 300,
         "routing": {"capability_pins": {}, "disabled_providers": []},

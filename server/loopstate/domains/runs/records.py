@@ -939,8 +939,8 @@ def validate_written_event(data: Any) -> Any:
     """An audit event as loopstate writes it: the compatible event plus the loopstate-added fields, each checked."""
     if not isinstance(data, dict):
         return validate("audit_event", data)
-    seed = {k: v for k, v in data.items() if k not in LOOPSTATE_EVENT_FIELDS}
-    event = validate("audit_event", seed)
+    compatible = {k: v for k, v in data.items() if k not in LOOPSTATE_EVENT_FIELDS}
+    event = validate("audit_event", compatible)
     for name in ("request_id", "request_fingerprint"):
         if name in data and (not isinstance(data[name], str) or not data[name]):
             raise refuse("audit_event", f"$.{name}", "type", "must be a non-empty string (added by loopstate)")
