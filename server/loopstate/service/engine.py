@@ -42,7 +42,7 @@ from loopstate.core.stores import open_store
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
-from loopstate.service.tree_heads import grow_tree
+from loopstate.service.tree_heads import grow_tree, grow_tree_in_store
 
 if TYPE_CHECKING:
     from loopstate_protocol.project import ProjectCommand, ProjectQuery
@@ -290,6 +290,8 @@ class Service:
                                 effects.after_append(self, project, folded, records, prepared)
                                 if records and folded.local is not None:
                                     grow_tree(project, folded.local, records)
+                                elif records:
+                                    grow_tree_in_store(project, open_store(project), stream, domain.layout, records)
                         finally:
                             effects.release(prepared)
             finally:
