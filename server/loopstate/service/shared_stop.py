@@ -79,6 +79,18 @@ def standing(root: str) -> str | None:
         return None
 
 
+def as_switch(root: str) -> dict[str, str] | None:
+    """The shared stop as the runs domain sees a standing switch (``{"path", "state": "present"}``), or None.
+
+    For the runs' own checks (service/runs_effects.py: create, acquire, heartbeat and the rest are refused
+    or halted while it stands). Unlike ``standing`` a store that does not answer raises: the command that
+    asks is about to write to that very store, and fails with the store's own clear error."""
+    switch = _switch(root)
+    if switch is None or switch.stopped() is None:
+        return None
+    return {"path": f"in the shared store {getattr(switch, 'url', '')}".rstrip(), "state": "present"}
+
+
 def set_stop(root: str, reason: str | None) -> str | None:
     """Record the stop in the shared store (``run stop``); what it is called, or None on the local store.
     A store that does not answer raises: the caller has set the local file first."""

@@ -195,6 +195,7 @@ def follow_store(project: Project, store: Store, name: str, layout: ChainLayout,
     the ones just appended here are hashed from their records. Every store gives a line the same bytes
     and the same place (core/record.py), so the tree, its root and its checkpoints are the ones a local
     file of the same events would give."""
+    project.ensure()  # the tree and checkpoints are kept in this machine's data dir, made on demand
     key = (str(project.dir), name)
     _, kept = _kept.get(key, (None, None))
     if kept is None or (records and kept.offset > records[0].start):
