@@ -44,6 +44,11 @@ def _on_shared_store(root: str) -> bool:
     return bool(url) and url.split(":", 1)[0].lower() not in LOCAL_SCHEMES
 
 
+def on_shared_store(root: str) -> bool:
+    """Whether ``root``'s streams are in a shared store (not this machine's files); cheap, imports nothing."""
+    return _on_shared_store(root)
+
+
 def _switch(root: str) -> StopSwitch | None:
     """The shared store of ``root`` when it holds a kill switch; None on the local store."""
     if not _on_shared_store(root):
