@@ -68,3 +68,11 @@ def test_runs_a_leased_run_halts_on_stop_and_the_log_has_it(cli):
     types = [e.get("type") for e in stream["events"]]
     assert "kill_switch_detected" in types and stream["head"]["sequence"] == len(stream["events"])
     assert cli("verify")["ok"]
+
+
+@pytest.mark.slow
+def test_goals_a_goal_added_is_listed_and_on_its_board(cli):
+    cli("goals", "add", "g1", "ship the thing")
+    assert "g1" in json.dumps(cli("goals", "list"))
+    board = json.dumps(cli("goals", "board", "g1"))
+    assert "ship the thing" in board and "T001" in board
