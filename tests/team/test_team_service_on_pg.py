@@ -117,3 +117,17 @@ def test_a_retired_claim_is_read_back_by_its_place_and_a_wrong_one_refused(pair,
         reader(last.start, retired.digest_of(stored[0].hash))  # not the record its chain had there
     with pytest.raises(ChainError):
         reader(last.start + 1, retired.digest_of(last.hash))  # no record starts there
+
+
+@pytest.mark.slow
+def test_the_kill_switch_topic_on_one_machine_hears_the_others_stop(pair):
+    from tests.team.test_team_two_machines import next_change
+
+    a, b = pair
+    sub = b.client.subscribe(str(b.root), "project/kill_switch")
+    assert not sub.snapshot["set"]
+    a.cli("run", "stop")
+    note = next_change(b.client, sub.subscription_id, lambda n: n.snapshot["set"])
+    assert any("shared store" in path for path in note.snapshot["paths"])
+    a.cli("run", "unstop")
+    next_change(b.client, sub.subscription_id, lambda n: not n.snapshot["set"])
