@@ -16,12 +16,6 @@ import pytest
 from loopstate_protocol.client import LoopstateClient
 from tests.hooks.hookkit import claude_input, denial_of, hook
 
-# Not yet runnable: the service does not reach a PostgreSQL store end to end (docs/storage.md, "What this store
-# does not do yet"): a subscription's catch-up fails in intent_effects (StreamRecords needs the JSONL ledger's
-# `stream`) and `run create` in the runs effects (the grants folder of the data dir). Both tests are written
-# against the finished path; remove this mark when the service runs on PostgreSQL.
-pytestmark = pytest.mark.skip(reason="waits on the service over PostgreSQL (intent_effects' StreamRecords, the runs "
-                              "effects' grants folder): see the comment above")
 
 SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
 ACTOR = {"harness": "manual", "actor": "tester", "session_id": "s-1"}
@@ -80,10 +74,11 @@ def machines(tmp_path: Path, team_url: str, pg_user: str):
 def test_a_claim_on_one_machine_reaches_the_others_subscriber(machines):
     a, b = machines
     sub = b.client.subscribe(str(b.root), "intent/snapshot")
-    started = a.client.execute(str(a.root), {"kind": "intent.task_start", "label": "shared", "claims": [
-        {"statement": "one history for the team", "role": "user", "epistemic_status": "explicit",
-         "facets": ["outcome"]}]})
-    head = started.head.sequence
+    task_id = a.client.execute(str(a.root), {"kind": "intent.task_start", "label": "shared"}, "start-1").events[0]["task_id"]
+    added = a.client.execute(str(a.root), {"kind": "intent.claim_add", "task_id": task_id, "claim": {
+        "statement": "one history for the team", "role": "user", "epistemic_status": "explicit",
+        "facets": ["outcome"]}}, "claim-1")
+    head = added.head.sequence
     note = next_change(b.client, sub.subscription_id, lambda n: n.head.sequence >= head)
     assert "one history for the team" in json.dumps(note.snapshot)
     assert not list(b.data_dir.rglob("*.jsonl")) and not list(a.data_dir.rglob("*.jsonl"))  # all in PostgreSQL

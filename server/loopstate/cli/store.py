@@ -215,8 +215,11 @@ def cmd_log(args: argparse.Namespace) -> int:
     from loopstate_protocol.project import MAX_LOG_LIMIT, ProjectLog
 
     project = _project(args)
-    names = [args.stream] if args.stream else project.stream_names()
-    if args.stream and args.stream not in project.stream_names():
+    from loopstate.core.stores import open_store
+
+    known = open_store(project).stream_names()  # the project's store: this machine's files, or a shared one
+    names = [args.stream] if args.stream else known
+    if args.stream and args.stream not in known:
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {args.stream!r} in this project; `loopstate log` lists them")
     service = _service()
     out = []

@@ -276,6 +276,20 @@ class LocalFile(Protocol):
 
 
 @runtime_checkable
+class ReadsAt(Protocol):
+    """A store that reads one stored line back by its place, the byte offset ``start`` it has in the
+    stream's canonical serialization (``core/record.py``: the same number on every store).
+
+    The intent domain keeps a retired claim as the places of the records that added and retired it;
+    on a store without a local file this is how they are read back (``service/intent_effects``).
+    The caller checks the line (``core/chain.check_line``) and that its hash is the one it folded."""
+
+    def line_at(self, name: str, start: int) -> bytes | None:
+        """The line (without its newline) of stream ``name`` that starts at byte ``start``; None if none does."""
+        ...
+
+
+@runtime_checkable
 class StopSwitch(Protocol):
     """A store that holds the project's kill switch itself, so that a stop set through any
     machine using the store is seen by every other one (a local store's switch is a file in

@@ -201,6 +201,7 @@ class Hub(Follower):
         self.registry = Registry()
         self.slots: dict[str, Slot] = {}
         self.project_slots: dict[str, ProjectSubscription] = {}  # on the event loop
+        self.store_watched: set[str] = set()  # project subscriptions that hold their shared store's feed
         self.stopped = False
         live.add_follower(self)
 
@@ -336,6 +337,14 @@ class Hub(Follower):
             if any(s.parent == folder and (name is None or s.name == name) for s in sub.switches):
                 self._check_switches(sub)
 
+    def store_changed(self, project_id: str, stream: str | None) -> None:
+        """From the live engine (event loop): a shared store's stream changed; wake the project topics it concerns."""
+        if self.stopped:
+            return
+        for project_sub in list(self.project_slots.values()):
+            if project_sub.project.project_id == project_id and (stream is None or project_sub.concerns_stream(stream)):
+                self._wake_project(project_sub.id)
+
     def _on_project_file(self, folder: Path, name: str | None) -> None:
         """From the live engine: a file a project topic depends on changed (a stream, a switch)."""
         if self.stopped:
@@ -383,12 +392,17 @@ class Hub(Follower):
         sub.folders = sub.watched_folders()
         for folder in sub.folders:
             self.live.watch_files(folder, self._on_project_file)
+        if self.live.watch_store(sub.project):  # a shared store: its runs and goals change on other machines
+            self.store_watched.add(sub.id)
         sub.wanted = True  # whatever changed between the snapshot and the watch
 
     def _close_project(self, sub: ProjectSubscription) -> None:
         if self.project_slots.pop(sub.id, None) is not None:
             for folder in sub.folders:
                 self.live.unwatch_files(folder, self._on_project_file)
+            if sub.id in self.store_watched:
+                self.store_watched.discard(sub.id)
+                self.live.unwatch_store(sub.project)
 
     def _wake_project(self, sub_id: str) -> None:
         sub = self.project_slots.get(sub_id)

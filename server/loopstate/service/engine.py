@@ -42,7 +42,8 @@ from loopstate.core.stores import open_store
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context, Domain
 from loopstate.service.lifecycle import NO_EFFECTS, Effects, Prepared, Prerequisite, command_tag
-from loopstate.service.tree_heads import grow_tree
+from loopstate.service.shared_stop import on_shared_store
+from loopstate.service.tree_heads import grow_tree, grow_tree_in_store
 
 if TYPE_CHECKING:
     from loopstate_protocol.project import ProjectCommand, ProjectQuery
@@ -290,6 +291,8 @@ class Service:
                                 effects.after_append(self, project, folded, records, prepared)
                                 if records and folded.local is not None:
                                     grow_tree(project, folded.local, records)
+                                elif records:
+                                    grow_tree_in_store(project, open_store(project), stream, domain.layout, records)
                         finally:
                             effects.release(prepared)
             finally:
@@ -347,7 +350,8 @@ class Service:
         whether a snapshot was written (not for a stream whose domain keeps none)."""
         with self._lock:
             project = self.project(root)
-            known = project.stream_names() if project.exists() else []
+            shared = on_shared_store(project.root)  # a shared store's streams need no folder on this machine
+            known = open_store(project).stream_names() if shared or project.exists() else []
             if not known:
                 raise LoopstateError(ErrorCode.NOT_FOUND, f"no loopstate store for {project.root}; nothing to compact")
             for name in streams or ():

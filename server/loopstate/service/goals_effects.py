@@ -166,7 +166,14 @@ def _evidence_run_target(command: Command) -> str | None:
 
 
 def goal_ids(project: Project) -> list[str]:
-    """The goals of this project: those whose stream holds at least one byte."""
+    """The goals of this project: those whose stream holds at least one byte (on a shared store, whose
+    streams exist from their first event, every goal stream it lists)."""
+    from loopstate.service.shared_stop import on_shared_store
+
+    if on_shared_store(project.root):
+        from loopstate.core.stores import open_store
+
+        return [name[len(PREFIX):] for name in open_store(project).stream_names() if name.startswith(PREFIX)]
     ids = []
     for name in project.stream_names():
         if name.startswith(PREFIX):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical, checkpoint, quarantine, recordlog, safefs, snapshot
+from loopstate.core.backend import ReadsAt
 from loopstate.core.chain import ChainError, Position, check_line, rebatch, seal
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
@@ -85,17 +87,32 @@ class StreamRecords:
     place never points into another file's lines.
     """
 
-    def __init__(self, stream: Any, layout: Any) -> None:
-        self._path, self._base, self._name, self._layout = stream.path, stream.base, stream.name, layout
+    def __init__(self, name: str, layout: Any, line_at: Callable[[int], bytes | None]) -> None:
+        self._name, self._layout, self._line_at = name, layout, line_at
+
+    @classmethod
+    def of_file(cls, stream: Any, layout: Any) -> StreamRecords:
+        """Records read from the stream's local JSONL file (the local store)."""
+        path, base, name = stream.path, stream.base, stream.name
+
+        def line_at(offset: int) -> bytes | None:
+            fd = safefs.open_read(path, base)
+            if fd is None:
+                raise ChainError(name, offset, None, "the stream is gone, but the folded state holds claims read from it")
+            try:
+                return _line_at(fd, offset)
+            finally:
+                os.close(fd)
+
+        return cls(name, layout, line_at)
+
+    @classmethod
+    def of_store(cls, store: ReadsAt, name: str, layout: Any) -> StreamRecords:
+        """Records read from a store that reads a line back by its place (``ReadsAt``: PostgreSQL)."""
+        return cls(name, layout, lambda offset: store.line_at(name, offset))
 
     def __call__(self, offset: int, digest: bytes) -> dict[str, Any]:
-        fd = safefs.open_read(self._path, self._base)
-        if fd is None:
-            raise ChainError(self._name, offset, None, "the stream is gone, but the folded state holds claims read from it")
-        try:
-            line = _line_at(fd, offset)
-        finally:
-            os.close(fd)
+        line = self._line_at(offset)
         if line is None:
             raise ChainError(self._name, offset, None, "the record of a retired claim is no longer where the stream had it")
         try:
@@ -125,7 +142,13 @@ def _line_at(fd: int, offset: int) -> bytes | None:
 
 
 def _attach_reader(state: IntentState, folded: Any) -> None:
-    state.reader = StreamRecords(folded.local, folded.domain.layout)
+    """The state's reader of retired claims: the local file, else the store by place; a store that can do
+    neither leaves no reader, and asking for a retired claim then says so (domains/intent/state.py)."""
+    if folded.local is not None:
+        state.reader = StreamRecords.of_file(folded.local, folded.domain.layout)
+        return
+    store = open_store(folded.ledger.project)
+    state.reader = StreamRecords.of_store(store, folded.stream, folded.domain.layout) if isinstance(store, ReadsAt) else None
 
 
 # --- in-memory private tasks ---------------------------------------------------------

@@ -67,6 +67,10 @@ class Follower:
     def failed(self, project: Project, stream: str, error: LoopstateError) -> None:
         """A live catch-up of ``stream`` could not read it (a corrupt or unreadable stream)."""
 
+    def store_changed(self, project_id: str, stream: str | None) -> None:
+        """A shared store's feed woke for ``stream`` of the project (None: maybe any); on the event loop.
+        For what follows many streams at once (the ``project/...`` topics), which no catch-up of one stream serves."""
+
 
 class _Feed:
     """A shared store's change feed of one project, shared by every followed stream of it."""
@@ -158,6 +162,17 @@ class Live:
             feed = self._feeds[project_id] = _Feed(open_store(project).changes(None, on_change=woke))
         feed.count += 1
 
+    def watch_store(self, project: Project) -> bool:
+        """Open (counted) the project's shared store feed for a follower of many streams; False on the local
+        store, whose stream files the follower watches itself (``watch_files``). Each True needs ``unwatch_store``."""
+        if project.project_id not in self._feeds and not _shared(project):
+            return False
+        self._watch_project(project)
+        return True
+
+    def unwatch_store(self, project: Project) -> None:
+        self._unwatch_project(project)
+
     def _unwatch_project(self, project: Project) -> None:
         feed = self._feeds.get(project.project_id)
         if feed is None:
@@ -222,6 +237,8 @@ class Live:
         for key, followed in list(self._followed.items()):
             if key[0] == project_id and (stream is None or key[1] == stream):
                 self.catch_up(followed.project, followed.domain, followed.stream)
+        for follower in list(self.followers):
+            follower.store_changed(project_id, stream)
 
     # service thread ------------------------------------------------------------
 

@@ -19,9 +19,12 @@ from loopstate_protocol import project as proto
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.runs import KillSwitchState
 
+from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
+from loopstate.service.shared_stop import on_shared_store
 
 if TYPE_CHECKING:
+    from loopstate.core.project import Project
     from loopstate.service.engine import Service
 
 ProgressFn = Callable[[int, int], None]
@@ -139,6 +142,8 @@ def verify(service: "Service", root: str, *, progress: Callable[[str], Any] | No
     from loopstate.service.front import stream_layout
 
     project = service.project(root)
+    if on_shared_store(project.root):
+        return _verify_in_store(project, progress)
     reports = []
     for name in project.stream_names():
         stream = Stream(project.dir, name, stream_layout(name))
@@ -147,6 +152,59 @@ def verify(service: "Service", root: str, *, progress: Callable[[str], Any] | No
         reports.append(msgspec.convert(report, proto.StreamReport))
     return proto.VerifyReport(ok=all(r.ok for r in reports), project_id=project.project_id, root=project.root,
                               streams=reports)
+
+
+def _verify_in_store(project: Project, progress: Callable[[str], Any] | None) -> proto.VerifyReport:
+    """``verify`` on a shared store: every stream's chain re-checked from its first event as the store
+    reads it back (``Recovers.verify_stream``: the same rules as a file's, on the stored canonical lines)."""
+    from loopstate.core.backend import Recovers
+    from loopstate.core.stores import open_store
+    from loopstate.service.front import stream_layout
+
+    store = open_store(project)
+    if not isinstance(store, Recovers):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the store {store.url} cannot verify its streams; "
+                             "copy them to a local store (`loopstate store export`) and verify there")
+    reports = []
+    for name in store.stream_names():
+        report = store.verify_stream(name, stream_layout(name), None if progress is None else progress(f"verify {name}"))
+        reports.append(msgspec.convert(report, proto.StreamReport))
+    return proto.VerifyReport(ok=all(r.ok for r in reports), project_id=project.project_id, root=project.root,
+                              streams=reports)
+
+
+def _log_in_store(project: Project, query: proto.ProjectLog) -> proto.LogPage:
+    """``log_page`` on a shared store: the same page, from the events the store reads back (checked as read)."""
+    from collections import deque
+
+    from loopstate.core.stores import open_store
+    from loopstate.service.front import stream_layout
+
+    store = open_store(project)
+    name, after, before, limit = query.stream, query.after, query.before, query.limit
+    if name not in store.stream_names():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",
+                             stream=name)
+    layout = stream_layout(name)
+    kept: deque[dict[str, Any]] | list[dict[str, Any]] = deque(maxlen=limit) if query.tail else []
+    in_range = count = 0
+    head_sequence, head_hash = 0, None
+    for stored in store.read(name, layout):
+        count += 1
+        head_sequence, head_hash = stored.sequence, stored.hash
+        if stored.sequence <= after or (before is not None and stored.sequence >= before):
+            continue
+        in_range += 1
+        if query.tail or len(kept) < limit:
+            kept.append(canonical.decode(stored.line))
+    events = list(kept)
+    more = in_range > len(events)
+    sequence = layout.sequence_field
+    return proto.LogPage(
+        stream=name, head=proto.LogHead(sequence=head_sequence, hash=head_hash), event_count=count, events=events,
+        next_after=events[-1][sequence] if more and not query.tail else None,
+        next_before=events[0][sequence] if more and query.tail else None,
+    )
 
 
 def log_page(service: "Service", root: str, query: proto.ProjectLog) -> proto.LogPage:
@@ -167,6 +225,8 @@ def log_page(service: "Service", root: str, query: proto.ProjectLog) -> proto.Lo
     from loopstate.service.front import stream_layout
 
     project = service.project(root)
+    if on_shared_store(project.root):
+        return _log_in_store(project, query)
     name = query.stream
     if name not in project.stream_names():
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",

@@ -57,11 +57,13 @@ from loopstate.core.ids import derived_uuid, random_uuid
 from loopstate.core.killswitch import enclosing_switches, probe_kill_switches, switch_path
 from loopstate.core.lock import StoreLock
 from loopstate.core.project import Project
+from loopstate.core.stores import open_store
 from loopstate.core.stream import Record
 from loopstate.domains.base import Context
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
 from loopstate.domains.runs.state import GrantState, RunState
+from loopstate.service import shared_stop
 from loopstate.service.lifecycle import Effects, Prepared, Prerequisite
 from loopstate.service.run_projections import PROJECTIONS
 
@@ -107,7 +109,7 @@ def _state_root_inside(root: str, state_root: str) -> None:
 
 
 def kill_switch_state(root: str) -> proto.KillSwitchState:
-    """Every configured switch that stands (present or unreadable), for readers.
+    """Every configured switch that stands (present or unreadable), and a shared store's stop, for readers.
 
     An invalid config refuses mutations; a reader is still told about the
     default switches and about the config's fault.
@@ -121,6 +123,12 @@ def kill_switch_state(root: str) -> proto.KillSwitchState:
         found = probe_kill_switches(root, [configured])
         if found is not None:
             standing.append(found["path"])
+    try:
+        shared = shared_stop.as_switch(root)  # the stop a team's shared store holds (set from any machine)
+    except LoopstateError as error:
+        shared, fault = None, fault or error.message
+    if shared is not None:
+        standing.append(shared["path"])
     return proto.KillSwitchState(set=bool(standing), paths=standing, config_error=fault)
 
 
@@ -166,14 +174,20 @@ def create_kill_switch(root: str, configured: str, note: str) -> Path:
 
 def write_projections(project: Project, state: RunState) -> list[str]:
     """Make run.json, lease.json, issues.json and the evidence files equal the log's latest state; returns
-    what was written (only what changed: see service/run_projections.py)."""
+    what was written (only what changed: see service/run_projections.py). On a shared store the project's
+    folder in this machine's data dir holds only such local views, so it is made here when missing."""
+    project.ensure()
     return PROJECTIONS.write(project, state)
 
 
 def write_grant_projection(project: Project, state: GrantState) -> bool:
-    """grants/<grant_id>.json, the grant record, from the grant's stream."""
+    """grants/<grant_id>.json, the grant record, from the grant's stream.
+
+    A view for readers on this machine, never the authority: a command reads its grant from the grant's
+    stream (in the store, shared with every machine on a team store), so the folder is made on demand."""
     if state.grant is None:
         return False
+    project.ensure()
     path = project.dir / "grants" / f"{state.grant_id}.json"
     data = canonical.encode(state.grant)
     safefs.ensure_dir(path.parent, project.dir)
@@ -221,7 +235,8 @@ class RunsEffects(Effects[RunState | GrantState]):
         config = load_config(project.root)
         extra: dict[str, Any] = {
             "config": config,
-            "kill_switch": probe_kill_switches(project.root, [*config["kill_switches"], *enclosing_switches(project.root)]),
+            "kill_switch": (probe_kill_switches(project.root, [*config["kill_switches"], *enclosing_switches(project.root)])
+                            or shared_stop.as_switch(project.root)),
         }
         grant_id = state.run["authority_grant_id"] if state.run is not None else getattr(command, "authority_grant_id", None)
         if isinstance(command, proto.Create) and command.authority_grant_id is None and state.run is None:
@@ -304,7 +319,7 @@ class RunsEffects(Effects[RunState | GrantState]):
         grant = service.refresh(project, DOMAIN, f"grants.{grant_id.lower()}").state.grant
         if grant is None or grant["revoked_at"] is None:
             return marked
-        for stream in project.stream_names():
+        for stream in open_store(project).stream_names():  # every machine's runs on a shared store
             if not stream.startswith(RUN_PREFIX):
                 continue
             run_state = service.refresh(project, DOMAIN, stream).state

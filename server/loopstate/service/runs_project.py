@@ -16,6 +16,7 @@ from loopstate_protocol import runs as proto
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
 from loopstate.core.prefix import resolve_prefix
+from loopstate.core.stores import open_store
 from loopstate.domains.runs import DOMAIN, GRANT_PREFIX, RUN_PREFIX
 from loopstate.domains.runs.projections import summary
 from loopstate.domains.runs.state import RunState
@@ -28,7 +29,8 @@ InRun = Literal["issue", "evidence", "operation", "lease"]
 
 
 def _ids(service: Service, root: str, prefix: str) -> list[str]:
-    return [name[len(prefix):] for name in service.project(root).stream_names() if name.startswith(prefix)]
+    names = open_store(service.project(root)).stream_names()  # the store's: on a shared one, every machine's runs
+    return [name[len(prefix):] for name in names if name.startswith(prefix)]
 
 
 def run_ids(service: Service, root: str) -> list[str]:

@@ -44,6 +44,11 @@ def _on_shared_store(root: str) -> bool:
     return bool(url) and url.split(":", 1)[0].lower() not in LOCAL_SCHEMES
 
 
+def on_shared_store(root: str) -> bool:
+    """Whether ``root``'s streams are in a shared store (not this machine's files); cheap, imports nothing."""
+    return _on_shared_store(root)
+
+
 def _switch(root: str) -> StopSwitch | None:
     """The shared store of ``root`` when it holds a kill switch; None on the local store."""
     if not _on_shared_store(root):
@@ -77,6 +82,18 @@ def standing(root: str) -> str | None:
 
         logging.getLogger("loopstate.service").warning("the shared kill switch could not be read: %s", error.message)
         return None
+
+
+def as_switch(root: str) -> dict[str, str] | None:
+    """The shared stop as the runs domain sees a standing switch (``{"path", "state": "present"}``), or None.
+
+    For the runs' own checks (service/runs_effects.py: create, acquire, heartbeat and the rest are refused
+    or halted while it stands). Unlike ``standing`` a store that does not answer raises: the command that
+    asks is about to write to that very store, and fails with the store's own clear error."""
+    switch = _switch(root)
+    if switch is None or switch.stopped() is None:
+        return None
+    return {"path": f"in the shared store {getattr(switch, 'url', '')}".rstrip(), "state": "present"}
 
 
 def set_stop(root: str, reason: str | None) -> str | None:

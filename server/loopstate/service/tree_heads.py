@@ -36,6 +36,8 @@ from loopstate.core import canonical, merkle, safefs
 from loopstate.core.project import Project
 
 if TYPE_CHECKING:
+    from loopstate.core.backend import Store
+    from loopstate.core.chain import ChainLayout
     from loopstate.core.stream import Record, Stream
 
 FOLDER = "transparency"
@@ -174,6 +176,76 @@ def grow_tree(project: Project, stream: Stream, records: Sequence[Record] = ()) 
         follow(project, stream, records)
     except Exception as exc:  # noqa: BLE001 (whatever happens here, the append is durable and answered)
         _warn("could not keep the Merkle tree of %s: %s", stream.name, exc)
+
+
+def grow_tree_in_store(project: Project, store: Store, name: str, layout: ChainLayout,
+                       records: Sequence[Record] = ()) -> None:
+    """``grow_tree`` for a stream that is no local file (a shared store): the same tree, from the same
+    canonical lines, kept and signed in this machine's data dir. Failures are logged, as there."""
+    try:
+        follow_store(project, store, name, layout, records)
+    except Exception as exc:  # noqa: BLE001 (whatever happens here, the append is durable and answered)
+        _warn("could not keep the Merkle tree of %s: %s", name, exc)
+
+
+def follow_store(project: Project, store: Store, name: str, layout: ChainLayout,
+                 records: Sequence[Record] = ()) -> str | None:
+    """``follow`` through the storage contract: the lines others appended since the kept tree's end are
+    read with ``Store.read`` after the tree's size (its lines are the stream's first ``size`` events),
+    the ones just appended here are hashed from their records. Every store gives a line the same bytes
+    and the same place (core/record.py), so the tree, its root and its checkpoints are the ones a local
+    file of the same events would give."""
+    project.ensure()  # the tree and checkpoints are kept in this machine's data dir, made on demand
+    key = (str(project.dir), name)
+    _, kept = _kept.get(key, (None, None))
+    if kept is None or (records and kept.offset > records[0].start):
+        kept = load_from_store(project, store, name, layout)  # first use, or the stream was replaced
+    until = records[0].start if records else None
+    kept = extend_from_store(store, name, layout, kept, until)
+    if records and records[0].start == kept.offset:
+        kept = extend_with(kept, records, layout.hash_field)
+    note = None
+    if due(kept, time.time()):
+        kept, note = sign_and_keep(project, name, kept)
+    _kept[key] = (None, kept)
+    return note
+
+
+def load_from_store(project: Project, store: Store, name: str, layout: ChainLayout) -> KeptTree:
+    """The kept tree of stream ``name`` if its last line is still the store's event at that place, else an empty one."""
+    raw = safefs.read_file(tree_path(project, name), project.dir)
+    fresh = KeptTree(signed_at=time.time())
+    if raw is None:
+        return fresh
+    try:
+        kept = msgspec.msgpack.decode(raw, type=KeptTree)
+        kept.compact()
+    except (msgspec.DecodeError, ValueError):
+        return fresh
+    if kept.size == 0:
+        return kept
+    last = next(iter(store.read(name, layout, after=kept.size - 1)), None)
+    still = last is not None and last.hash == kept.last_hash and last.start == kept.last_line_start and last.end == kept.offset
+    return kept if still else fresh
+
+
+def extend_from_store(store: Store, name: str, layout: ChainLayout, kept: KeptTree, until: int | None) -> KeptTree:
+    """Hash the store's lines after the kept tree's last one into it, up to byte ``until`` (None: all)."""
+    if until is not None and until <= kept.offset:
+        return kept
+    compact = kept.compact()
+    last = None
+    for stored in store.read(name, layout, after=kept.size):
+        if until is not None and stored.start >= until:
+            break
+        if stored.start != (kept.offset if last is None else last.end):
+            raise ValueError(f"stream {name} line {stored.sequence} is not where the kept tree ends")
+        compact.append(merkle.leaf_hash(stored.line))
+        last = stored
+    if last is None:
+        return kept
+    return KeptTree(size=compact.size, offset=last.end, last_line_start=last.start, last_hash=last.hash,
+                    peaks=compact.peaks, signed_size=kept.signed_size, signed_at=kept.signed_at)
 
 
 def follow(project: Project, stream: Stream, records: Sequence[Record] = ()) -> str | None:

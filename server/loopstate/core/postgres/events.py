@@ -265,6 +265,14 @@ class Events:
         page = self.page(conn, project, stream, sequence - 1, 1)
         return page[0] if page and page[0].sequence == sequence else None
 
+    def line_at(self, conn: Connection, project: str, stream: str, start: int) -> bytes | None:
+        """The line of the event that starts at byte ``start`` (None if none does; index ``events_start``)."""
+        row = conn.execute(
+            "SELECT line FROM loopstate.events WHERE project = %s AND stream = %s AND start = %s",
+            (project, stream, start),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
     def head(self, conn: Connection, project: str, stream: str) -> Row | None:
         """The stream's last event (None for a stream with none)."""
         row = conn.execute(

@@ -72,6 +72,9 @@ CREATE TABLE IF NOT EXISTS loopstate.events (
 CREATE INDEX IF NOT EXISTS events_request
     ON loopstate.events (project, stream, request_id) WHERE request_id IS NOT NULL;
 
+-- A record read back by its byte offset (``ReadsAt.line_at``: the intent domain's retired claims).
+CREATE INDEX IF NOT EXISTS events_start ON loopstate.events (project, stream, start);
+
 -- Rows set aside by ``loopstate recover``: the damaged suffix of a stream, as it was.
 CREATE TABLE IF NOT EXISTS loopstate.quarantine (
     project    text        NOT NULL,

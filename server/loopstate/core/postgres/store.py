@@ -85,6 +85,10 @@ class PostgresStore:
             self.events.drop()
             raise self.events.unreachable(exc, f"read stream {name!r} from") from None
 
+    def line_at(self, name: str, start: int) -> bytes | None:
+        """``ReadsAt``: the stored line of ``name`` that starts at byte ``start``."""
+        return self._reading(lambda conn: self.events.line_at(conn, self.key, name, start), f"read stream {name!r} from")
+
     def append(self, name: str, layout: ChainLayout, lines: Sequence[StoredEvent], *, expected: Head) -> Head:
         """One batch after ``expected``, checked here and linked again by the server; a lost
         connection is retried once (the retry recognises a first attempt that committed)."""
