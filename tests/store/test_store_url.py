@@ -80,3 +80,14 @@ def test_urls_are_shown_without_their_password() -> None:
     assert stores.redacted("postgresql://ana:s3cret@db.example:5433/loop?sslmode=require") == (
         "postgresql://ana:***@db.example:5433/loop?sslmode=require")
     assert stores.redacted("postgresql:///loop?host=/tmp") == "postgresql:///loop?host=/tmp"
+
+
+def test_a_password_given_as_a_libpq_parameter_is_hidden_too() -> None:
+    """libpq takes ``password=`` and ``sslpassword=`` in the query; neither reaches a message, and a
+    host-less URL keeps its ``//`` when something in it is hidden."""
+    assert stores.redacted("postgresql:///loop?host=/run/pg&password=hunter2") == (
+        "postgresql:///loop?host=/run/pg&password=***")
+    assert stores.redacted("postgresql://ana:one@h/db?sslpassword=two&sslmode=require") == (
+        "postgresql://ana:***@h/db?sslpassword=***&sslmode=require")
+    assert stores.redacted("postgresql://h/db?PASSWORD=x") == "postgresql://h/db?PASSWORD=***"
+    assert "hunter2" not in stores.redacted("postgres://u:hunter2@[::1]:5432/db?password=hunter2")

@@ -25,13 +25,15 @@ import errno
 import os
 import re
 import stat
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
+from loopstate.core.store_url import SECRET_PARAMETERS
+from loopstate.core.store_url import redacted as redact
 
 STORE_FILE = ".loopstate/store.json"  # core/stores.STORE_FILE: the same file
 SCHEMA = 1
@@ -39,7 +41,6 @@ STORE_SCHEMES = ("postgresql", "postgres")
 LOCAL = "jsonl:"  # each machine's own data dir
 MAX_BYTES = 64 * 1024
 _ID = re.compile(r"^[0-9a-f]{64}$")
-_SECRET_PARAMS = ("password", "sslpassword")
 
 
 class StoreFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -125,7 +126,7 @@ def check_store_url(url: str, *, committed: bool, where: str) -> str:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where}: the store URL {redact(url)!r} names no database; "
                              "write it as postgresql://HOST[:PORT]/DATABASE", url=redact(url))
     if committed:
-        secrets = [name for name, _ in parse_qsl(parts.query) if name in _SECRET_PARAMS]
+        secrets = [name for name, _ in parse_qsl(parts.query) if name in SECRET_PARAMETERS]
         if parts.password is not None or secrets:
             raise LoopstateError(
                 ErrorCode.INVALID_PARAMS,
@@ -133,22 +134,6 @@ def check_store_url(url: str, *, committed: bool, where: str) -> str:
                 "it out and give it on each machine (in ~/.pgpass or the file PGPASSFILE names, which libpq "
                 "reads; or the whole URL in LOOPSTATE_STORE, which is not committed)", url=redact(url))
     return url
-
-
-def redact(url: str) -> str:
-    """``url`` with any password (in the authority or the query) replaced by ``***``: safe to print."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<a store URL that cannot be parsed>"
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    query = "&".join(f"{name}=***" if name in _SECRET_PARAMS else f"{name}={value}"
-                     for name, value in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def encode_store_file(found: StoreFile) -> bytes:

@@ -21,13 +21,13 @@ import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Callable
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
+from loopstate.core.store_url import redacted as redacted
 
 if TYPE_CHECKING:
     from loopstate.core.backend import Store
@@ -56,20 +56,6 @@ def register_scheme(scheme: str, target: str) -> None:
     if ":" not in target:
         raise ValueError(f"a store opener is named 'module:function', not {target!r}")
     SCHEMES[scheme.lower()] = target
-
-
-def redacted(url: str) -> str:
-    """``url`` with its password left out, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<a store URL that cannot be parsed>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def configured_url(root: str, environ: "os._Environ[str] | dict[str, str] | None" = None) -> str | None:

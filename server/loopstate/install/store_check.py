@@ -14,7 +14,8 @@ from typing import Any
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
-from loopstate.core.store_file import STORE_FILE, redact
+from loopstate.core.store_file import STORE_FILE
+from loopstate.core.stores import redacted as redact
 
 
 def check_store(root: str) -> dict[str, Any]:

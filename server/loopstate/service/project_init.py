@@ -43,8 +43,8 @@ from loopstate.core.store_file import (
     check_store_url,
     encode_store_file,
     read_store_file,
-    redact,
 )
+from loopstate.core.stores import redacted as redact
 from loopstate.domains.runs import records
 from loopstate.domains.runs.config import CONFIG_PATH, default_config
 

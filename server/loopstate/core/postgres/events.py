@@ -34,7 +34,7 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres import schema
-from loopstate.core.postgres.url import redact
+from loopstate.core.store_url import redacted as redact
 
 READ_PAGE = 2000  # events fetched per round trip by ``pages``
 CONNECT_TIMEOUT = 5  # seconds before a connection attempt to a silent server gives up
