@@ -408,8 +408,13 @@ def test_the_plugin_finds_the_project_as_loopstate_root_does(tmp_path: Path, dat
     Project(top / "repo" / "pkg", data_dir=data).ensure()  # a project nested in a git work tree
     Project(top / "wörk dir", data_dir=data).ensure()
     (top / "link").symlink_to(top / "repo" / "src")
+    # A team's checkout on a machine whose data dir never saw it: its committed store file makes it a project.
+    (top / "team" / "src").mkdir(parents=True)
+    env = {**os.environ, "LOOPSTATE_DATA_DIR": str(tmp_path / "team-machine")}
+    subprocess.run([sys.executable, "-m", "loopstate.cli.main", "--root", str(top / "team"), "init", "--share-id"],
+                   env=env, capture_output=True, text=True, timeout=120, check=True)
     dirs = [top / "repo", top / "repo" / "src" / "deep", top / "repo" / "pkg" / "inner", top / "stored" / "sub",
-            top / "plain" / "x", top / "link", top / "wörk dir"]
+            top / "plain" / "x", top / "link", top / "wörk dir", top / "team" / "src"]
     extra = {"LOOPSTATE_NVIM_DIRS": "\n".join(map(str, dirs))}
     if data_from == "cmd_env":
         extra["LOOPSTATE_NVIM_CMD_ENV_DATA"] = str(data)  # the environment names tmp_path/"data", the server's cmd_env this
@@ -420,7 +425,9 @@ def test_the_plugin_finds_the_project_as_loopstate_root_does(tmp_path: Path, dat
                               capture_output=True, text=True, timeout=120)
         cli = json.loads(done.stdout)
         assert lua == {k: cli[k] for k in ("root", "how", "store", "exists", "project_id")}, folder
-    assert [f["how"] for f in found] == ["git", "git", "project", "project", "cwd", "git", "project"]
+    assert [f["how"] for f in found] == ["git", "git", "project", "project", "cwd", "git", "project", "project"]
+    team_id = json.loads((top / "team" / ".loopstate" / "store.json").read_text())["project_id"]
+    assert found[-1]["root"] == str((top / "team").resolve()) and found[-1]["project_id"] == team_id
 
 
 def test_a_server_that_looks_in_another_data_dir_is_one_warning(project: Path, tmp_path: Path) -> None:

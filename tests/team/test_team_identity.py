@@ -161,3 +161,21 @@ def test_adoption_is_refused_where_the_store_file_sets_the_id(origin, tmp_path, 
     _git(tmp_path, "clone", "-q", str(origin), str(clone))
     error = Cli(clone, data_dir).refused("project", "adopt", str(origin), "--share")
     assert error["code"] == "CONFLICT" and "store import" in error["message"]
+
+
+def test_a_folder_below_a_team_project_finds_it_by_its_store_file_on_a_new_machine(tmp_path, data_dir):
+    """No git, and a data dir that never saw the project (a new machine): the committed store file
+    is what makes the folder a project, so `src/sub` reaches the team's project and its kill switch."""
+    team = tmp_path / "team-checkout"
+    team.mkdir()
+    Cli(team, data_dir).ok("init", "--share-id")
+    sub = team / "src" / "sub"
+    sub.mkdir(parents=True)
+    new_machine = tmp_path / "new-machine-data"
+    found = Cli(sub, new_machine).json("root", str(sub), root=False)
+    assert (found["root"], found["how"]) == (str(team.resolve()), "project")
+    committed = json.loads((team / ".loopstate" / "store.json").read_text())
+    assert found["project_id"] == committed["project_id"]
+    # Without the file the same folder is only the directory itself.
+    (team / ".loopstate" / "store.json").unlink()
+    assert Cli(sub, new_machine).json("root", str(sub), root=False)["root"] == str(sub.resolve())

@@ -4,8 +4,10 @@ A command run in ``src/sub/`` of a project must reach that project's store, or
 a kill switch set from there would silently miss the runs it is meant to halt.
 Without an explicit root, the root is, walking up from the starting directory:
 
-1. the nearest ancestor that is already a loopstate project (its store folder
-   exists in the data dir), else
+1. the nearest ancestor that is already a loopstate project: its store folder
+   exists in the data dir, or it holds a team's committed store file
+   (``.loopstate/store.json``, core/store_file.py), which a fresh clone on a new
+   machine has before this data dir knows the project; else
 2. the top of the git work tree (the nearest ancestor holding ``.git``, a
    folder or a worktree's file; git itself is not started, for speed), else
 3. the starting directory itself.
@@ -15,8 +17,8 @@ refuse ``..`` and the rest); a relative one is resolved against the starting
 directory the way the kernel resolves it (symlinks first, then ``..``), since
 a person typing ``--root ../proj`` means the folder their shell would open.
 
-The walk costs one SHA-256 and one ``stat`` per ancestor: no process, no lock,
-nothing written.
+The walk costs one SHA-256 and two ``stat`` calls per ancestor: no process, no
+lock, nothing written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import msgspec
 
 from loopstate.core.adopted import is_known
 from loopstate.core.paths import project_id_for, resolve_data_dir
+from loopstate.core.store_file import STORE_FILE
 
 EXPLICIT = "explicit"
 PROJECT = "project"
@@ -71,7 +74,7 @@ def discover_root(start: str, data_dir: Path | None = None) -> ProjectRoot:
     chain = _ancestors(here)
     projects = (resolve_data_dir() if data_dir is None else Path(data_dir)) / "projects"
     for folder in chain:
-        if is_known(projects, project_id_for(folder)):  # its own store, or one it adopted (core/adopted.py)
+        if _is_project(projects, folder):
             return ProjectRoot(folder, PROJECT)
     for folder in chain:
         if os.path.lexists(os.path.join(folder, ".git")):
@@ -80,14 +83,19 @@ def discover_root(start: str, data_dir: Path | None = None) -> ProjectRoot:
 
 
 def enclosing_projects(root: str, data_dir: Path | None = None) -> list[str]:
-    """The loopstate projects above ``root`` (folders whose store exists in the data dir), nearest first.
+    """The loopstate projects above ``root`` (as ``discover_root`` tells them), nearest first.
 
     What the kill switch reaches beyond the project itself: a project nested in
     another must not cut the enclosing one's runs off from a stop given inside it.
     """
     projects = (resolve_data_dir() if data_dir is None else Path(data_dir)) / "projects"
-    return [folder for folder in _ancestors(os.path.realpath(root))[1:]
-            if is_known(projects, project_id_for(folder))]
+    return [folder for folder in _ancestors(os.path.realpath(root))[1:] if _is_project(projects, folder)]
+
+
+def _is_project(projects: Path, folder: str) -> bool:
+    """A loopstate project: its own store in the data dir, one it adopted (core/adopted.py), or a
+    team's store file committed in it."""
+    return is_known(projects, project_id_for(folder)) or os.path.isfile(os.path.join(folder, STORE_FILE))
 
 
 def resolve_root(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,

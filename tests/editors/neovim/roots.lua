@@ -8,7 +8,7 @@ local out = {}
 for dir in vim.gsplit(assert(os.getenv('LOOPSTATE_NVIM_DIRS')), '\n', { plain = true }) do
   local info, why = roots.find(dir)
   out[#out + 1] = info and { root = info.root, how = info.how, store = info.store, exists = info.exists,
-    project_id = roots.project_id(info.root) } or { error = why }
+    project_id = info.project_id } or { error = why }
 end
 H.record('found', out)
 vim.cmd('qa!')

@@ -400,7 +400,7 @@ function M.check_root(project)
     if info.root ~= project.root then
       say(('the server puts %s in the project %s (%s); this plugin found %s. Check LOOPSTATE_DATA_DIR and '
         .. 'setup{cmd_env}'):format(project.root, info.root, info.reason, project.root), vim.log.levels.WARN)
-    elseif project.how == 'project' and not info.exists then
+    elseif project.exists and not info.exists then
       say(('the server finds no store for %s (it looks in %s), though this plugin found one in %s. Check '
         .. 'LOOPSTATE_DATA_DIR and setup{cmd_env}'):format(project.root, info.store, project.store), vim.log.levels.WARN)
     end
@@ -454,7 +454,7 @@ function M.project(info)
     return project
   end
   project = {
-    root = info.root, store = info.store, how = info.how, status = 'new', version = 0, attempts = 0, generation = 0,
+    root = info.root, store = info.store, how = info.how, exists = info.exists, status = 'new', version = 0, attempts = 0, generation = 0,
     topics = {}, by_sub = {}, runs = {}, goals = {}, buffers = {}, unreadable = {}, history = {},
   }
   M.projects[info.root] = project

@@ -4,7 +4,8 @@
 --- walking up from the file's folder (its physical path, links resolved):
 ---
 ---   1. the nearest folder that is already a loopstate project: its store exists in the data dir
----      (`<data dir>/projects/<SHA-256 of "loopstate-project-v1\0" .. folder>`), else
+---      (`<data dir>/projects/<SHA-256 of "loopstate-project-v1\0" .. folder>`), or it holds a
+---      team's committed store file (`.loopstate/store.json`, whose `project_id` is then the id), else
 ---   2. the top of the git work tree (the nearest folder holding `.git`), else
 ---   3. the folder itself.
 ---
@@ -59,9 +60,28 @@ function M.project_id(root)
   return sha256(M.PREFIX .. root)
 end
 
---- The store folder of a canonical root in `data_dir`.
-function M.store(root, data_dir)
-  return data_dir .. '/projects/' .. M.project_id(root)
+--- The store folder of a canonical root in `data_dir` (`id`: the project id, when not the root's own).
+function M.store(root, data_dir, id)
+  return data_dir .. '/projects/' .. (id or M.project_id(root))
+end
+
+M.STORE_FILE = '/.loopstate/store.json'
+
+--- Whether `folder` holds a team's store file, and the project id it names (nil when the file names
+--- none the server would take: the server then says what is wrong with it).
+local function store_file(folder)
+  local st = vim.uv.fs_stat(folder .. M.STORE_FILE)
+  if not (st and st.type == 'file') then
+    return false
+  end
+  local fd = io.open(folder .. M.STORE_FILE, 'rb')
+  local text = fd and fd:read(64 * 1024)
+  if fd then
+    fd:close()
+  end
+  local ok, doc = pcall(vim.json.decode, text or '')
+  local id = ok and type(doc) == 'table' and doc.project_id
+  return true, type(id) == 'string' and id:match('^%x+$') and #id == 64 and id or nil
 end
 
 local function is_dir(path)
@@ -69,7 +89,7 @@ local function is_dir(path)
   return st ~= nil and st.type == 'directory'
 end
 
---- The project of the directory `dir`: {root, how = 'project'|'git'|'cwd', store, exists, data_dir},
+--- The project of the directory `dir`: {root, how = 'project'|'git'|'cwd', project_id, store, exists, data_dir},
 --- or nil and why not (the folder does not exist; no data dir).
 function M.find(dir)
   local here = vim.uv.fs_realpath(dir)
@@ -95,6 +115,11 @@ function M.find(dir)
       found = { root = f, how = 'project' }
       break
     end
+    local team, id = store_file(f)
+    if team then
+      found = { root = f, how = 'project', project_id = id }
+      break
+    end
   end
   if not found then
     for _, f in ipairs(chain) do
@@ -105,8 +130,9 @@ function M.find(dir)
     end
   end
   found = found or { root = here, how = 'cwd' }
-  found.data_dir, found.store = data, M.store(found.root, data)
-  found.exists = found.how == 'project'
+  found.project_id = found.project_id or M.project_id(found.root)
+  found.data_dir, found.store = data, M.store(found.root, data, found.project_id)
+  found.exists = is_dir(found.store)
   found.refused = M.refused(found.root, data, explicit)
   return found
 end
