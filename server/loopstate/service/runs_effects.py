@@ -176,6 +176,8 @@ def write_projections(project: Project, state: RunState) -> list[str]:
     """Make run.json, lease.json, issues.json and the evidence files equal the log's latest state; returns
     what was written (only what changed: see service/run_projections.py). On a shared store the project's
     folder in this machine's data dir holds only such local views, so it is made here when missing."""
+    if state.run is None:
+        return []  # nothing to show: a refused or not-found command leaves no folder behind
     project.ensure()
     return PROJECTIONS.write(project, state)
 
