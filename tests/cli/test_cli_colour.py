@@ -12,42 +12,19 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from clirun import cli
+from clirun import cli, on_a_terminal
 
 ESC = re.compile(rb"\x1b\[[0-9;]*m")
 
 
-def on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], *, stderr_too: bool = True) -> bytes:
-    """What a command writes to a real terminal (a pty on stdout, and on stderr unless not ``stderr_too``)."""
-    import fcntl
-    import struct
-    import termios
-
-    primary, replica = pty.openpty()
-    fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", 200, 160, 0, 0))
-    with subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=cwd, env=env, stdout=replica,
-                          stderr=replica if stderr_too else subprocess.DEVNULL, stdin=subprocess.DEVNULL) as proc:
-        os.close(replica)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.wait(timeout=120)
-    os.close(primary)
-    return seen.replace(b"\r\n", b"\n")
+def seen_on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], *, stderr_too: bool = True) -> bytes:
+    """What a command writes to a real terminal (stdout, and stderr unless not ``stderr_too``), lines ended by \\n."""
+    return on_a_terminal(argv, cwd, env, stderr=stderr_too).replace(b"\r\n", b"\n")
 
 
 def _ok(*args: str, cwd: Path, data: Path, stdin: str | None = None) -> str:
@@ -79,18 +56,18 @@ def scene(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
 
 def test_the_everyday_outputs_are_coloured_on_a_terminal(scene) -> None:
     root, data, env = scene
-    shown = on_a_terminal(["intent", "show"], root, env)
+    shown = seen_on_a_terminal(["intent", "show"], root, env)
     assert b"\x1b[32mexplicit*" in shown and b"\x1b[33minferred" in shown and b"\x1b[31mdisputed*" in shown
     assert b"\x1b[31mopen dispute\x1b[0m:" in shown
-    board = on_a_terminal(["goals", "board", "g"], root, env)
+    board = seen_on_a_terminal(["goals", "board", "g"], root, env)
     assert b"\x1b[31mblocked" in board  # a todo state
     assert b"\x1b[1;33m1 waiting for you\x1b[0m" in board and b"\x1b[1;33mopen" in board  # the user's gate
-    run_list = on_a_terminal(["run", "list"], root, env)
+    run_list = seen_on_a_terminal(["run", "list"], root, env)
     assert b"\x1b[33mready" in run_list
     run_id = json.loads(_ok("run", "list", "--json", cwd=root, data=data))["runs"][0]["run_id"]
-    assert b"\x1b[33mready\x1b[0m" in on_a_terminal(["run", "status", run_id], root, env)
-    assert b"\x1b[32mok\x1b[0m      intent:" in on_a_terminal(["verify"], root, env)
-    doctor = on_a_terminal(["doctor"], root, env)
+    assert b"\x1b[33mready\x1b[0m" in seen_on_a_terminal(["run", "status", run_id], root, env)
+    assert b"\x1b[32mok\x1b[0m      intent:" in seen_on_a_terminal(["verify"], root, env)
+    doctor = seen_on_a_terminal(["doctor"], root, env)
     assert b"\x1b[31mproblem\x1b[0m:" in doctor
     assert b"\x1b[31mdoctor found problems" in doctor
     # Columns line up with colour as without: the words after the status start where they would.
@@ -101,14 +78,14 @@ def test_the_everyday_outputs_are_coloured_on_a_terminal(scene) -> None:
 def test_no_color_and_pipes_get_the_same_words_without_escapes(scene) -> None:
     root, data, env = scene
     for argv in (["intent", "show"], ["goals", "board", "g"], ["run", "list"], ["verify"], ["doctor"]):
-        coloured = on_a_terminal(argv, root, env, stderr_too=False)
-        uncoloured = on_a_terminal(argv, root, {**env, "NO_COLOR": ""}, stderr_too=False)  # set to anything, even empty
+        coloured = seen_on_a_terminal(argv, root, env, stderr_too=False)
+        uncoloured = seen_on_a_terminal(argv, root, {**env, "NO_COLOR": ""}, stderr_too=False)  # set to anything, even empty
         assert b"\x1b" not in uncoloured, (argv, uncoloured)
         assert ESC.sub(b"", coloured) == uncoloured, argv
         piped = cli(*argv, cwd=root, data_dir=data, env={"HOME": env["HOME"]})
         assert "\x1b" not in piped.stdout and "\x1b" not in piped.stderr, argv
         assert piped.stdout == uncoloured.decode(), argv
-    assert b"\x1b[" in on_a_terminal(["verify"], root, env, stderr_too=False)  # (the comparison above had colour)
+    assert b"\x1b[" in seen_on_a_terminal(["verify"], root, env, stderr_too=False)  # (the comparison above had colour)
 
 
 def test_a_corrupt_stream_is_red_on_a_terminal(scene) -> None:
@@ -117,7 +94,7 @@ def test_a_corrupt_stream_is_red_on_a_terminal(scene) -> None:
     data_bytes = stream.read_bytes()
     assert data_bytes.count(b"Ship it") == 1
     stream.write_bytes(data_bytes.replace(b"Ship it", b"Shop it"))  # an edited middle record: its hash fails
-    shown = on_a_terminal(["verify"], root, env)
+    shown = seen_on_a_terminal(["verify"], root, env)
     assert b"\x1b[31mCORRUPT\x1b[0m intent:" in shown
 
 
@@ -133,5 +110,5 @@ def test_stored_text_shaped_like_a_colour_marker_is_not_obeyed(scene) -> None:
     forged = "A\x00sgr:31\x00red?"  # a store accepts it from an agent's front door (only typed arguments are refused)
     Service(data_dir=data).execute(str(root), p.IntentClaimAdd(task_id=task, actor="agent", claim=p.ClaimInput(
         statement=forged, role="agent", epistemic_status="inferred", facets=["outcome"], confidence=0.5)), "forged-1")
-    shown = on_a_terminal(["intent", "show"], root, env)
+    shown = seen_on_a_terminal(["intent", "show"], root, env)
     assert b"A\\x00sgr:31\\x00red?" in shown and b"\x1b[31mred?" not in shown

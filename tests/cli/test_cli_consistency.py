@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from clirun import cli
+from clirun import cli, on_a_terminal
 
 
 def _ok(*args: str, cwd: Path, data: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -157,48 +156,14 @@ def test_doctor_says_which_host_it_checks_on_a_terminal_only(tmp_path: Path) -> 
     piped = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "doctor"], cwd=root, env=env,
                            capture_output=True, text=True, timeout=120)
     assert "checking" not in piped.stderr
-    primary, replica = pty.openpty()
-    with subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", "doctor"], cwd=root, env=env,
-                          stdout=subprocess.DEVNULL, stderr=replica, stdin=subprocess.DEVNULL) as proc:
-        os.close(replica)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.wait(timeout=120)
-    os.close(primary)
+    seen = on_a_terminal(["doctor"], root, env, stdout=False)
     assert b"loopstate doctor: checking claude (1/2)" in seen and b"checking codex (2/2)" in seen
     assert b"\x1b" not in seen  # plain text and carriage returns only
 
 
-def _on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], rows: int = 10) -> bytes:
-    """What a command writes to a real terminal (a pty on stdout and stderr, ``rows`` rows)."""
-    import fcntl
-    import struct
-    import termios
-
-    primary, replica = pty.openpty()
-    fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 100, 0, 0))
-    with subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=cwd, env=env, stdout=replica,
-                          stderr=replica, stdin=subprocess.DEVNULL) as proc:
-        os.close(replica)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.wait(timeout=120)
-    os.close(primary)
-    return seen
+def _on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str]) -> bytes:
+    """What a command writes to a real terminal of 10 rows (so that long output is paged)."""
+    return on_a_terminal(argv, cwd, env, rows=10, columns=100)
 
 
 def test_colour_on_a_terminal_only_and_never_with_no_color(project) -> None:

@@ -8,13 +8,10 @@ visibly) and into a pipe (bytes as stored, so scripts see what was written).
 from __future__ import annotations
 
 import os
-import pty
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 from clirun import cli
+from clirun import on_a_terminal as seen_on_a_terminal
 from loopstate_protocol import intent as p
 from loopstate_protocol import runs as r
 
@@ -37,27 +34,9 @@ def seed(root: Path, data_dir: Path) -> str:
 
 def on_a_terminal(argv: list[str], root: Path, data_dir: Path) -> bytes:
     """Run the CLI with stdout and stderr on a pty; everything it wrote there."""
-    leader, follower = pty.openpty()
     # NO_COLOR: loopstate's own colours are escape sequences too; with them off, any escape seen came from the store.
     env = {**os.environ, "LOOPSTATE_DATA_DIR": str(data_dir), "NO_COLOR": "1", "LOOPSTATE_NO_PAGER": "1"}
-    child = subprocess.Popen([sys.executable, "-m", "loopstate.cli.main", *argv], cwd=root, env=env,
-                             stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
-    os.close(follower)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the child closed the pty
-            break
-        if not chunk:
-            break
-        seen += chunk
-    child.wait(timeout=60)
-    os.close(leader)
-    return seen
+    return seen_on_a_terminal(argv, root, env)
 
 
 def test_stored_escapes_are_shown_not_obeyed_on_a_terminal_and_kept_in_a_pipe(tmp_path: Path) -> None:
