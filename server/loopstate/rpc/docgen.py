@@ -107,6 +107,10 @@ once the streams read cleanly again (after `loopstate recover`) it gets `loopsta
 with `rewritten: true` and the fresh snapshot, and the subscription goes on. A domain
 topic recovers the same way: after its `loopstate/streamError`, the rewritten stream's
 projection comes as `rewritten: true` (`previous_sequence` 0), with no other change needed.
+A failure is announced once per subscription: the server may wake on a broken stream many
+times before it is recovered (each edit, each step of a recovery in another process), and
+only the first failed read is pushed; the next notification is the recovered change, and a
+stream that breaks again after a delivered change is announced again.
 
 `project.stop` and `project.resume` answer an `ExecuteResult` with no events and a null
 `head`; its `project` field says what was done (tagged by `kind`). A stop sets the switch

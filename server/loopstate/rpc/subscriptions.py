@@ -151,7 +151,18 @@ class Slot:
     overflowed: bool = False
     computing: bool = False
     error: LoopstateError | None = None
+    errored: bool = False  # a streamError was owed or sent and no change has been delivered since
     rewritten: bool = False
+
+    def fail(self, exc: LoopstateError) -> bool:
+        """Owe the subscriber a streamError, once per failure: every wake of a broken stream
+        (one hand edit can be two file events; a recovery in another process is several) fails
+        the same way until a change is delivered again, and repeating the error would stand in
+        front of that change. Returns whether there is something to send."""
+        if self.errored:
+            return False
+        self.error, self.errored = exc, True
+        return True
 
     def rewrite(self, events: list[dict[str, Any]], empty_head: Head) -> None:
         """The stream was re-chained: forget what was delivered, send the new projection."""
@@ -372,8 +383,7 @@ class Hub(Follower):
 
     def _on_error(self, sub_id: str, exc: LoopstateError) -> None:
         slot = self.slots.get(sub_id)
-        if slot is not None:
-            slot.error = exc
+        if slot is not None and slot.fail(exc):
             self._flush(slot)
 
     def flush_all(self) -> None:
@@ -471,6 +481,7 @@ class Hub(Follower):
         if sub.deliver == "events" and not slot.overflowed:
             head, events, previous = slot.pending_head, slot.pending_events, slot.delivered
             slot.clear_through(head.sequence)
+            slot.errored = False
             self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
                 subscription_id=sub.id, topic=sub.topic, head=head, previous_sequence=previous, events=events,
             )))
@@ -490,15 +501,15 @@ class Hub(Follower):
             return
         exc = future.exception()
         if exc is not None:
-            slot.error = exc if isinstance(exc, LoopstateError) else LoopstateError(
-                ErrorCode.INTERNAL_ERROR, f"the projection could not be computed: {type(exc).__name__}: {exc}")
-            self._flush(slot)
+            if slot.fail(exc if isinstance(exc, LoopstateError) else LoopstateError(
+                    ErrorCode.INTERNAL_ERROR, f"the projection could not be computed: {type(exc).__name__}: {exc}")):
+                self._flush(slot)
             return
         head, snapshot = future.result()
         previous = slot.delivered
         if head.sequence > previous or slot.rewritten:
             slot.clear_through(head.sequence)
-            rewritten, slot.rewritten = slot.rewritten, False
+            rewritten, slot.rewritten, slot.errored = slot.rewritten, False, False
             self.send(methods.CHANGED, msgspec.to_builtins(ChangedNotification(
                 subscription_id=slot.sub.id, topic=slot.sub.topic, head=head,
                 previous_sequence=previous, snapshot=snapshot, rewritten=rewritten,
