@@ -73,10 +73,13 @@ class Session:
         return json.dumps(self.requests[index].body.get("messages"))
 
     def tool_results(self, index: int) -> list[dict[str, Any]]:
-        """The tool_result blocks request ``index`` added (its last message: the results of the turn before)."""
-        last = self.requests[index].body.get("messages", [])[-1]
-        content = last.get("content") if isinstance(last.get("content"), list) else []
-        return [block for block in content if block.get("type") == "tool_result"]
+        """The tool_result blocks request ``index`` added: the results of the turn before, in the messages after
+        its last assistant message (the host may put a note of its own after them, such as the MCP tools that
+        became available meanwhile)."""
+        messages = self.requests[index].body.get("messages", [])
+        last_turn = max((n for n, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+        return [block for m in messages[last_turn + 1:] if isinstance(m.get("content"), list)
+                for block in m["content"] if block.get("type") == "tool_result"]
 
     def tools_offered(self, index: int = 0) -> list[str]:
         return [tool["name"] for tool in self.requests[index].body.get("tools", [])]

@@ -91,7 +91,8 @@ def test_the_hosts_own_opening_lines_are_answered_early_with_the_sdks_bytes(root
     claude = [request("server-discover-probe-1", "server/discover", CLAUDE_2026), request(0, "server/discover", CLAUDE_2026),
               request(1, "prompts/list", CLAUDE_2026), request(2, "resources/list", CLAUDE_2026),
               request(3, "tools/list", CLAUDE_2026), request(4, "resources/templates/list", CLAUDE_2026)]
-    for messages, early_ids in ((codex, "0, 1"), (claude, "'server-discover-probe-1', 0, 1, 3, 4")):
+    # resources/list (2) is the store's, read in a thread of its own: its answer comes after the static ones.
+    for messages, early_ids in ((codex, "0, 1"), (claude, "'server-discover-probe-1', 0, 1, 3, 4, 2")):
         early_lines, stderr = mcp(data_dir, root, messages, early_on=True)
         sdk_lines, _ = mcp(data_dir, root, messages, early_on=False)
         assert early_lines == sdk_lines and len(early_lines) == sum("id" in m for m in messages)
@@ -308,3 +309,34 @@ def test_only_a_plain_mcp_argv_starts_the_early_answerer():
                  ["mcp", "extra"], ["serve"], ["mcp", "--root", "--log-level"]):
         assert not is_plain_mcp(argv), argv
     assert os.environ.get(early.DISABLE) != "0"  # the suite runs with early answers on, as hosts do
+
+
+def loopstate_cli(data_dir: Path, cwd: Path, *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", *args], env=mcp_env(data_dir), cwd=cwd,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+def test_the_stores_resources_list_is_answered_early_as_the_sdk_answers_it_and_a_broken_store_is_left_to_it(
+        root, data_dir):
+    """Claude Code counts the tools once resources/list is answered too: the store's list goes out before the
+    SDK is loaded, byte for byte the SDK's; when it cannot be read, the SDK answers (with its error)."""
+    loopstate_cli(data_dir, root, "run", "create", "--objective", "ship", "--done-gate", "tests pass", "--asset", "app")
+    loopstate_cli(data_dir, root, "goals", "add", "release", "write the notes")
+    opening = [request(0, "server/discover", CLAUDE_2026), request(1, "resources/list", CLAUDE_2026),
+               request(2, "tools/list", CLAUDE_2026)]
+    early_lines, stderr = mcp(data_dir, root, opening, early_on=True)
+    assert early_lines == mcp(data_dir, root, opening, early_on=False)[0]
+    assert "answered request(s) 0, 2, 1 before the SDK was loaded" in answered_early(stderr)
+    [listed] = [json.loads(line)["result"]["resources"] for line in early_lines if json.loads(line)["id"] == 1]
+    assert [r["name"].split()[0] for r in listed] == ["intent", "run", "goal"]
+
+    runs = next((data_dir / "projects").iterdir()) / "streams"
+    stream = next(runs.glob("run-*.jsonl"), None) or next(runs.glob("runs*.jsonl"))
+    data = bytearray(stream.read_bytes())
+    data[data.index(b'"objective":"ship"') + len(b'"objective":"s')] = ord("X")  # a broken chain: no list to give
+    stream.write_bytes(bytes(data))
+    early_lines, stderr = mcp(data_dir, root, opening, early_on=True)
+    assert early_lines == mcp(data_dir, root, opening, early_on=False)[0]
+    assert "answered request(s) 0, 2 before the SDK was loaded" in answered_early(stderr)
+    assert b'"error"' in next(line for line in early_lines if json.loads(line)["id"] == 1)

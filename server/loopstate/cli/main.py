@@ -133,12 +133,24 @@ def is_plain_mcp(argv: list[str]) -> bool:
     return True
 
 
+def mcp_root(argv: list[str]) -> str | None:
+    """The ``--root`` of a plain ``mcp`` argv (``is_plain_mcp``), the last one given as argparse takes it."""
+    root = None
+    items = iter(argv[1:])
+    for item in items:
+        name, eq, value = item.partition("=")
+        given = value if eq else next(items, None)
+        if name == "--root":
+            root = given
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if is_plain_mcp(argv):
         from loopstate.mcpserver import early
 
-        answering = early.start()
+        answering = early.start(mcp_root(argv))
         if answering is not None:
             answering.settle()  # the host's opening first, then the imports (mcpserver/early.SETTLE_SECONDS)
     if is_plain_hook(argv):

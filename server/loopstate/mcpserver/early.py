@@ -15,6 +15,9 @@ anything heavy (``cli/main.main``, as soon as argv is a plain ``mcp``):
   answers, recorded byte for byte from this server with these early answers
   off (``mcpserver/handshake.py`` writes it; tests/mcp/test_mcp_handshake.py
   fails when it is stale and compares the bytes on the wire both ways);
+- in the 2026-07-28 era also ``resources/list``, which Claude Code waits for
+  before it counts the server's tools: the store's list, read in a thread of
+  its own and written in the SDK's JSON (``mcpserver/early_resources.py``);
 - every byte it reads, answered or not, goes on unchanged, in order, into a
   pipe that the SDK's stdio transport reads as its stdin. So the SDK still
   sees the host's whole opening, decides the era and commits the session's
@@ -30,7 +33,7 @@ Nothing is answered unless the table was recorded for exactly this install
 pydantic's versions; else this machine's own recording of the SDK's
 answers, ``Recorder``), the request is in a shape the SDK is sure to answer
 so (anything unusual waits for the SDK), and no SDK is serving yet. Only the
-standard library is imported here.
+standard library is imported here (the resources thread imports the service).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ SOURCES = tuple(os.path.join(HERE, name) for name in (os.path.join(os.pardir, "_
 DISTRIBUTIONS = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 STATIC = ("tools/list", "prompts/list", "resources/templates/list")  # answered once initialize was
 MODERN = ("server/discover", *STATIC)  # the 2026-07-28 era's: no handshake, each request carries its envelope
+RESOURCES = "resources/list"  # modern: the store's, computed in a thread of its own (mcpserver/early_resources.py)
 ENVELOPE = "io.modelcontextprotocol/"
 PROTOCOL_KEY = ENVELOPE + "protocolVersion"
 LISTEN = "subscriptions/listen"  # modern: its acknowledgement is sent early; the stream itself is the SDK's
@@ -75,6 +79,7 @@ MAX_LINE = 1 << 20  # a longer first line: leave the rest to the SDK
 # the import running beside this thread.
 SETTLE_SECONDS = 2.0  # at most, in all
 SETTLE_IDLE = 0.25  # or this long without a request answered here (a host that lists no tools first)
+LISTING_SECONDS = 2.0  # how long the SDK's start waits for a resources/list being read here
 
 current: "Early | None" = None  # the running one, for mcpserver/server.serve to take over
 recording: "Recorder | None" = None  # when no table fits: what the SDK answers, for the next start
@@ -152,9 +157,10 @@ def load(dists: dict[str, str] | None = None) -> dict[str, Any] | None:
     return _read_table(TABLE, expected) or _read_table(cache_path(), expected)
 
 
-def start() -> "Early | None":
+def start(explicit_root: str | None = None) -> "Early | None":
     """Begin answering the handshake (once per process), unless disabled or no table fits (then the SDK's
-    own answers of this session are recorded for the next one, ``Recorder``)."""
+    own answers of this session are recorded for the next one, ``Recorder``); ``explicit_root`` is the
+    server's ``--root``."""
     global current, recording
     if current is not None or os.environ.get(DISABLE) == "0":
         return current
@@ -166,7 +172,7 @@ def start() -> "Early | None":
         recording = Recorder(dists) if dists is not None else None
         return None
     try:
-        current = Early(table)
+        current = Early(table, explicit_root)
     except OSError:  # no stdin to take (closed), no descriptor for the pipe: the SDK's stdio says what is wrong
         return None
     current.thread.start()
@@ -259,7 +265,7 @@ def plain_request(message: Any, era: str) -> tuple[Any, str, str | None] | None:
     if era == "modern":
         meta = params["_meta"]
         keys = {"_meta", "notifications"} if method == LISTEN else {"_meta"}
-        if ((method in MODERN or method == LISTEN) and set(params) == keys and isinstance(meta[PROTOCOL_KEY], str)
+        if ((method in MODERN or method in (LISTEN, RESOURCES)) and set(params) == keys and isinstance(meta[PROTOCOL_KEY], str)
                 and set(meta) == {PROTOCOL_KEY, ENVELOPE + "clientInfo", ENVELOPE + "clientCapabilities"}
                 and _client_info(meta[ENVELOPE + "clientInfo"]) and _capabilities(meta[ENVELOPE + "clientCapabilities"])):
             return request_id, method, meta[PROTOCOL_KEY]
@@ -381,8 +387,10 @@ class Recorder:
 class Early:
     """The handshake answerer and the pump from the wire's stdin into the SDK's (module docstring)."""
 
-    def __init__(self, table: dict[str, Any]) -> None:
+    def __init__(self, table: dict[str, Any], explicit_root: str | None = None) -> None:
         self.table = table
+        self.explicit_root = explicit_root  # `loopstate mcp --root`: the project of a connection that names none
+        self.listing: dict[Any, threading.Thread] = {}  # resources/list request id -> its ``_list_resources``
         self.answers: dict[str, dict[str, str]] = table["answers"]
         self.lock = threading.Lock()
         self.handed_over = False
@@ -414,7 +422,14 @@ class Early:
 
     def hand_over(self) -> tuple[int, dict[Any, bytes], dict[Any, bytes]]:
         """Stop answering; the SDK's stdin (a pipe of every byte read), the answers already written by request
-        id, and the listen acknowledgements by subscription (request) id."""
+        id, and the listen acknowledgements by subscription (request) id. A resources/list still being read
+        is waited for (LISTING_SECONDS at most, in all): it is a few reads, where the SDK would answer it only
+        after its own start."""
+        import time
+
+        deadline = time.monotonic() + LISTING_SECONDS
+        for thread in list(self.listing.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
         with self.lock:
             self.handed_over = True
             self.settled.set()
@@ -475,6 +490,9 @@ class Early:
         if self.era == "modern" and method == LISTEN:
             self._acknowledge(request_id, message["params"]["notifications"], version)
             return
+        if self.era == "modern" and method == RESOURCES:
+            self._list_resources_soon(request_id, version)
+            return
         if self.era == "modern":
             result = self.table.get("modern", {}).get(version, {}).get(method)
         else:
@@ -489,6 +507,15 @@ class Early:
                 self.version = key
         if result is None:
             return
+        if not self._write_answer(request_id, result):
+            if method == "initialize":
+                self.version = None
+            return
+        if method == "tools/list":
+            self.settled.set()
+
+    def _write_answer(self, request_id: Any, result: str) -> bool:
+        """Write the response line of ``request_id`` (the lock held) and note it; False when the host's end is gone."""
         answer = _line_head(request_id) + result.encode() + b"}\n"
         try:
             view = memoryview(answer)
@@ -496,12 +523,33 @@ class Early:
                 view = view[os.write(1, view):]
         except OSError:
             self.handed_over = True  # the host's end is gone: the SDK finds out on its own
-            if method == "initialize":
-                self.version = None
-            return
+            return False
         self.sent[request_id] = answer
-        if method == "tools/list":
-            self.settled.set()
+        return True
+
+    def _list_resources_soon(self, request_id: Any, version: str | None) -> None:
+        """Start computing a modern ``resources/list`` in a thread of its own (the store is read: the pump must go
+        on), when the table has the same version's ``prompts/list`` envelope to write it in."""
+        from loopstate.mcpserver.early_resources import PROMPTS_LIST, envelope_of
+
+        recorded = self.table.get("modern", {}).get(version, {}).get(PROMPTS_LIST)
+        envelope = envelope_of(recorded) if isinstance(recorded, str) else None
+        if envelope is not None and request_id not in self.listing:
+            thread = threading.Thread(target=self._list_resources, args=(request_id, envelope),
+                                      name="loopstate-mcp-resources", daemon=True)
+            self.listing[request_id] = thread
+            thread.start()
+
+    def _list_resources(self, request_id: Any, envelope: str) -> None:
+        from loopstate.mcpserver.early_resources import result_text
+
+        try:
+            result = result_text(envelope, self.explicit_root)
+        except Exception:  # a bad root, a corrupt store, anything: the SDK answers it, with its error
+            return
+        with self.lock:
+            if not self.handed_over and request_id not in self.sent:
+                self._write_answer(request_id, result)
 
     def _acknowledge(self, request_id: Any, notifications: Any, version: str | None) -> None:
         """A listen stream's first frame, its acknowledgement, when the table has it for this filter
