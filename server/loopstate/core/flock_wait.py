@@ -35,41 +35,6 @@ EXCLUSIVE = primitive.LOCK_EX | primitive.LOCK_NB
 SHARED = primitive.LOCK_SH | primitive.LOCK_NB
 
 
-RECORD_WIDTH = 128
-"""The owner record at the start of a stream's lock file (``core/lock.py``), read back here
-to name the holder. The queue's ticket counter follows it (``TICKET_AT``)."""
-
-# The waiters' queue in front of a stream lock's flock. Byte-range locks far past the owner
-# record (a lock may lie beyond the end of a file; nothing is written there): the join byte,
-# then one place per ticket, a ring of QUEUE_PLACES. The ticket counter follows the record,
-# written only by a waiter joining the queue: 32 bits as 16 JSON whitespace characters (two
-# bits each), so the lock file stays one JSON document (the record, then whitespace).
-TICKET_AT = RECORD_WIDTH
-TICKET_BYTES = 16
-QUEUE_JOIN = 1 << 20
-QUEUE_PLACES = 4096  # divides 2**32: the ring stays in step when the counter wraps
-_DIGITS = b" \t\r\n"
-_VALUE = {digit: value for value, digit in enumerate(_DIGITS)}
-
-
-def _ticket(raw: bytes) -> int:
-    """The counter in ``raw`` (0 for anything else: none written yet, or an older layout's bytes)."""
-    if len(raw) != TICKET_BYTES:
-        return 0
-    number = 0
-    for byte in raw:
-        value = _VALUE.get(byte)
-        if value is None:
-            return 0
-        number = number << 2 | value
-    return number
-
-
-def _ticket_bytes(number: int) -> bytes:
-    number &= (1 << 2 * TICKET_BYTES) - 1
-    return bytes(_DIGITS[number >> 2 * (TICKET_BYTES - 1 - k) & 3] for k in range(TICKET_BYTES))
-
-
 class _Expired(Exception):
     """Raised by the SIGALRM handler of a bounded blocking wait."""
 
@@ -78,107 +43,53 @@ def _on_alarm(signum: int, frame: object) -> None:
     raise _Expired
 
 
-def queue_busy(fd: int) -> bool:
-    """Whether any waiter is queued for (or holds, having queued) this lock: then a newcomer
-    queues behind them instead of taking a lock that happens to be free for a moment."""
-    return bool(primitive.bytes_held(fd, QUEUE_JOIN, 1 + QUEUE_PLACES))
+def _blocking_wait(fd: int, flags: int, seconds: float) -> bool | None:
+    """A blocking flock bounded by ``seconds``: True locked, False timed out, None not possible here.
 
-
-def _queued_flock(fd: int, flags: int) -> int | None:
-    """Wait for the flock in the queue, blocking (the caller bounds it); the place held, if any.
-
-    Join (under the join byte, held for a pread and a pwrite): take the next ticket and
-    lock its place. Then block on the place before it, which its holder keeps from joining
-    until it lets go of the flock: one waiter blocks on each place, so a release wakes one
-    process, the next in line, where a flock's release wakes every waiter. Then the flock,
-    which stays the mutual exclusion (a waiter killed in the queue drops its place with its
-    descriptor, and the one behind it goes straight to the flock). A place already taken
-    (more waiters than places) means no place: straight to the flock. On any exception
-    nothing of the queue stays held.
-    """
-    place = None
-    try:
-        primitive.byte_lock(fd, QUEUE_JOIN, wait=True)
-        try:
-            ticket = _ticket(primitive.pread(fd, TICKET_BYTES, TICKET_AT))
-            primitive.pwrite(fd, _ticket_bytes(ticket + 1), TICKET_AT)
-            if primitive.byte_lock(fd, QUEUE_JOIN + 1 + ticket % QUEUE_PLACES, wait=False):
-                place = ticket % QUEUE_PLACES
-        finally:
-            primitive.byte_unlock(fd, QUEUE_JOIN)
-        if place is not None:
-            before = QUEUE_JOIN + 1 + (ticket - 1) % QUEUE_PLACES
-            primitive.byte_lock(fd, before, wait=True)
-            primitive.byte_unlock(fd, before)
-        primitive.flock(fd, flags & ~primitive.LOCK_NB)
-    except BaseException:
-        if place is not None:
-            leave_queue(fd, place)
-        raise
-    return place
-
-
-def leave_queue(fd: int, place: int | None) -> None:
-    """Let go of a place in the queue (after the flock it was held with): the next waiter wakes."""
-    if place is not None:
-        primitive.byte_unlock(fd, QUEUE_JOIN + 1 + place)
-
-
-def _block(fd: int, flags: int, queued: bool) -> int | None:
-    """The blocking wait itself: in the queue, or on the flock alone."""
-    if queued:
-        return _queued_flock(fd, flags)
-    primitive.flock(fd, flags & ~primitive.LOCK_NB)
-    return None
-
-
-def _blocking_wait(fd: int, flags: int, seconds: float, queued: bool) -> tuple[bool, int | None] | None:
-    """A blocking wait bounded by ``seconds``: (True, place) locked, (False, None) timed out,
-    None not possible here.
-
-    The kernel wakes a blocked lock the moment its holder lets go, where a
+    The kernel wakes a blocked flock the moment its holder lets go, where a
     poll with sleeps comes back late and loses to any newcomer: with 16 CLI
     writers at once, sleeping pollers starved past the timeout. On the main
     thread the bound is a one-shot SIGALRM timer (when nothing else has the
-    timer or a handler of its own), over the queue and the flock alike; if the
-    timer fires just after the lock was granted, a non-blocking retry on the same
-    descriptor says so. Elsewhere (a server's service thread) the wait runs in a
-    helper thread and the caller waits for it with the timeout (``_waited_in_helper``).
+    timer or a handler of its own); if the timer fires just after the lock was
+    granted, a non-blocking retry on the same descriptor says so. Elsewhere (a
+    server's service thread) the blocking flock runs in a helper thread and the
+    caller waits for it with the timeout (``_waited_in_helper``).
     """
     import threading  # only on contention: an uncontended lock costs no import
 
     if not primitive.BOUNDED_BLOCKING_WAIT:
         return None
     if threading.current_thread() is not threading.main_thread():
-        return _waited_in_helper(fd, flags, seconds, queued)
+        return _waited_in_helper(fd, flags, seconds)
     import signal
 
     try:
         previous = signal.getsignal(signal.SIGALRM)
         if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-            return _waited_in_helper(fd, flags, seconds, queued)
+            return _waited_in_helper(fd, flags, seconds)
     except (ValueError, OSError):
-        return _waited_in_helper(fd, flags, seconds, queued)
+        return _waited_in_helper(fd, flags, seconds)
     try:
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-            return True, _block(fd, flags, queued)
+            primitive.flock(fd, flags & ~primitive.LOCK_NB)
+            return True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     except _Expired:
         try:
             primitive.flock(fd, flags)  # granted in the instant the timer fired? (same descriptor: no-op if held)
-            return True, None
+            return True
         except BlockingIOError:
-            return False, None
+            return False
 
 
 class _HelperWait:
-    """One blocking wait run in a helper thread, and the caller's verdict on it (under ``decided``)."""
+    """One blocking flock run in a helper thread, and the caller's verdict on it (under ``decided``)."""
 
-    __slots__ = ("decided", "done", "granted", "abandoned", "error", "place")
+    __slots__ = ("decided", "done", "granted", "abandoned", "error")
 
     def __init__(self) -> None:
         import threading
@@ -188,12 +99,11 @@ class _HelperWait:
         self.granted = False
         self.abandoned = False
         self.error: OSError | None = None
-        self.place: int | None = None
 
-    def run(self, fd: int, flags: int, queued: bool) -> None:
-        """Block on ``fd`` (a duplicate this thread owns: the same open file, so the same locks)."""
+    def run(self, fd: int, flags: int) -> None:
+        """Block on ``fd`` (a duplicate this thread owns: the same open file, so the same lock)."""
         try:
-            place = _block(fd, flags, queued)
+            primitive.flock(fd, flags & ~primitive.LOCK_NB)
         except OSError as exc:
             self.error = exc
             os.close(fd)
@@ -202,21 +112,20 @@ class _HelperWait:
         with self.decided:
             if self.abandoned:  # the caller timed out meanwhile: let go of what it no longer waits for
                 primitive.flock(fd, primitive.LOCK_UN)
-                leave_queue(fd, place)
             else:
-                self.granted, self.place = True, place
-        os.close(fd)  # the locks stay with the open file, which the caller's descriptor still holds
+                self.granted = True
+        os.close(fd)  # the lock stays with the open file, which the caller's descriptor still holds
         self.done.set()
 
 
-def _waited_in_helper(fd: int, flags: int, seconds: float, queued: bool) -> tuple[bool, int | None]:
-    """A blocking wait in a helper thread, waited for by the calling thread for at most ``seconds``.
+def _waited_in_helper(fd: int, flags: int, seconds: float) -> bool:
+    """A blocking flock in a helper thread, waited for by the calling thread for at most ``seconds``.
 
-    The helper blocks on a duplicate of ``fd``: a flock and an open-file-description
-    lock belong to the open file, so the locks it is granted are the caller's. Should
-    the wait time out first, the caller marks it abandoned and the helper, once
-    granted, unlocks through its own duplicate (never through a descriptor number the
-    caller may have closed and reused) and closes it. Raises the OSError of a lock
+    The helper blocks on a duplicate of ``fd``: a flock belongs to the open
+    file, so the lock it is granted is the caller's. Should the wait time out
+    first, the caller marks it abandoned and the helper, once granted, unlocks
+    through its own duplicate (never through a descriptor number the caller
+    may have closed and reused) and closes it. Raises the OSError of a lock
     the file system refuses.
     """
     import threading
@@ -224,8 +133,7 @@ def _waited_in_helper(fd: int, flags: int, seconds: float, queued: bool) -> tupl
     wait = _HelperWait()
     helper_fd = os.dup(fd)
     try:
-        threading.Thread(target=wait.run, args=(helper_fd, flags, queued), name="loopstate-lock-wait",
-                         daemon=True).start()
+        threading.Thread(target=wait.run, args=(helper_fd, flags), name="loopstate-lock-wait", daemon=True).start()
     except BaseException:
         os.close(helper_fd)
         raise
@@ -233,41 +141,27 @@ def _waited_in_helper(fd: int, flags: int, seconds: float, queued: bool) -> tupl
     with wait.decided:
         if not wait.granted and wait.error is None:
             wait.abandoned = True
-            return False, None
+            return False
     if wait.error is not None:
         raise wait.error
-    return True, wait.place
+    return True
 
 
-def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None,
-                   queued: bool = False) -> int | None:
+def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path: str | None = None) -> None:
     """flock ``fd`` within ``timeout`` seconds, or raise: LOCK_TIMEOUT naming the holder,
     STORE_IO_ERROR when the file system refuses the lock (waiting would not help).
 
-    ``queued`` (an exclusive stream lock, on a descriptor open for writing): where the
-    platform has the waiters' queue (``primitive.OFD_QUEUE``), a busy lock, or one
-    with waiters queued, is waited for in the queue (``_queued_flock``), first come,
-    first served; the place it held is returned, for ``leave_queue`` after the flock's
-    release (closing the descriptor lets go of it too). Else a busy lock is waited for
-    in the kernel's queue where the process can bound that wait (``_blocking_wait``),
-    else by polling with short sleeps. Returns None when no place is held."""
+    A busy lock is waited for in the kernel's queue where the process can bound
+    that wait (``_blocking_wait``), else by polling with short sleeps."""
     flags = EXCLUSIVE if exclusive else SHARED
-    queued = queued and exclusive and primitive.OFD_QUEUE
-    busy = False
-    if queued:
-        try:
-            busy = queue_busy(fd)
-        except OSError:  # a file system without byte-range locks: the flock alone
-            queued = busy = False
     deadline = 0.0
     pause = 0.0005
     detail = {} if path is None else {"lock": path}
     blocked = False  # the blocking wait has been tried (it is tried once, for the whole timeout)
     while True:
         try:
-            if not busy:
-                primitive.flock(fd, flags)
-                return None
+            primitive.flock(fd, flags)
+            return
         except BlockingIOError:
             pass
         except OSError as exc:  # not contention: waiting would not help
@@ -280,9 +174,9 @@ def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path:
         if not deadline:  # the clock is read only when the lock is busy
             deadline = time.monotonic() + timeout
         if not blocked:
-            blocked, busy = True, False  # from here on (no blocking wait here) the flock is polled
+            blocked = True
             try:
-                outcome = _blocking_wait(fd, flags, deadline - time.monotonic(), queued)
+                granted = _blocking_wait(fd, flags, deadline - time.monotonic())
             except OSError as exc:
                 raise LoopstateError(
                     ErrorCode.STORE_IO_ERROR,
@@ -290,10 +184,9 @@ def wait_for_flock(fd: int, *, exclusive: bool, timeout: float, what: str, path:
                     "file system that supports flock (set LOOPSTATE_DATA_DIR)",
                     **detail,
                 ) from exc
-            if outcome is not None:
-                granted, place = outcome
-                if granted:
-                    return place
+            if granted:
+                return
+            if granted is False:
                 deadline = time.monotonic()  # the whole timeout was waited: say who holds it
         if time.monotonic() >= deadline:
             holder = read_holder(fd)
@@ -318,7 +211,7 @@ def read_holder(fd: int) -> dict[str, Any]:
     recorded holder) where there is no such table.
     """
     try:
-        data = primitive.pread(fd, RECORD_WIDTH, 0).strip()
+        data = primitive.pread(fd, 4096, 0).strip()
         record = canonical.decode(data) if data else {}
     except Exception:
         record = {}

@@ -35,15 +35,13 @@ from typing import TYPE_CHECKING, Callable
 from loopstate.core import canonical, flock_wait, safefs
 from loopstate.core.clock import format_time
 from loopstate.core.flock_wait import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
-from loopstate.core.flock_wait import EXCLUSIVE, RECORD_WIDTH, TICKET_AT, TICKET_BYTES, leave_queue, wait_for_flock
+from loopstate.core.flock_wait import EXCLUSIVE, wait_for_flock
 
 if TYPE_CHECKING:
     from loopstate.core.founding import FoundingLock
 
 
-# RECORD_WIDTH: pid, a 32-hex token and an RFC 3339 time fit with room to spare; the
-# waiters' queue keeps its ticket counter (JSON whitespace) right after it (``flock_wait``).
-LOCK_FILE_SIZE = TICKET_AT + TICKET_BYTES
+RECORD_WIDTH = 128  # pid, a 32-hex token and an RFC 3339 time fit with room to spare
 
 
 _unlocked_said = False
@@ -77,7 +75,6 @@ class StoreLock:
         self.base = base
         self.timeout = timeout
         self._fd: int | None = None
-        self._place: int | None = None  # the place in the waiters' queue held with the flock (``flock_wait``)
         self._record: tuple[int, int, bytes] = (0, -1, b"")  # (pid, second, padded record)
         self._token = ""
         self._kept = safefs.HeldDescriptor() if keep_open else None
@@ -196,10 +193,10 @@ class StoreLock:
         # A failed record write (a full disk) lets go of the lock it took.
         try:
             record = self._owner_record()
-            if flock_wait.primitive.pread(fd, RECORD_WIDTH, 0) != record:
+            if flock_wait.primitive.pread(fd, RECORD_WIDTH + 1, 0) != record:
                 flock_wait.primitive.pwrite(fd, record, 0)
-                if size > LOCK_FILE_SIZE:  # written by an older layout
-                    os.ftruncate(fd, LOCK_FILE_SIZE)
+                if size > RECORD_WIDTH:  # written by an older layout
+                    os.ftruncate(fd, RECORD_WIDTH)
         except BaseException:
             self.release()
             raise
@@ -252,10 +249,7 @@ class StoreLock:
     def _acquire(self, fd: int, *, exclusive: bool) -> None:
         """Lock ``fd`` (which this call then owns) or close it and raise."""
         try:
-            # Writers wait in the queue (first come, first served, a release wakes one);
-            # a reader's descriptor is read-only, and readers wait on the flock alone.
-            self._place = wait_for_flock(fd, exclusive=exclusive, timeout=self.timeout, what=self.path.name,
-                                         path=self._path_str, queued=exclusive)
+            wait_for_flock(fd, exclusive=exclusive, timeout=self.timeout, what=self.path.name, path=self._path_str)
         except BaseException:
             if self._kept is not None and self._kept.fd == fd:
                 self._kept.close()
@@ -273,16 +267,13 @@ class StoreLock:
         fd = self._fd
         if fd is not None:
             self._fd = None
-            place, self._place = self._place, None
             if self._kept is not None and self._kept.fd == fd:
                 try:
-                    # The flock first, then the place: the next in line wakes to a free lock.
                     flock_wait.primitive.flock(fd, flock_wait.primitive.LOCK_UN)
-                    leave_queue(fd, place)
                 except Exception:  # cannot unlock: closing the descriptor releases it for sure
                     self._kept.close()
             else:
-                os.close(fd)  # lets go of the flock and of any place in the queue
+                os.close(fd)
 
     def __enter__(self) -> "StoreLock":
         return self

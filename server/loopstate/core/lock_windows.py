@@ -79,7 +79,4 @@ def _os_error(exc: Exception, what: str) -> OSError:
     return OSError(errno.EIO, f"{what} the file: {exc}")
 
 
-OFD_QUEUE = False
-"""No open-file-description byte-range locks here: no waiters' queue (``flock_wait``)."""
-
-__all__ = ["OFD_QUEUE", "BOUNDED_BLOCKING_WAIT", "LOCK_EX", "LOCK_NB", "LOCK_SH", "LOCK_UN", "flock", "pread", "pwrite"]
+__all__ = ["BOUNDED_BLOCKING_WAIT", "LOCK_EX", "LOCK_NB", "LOCK_SH", "LOCK_UN", "flock", "pread", "pwrite"]
