@@ -204,6 +204,7 @@ class Ledger:
             self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
         start = self._last_line_start
+        mark_disagreed = False
         try:
             # Re-hashing a lot (a first open with no usable checkpoint) is shared with
             # worker processes; catching up on a few appends never is.
@@ -243,8 +244,7 @@ class Ledger:
             self._opened = False
             for _ in Stream(self.project.dir, self.name, stream.layout).read_new():
                 pass
-            self._last_line_start = 0
-            return self._catch_up(progress, collect, index=index)
+            mark_disagreed = True
         except checkpoint.PrefixChanged:
             # Some byte before the checkpoint changed: nothing folded from there is
             # kept, the next open starts over, and a full verify names the record.
@@ -256,6 +256,8 @@ class Ledger:
             raise
         finally:
             self._last_line_start = start
+        if mark_disagreed:  # read again from byte 0 (a first open: no mark vouches for a catch-up there)
+            return self._catch_up(progress, collect, index=index)
         if stream.resets != resets:
             self._restart()
         if ((from_zero and every_byte_hashed) or stream.resets != read_resets) and stream.prefix_digest() is not None:
