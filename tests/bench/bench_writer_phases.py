@@ -1,6 +1,6 @@
 """Where a separate writer process's append goes when many contend: CPU and wall per append, phase by phase.
 
-    .venv/bin/python tests/bench/bench_writer_phases.py [--appends 100] [--writers 16] [--rounds 2] [--dir DIR]
+    .venv/bin/python tests/bench/bench_writer_phases.py [--appends 100] [--writers 16] [--rounds 2] [--dir DIR] [--baseline TREE]
 
 The same real durable appends as bench_writers.py (`Ledger.mutation()`, the
 ~730-byte claim events of bench_core.py), one serial writer process against
@@ -16,7 +16,9 @@ writer process times, with `time.thread_time` (CPU) and `time.perf_counter`
 
 What the phases leave out of the total is the rest of the mutation (the
 `with`, the fold, the request index, the bookkeeping after the fsync). Figures
-are per append, summed over the writer processes. A measuring tool, not a
+are per append, summed over the writer processes. With ``--baseline TREE``
+(another tree's ``server`` and ``protocol``) every row is measured again in the
+same round with the writer processes importing that tree. A measuring tool, not a
 verdict: bench_writers.py gives the throughput verdicts. Not part of the test run.
 """
 
@@ -76,10 +78,13 @@ def child(data_dir: str, root: str, name: str, appends: int) -> None:
     print(json.dumps(spent), flush=True)
 
 
-def run(base: Path, label: str, writers: int, appends: int) -> tuple[float, dict[str, list[float]]]:
+def run(base: Path, label: str, writers: int, appends: int, tree: str | None = None) -> tuple[float, dict[str, list[float]]]:
     project = new_project(base, label)
+    env = None
+    if tree is not None:  # the writers import the baseline tree's loopstate
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.path.join(tree, "server"), os.path.join(tree, "protocol")))}
     procs = [subprocess.Popen([sys.executable, __file__, "--child", str(project.data_dir), project.root, f"w{w}",
-                               str(appends)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               str(appends)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
              for w in range(writers)]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -104,6 +109,7 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--baseline", default=None, help="another tree (its server/ and protocol/), measured beside")
     parser.add_argument("--child", nargs=4, metavar=("DATA_DIR", "ROOT", "NAME", "APPENDS"))
     args = parser.parse_args()
     if args.child:
@@ -115,11 +121,13 @@ def main() -> int:
     print(f"  {'writers':22} {'events/s':>9}  " + "  ".join(f"{phase:>17}" for phase in PHASES))
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="loopstate-phases-") as tmp:
         for r in range(1, args.rounds + 1):
+            trees = [(None, "")] + ([(os.path.abspath(args.baseline), "baseline ")] if args.baseline else [])
             for writers, appends in ((1, w * n), (w, n)):
-                rate, total = run(Path(tmp), f"r{r}-{writers}", writers, appends)
-                count = writers * appends
-                cells = "  ".join(f"{total[p][0] / count * 1e6:7.0f} /{total[p][1] / count * 1e6:8.0f}" for p in PHASES)
-                print(f"  {f'{writers} x {appends}':22} {rate:9,.0f}  {cells}")
+                for tree, tag in trees:
+                    rate, total = run(Path(tmp), f"r{r}-{writers}{tag[:4]}", writers, appends, tree)
+                    count = writers * appends
+                    cells = "  ".join(f"{total[p][0] / count * 1e6:7.0f} /{total[p][1] / count * 1e6:8.0f}" for p in PHASES)
+                    print(f"  {f'{tag}{writers} x {appends}':22} {rate:9,.0f}  {cells}")
     print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -39,7 +39,7 @@ from loopstate.core.mutation import Mutation, Scope
 from loopstate.core.news import News
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.record import ProgressFn, Record
-from loopstate.core.stream import Stream
+from loopstate.core.stream import MarkDisagrees, Stream
 
 if TYPE_CHECKING:
     from loopstate.core.group_commit import GroupCommit
@@ -149,6 +149,7 @@ class Ledger:
         # growth is vouched for only by the mark its writer left (``_vouched_before_write``).
         self._vouched_at: Seen | None = None
         self._marked: Seen | None = None  # the stat the mark on disk is known to describe
+        self._mark_vouched: Seen | None = None  # the stat at which the last catch-up's growth was vouched by the mark
         self._group_commit: GroupCommit | None = None  # made by the first ``submit``
 
     @property
@@ -166,6 +167,9 @@ class Ledger:
         (a read outside a mutation) leaves their request ids for the next mutation."""
         if self._opened and self.stream.unchanged():
             return News(0)  # the common case before an append: one stat call, nothing new
+        # Growth since an earlier look may be vouched for by its writer's mark (``_vouched_head``).
+        vouched_by = self._vouched_head if self._opened else None
+        self._mark_vouched = None
         trusted = 0
         # Whether a read from byte 0 hashes every byte it trusts: not past a checkpoint from
         # before prefix digests, whose prefix only the links vouch for.
@@ -200,10 +204,11 @@ class Ledger:
             self._requests_deferred_from = stream.position.offset
         on_record = self.on_record
         start = self._last_line_start
+        mark_disagreed = False
         try:
             # Re-hashing a lot (a first open with no usable checkpoint) is shared with
             # worker processes; catching up on a few appends never is.
-            records = stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True)
+            records = stream.read_new(verify_hash_until=trusted, progress=progress, parallel=True, vouched_by=vouched_by)
             for record in records:
                 if stream.resets != resets:
                     resets = stream.resets
@@ -230,6 +235,16 @@ class Ledger:
                         raise
                 if add is not None:
                     add(record)
+        except MarkDisagrees:
+            # The mark vouched for bytes that do not end at its head: nothing folded from
+            # them is kept. A full verify names a bad record; if every record verifies, only
+            # the mark was wrong, and the stream is read again from byte 0, hashing it all.
+            stream.forget()
+            self._restart()
+            self._opened = False
+            for _ in Stream(self.project.dir, self.name, stream.layout).read_new():
+                pass
+            mark_disagreed = True
         except checkpoint.PrefixChanged:
             # Some byte before the checkpoint changed: nothing folded from there is
             # kept, the next open starts over, and a full verify names the record.
@@ -241,15 +256,40 @@ class Ledger:
             raise
         finally:
             self._last_line_start = start
+        if mark_disagreed:  # read again from byte 0 (a first open: no mark vouches for a catch-up there)
+            return self._catch_up(progress, collect, index=index)
         if stream.resets != resets:
             self._restart()
         if ((from_zero and every_byte_hashed) or stream.resets != read_resets) and stream.prefix_digest() is not None:
             self._vouched_at = stream.live.seen  # every byte hashed, and the digest checked where one was due
         seen = stream.live.seen
+        if seen is not None and seen == self._mark_vouched:
+            # Caught up over growth its writer's mark vouched for: the whole file as it is
+            # now is vouched for (this ledger's head by its own reads, the rest by the mark).
+            self._vouched_at = self._marked = seen
         if seen is not None and seen == self._vouched_at and seen != self._marked and not self._mark_describes(seen):
             # The mark found was stale (a writer crashed before writing its own): renewed in place.
             self._write_mark(create=False)
         return fresh
+
+    def _vouched_head(self, info: os.stat_result) -> Position | None:
+        """The head that the stream's verified mark vouches for, when it describes the file
+        exactly as ``info`` (its fstat under the lock) shows it and covers the growth past
+        this ledger's head; else None (the growth is then hashed line by line).
+
+        The mark's writer verified every byte through that head at that very stat (it
+        writes a mark only over bytes it vouches for: ``_vouched_before_write``), and equal
+        size, mtime and ctime mean nobody wrote the file since. So a catch-up over those
+        bytes need not re-hash them: it decodes, links, numbers and folds each line, hashes
+        the last, and must end at the mark's head (``Stream.read_new``). Any difference
+        (another inode or stat, a torn or foreign mark, a mark short of the file's end)
+        gives None."""
+        stream = self.stream
+        mark = self._marks.read(stream)
+        if mark is None or mark.offset != info.st_size or mark.offset <= stream.position.offset or not mark.matches(info):
+            return None
+        self._mark_vouched = seen_in(info)
+        return Position(mark.offset, mark.sequence, mark.hash)
 
     def _start_from_snapshot(self) -> bool:
         """Start from the stream's snapshot if the file is still the one it was folded from.

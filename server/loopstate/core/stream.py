@@ -55,6 +55,12 @@ PARTIAL_LINE = "partial final line"
 SHORT_BATCH = "incomplete final batch"
 
 
+class MarkDisagrees(ChainError):
+    """A catch-up over bytes a verified mark vouched for did not end at the mark's head:
+    the mark lies about the file, or the bytes under it changed without changing its stat.
+    Whatever was folded from that read is not to be kept (``Ledger._catch_up``)."""
+
+
 class TornTail(msgspec.Struct, frozen=True):
     """What a crash mid-append leaves behind: a final line with no newline, or the
     complete lines of a command's batch that ends before its last event (and
@@ -131,6 +137,7 @@ class Stream:
         self._staged: list[bytes] = []
         self._staged_head: Position | None = None
         self._append = safefs.HeldDescriptor()
+        self._reader = safefs.HeldDescriptor()
         # SHA-256 over every verified byte [0, position.offset), when this process
         # has seen them all (or was handed a checked digest of a prefix: _adopt).
         # It counts only while _digest_at is the head's offset, so a caller that
@@ -145,6 +152,7 @@ class Stream:
 
     def read_new(
         self, *, verify_hash_until: int | None = None, progress: ProgressFn | None = None, parallel: bool = False,
+        vouched_by: Callable[[os.stat_result], Position | None] | None = None,
     ) -> Generator[Record, None, None]:
         """Yield every complete event after the verified head, verifying as it goes.
 
@@ -156,18 +164,33 @@ class Stream:
         to re-hash, worker processes check hashes from the file's end backwards
         while the scan comes from the front (``parallel_verify``); the outcome,
         errors included, is the same.
+
+        ``vouched_by(info)`` (a catch-up's: ``Ledger._vouched_head``) is asked, with the
+        file's fstat under the lock, for a head whose every byte a verifier already
+        checked at exactly that stat (the verified mark its last writer left). Then the
+        lines up to it are decoded, linked, numbered and folded but not re-hashed, except
+        the last, which is hashed in full; the scan must end exactly at that head
+        (offset, sequence, hash), else ``MarkDisagrees``.
         """
         if self.unchanged():
             return
         if self.position.offset == 0 and self._digest_at != 0 and self._adopt is None:
             self.digest, self._digest_at = hashlib.sha256(), 0  # every byte will pass through this process
-        fd = safefs.open_read(self.path, self.base)
-        if fd is None:
-            if self.identity is not None or self.position.offset:
-                raise ChainError(self.name, 0, None, "the stream file disappeared")
-            return
-        try:
+        # A writer keeps the read descriptor between catch-ups and re-checks it with one lstat
+        # (the path still names that regular file, with one link); opened the safe way otherwise.
+        reader = self._reader
+        info = reader.still_at(self._path_str)
+        if info is None:
+            fd = safefs.open_read(self.path, self.base)
+            if fd is None:
+                if self.identity is not None or self.position.offset:
+                    raise ChainError(self.name, 0, None, "the stream file disappeared")
+                return
             info = os.fstat(fd)
+            reader.hold(fd, info)
+        fd = reader.fd
+        assert fd is not None
+        try:
             identity = (info.st_dev, info.st_ino)
             if self.identity is not None and identity != self.identity:
                 # Replaced by a re-chaining command (purge, recover): start over, and let
@@ -183,11 +206,18 @@ class Stream:
                     self.name, info.st_size, self.position.sequence,
                     f"the file is {info.st_size} bytes, shorter than its verified head at byte {self.position.offset}",
                 )
-            self.live.check(self, fd, info)  # the bytes verified before are still those
+            vouched_head = None if vouched_by is None or info.st_size <= self.position.offset else vouched_by(info)
+            # The bytes verified before are still those. Growth a mark vouches for needs no
+            # look at the head line: the scan's first line must link to this head's hash,
+            # and the mark's writer verified the whole chain it belongs to.
+            self.live.check(self, fd, info, grown_vouched=vouched_head is not None)
             if info.st_size == self.position.offset:
                 self.torn = None  # nothing new since the verified head
                 self.live.saw(info)
                 return
+            if vouched_head is not None:
+                # Every line ending before the vouched head skips the hash; the one ending at it is hashed.
+                verify_hash_until, parallel = max(verify_hash_until or 0, vouched_head.offset - 1), False
             voucher = None
             if parallel:
                 voucher = _voucher_for(
@@ -196,12 +226,24 @@ class Stream:
                 )
             try:
                 yield from self._scan(fd, info.st_size, verify_hash_until or 0, progress, voucher)
+                if vouched_head is not None and (self.position != vouched_head or self.torn is not None):
+                    raise MarkDisagrees(
+                        self.name, self.position.offset, self.position.sequence,
+                        f"the verified mark vouches for a head at byte {vouched_head.offset} (sequence "
+                        f"{vouched_head.sequence}) that the file's bytes do not end in",
+                    )
                 self.live.saw(info)
             finally:
                 if voucher is not None:
                     voucher.close()
+        except BaseException:
+            reader.close()  # after a failed read, trust nothing about the descriptor either
+            raise
         finally:
-            os.close(fd)
+            if self._append.fd is None:
+                # Kept only by a writer (which keeps its append descriptor on the same file too):
+                # a reader that may never read again must not keep a replaced file's space.
+                reader.close()
 
     def reopened(self) -> Stream:
         """A new reader of this stream's file, with nothing verified yet (``live_integrity``'s fresh checks)."""
@@ -615,8 +657,9 @@ class Stream:
         return held.fd  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Close the kept append descriptor (it reopens on the next append)."""
+        """Close the kept append and read descriptors (they reopen on the next append or read)."""
         self._append.close()
+        self._reader.close()
 
     def adopt_digest(self, offset: int, vouch: Callable[[], Any]) -> None:
         """Once a scan from 0 gets to ``offset``, call ``vouch`` for the checked digest
@@ -649,6 +692,7 @@ class Stream:
         """Drop everything known about the file: the next read verifies it from byte 0."""
         self.discard_staged()
         self._append.close()
+        self._reader.close()
         self.position = Position()
         self.identity = None
         self.digest = self._adopt = None

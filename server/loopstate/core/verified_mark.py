@@ -162,6 +162,23 @@ class MarkWriter:
             return False
         return True
 
+    def read(self, stream: Stream) -> Mark | None:
+        """The stream's mark as ``load`` gives it, read through the kept descriptor when there
+        is one (one lstat and one pread: a catch-up asks before every read of others' appends);
+        the file opened afresh otherwise (and kept, when this process may write it)."""
+        try:
+            fd = self._descriptor(stream, create=False)
+        except (OSError, LoopstateError):  # a read-only store, a link at the path: read it the plain way
+            self._held.close()
+            return load(stream)
+        if fd is None:
+            return None
+        try:
+            return decode(stream.name, os.pread(fd, SIZE + 1, 0))
+        except OSError:
+            self._held.close()
+            return None
+
     def _descriptor(self, stream: Stream, create: bool) -> int | None:
         if self._held.still_at(self._path_str) is not None:
             return self._held.fd
