@@ -230,3 +230,26 @@ def test_an_append_refused_inside_a_mutation_rolls_the_whole_mutation_back(pg_ur
     assert folded == []  # dropped (on_reset), refolded from the table on the next use
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM loopstate.events").fetchone()[0] == 2  # kept + the rogue row
+    # The refusal came with the COMMIT: the connection was rolled back, not left in a failed transaction.
+    assert store.stream_names() == [STREAM]
+    with store.exclusive("leases"):
+        assert store.stopped() is None
+
+
+def test_a_section_inside_a_section_is_a_savepoint_rolled_back_alone(pg_url, root, data_dir):
+    """On one thread a mutation inside an exclusive section joins its transaction: the inner one's
+    failure undoes only its own append, and the outer section's work commits."""
+    store = open_pg(pg_url, root, data_dir)
+    ledger = store.open_ledger(STREAM, TEST_LAYOUT)
+    with store.exclusive("leases"):
+        with ledger.mutation() as tx:
+            tx.append([{"n": "inner kept", "schema_version": 1}])
+        with pytest.raises(RuntimeError), ledger.mutation() as tx:
+            tx.append([{"n": "inner undone", "schema_version": 1}])
+            raise RuntimeError("the inner command failed after its append")
+        append(store, "outer", stream="other")
+    assert names_in(store) == ["inner kept"] and names_in(store, "other") == ["outer"]
+    with pytest.raises(RuntimeError), store.exclusive("leases"):
+        append(store, "never", stream="other")
+        raise RuntimeError("the outer section failed")
+    assert names_in(store, "other") == ["outer"]
