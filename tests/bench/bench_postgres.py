@@ -1,6 +1,6 @@
 """The PostgreSQL store beside the eventsourcing library's PostgreSQL recorder, on one server.
 
-    .venv/bin/python tests/bench/bench_postgres.py [--appends 400] [--writers 8] [--rounds 2] [--notify 300]
+    .venv/bin/python tests/bench/bench_postgres.py [--appends 400] [--writers 8] [--rounds 3] [--notify 1000]
 
 Starts its own PostgreSQL cluster (tests/pg/pg_cluster.py: initdb + pg_ctl in a temp dir,
 Unix socket only, the server's defaults: fsync on, synchronous_commit on), and in each
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -217,94 +218,116 @@ def pct(values: list[float], q: float) -> float:
 # -- notification latency -------------------------------------------------------------------------
 
 
-def loopstate_notify(url: str, base: Path, samples: int) -> tuple[list[float], list[float]]:
-    """(from the append call's start, from the row's insert) to the subscriber holding the event."""
-    writer = open_store(project_for(base, "project"), url)
-    reader = open_store(project_for(base, "project"), url)  # another instance: its own connections
-    ledger = reader.open_ledger("intent", LAYOUT)
-    held = threading.Event()
-    seen: dict[int, float] = {}
-    seen_wall: dict[int, float] = {}
+class LoopstateNotify:
+    """A writer appending one event at a time and a subscriber on another store instance (its own
+    connections: the change feed's LISTEN, then a ledger catch-up on another) holding each one."""
 
-    def on_change(_stream: str | None) -> None:
-        for record in ledger.catch_up().records:  # the subscriber pulls after its last sequence
-            seen[record.event["sequence"]] = time.perf_counter()
-            seen_wall[record.event["sequence"]] = time.time()
-        held.set()
+    def __init__(self, url: str, base: Path) -> None:
+        self.url = url
+        self.writer = open_store(project_for(base, "project"), url)
+        self.reader = open_store(project_for(base, "project"), url)
+        self.ledger = self.reader.open_ledger("intent", LAYOUT)
+        self.writer_ledger = self.writer.open_ledger("intent", LAYOUT, announce_history=False)
+        self.held = threading.Event()
+        self.seen: dict[int, float] = {}
+        self.seen_wall: dict[int, float] = {}
+        self.latencies: list[float] = []
+        self.feed = self.reader.changes(["intent"], on_change=self.on_change)
+        self.k = 0
 
-    writer_ledger = writer.open_ledger("intent", LAYOUT, announce_history=False)
-    feed = reader.changes(["intent"], on_change=on_change)
-    latencies = []
-    try:
-        for k in range(samples):
-            held.clear()
-            t = time.perf_counter()
-            with writer_ledger.mutation() as tx:
-                sequence = tx.append([body(k)], request_id=f"n-{k}", fp=FP)[0].event["sequence"]
-            deadline = t + 5
-            while sequence not in seen and time.perf_counter() < deadline:
-                held.wait(0.5)
-                held.clear()
-            if sequence not in seen:
-                raise RuntimeError(f"the subscriber never got sequence {sequence}")
-            latencies.append(seen[sequence] - t)
-            time.sleep(0.002)
-    finally:
-        feed.close()
-        writer.close()
-        reader.close()
-    # The row's committed_at is the server's clock_timestamp() at the insert, inside the
-    # transaction, just before its COMMIT (and WAL flush): the same machine's wall clock.
-    with psycopg.connect(url) as conn:
-        inserted = dict(conn.execute("SELECT sequence, extract(epoch FROM committed_at)::float8 FROM loopstate.events "
-                                     "WHERE stream = 'intent'").fetchall())
-    return latencies, [seen_wall[seq] - inserted[seq] for seq in sorted(seen_wall) if seq in inserted]
+    def on_change(self, _stream: str | None) -> None:
+        for record in self.ledger.catch_up().records:  # the subscriber pulls after its last sequence
+            self.seen[record.event["sequence"]] = time.perf_counter()
+            self.seen_wall[record.event["sequence"]] = time.time()
+        self.held.set()
+
+    def sample(self) -> None:
+        self.held.clear()
+        t = time.perf_counter()
+        with self.writer_ledger.mutation() as tx:
+            sequence = tx.append([body(self.k)], request_id=f"n-{self.k}", fp=FP)[0].event["sequence"]
+        self.k += 1
+        deadline = t + 5
+        while sequence not in self.seen and time.perf_counter() < deadline:
+            self.held.wait(0.5)
+            self.held.clear()
+        if sequence not in self.seen:
+            raise RuntimeError(f"the subscriber never got sequence {sequence}")
+        self.latencies.append(self.seen[sequence] - t)
+
+    def finish(self) -> tuple[list[float], list[float]]:
+        """(from the append call's start, from the row's insert) to the subscriber holding the event."""
+        self.feed.close()
+        self.writer.close()
+        self.reader.close()
+        # The row's committed_at is the server's clock_timestamp() at the insert, inside the
+        # transaction, just before its COMMIT (and WAL flush): the same machine's wall clock.
+        with psycopg.connect(self.url) as conn:
+            inserted = dict(conn.execute("SELECT sequence, extract(epoch FROM committed_at)::float8 "
+                                         "FROM loopstate.events WHERE stream = 'intent'").fetchall())
+        return self.latencies, [self.seen_wall[s] - inserted[s] for s in sorted(self.seen_wall) if s in inserted]
 
 
-def es_notify(parts: dict[str, str], samples: int) -> list[float]:
-    writer_store = es_datastore(parts)
-    reader_store = es_datastore(parts, pool_size=3)
-    writer = PostgresApplicationRecorder(writer_store)
-    writer.create_table()
-    reader = PostgresApplicationRecorder(reader_store)
-    seen: dict[int, float] = {}
-    got = threading.Event()
-    subscription = reader.subscribe(gt=reader.max_notification_id() or 0)
+class EsNotify:
+    """The same with eventsourcing's recorder: ``insert_events`` and ``subscribe`` on another datastore."""
 
-    def follow() -> None:
+    def __init__(self, parts: dict[str, str]) -> None:
+        self.writer_store = es_datastore(parts)
+        self.reader_store = es_datastore(parts, pool_size=3)
+        self.writer = PostgresApplicationRecorder(self.writer_store)
+        self.writer.create_table()
+        reader = PostgresApplicationRecorder(self.reader_store)
+        self.seen: dict[int, float] = {}
+        self.got = threading.Event()
+        self.subscription = reader.subscribe(gt=reader.max_notification_id() or 0)
+        threading.Thread(target=self.follow, daemon=True).start()
+        self.aggregate = uuid.uuid4()
+        self.latencies: list[float] = []
+        self.k = 0
+
+    def follow(self) -> None:
         try:
-            for notification in subscription:
-                seen[notification.id] = time.perf_counter()
-                got.set()
+            for notification in self.subscription:
+                self.seen[notification.id] = time.perf_counter()
+                self.got.set()
         except Exception:  # stop() on Python < 3.13 (Queue.shutdown) ends the iteration with an error
             pass
 
-    thread = threading.Thread(target=follow, daemon=True)
-    thread.start()
-    aggregate = uuid.uuid4()
-    latencies = []
-    try:
-        for k in range(samples):
-            t = time.perf_counter()
-            ids = writer.insert_events([EsStoredEvent(originator_id=aggregate, originator_version=k + 1,
-                                                      topic="bench:ClaimAdded", state=canonical.encode(body(k)))])
-            last = ids[-1]
-            deadline = t + 5
-            while last not in seen and time.perf_counter() < deadline:
-                got.wait(0.5)
-                got.clear()
-            if last not in seen:
-                raise RuntimeError(f"eventsourcing's subscriber never got notification {last}")
-            latencies.append(seen[last] - t)
-            time.sleep(0.002)
-    finally:
+    def sample(self) -> None:
+        t = time.perf_counter()
+        ids = self.writer.insert_events([EsStoredEvent(originator_id=self.aggregate, originator_version=self.k + 1,
+                                                       topic="bench:ClaimAdded", state=canonical.encode(body(self.k)))])
+        self.k += 1
+        last = ids[-1]
+        deadline = t + 5
+        while last not in self.seen and time.perf_counter() < deadline:
+            self.got.wait(0.5)
+            self.got.clear()
+        if last not in self.seen:
+            raise RuntimeError(f"eventsourcing's subscriber never got notification {last}")
+        self.latencies.append(self.seen[last] - t)
+
+    def finish(self) -> list[float]:
         try:
-            subscription.stop()
+            self.subscription.stop()
         except Exception:
             pass
-        writer_store.close()
-        reader_store.close()
-    return latencies
+        self.writer_store.close()
+        self.reader_store.close()
+        return self.latencies
+
+
+def interleaved(subjects: list, samples: int, block: int = 50) -> None:
+    """``samples`` samples of each subject, taken in alternating blocks, so a change of the machine's
+    load during the run falls on both alike."""
+    done = 0
+    while done < samples:
+        n = min(block, samples - done)
+        for subject in subjects:
+            for _ in range(n):
+                subject.sample()
+                time.sleep(0.002)
+        done += n
 
 
 # -- the ordering lock ----------------------------------------------------------------------------
@@ -360,12 +383,105 @@ def lock_run(url: str, function: str, writers: int, appends: int, one_stream: bo
 # -- main -----------------------------------------------------------------------------------------
 
 
+def fresh_es(cluster: Cluster) -> tuple[str, dict[str, str]]:
+    url = cluster.new_database("bench")
+    parts = url_parts(cluster, url)
+    datastore = es_datastore(parts)
+    PostgresApplicationRecorder(datastore).create_table()
+    datastore.close()
+    return url, parts
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def one_round(cluster: Cluster, args: argparse.Namespace, per_writer: int) -> dict[str, float]:
+    """One round's rows, printed; its figures for the verdicts."""
+    n = args.writers
+    rows: list[tuple[str, float, list[float]]] = []
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="lsbench-") as tmp:
+        base = Path(tmp)
+        url = cluster.new_database("bench")
+        took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "mutation")
+        check_loopstate(url, base, ["intent"], args.appends)
+        rows.append(("loopstate ledger mutation, serial", args.appends / took, lat))
+        url = cluster.new_database("bench")
+        took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "store")
+        check_loopstate(url, base, ["intent"], args.appends)
+        rows.append(("loopstate Store.append, serial", args.appends / took, lat))
+        if not ES_MISSING:
+            url, parts = fresh_es(cluster)
+            took, lat = serial(es_appends, parts, args.appends)
+            check_es(url, args.appends)
+            rows.append(("eventsourcing insert_events, serial", args.appends / took, lat))
+        url = cluster.new_database("bench")
+        took, lat = in_processes([["loopstate", url, str(base), f"w{i}", f"runs.w{i}", str(per_writer), "mutation"]
+                                  for i in range(n)])
+        check_loopstate(url, base, [f"runs.w{i}" for i in range(n)], n * per_writer)
+        rows.append((f"loopstate ledger mutation, {n} processes, a stream each", n * per_writer / took, lat))
+        url = cluster.new_database("bench")
+        took, lat = in_processes([["loopstate", url, str(base), f"w{i}", "intent", str(per_writer), "mutation"]
+                                  for i in range(n)])
+        check_loopstate(url, base, ["intent"], n * per_writer)
+        rows.append((f"loopstate ledger mutation, {n} processes, one stream", n * per_writer / took, lat))
+        if not ES_MISSING:
+            url, parts = fresh_es(cluster)
+            took, lat = in_processes([["es", json.dumps(parts), str(per_writer)] for _ in range(n)])
+            check_es(url, n * per_writer)
+            rows.append((f"eventsourcing insert_events, {n} processes, an aggregate each", n * per_writer / took, lat))
+        print(f"  {'appends':<62} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+        for label, rate, lat in rows:
+            print(f"  {label:<62} {rate:9.0f} {pct(lat, 0.5) * 1e3:8.2f} {pct(lat, 0.99) * 1e3:8.2f}")
+        by = {label: rate for label, rate, _ in rows}
+        if not ES_MISSING:
+            figures["serial"] = by["loopstate ledger mutation, serial"] / by["eventsourcing insert_events, serial"]
+            figures["processes"] = (by[f"loopstate ledger mutation, {n} processes, a stream each"]
+                                    / by[f"eventsourcing insert_events, {n} processes, an aggregate each"])
+        print(f"  load average {load()}; notification: {args.notify} samples each, in alternating blocks")
+        ours = LoopstateNotify(cluster.new_database("bench"), base)
+        theirs = None if ES_MISSING else EsNotify(url_parts(cluster, cluster.new_database("bench")))
+        interleaved([ours] if theirs is None else [ours, theirs], args.notify)
+        mine, from_insert = ours.finish()
+        print(f"  {'notification to the subscriber holding the event, from':<62} {'p50 ms':>9} {'p99 ms':>8}")
+        print(f"  {'loopstate, the append call: change feed (LISTEN) + catch-up':<62} {pct(mine, 0.5) * 1e3:9.2f} {pct(mine, 0.99) * 1e3:8.2f}")
+        print(f"  {'loopstate, the insert (server clock, before COMMIT)':<62} {pct(from_insert, 0.5) * 1e3:9.2f} {pct(from_insert, 0.99) * 1e3:8.2f}")
+        if theirs is not None:
+            es_lat = theirs.finish()
+            print(f"  {'eventsourcing, the insert_events call: subscribe (LISTEN + select)':<62} {pct(es_lat, 0.5) * 1e3:9.2f} {pct(es_lat, 0.99) * 1e3:8.2f}")
+        figures["p99_call"] = pct(mine, 0.99) * 1e3
+        figures["p99_insert"] = pct(from_insert, 0.99) * 1e3
+        url = cluster.new_database("bench")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(LOCKS_DDL)
+        print(f"  {'ordering lock (one-statement append)':<40} {'serial':>9} {f'{n} own':>9} {f'{n} one':>9}  events/s")
+        for function, label in (("app_advisory", "advisory transaction lock"), ("app_row", "heads table row lock")):
+            lock_figures = [lock_run(url, function, 1, args.appends, True),
+                            lock_run(url, function, n, per_writer, False),
+                            lock_run(url, function, n, per_writer, True)]
+            print(f"  {label:<40} " + " ".join(f"{f:9.0f}" for f in lock_figures))
+    return figures
+
+
+def verdicts(figures: dict[str, float], n: int) -> list[tuple[str, bool, str]]:
+    """(target, met, figure) for one round."""
+    out = []
+    if "serial" in figures:
+        out.append(("serial appends/s at least eventsourcing's", figures["serial"] >= 1, f"{figures['serial']:.2f}x"))
+        out.append((f"{n} processes' appends/s at least eventsourcing's", figures["processes"] >= 1,
+                    f"{figures['processes']:.2f}x"))
+    out.append(("notification p99 under 50 ms, from the append call", figures["p99_call"] < 50, f"{figures['p99_call']:.1f} ms"))
+    out.append(("notification p99 under 50 ms, from the insert", figures["p99_insert"] < 50, f"{figures['p99_insert']:.1f} ms"))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--appends", type=int, default=400, help="appends of the serial writer (each of N writers: this / N x 2)")
     parser.add_argument("--writers", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--notify", type=int, default=300, help="samples of notification latency")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--notify", type=int, default=1000, help="samples of notification latency, per subject")
     args = parser.parse_args()
     reason = skip_reason()
     if reason:
@@ -375,6 +491,7 @@ def main() -> None:
         print(f"reference skipped: {ES_MISSING}")
     cluster = Cluster()
     per_writer = max(1, args.appends * 2 // args.writers)
+    every: list[list[tuple[str, bool, str]]] = []
     try:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             version = conn.execute("SHOW server_version").fetchone()[0]
@@ -382,80 +499,19 @@ def main() -> None:
         print(f"PostgreSQL {version} ({', '.join(f'{k}={v}' for k, v in settings.items())}), psycopg {psycopg.__version__}, "
               f"{args.appends} serial appends, {args.writers} writers x {per_writer}, {args.notify} notification samples")
         for round_no in range(1, args.rounds + 1):
-            print(f"\nround {round_no}")
-            rows: list[tuple[str, float, list[float]]] = []
-            with tempfile.TemporaryDirectory(prefix="lsbench-") as tmp:
-                base = Path(tmp)
-                url = cluster.new_database("bench")
-                took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "mutation")
-                check_loopstate(url, base, ["intent"], args.appends)
-                rows.append(("loopstate ledger mutation, serial", args.appends / took, lat))
-                url = cluster.new_database("bench")
-                took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "store")
-                check_loopstate(url, base, ["intent"], args.appends)
-                rows.append(("loopstate Store.append, serial", args.appends / took, lat))
-                if not ES_MISSING:
-                    url = cluster.new_database("bench")
-                    parts = url_parts(cluster, url)
-                    datastore = es_datastore(parts)
-                    PostgresApplicationRecorder(datastore).create_table()
-                    datastore.close()
-                    took, lat = serial(es_appends, parts, args.appends)
-                    check_es(url, args.appends)
-                    rows.append(("eventsourcing insert_events, serial", args.appends / took, lat))
-                n = args.writers
-                url = cluster.new_database("bench")
-                took, lat = in_processes([["loopstate", url, str(base), f"w{i}", f"runs.w{i}", str(per_writer), "mutation"]
-                                          for i in range(n)])
-                check_loopstate(url, base, [f"runs.w{i}" for i in range(n)], n * per_writer)
-                rows.append((f"loopstate ledger mutation, {n} processes, a stream each", n * per_writer / took, lat))
-                url = cluster.new_database("bench")
-                took, lat = in_processes([["loopstate", url, str(base), f"w{i}", "intent", str(per_writer), "mutation"]
-                                          for i in range(n)])
-                check_loopstate(url, base, ["intent"], n * per_writer)
-                rows.append((f"loopstate ledger mutation, {n} processes, one stream", n * per_writer / took, lat))
-                if not ES_MISSING:
-                    url = cluster.new_database("bench")
-                    parts = url_parts(cluster, url)
-                    datastore = es_datastore(parts)
-                    PostgresApplicationRecorder(datastore).create_table()
-                    datastore.close()
-                    took, lat = in_processes([["es", json.dumps(parts), str(per_writer)] for _ in range(n)])
-                    check_es(url, n * per_writer)
-                    rows.append((f"eventsourcing insert_events, {n} processes, an aggregate each", n * per_writer / took, lat))
-                print(f"  {'appends':<62} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
-                for label, rate, lat in rows:
-                    print(f"  {label:<62} {rate:9.0f} {pct(lat, 0.5) * 1e3:8.2f} {pct(lat, 0.99) * 1e3:8.2f}")
-                by = {label: rate for label, rate, _ in rows}
-                if not ES_MISSING:
-                    ser = by["loopstate ledger mutation, serial"] / by["eventsourcing insert_events, serial"]
-                    par = (by[f"loopstate ledger mutation, {n} processes, a stream each"]
-                           / by[f"eventsourcing insert_events, {n} processes, an aggregate each"])
-                    print(f"  verdict: serial {ser:.2f}x eventsourcing, {n} processes {par:.2f}x "
-                          f"({'met' if min(ser, par) >= 1 else 'NOT met'}: at least 1x)")
-                url = cluster.new_database("bench")
-                mine, from_insert = loopstate_notify(url, base, args.notify)
-                print(f"  {'notification to the subscriber holding the event, from':<62} {'p50 ms':>9} {'p99 ms':>8}")
-                print(f"  {'loopstate, the append call: change feed (LISTEN) + catch-up':<62} {pct(mine, 0.5) * 1e3:9.2f} {pct(mine, 0.99) * 1e3:8.2f}")
-                print(f"  {'loopstate, the insert (server clock, before COMMIT)':<62} {pct(from_insert, 0.5) * 1e3:9.2f} {pct(from_insert, 0.99) * 1e3:8.2f}")
-                if not ES_MISSING:
-                    url = cluster.new_database("bench")
-                    theirs = es_notify(url_parts(cluster, url), args.notify)
-                    print(f"  {'eventsourcing, the insert_events call: subscribe (LISTEN + select)':<62} {pct(theirs, 0.5) * 1e3:9.2f} {pct(theirs, 0.99) * 1e3:8.2f}")
-                print(f"  verdict: loopstate notification p99 {pct(from_insert, 0.99) * 1e3:.1f} ms from the commit's insert, "
-                      f"{pct(mine, 0.99) * 1e3:.1f} ms from the append call "
-                      f"({'met' if pct(from_insert, 0.99) < 0.050 else 'NOT met'}: under 50 ms from commit)")
-                url = cluster.new_database("bench")
-                with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(LOCKS_DDL)
-                print(f"  {'ordering lock (one-statement append)':<40} {'serial':>9} {f'{n} own':>9} {f'{n} one':>9}  events/s")
-                for function, label in (("app_advisory", "advisory transaction lock"), ("app_row", "heads table row lock")):
-                    figures = [lock_run(url, function, 1, args.appends, True),
-                               lock_run(url, function, n, per_writer, False),
-                               lock_run(url, function, n, per_writer, True)]
-                    print(f"  {label:<40} " + " ".join(f"{f:9.0f}" for f in figures))
+            print(f"\nround {round_no} (load average {load()}, {time.strftime('%H:%M:%S', time.gmtime())} UTC)")
+            round_verdicts = verdicts(one_round(cluster, args, per_writer), args.writers)
+            every.append(round_verdicts)
+            for target, met, figure in round_verdicts:
+                print(f"  verdict: {target}: {figure} ({'met' if met else 'NOT met'})")
     finally:
         cluster.stop()
+    print(f"\nover {len(every)} rounds (load average now {load()}):")
+    for i, (target, _, _) in enumerate(every[0] if every else []):
+        met = sum(1 for r in every if r[i][1])
+        figures = ", ".join(r[i][2] for r in every)
+        print(f"  {target}: met in {met} of {len(every)} rounds ({figures})"
+              f"{'' if met == len(every) else ': NOT met in every round'}")
 
 
 if __name__ == "__main__":

@@ -253,3 +253,16 @@ def test_a_section_inside_a_section_is_a_savepoint_rolled_back_alone(pg_url, roo
         append(store, "never", stream="other")
         raise RuntimeError("the outer section failed")
     assert names_in(store, "other") == ["outer"]
+
+
+def test_a_mutation_waiting_for_a_held_stream_times_out_naming_the_holder(pg_url, root, data_dir):
+    """The mutation's lock is taken by its first read: a wait that runs out is LOCK_TIMEOUT, not a lost server."""
+    holder, waiter = open_pg(pg_url, root, data_dir), open_pg(pg_url, root, data_dir, lock_timeout=0.3)
+    ledger = waiter.open_ledger(STREAM, TEST_LAYOUT)
+    with holder.exclusive(STREAM):
+        with pytest.raises(LoopstateError) as caught, ledger.mutation() as tx:
+            tx.append([{"n": "never", "schema_version": 1}])
+    assert caught.value.code is ErrorCode.LOCK_TIMEOUT and "pid" in caught.value.message
+    with ledger.mutation() as tx:  # the same connection, free again
+        tx.append([{"n": "after", "schema_version": 1}])
+    assert names_in(waiter) == ["after"]

@@ -165,7 +165,7 @@ class Events:
         return Outcome(str(status), first, int(last), head_hash, first_start)
 
     @contextlib.contextmanager
-    def transaction(self, project: str, section: str) -> Iterator[Connection]:
+    def transaction(self, project: str, section: str, *, caller_locks: bool = False) -> Iterator[Connection]:
         """This thread's connection in a transaction holding ``section``'s lock, in two round trips.
 
         The pipeline is driven by hand, not by the driver's transaction helper, which syncs on
@@ -173,14 +173,18 @@ class Events:
         the lock and the first query the caller fetches (a catch-up's read) travel in one round
         trip and run in order; whatever the caller sends without fetching (an append) travels
         with the COMMIT in the second. A section opened inside another on the same thread is a
-        savepoint of the outer transaction (the lock is re-entered, nothing waits for itself)."""
+        savepoint of the outer transaction (the lock is re-entered, nothing waits for itself).
+
+        ``caller_locks``: the caller's first statement takes the lock itself (``pages(lock=True)``,
+        a ledger's catch-up: one statement less in the round trip)."""
         conn = self.conn
         depth: int = getattr(self._local, "depth", 0)
         try:
             try:
                 with conn.pipeline() as pipeline:
                     conn.execute("BEGIN" if depth == 0 else f"SAVEPOINT section_{depth}")
-                    self.lock_section(conn, project, section)
+                    if not caller_locks:
+                        self.lock_section(conn, project, section)
                     self._local.depth = depth + 1
                     try:
                         yield conn
@@ -265,20 +269,25 @@ class Events:
         return f"{name or 'a client'} (server pid {pid}{', from ' + addr if addr else ''}, since {since:%H:%M:%S})"
 
     def pages(
-        self, conn: Connection, project: str, stream: str, *, after: int = 0, size: int = READ_PAGE,
+        self, conn: Connection, project: str, stream: str, *, after: int = 0, size: int = READ_PAGE, lock: bool = False,
     ) -> Iterator[list[Row]]:
         """The events after ``after`` in pages of ``size``: memory stays flat however long the stream.
-        Paged by sequence, not by a cursor held open: commits are gapless, so none is skipped."""
+        Paged by sequence, not by a cursor held open: commits are gapless, so none is skipped.
+        ``lock``: the first page is read by ``loopstate.lock_and_read``, which takes the stream's
+        lock first and reads after it (a statement of its own, so it sees every commit before it)."""
+        first = lock
         while True:
-            page = self.page(conn, project, stream, after, size)
+            page = self.page(conn, project, stream, after, size, lock=first)
+            first = False
             if page:
                 yield page
             if len(page) < size:
                 return
             after = page[-1].sequence
 
-    def page(self, conn: Connection, project: str, stream: str, after: int, limit: int) -> list[Row]:
+    def page(self, conn: Connection, project: str, stream: str, after: int, limit: int, *, lock: bool = False) -> list[Row]:
         rows = conn.execute(
+            "SELECT sequence, event_hash, line, start FROM loopstate.lock_and_read(%s, %s, %s, %s)" if lock else
             "SELECT sequence, event_hash, line, start FROM loopstate.events "
             "WHERE project = %s AND stream = %s AND sequence > %s ORDER BY sequence LIMIT %s",
             (project, stream, after, limit),
