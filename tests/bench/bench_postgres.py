@@ -48,7 +48,7 @@ import psycopg  # noqa: E402
 from bench_core import LAYOUT, body  # noqa: E402
 
 from loopstate.core import canonical  # noqa: E402
-from loopstate.core.backend import verify_chain  # noqa: E402
+from loopstate.core.backend import HeadConflict, seal_batch, verify_chain  # noqa: E402
 from loopstate.core.project import Project  # noqa: E402
 from loopstate.core.stores import open_store  # noqa: E402
 from tests.pg.pg_cluster import Cluster, skip_reason  # noqa: E402
@@ -74,38 +74,62 @@ def project_for(base: Path, name: str) -> Project:
     return Project(str(root), data_dir=base / "data", lock_timeout=120)
 
 
-def loopstate_appends(url: str, base: Path, name: str, stream: str, appends: int, how: str) -> list[float]:
-    """``appends`` durable appends to ``stream``; each one's latency in seconds."""
-    store = open_store(project_for(base, "project"), url)
-    latencies = []
-    if how == "mutation":
-        ledger = store.open_ledger(stream, LAYOUT, announce_history=False)
-        ledger.catch_up(collect=False)
-        go()
-        for k in range(appends):
-            t = time.perf_counter()
-            with ledger.mutation() as tx:
-                rid = f"{name}-{k}"
+class LoopstateWriter:
+    """One writer's appends to ``stream``, one per transaction: ``how`` is "mutation" (the service's
+    path: lock and catch-up, request-id check, append, commit) or "store" (``Store.append`` of
+    sealed lines, retried after a HeadConflict)."""
+
+    def __init__(self, url: str, base: Path, name: str, stream: str, how: str) -> None:
+        self.store = open_store(project_for(base, "project"), url)
+        self.name, self.stream, self.how, self.k = name, stream, how, 0
+        if how == "mutation":
+            self.ledger = self.store.open_ledger(stream, LAYOUT, announce_history=False)
+            self.ledger.catch_up(collect=False)
+        else:
+            self.head = self.store.head(stream, LAYOUT)
+
+    def append(self) -> float:
+        """One durable append; its latency in seconds."""
+        k, rid = self.k, f"{self.name}-{self.k}"
+        self.k += 1
+        t = time.perf_counter()
+        if self.how == "mutation":
+            with self.ledger.mutation() as tx:
                 if tx.earlier(rid, FP) is None:
                     tx.append([body(k)], request_id=rid, fp=FP)
-            latencies.append(time.perf_counter() - t)
-    else:
-        from loopstate.core.backend import HeadConflict, seal_batch
-
-        head = store.head(stream, LAYOUT)
-        go()
-        for k in range(appends):
-            t = time.perf_counter()
+        else:
             while True:
-                lines = seal_batch([body(k)], LAYOUT, head, extra={"request_id": f"{name}-{k}", "request_fingerprint": FP})
+                lines = seal_batch([body(k)], LAYOUT, self.head, extra={"request_id": rid, "request_fingerprint": FP})
                 try:
-                    head = store.append(stream, LAYOUT, lines, expected=head)
+                    self.head = self.store.append(self.stream, LAYOUT, lines, expected=self.head)
                     break
                 except HeadConflict as exc:
-                    head = exc.actual
-            latencies.append(time.perf_counter() - t)
-    store.close()
-    return latencies
+                    self.head = exc.actual
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class EsWriter:
+    """eventsourcing's ``insert_events`` of one event per call, to an aggregate of its own."""
+
+    def __init__(self, parts: dict[str, str]) -> None:
+        self.datastore = es_datastore(parts)
+        self.recorder = PostgresApplicationRecorder(self.datastore)
+        self.aggregate = uuid.uuid4()
+        self.k = 0
+
+    def append(self) -> float:
+        state = canonical.encode(body(self.k))
+        self.k += 1
+        t = time.perf_counter()
+        self.recorder.insert_events([EsStoredEvent(originator_id=self.aggregate, originator_version=self.k,
+                                                   topic="bench:ClaimAdded", state=state)])
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        self.datastore.close()
 
 
 def es_datastore(url_parts: dict[str, str], pool_size: int = 1) -> PostgresDatastore:
@@ -113,40 +137,46 @@ def es_datastore(url_parts: dict[str, str], pool_size: int = 1) -> PostgresDatas
                              password="", pool_size=pool_size)
 
 
-def es_appends(parts: dict[str, str], appends: int) -> list[float]:
-    datastore = es_datastore(parts)
-    recorder = PostgresApplicationRecorder(datastore)
-    aggregate = uuid.uuid4()
-    latencies = []
+def writer_run(writer: LoopstateWriter | EsWriter, appends: int) -> list[float]:
+    """A child's run: ready, released, ``appends`` appends; each one's latency."""
     go()
-    for k in range(appends):
-        state = canonical.encode(body(k))
-        t = time.perf_counter()
-        recorder.insert_events([EsStoredEvent(originator_id=aggregate, originator_version=k + 1,
-                                              topic="bench:ClaimAdded", state=state)])
-        latencies.append(time.perf_counter() - t)
-    datastore.close()
+    latencies = [writer.append() for _ in range(appends)]
+    writer.close()
     return latencies
 
 
-_released: threading.Event | None = None
+def serial_interleaved(writers: dict[str, LoopstateWriter | EsWriter], appends: int,
+                       block: int = 50) -> dict[str, tuple[float, list[float]]]:
+    """``appends`` appends by each writer, in alternating blocks in this one process, so a change of
+    the machine's load falls on all alike: per writer (seconds spent appending, latencies)."""
+    spent = {label: 0.0 for label in writers}
+    latencies: dict[str, list[float]] = {label: [] for label in writers}
+    done = 0
+    while done < appends:
+        n = min(block, appends - done)
+        for label, writer in writers.items():
+            t = time.perf_counter()
+            latencies[label] += [writer.append() for _ in range(n)]
+            spent[label] += time.perf_counter() - t
+        done += n
+    for writer in writers.values():
+        writer.close()
+    return {label: (spent[label], latencies[label]) for label in writers}
 
 
 def go() -> None:
-    """A child says it is ready and waits for the go line (the parent's own run goes on at once)."""
-    if _released is None:
-        print("ready", flush=True)
-        sys.stdin.readline()
+    """A child says it is ready and waits for the go line."""
+    print("ready", flush=True)
+    sys.stdin.readline()
 
 
 def child(argv: list[str]) -> None:
     kind, *rest = argv
     if kind == "loopstate":
         url, base, name, stream, appends, how = rest
-        latencies = loopstate_appends(url, Path(base), name, stream, int(appends), how)
+        latencies = writer_run(LoopstateWriter(url, Path(base), name, stream, how), int(appends))
     else:
-        parts, appends = json.loads(rest[0]), int(rest[1])
-        latencies = es_appends(parts, appends)
+        latencies = writer_run(EsWriter(json.loads(rest[0])), int(rest[1]))
     print(json.dumps(latencies), flush=True)
 
 
@@ -172,17 +202,6 @@ def in_processes(commands: list[list[str]]) -> tuple[float, list[float]]:
             raise RuntimeError("a writer failed")
         latencies += json.loads(out.strip().splitlines()[-1])
     return time.perf_counter() - start, latencies
-
-
-def serial(fn, *args) -> tuple[float, list[float]]:
-    global _released
-    _released = threading.Event()
-    try:
-        start = time.perf_counter()
-        latencies = fn(*args)
-        return time.perf_counter() - start, latencies
-    finally:
-        _released = None
 
 
 def check_loopstate(url: str, base: Path, streams: list[str], expected: int) -> None:
@@ -403,34 +422,48 @@ def one_round(cluster: Cluster, args: argparse.Namespace, per_writer: int) -> di
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="lsbench-") as tmp:
         base = Path(tmp)
-        url = cluster.new_database("bench")
-        took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "mutation")
-        check_loopstate(url, base, ["intent"], args.appends)
-        rows.append(("loopstate ledger mutation, serial", args.appends / took, lat))
-        url = cluster.new_database("bench")
-        took, lat = serial(loopstate_appends, url, base, "serial", "intent", args.appends, "store")
-        check_loopstate(url, base, ["intent"], args.appends)
-        rows.append(("loopstate Store.append, serial", args.appends / took, lat))
+        mutation_url, store_url = cluster.new_database("bench"), cluster.new_database("bench")
+        writers: dict[str, LoopstateWriter | EsWriter] = {
+            "loopstate ledger mutation, serial": LoopstateWriter(mutation_url, base, "serial", "intent", "mutation"),
+            "loopstate Store.append, serial": LoopstateWriter(store_url, base, "serial", "intent", "store"),
+        }
         if not ES_MISSING:
-            url, parts = fresh_es(cluster)
-            took, lat = serial(es_appends, parts, args.appends)
-            check_es(url, args.appends)
-            rows.append(("eventsourcing insert_events, serial", args.appends / took, lat))
-        url = cluster.new_database("bench")
-        took, lat = in_processes([["loopstate", url, str(base), f"w{i}", f"runs.w{i}", str(per_writer), "mutation"]
-                                  for i in range(n)])
-        check_loopstate(url, base, [f"runs.w{i}" for i in range(n)], n * per_writer)
-        rows.append((f"loopstate ledger mutation, {n} processes, a stream each", n * per_writer / took, lat))
-        url = cluster.new_database("bench")
-        took, lat = in_processes([["loopstate", url, str(base), f"w{i}", "intent", str(per_writer), "mutation"]
-                                  for i in range(n)])
-        check_loopstate(url, base, ["intent"], n * per_writer)
-        rows.append((f"loopstate ledger mutation, {n} processes, one stream", n * per_writer / took, lat))
+            es_url, parts = fresh_es(cluster)
+            writers["eventsourcing insert_events, serial"] = EsWriter(parts)
+        for label, (took, lat) in serial_interleaved(writers, args.appends).items():
+            rows.append((label, args.appends / took, lat))
+        check_loopstate(mutation_url, base, ["intent"], args.appends)
+        check_loopstate(store_url, base, ["intent"], args.appends)
         if not ES_MISSING:
-            url, parts = fresh_es(cluster)
-            took, lat = in_processes([["es", json.dumps(parts), str(per_writer)] for _ in range(n)])
-            check_es(url, n * per_writer)
-            rows.append((f"eventsourcing insert_events, {n} processes, an aggregate each", n * per_writer / took, lat))
+            check_es(es_url, args.appends)
+        # The process runs in two alternating halves (loopstate's, the reference's, again each),
+        # so a change of load during the round falls on both.
+        own_url, one_url = cluster.new_database("bench"), cluster.new_database("bench")
+        es_url, parts = fresh_es(cluster) if not ES_MISSING else ("", {})
+        half = [per_writer // 2, per_writer - per_writer // 2]
+        spent = {"own": 0.0, "one": 0.0, "es": 0.0}
+        lats: dict[str, list[float]] = {"own": [], "one": [], "es": []}
+        for part, appends in enumerate(half):
+            for kind in ("own", "one", "es"):
+                if kind == "es" and ES_MISSING:
+                    continue
+                if kind == "es":
+                    commands = [["es", json.dumps(parts), str(appends)] for _ in range(n)]
+                else:
+                    url = own_url if kind == "own" else one_url
+                    commands = [["loopstate", url, str(base), f"w{i}h{part}", f"runs.w{i}" if kind == "own" else "intent",
+                                 str(appends), "mutation"] for i in range(n)]
+                took, lat = in_processes(commands)
+                spent[kind] += took
+                lats[kind] += lat
+        check_loopstate(own_url, base, [f"runs.w{i}" for i in range(n)], n * per_writer)
+        check_loopstate(one_url, base, ["intent"], n * per_writer)
+        rows.append((f"loopstate ledger mutation, {n} processes, a stream each", n * per_writer / spent["own"], lats["own"]))
+        rows.append((f"loopstate ledger mutation, {n} processes, one stream", n * per_writer / spent["one"], lats["one"]))
+        if not ES_MISSING:
+            check_es(es_url, n * per_writer)
+            rows.append((f"eventsourcing insert_events, {n} processes, an aggregate each", n * per_writer / spent["es"],
+                         lats["es"]))
         print(f"  {'appends':<62} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
         for label, rate, lat in rows:
             print(f"  {label:<62} {rate:9.0f} {pct(lat, 0.5) * 1e3:8.2f} {pct(lat, 0.99) * 1e3:8.2f}")
