@@ -36,7 +36,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres import schema
 from loopstate.core.store_url import redacted as redact
 
-READ_PAGE = 2000  # events fetched per round trip by ``pages``
+READ_PAGE = 2000  # events fetched per round trip by ``pages``, at most
+FIRST_PAGE = 100  # the first page of a read; each next one doubles, up to READ_PAGE
 CONNECT_TIMEOUT = 5  # seconds before a connection attempt to a silent server gives up
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -274,16 +275,19 @@ class Events:
         """The events after ``after`` in pages of ``size``: memory stays flat however long the stream.
         Paged by sequence, not by a cursor held open: commits are gapless, so none is skipped.
         ``lock``: the first page is read by ``loopstate.lock_and_read``, which takes the stream's
-        lock first and reads after it (a statement of its own, so it sees every commit before it)."""
-        first = lock
+        lock first and reads after it (a statement of its own, so it sees every commit before it).
+        Pages grow from ``FIRST_PAGE`` to ``size``: a reader that stops early (a log page, a
+        catch-up that finds a few events) is sent a few rows, a long read few round trips."""
+        first, step = lock, min(FIRST_PAGE, size)
         while True:
-            page = self.page(conn, project, stream, after, size, lock=first)
+            page = self.page(conn, project, stream, after, step, lock=first)
             first = False
             if page:
                 yield page
-            if len(page) < size:
+            if len(page) < step:
                 return
             after = page[-1].sequence
+            step = min(step * 2, size)
 
     def page(self, conn: Connection, project: str, stream: str, after: int, limit: int, *, lock: bool = False) -> list[Row]:
         rows = conn.execute(
