@@ -230,3 +230,39 @@ def test_an_append_refused_inside_a_mutation_rolls_the_whole_mutation_back(pg_ur
     assert folded == []  # dropped (on_reset), refolded from the table on the next use
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM loopstate.events").fetchone()[0] == 2  # kept + the rogue row
+    # The refusal came with the COMMIT: the connection was rolled back, not left in a failed transaction.
+    assert store.stream_names() == [STREAM]
+    with store.exclusive("leases"):
+        assert store.stopped() is None
+
+
+def test_a_section_inside_a_section_is_a_savepoint_rolled_back_alone(pg_url, root, data_dir):
+    """On one thread a mutation inside an exclusive section joins its transaction: the inner one's
+    failure undoes only its own append, and the outer section's work commits."""
+    store = open_pg(pg_url, root, data_dir)
+    ledger = store.open_ledger(STREAM, TEST_LAYOUT)
+    with store.exclusive("leases"):
+        with ledger.mutation() as tx:
+            tx.append([{"n": "inner kept", "schema_version": 1}])
+        with pytest.raises(RuntimeError), ledger.mutation() as tx:
+            tx.append([{"n": "inner undone", "schema_version": 1}])
+            raise RuntimeError("the inner command failed after its append")
+        append(store, "outer", stream="other")
+    assert names_in(store) == ["inner kept"] and names_in(store, "other") == ["outer"]
+    with pytest.raises(RuntimeError), store.exclusive("leases"):
+        append(store, "never", stream="other")
+        raise RuntimeError("the outer section failed")
+    assert names_in(store, "other") == ["outer"]
+
+
+def test_a_mutation_waiting_for_a_held_stream_times_out_naming_the_holder(pg_url, root, data_dir):
+    """The mutation's lock is taken by its first read: a wait that runs out is LOCK_TIMEOUT, not a lost server."""
+    holder, waiter = open_pg(pg_url, root, data_dir), open_pg(pg_url, root, data_dir, lock_timeout=0.3)
+    ledger = waiter.open_ledger(STREAM, TEST_LAYOUT)
+    with holder.exclusive(STREAM):
+        with pytest.raises(LoopstateError) as caught, ledger.mutation() as tx:
+            tx.append([{"n": "never", "schema_version": 1}])
+    assert caught.value.code is ErrorCode.LOCK_TIMEOUT and "pid" in caught.value.message
+    with ledger.mutation() as tx:  # the same connection, free again
+        tx.append([{"n": "after", "schema_version": 1}])
+    assert names_in(waiter) == ["after"]

@@ -23,7 +23,7 @@ def test_the_schema_is_made_once_versioned_and_a_newer_one_is_refused_untouched(
     append(store, "a")
     open_pg(pg_url, root, data_dir).head(STREAM, TEST_LAYOUT)  # a second client finds it as it is
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM loopstate.meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+        assert conn.execute("SELECT value FROM loopstate.meta WHERE key = 'schema_version'").fetchone()[0] == str(schema.SCHEMA_VERSION)
         conn.execute("UPDATE loopstate.meta SET value = %s WHERE key = 'schema_version'", (str(schema.SCHEMA_VERSION + 1),))
     with pytest.raises(LoopstateError) as caught:
         open_pg(pg_url, root, data_dir).head(STREAM, TEST_LAYOUT)
@@ -31,6 +31,24 @@ def test_the_schema_is_made_once_versioned_and_a_newer_one_is_refused_untouched(
     assert "upgrade loopstate" in caught.value.message
     with psycopg.connect(pg_url) as conn:  # refused, not altered: the events are still there
         assert conn.execute("SELECT count(*) FROM loopstate.events").fetchone()[0] == 1
+
+
+def test_a_version_1_schema_is_brought_to_this_version_keeping_its_events(pg_url, root, data_dir):
+    """Version 2 added the mutation's first statement (``lock_and_read``); a database a version 1
+    client made gets it from the next client that connects, events untouched."""
+    store = open_pg(pg_url, root, data_dir)
+    append(store, "a")
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION loopstate.lock_and_read(text, text, bigint, int)")
+        conn.execute("UPDATE loopstate.meta SET value = '1' WHERE key = 'schema_version'")
+    again = open_pg(pg_url, root, data_dir)
+    ledger = again.open_ledger(STREAM, TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([{"n": "b", "schema_version": 1}])
+    assert names_in(again) == ["a", "b"]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT value FROM loopstate.meta WHERE key = 'schema_version'").fetchone()[0] == "2"
 
 
 @pytest.mark.slow

@@ -38,6 +38,7 @@ request ids and byte positions.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -176,6 +177,29 @@ class ChangeFeed(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Wakes:
+    """The waking half every ``ChangeFeed`` shares: its watcher thread calls ``wake`` with the
+    stream that grew, which sets the flag ``wait`` blocks on and calls the feed's ``on_change``.
+    One flag, not a count: several wakes before a ``wait`` are one (the reader's catch-up finds
+    every event they stood for)."""
+
+    def __init__(self, on_change: ChangeFn | None) -> None:
+        self._changed = threading.Event()
+        self._on_change = on_change
+
+    def wake(self, stream: str | None) -> None:
+        self._changed.set()
+        if self._on_change is not None:
+            self._on_change(stream)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once a wake came since the last True (False: ``timeout`` seconds without one)."""
+        if not self._changed.wait(timeout):
+            return False
+        self._changed.clear()
+        return True
 
 
 class Store(Protocol):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopstate.core import canonical, quarantine, recovery
-from loopstate.core.backend import ChangeFn, Head, HeadConflict, RecordFn, StoredEvent
+from loopstate.core.backend import ChangeFn, Head, HeadConflict, RecordFn, StoredEvent, Wakes
 from loopstate.core.chain import BATCH, ChainLayout
 from loopstate.core.ledger import Ledger
 from loopstate.core.project import Project
@@ -159,8 +159,7 @@ class FolderFeed:
 
         self._folder = folder
         self._names = None if names is None else frozenset(names)
-        self._on_change = on_change
-        self._changed = threading.Event()
+        self._wakes = Wakes(on_change)
         self._guard = threading.Lock()
         feed = self
 
@@ -193,7 +192,7 @@ class FolderFeed:
             return
         if self._watched != self._folder:
             self._arm()  # a folder on the way may have appeared
-            self._wake(None)
+            self._wakes.wake(None)
             return
         paths = [event.src_path, getattr(event, "dest_path", "")]
         for raw in paths:
@@ -203,19 +202,11 @@ class FolderFeed:
                 continue
             name = base[: -len(".jsonl")]
             if self._names is None or name in self._names:
-                self._wake(name)
+                self._wakes.wake(name)
                 return
 
-    def _wake(self, name: str | None) -> None:
-        self._changed.set()
-        if self._on_change is not None:
-            self._on_change(name)
-
     def wait(self, timeout: float | None = None) -> bool:
-        if not self._changed.wait(timeout):
-            return False
-        self._changed.clear()
-        return True
+        return self._wakes.wait(timeout)
 
     def close(self) -> None:
         self._observer.stop()

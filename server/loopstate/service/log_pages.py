@@ -1,4 +1,5 @@
-"""One page of a stream's audit log (``project.log``): from the verified mark when it holds, else verified from byte 0.
+"""One page of a stream's audit log (``project.log``): from the verified mark when it holds, else verified from byte 0;
+on a store without a local file (PostgreSQL), from the event before the page (``in_store``).
 
 A page is at most ``limit`` of the events with ``after < sequence < before``,
 the first ones or (``tail``) the last ones. A stream's sequences run one per
@@ -29,7 +30,8 @@ from typing import Any
 from loopstate_protocol import project as proto
 
 from loopstate.core import canonical, safefs, verified_mark
-from loopstate.core.chain import ChainError, Position, check_line
+from loopstate.core.backend import Store
+from loopstate.core.chain import ChainError, ChainLayout, Position, check_line
 from loopstate.core.stream import Stream
 
 _CHUNK = 4096  # bytes read at a time (more only for a longer line)
@@ -182,3 +184,34 @@ def from_mark(stream: Stream, query: proto.ProjectLog) -> proto.LogPage | None:
         return None  # anything unexpected inside the vouched bytes: the full verify says what it is
     finally:
         os.close(fd)
+
+
+def in_store(store: Store, name: str, layout: ChainLayout, query: proto.ProjectLog) -> proto.LogPage:
+    """The page from a store without a local file (PostgreSQL), reading only the page's events.
+
+    A stream's sequences run from 1 without gaps (every store's appends refuse anything
+    else), so the head alone gives the count and where the page starts; ``Store.read`` from
+    the sequence before the page re-hashes that event's line against its stored hash and
+    links every page event from it. So a page costs the page, wherever it is in the stream,
+    and a break in what it shows is CORRUPT_LEDGER; a break before it is ``verify``'s to find
+    (it reads from the first event)."""
+    head = store.head(name, layout)
+    low = max(query.after + 1, 1)
+    high = head.sequence if query.before is None else min(query.before - 1, head.sequence)
+    in_range = max(high - low + 1, 0)
+    start_seq = high - query.limit + 1 if query.tail and in_range > query.limit else low
+    wanted = min(query.limit, in_range)
+    events: list[dict[str, Any]] = []
+    if wanted:
+        for stored in store.read(name, layout, after=start_seq - 1):
+            events.append(canonical.decode(stored.line))
+            if len(events) == wanted:
+                break
+    sequence = layout.sequence_field
+    more = in_range > len(events)
+    return proto.LogPage(
+        stream=name, head=proto.LogHead(sequence=head.sequence, hash=head.hash),
+        event_count=head.sequence, events=events,
+        next_after=events[-1][sequence] if more and events and not query.tail else None,
+        next_before=events[0][sequence] if more and events and query.tail else None,
+    )

@@ -19,7 +19,6 @@ from loopstate_protocol import project as proto
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.runs import KillSwitchState
 
-from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
 from loopstate.service.shared_stop import on_shared_store
 
@@ -174,37 +173,17 @@ def _verify_in_store(project: Project, progress: Callable[[str], Any] | None) ->
 
 
 def _log_in_store(project: Project, query: proto.ProjectLog) -> proto.LogPage:
-    """``log_page`` on a shared store: the same page, from the events the store reads back (checked as read)."""
-    from collections import deque
-
+    """``log_page`` on a shared store: the page's own events, linked from the one before it (``log_pages.in_store``)."""
     from loopstate.core.stores import open_store
+    from loopstate.service import log_pages
     from loopstate.service.front import stream_layout
 
     store = open_store(project)
-    name, after, before, limit = query.stream, query.after, query.before, query.limit
+    name = query.stream
     if name not in store.stream_names():
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {name!r} in this project; `loopstate log` lists them",
                              stream=name)
-    layout = stream_layout(name)
-    kept: deque[dict[str, Any]] | list[dict[str, Any]] = deque(maxlen=limit) if query.tail else []
-    in_range = count = 0
-    head_sequence, head_hash = 0, None
-    for stored in store.read(name, layout):
-        count += 1
-        head_sequence, head_hash = stored.sequence, stored.hash
-        if stored.sequence <= after or (before is not None and stored.sequence >= before):
-            continue
-        in_range += 1
-        if query.tail or len(kept) < limit:
-            kept.append(canonical.decode(stored.line))
-    events = list(kept)
-    more = in_range > len(events)
-    sequence = layout.sequence_field
-    return proto.LogPage(
-        stream=name, head=proto.LogHead(sequence=head_sequence, hash=head_hash), event_count=count, events=events,
-        next_after=events[-1][sequence] if more and not query.tail else None,
-        next_before=events[0][sequence] if more and query.tail else None,
-    )
+    return log_pages.in_store(store, name, stream_layout(name), query)
 
 
 def log_page(service: "Service", root: str, query: proto.ProjectLog) -> proto.LogPage:

@@ -36,7 +36,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres import schema
 from loopstate.core.store_url import redacted as redact
 
-READ_PAGE = 2000  # events fetched per round trip by ``pages``
+READ_PAGE = 2000  # events fetched per round trip by ``pages``, at most
+FIRST_PAGE = 100  # the first page of a read; each next one doubles, up to READ_PAGE
 CONNECT_TIMEOUT = 5  # seconds before a connection attempt to a silent server gives up
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -165,15 +166,44 @@ class Events:
         return Outcome(str(status), first, int(last), head_hash, first_start)
 
     @contextlib.contextmanager
-    def transaction(self, project: str, section: str) -> Iterator[Connection]:
-        """This thread's connection in a transaction holding ``section``'s lock. Pipelined: BEGIN,
-        the lock and the first query the caller sends (a catch-up's read) travel in one round
-        trip, and the server runs them in order; each result the caller fetches is a sync."""
+    def transaction(self, project: str, section: str, *, caller_locks: bool = False) -> Iterator[Connection]:
+        """This thread's connection in a transaction holding ``section``'s lock, in two round trips.
+
+        The pipeline is driven by hand, not by the driver's transaction helper, which syncs on
+        entering and leaving each nested level (five round trips a mutation, measured): BEGIN,
+        the lock and the first query the caller fetches (a catch-up's read) travel in one round
+        trip and run in order; whatever the caller sends without fetching (an append) travels
+        with the COMMIT in the second. A section opened inside another on the same thread is a
+        savepoint of the outer transaction (the lock is re-entered, nothing waits for itself).
+
+        ``caller_locks``: the caller's first statement takes the lock itself (``pages(lock=True)``,
+        a ledger's catch-up: one statement less in the round trip)."""
         conn = self.conn
+        depth: int = getattr(self._local, "depth", 0)
         try:
-            with conn.pipeline(), conn.transaction():
-                self.lock_section(conn, project, section)
-                yield conn
+            try:
+                with conn.pipeline() as pipeline:
+                    conn.execute("BEGIN" if depth == 0 else f"SAVEPOINT section_{depth}")
+                    if not caller_locks:
+                        self.lock_section(conn, project, section)
+                    self._local.depth = depth + 1
+                    try:
+                        yield conn
+                        if depth:
+                            conn.execute(f"RELEASE SAVEPOINT section_{depth}")
+                            pipeline.sync()  # the outer transaction goes on: what failed must fail here
+                        else:
+                            conn.execute("COMMIT")  # synced by the pipeline's end, which raises what failed
+                    except BaseException:
+                        undo(conn, pipeline, depth)
+                        raise
+                    finally:
+                        self._local.depth = depth
+            except BaseException:
+                if depth == 0 and not (conn.broken or conn.closed) \
+                        and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")  # a statement sent with the COMMIT failed: the COMMIT was skipped
+                raise
         except psycopg.errors.LockNotAvailable:
             raise self.lock_timeout_error(project, section) from None
         except psycopg.errors.RaiseException as exc:
@@ -240,20 +270,28 @@ class Events:
         return f"{name or 'a client'} (server pid {pid}{', from ' + addr if addr else ''}, since {since:%H:%M:%S})"
 
     def pages(
-        self, conn: Connection, project: str, stream: str, *, after: int = 0, size: int = READ_PAGE,
+        self, conn: Connection, project: str, stream: str, *, after: int = 0, size: int = READ_PAGE, lock: bool = False,
     ) -> Iterator[list[Row]]:
         """The events after ``after`` in pages of ``size``: memory stays flat however long the stream.
-        Paged by sequence, not by a cursor held open: commits are gapless, so none is skipped."""
+        Paged by sequence, not by a cursor held open: commits are gapless, so none is skipped.
+        ``lock``: the first page is read by ``loopstate.lock_and_read``, which takes the stream's
+        lock first and reads after it (a statement of its own, so it sees every commit before it).
+        Pages grow from ``FIRST_PAGE`` to ``size``: a reader that stops early (a log page, a
+        catch-up that finds a few events) is sent a few rows, a long read few round trips."""
+        first, step = lock, min(FIRST_PAGE, size)
         while True:
-            page = self.page(conn, project, stream, after, size)
+            page = self.page(conn, project, stream, after, step, lock=first)
+            first = False
             if page:
                 yield page
-            if len(page) < size:
+            if len(page) < step:
                 return
             after = page[-1].sequence
+            step = min(step * 2, size)
 
-    def page(self, conn: Connection, project: str, stream: str, after: int, limit: int) -> list[Row]:
+    def page(self, conn: Connection, project: str, stream: str, after: int, limit: int, *, lock: bool = False) -> list[Row]:
         rows = conn.execute(
+            "SELECT sequence, event_hash, line, start FROM loopstate.lock_and_read(%s, %s, %s, %s)" if lock else
             "SELECT sequence, event_hash, line, start FROM loopstate.events "
             "WHERE project = %s AND stream = %s AND sequence > %s ORDER BY sequence LIMIT %s",
             (project, stream, after, limit),
@@ -295,6 +333,21 @@ class Events:
     def streams(self, conn: Connection, project: str) -> list[str]:
         rows = conn.execute("SELECT stream FROM loopstate.streams WHERE project = %s ORDER BY stream", (project,)).fetchall()
         return [str(row[0]) for row in rows]
+
+
+def undo(conn: Connection, pipeline: psycopg.Pipeline, depth: int) -> None:
+    """Roll back what a section sent (the whole transaction, or to its savepoint when nested).
+    First a sync, which ends the pipeline's aborted state after a failed statement (its own error
+    is the one already raised), then the rollback; a connection already lost is left as it is."""
+    if conn.broken or conn.closed:
+        return
+    with contextlib.suppress(psycopg.Error):
+        pipeline.sync()
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return  # the COMMIT itself failed, which ends the transaction
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("ROLLBACK" if depth == 0 else f"ROLLBACK TO SAVEPOINT section_{depth}")
+        pipeline.sync()
 
 
 def reason_of(exc: BaseException) -> str:

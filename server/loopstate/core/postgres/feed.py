@@ -9,13 +9,16 @@ connection is lost (the server restarted, the backend was killed, the network dr
 reconnects with a doubling delay, LISTENs again, and wakes its readers once (``None``:
 "anything may have grown while I was away"), so they pull what they missed.
 
-The feed's thread sleeps in the server's socket; ``close`` NOTIFYs the channel itself to
-wake it at once, so an idle feed spends no CPU on polling.
+The feed's thread sleeps in ``select`` on the connection's socket, so a notification wakes it
+the moment its bytes arrive and an idle feed wakes not at all (the driver's own wait for
+notifications wakes ten times a second to look at its timeout); ``close`` NOTIFYs the
+channel itself to wake it at once.
 """
 
 from __future__ import annotations
 
 import secrets
+import select
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -24,14 +27,14 @@ import psycopg
 from psycopg import sql
 
 from loopstate.core import canonical
-from loopstate.core.backend import ChangeFn
+from loopstate.core.backend import ChangeFn, Wakes
 from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres.events import Connection, Events, client_name
 from loopstate.core.postgres.schema import channel_for
 
 RECONNECT_FIRST = 0.05  # seconds before the first reconnect; doubled per failure, up to RECONNECT_MOST
 RECONNECT_MOST = 2.0
-IDLE_WAKE = 30.0  # seconds between the thread's checks on a quiet connection (close() does not wait for it)
+IDLE_WAKE = 30.0  # seconds a quiet connection's thread sleeps between checks (close() does not wait for it)
 
 
 class NotifyFeed:
@@ -42,8 +45,7 @@ class NotifyFeed:
         self._project = project
         self._channel = channel_for(project)
         self._names = None if names is None else frozenset(names)
-        self._on_change = on_change
-        self._changed = threading.Event()
+        self._wakes = Wakes(on_change)
         self._closing = threading.Event()
         self._listening = threading.Event()
         self._token = secrets.token_hex(8)  # close()'s own wake, told apart from appends' notifications
@@ -56,10 +58,7 @@ class NotifyFeed:
         self._listening.wait(events.connect_timeout + 1)
 
     def wait(self, timeout: float | None = None) -> bool:
-        if not self._changed.wait(timeout):
-            return False
-        self._changed.clear()
-        return True
+        return self._wakes.wait(timeout)
 
     def close(self) -> None:
         self._closing.set()
@@ -82,15 +81,17 @@ class NotifyFeed:
                 self.connects += 1
                 if self.connects > 1:
                     self.lost = None
-                    self._wake(None)  # back after a loss: whatever grew meanwhile is pulled now
+                    self._wakes.wake(None)  # back after a loss: whatever grew meanwhile is pulled now
                 self._listening.set()
                 delay = RECONNECT_FIRST
                 while not self._closing.is_set():
-                    for note in conn.notifies(timeout=IDLE_WAKE):
+                    # What arrived (or was buffered with LISTEN's answer), without waiting; then
+                    # sleep until the socket has more (a lost connection is readable too).
+                    for note in conn.notifies(timeout=0):
                         self._heard(note.payload)
-                        if self._closing.is_set():
-                            break
-            except (psycopg.Error, LoopstateError) as exc:
+                    if not self._closing.is_set():
+                        select.select([conn.fileno()], [], [], IDLE_WAKE)
+            except (psycopg.Error, LoopstateError, OSError, ValueError) as exc:  # ValueError: select on a closed fd
                 self.lost = " ".join(str(exc).split()) or type(exc).__name__
                 self._listening.set()
                 if self._closing.wait(delay):
@@ -107,12 +108,7 @@ class NotifyFeed:
             hint: Any = canonical.decode(payload)
             project, stream = hint["project"], hint["stream"]
         except (ValueError, KeyError, TypeError):
-            self._wake(None)  # not a payload of ours: a wake costs a catch-up, a missed one could cost more
+            self._wakes.wake(None)  # not a payload of ours: a wake costs a catch-up, a missed one could cost more
             return
         if project == self._project and (self._names is None or stream in self._names):
-            self._wake(stream)
-
-    def _wake(self, stream: str | None) -> None:
-        self._changed.set()
-        if self._on_change is not None:
-            self._on_change(stream)
+            self._wakes.wake(stream)

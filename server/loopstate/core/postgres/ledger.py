@@ -80,16 +80,16 @@ class PostgresLedger:
     def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
         return self.catch_up(progress, collect=collect).records
 
-    def _catch_up(self, conn: Connection, collect: bool) -> News:
+    def _catch_up(self, conn: Connection, collect: bool, *, lock: bool = False) -> News:
         """Fold what was committed after the head; the records as News (none on a first open
-        that does not announce the history)."""
+        that does not announce the history). ``lock``: take the stream's lock with the first read."""
         if not self._opened:
             self._opened = True
             collect = collect and self.announce_history
         fresh = News(self.news_limit)
         events = self.events
         try:
-            for page in events.pages(conn, self.key, self.name, after=self._position.sequence):
+            for page in events.pages(conn, self.key, self.name, after=self._position.sequence, lock=lock):
                 for row in page:
                     event, after = check_row(row, self.layout, self._position, self.name)
                     record = Record(event, row.start, after.offset)
@@ -99,6 +99,8 @@ class PostgresLedger:
                     self._position = after
                     if collect:
                         fresh.add(record)
+        except psycopg.errors.LockNotAvailable:
+            raise  # the mutation's transaction names the holder (LOCK_TIMEOUT)
         except psycopg.OperationalError as exc:
             events.drop()
             raise events.unreachable(exc, f"read stream {self.name!r} from") from None
@@ -111,8 +113,8 @@ class PostgresLedger:
         with self._held():
             tx: PostgresMutation | None = None
             try:
-                with self.events.transaction(self.key, self.name) as conn:
-                    tx = PostgresMutation(self, conn, self._catch_up(conn, collect=True))
+                with self.events.transaction(self.key, self.name, caller_locks=True) as conn:
+                    tx = PostgresMutation(self, conn, self._catch_up(conn, collect=True, lock=True))
                     yield tx
             except BaseException:
                 if tx is not None and tx.appended:

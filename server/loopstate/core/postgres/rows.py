@@ -41,6 +41,19 @@ def check_row(row: Row, layout: ChainLayout, at: Position, stream: str) -> tuple
     return event, Position(row.start + len(row.line) + 1, row.sequence, row.event_hash)
 
 
+def check_alone(row: Row, layout: ChainLayout, stream: str) -> Position:
+    """The position after a row read without the rows before it: its line canonical and hashing to
+    its stored hash, linked to the previous hash the line itself states (which only a read from
+    further back can check)."""
+    try:
+        event = canonical.decode(row.line)
+        prev = event.get(layout.prev_field) if isinstance(event, dict) else None
+    except ValueError:
+        prev = None  # check_line says what is wrong with the line
+    check_row(row, layout, Position(row.start, row.sequence - 1, prev), stream)
+    return Position(row.start + len(row.line) + 1, row.sequence, row.event_hash)
+
+
 def record_of(line: bytes, start: int, layout: ChainLayout) -> Record:
     """A Record of a stored line, its hash field last (as the JSONL reader leaves it)."""
     event = canonical.decode(line)

@@ -23,6 +23,8 @@ Everything lives in the ``loopstate`` schema of the database the store URL names
   transaction ends, so appends to one stream commit in sequence order: no reader can see
   sequence n+1 before n (gapless commit order). docs/storage.md, "PostgreSQL", says why an
   advisory lock and not a row lock on a heads table (measured: tests/bench/bench_postgres.py).
+- ``loopstate.lock_and_read(...)``: a mutation's first statement, the stream's lock and then
+  the events after the ledger's head (schema version 2).
 
 Creation runs under a transaction-scoped advisory lock of its own, so processes that
 connect to a fresh database at once do not race on ``CREATE``.
@@ -33,6 +35,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from psycopg import errors as pg_errors
+
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
@@ -40,7 +44,7 @@ from loopstate.core.errors import LoopstateError
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # pg_advisory_xact_lock keys are one bigint; this one (ASCII "lsschema") guards creation only.
 CREATION_LOCK = 0x6C73736368656D61
 # A NOTIFY channel name is at most 63 bytes, a project id 64 hex digits: the channel is
@@ -105,6 +109,21 @@ CREATE TABLE IF NOT EXISTS loopstate.streams (
 -- The advisory lock key of one exclusive section (a stream's is the one its appends take).
 CREATE OR REPLACE FUNCTION loopstate.section_key(p_project text, p_section text) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT hashtextextended(p_project || '/' || p_section, 0) $$;
+
+-- A mutation's first statement: the stream's lock, then what was committed after ``p_after``.
+-- Two statements of one VOLATILE function, so the read takes its snapshot after the lock is
+-- granted and sees every commit made before it (one statement would read with a snapshot
+-- taken before its wait).
+CREATE OR REPLACE FUNCTION loopstate.lock_and_read(p_project text, p_stream text, p_after bigint, p_limit int)
+RETURNS TABLE (sequence bigint, event_hash text, line bytea, start bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(loopstate.section_key(p_project, p_stream));
+    RETURN QUERY SELECT e.sequence, e.event_hash, e.line, e.start FROM loopstate.events e
+        WHERE e.project = p_project AND e.stream = p_stream AND e.sequence > p_after
+        ORDER BY e.sequence LIMIT p_limit;
+END
+$$;
 
 CREATE OR REPLACE FUNCTION loopstate.append(
     p_project text, p_stream text, p_after bigint, p_after_hash text,
@@ -204,9 +223,16 @@ def channel_for(project: str) -> str:
 def ensure(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
     """Create the schema if it is missing, or check that it is the version this code writes.
 
-    ``where`` is the store's URL without its password, for the error messages. Runs in its
-    own transaction; the connection's autocommit setting is left as it was.
+    ``where`` is the store's URL without its password, for the error messages. ``conn`` is in
+    autocommit mode. Every connection asks, so the usual answer (made already, this version)
+    costs one query and no transaction; anything else is settled in a transaction under the
+    creation lock, where a client that lost the race to create finds it made.
     """
+    try:
+        if _version(conn) == SCHEMA_VERSION:
+            return
+    except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+        pass  # a fresh database
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (CREATION_LOCK,))
         row = conn.execute("SELECT to_regclass('loopstate.meta') IS NOT NULL").fetchone()
@@ -220,7 +246,8 @@ def ensure(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
                 f"understands ({SCHEMA_VERSION}); upgrade loopstate on this machine to use it",
                 store=where, schema=found,
             )
-        # Version 1 is the first: an older version would be migrated here, step by step.
+        # Version 2 added loopstate.lock_and_read; every statement of _CREATE is idempotent, so
+        # running it over version 1 is the migration.
         conn.execute(_CREATE)
         conn.execute(
             "INSERT INTO loopstate.meta (key, value) VALUES ('schema_version', %s) "

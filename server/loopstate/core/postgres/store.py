@@ -22,7 +22,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres.events import Connection, Events, Outcome, client_name
 from loopstate.core.postgres.feed import NotifyFeed
 from loopstate.core.postgres.ledger import PostgresLedger
-from loopstate.core.postgres.rows import check_row, rebase, request_of
+from loopstate.core.postgres.rows import check_alone, check_row, rebase, request_of
 from loopstate.core.postgres.schema import channel_for
 from loopstate.core.project import Project, check_stream_name
 from loopstate.core.record import ProgressFn
@@ -67,15 +67,19 @@ class PostgresStore:
         return EMPTY if row is None else Head(row.sequence, row.event_hash)
 
     def read(self, name: str, layout: ChainLayout, *, after: int = 0) -> Iterator[StoredEvent]:
-        """The events after ``after``, each checked as the next link from the one before it
-        (the event at ``after`` is read first for its hash and end)."""
+        """The events after ``after``, each checked as the next link from the one before it.
+
+        From a sequence (a log page, a follower), the event at ``after`` is read first and its
+        own line re-hashed against its stored hash, so the read starts from a link it checked
+        and no earlier event is read: a broken link anywhere in what is read is CORRUPT_LEDGER,
+        one before ``after`` is what ``verify_stream`` (from the first event) finds."""
         conn = self._conn()
         position = Position(0, 0, None)
         if after > 0:
             before = self._reading(lambda c: self.events.at(c, self.key, name, after), f"read stream {name!r} from")
             if before is None:
                 return
-            position = Position(before.start + len(before.line) + 1, before.sequence, before.event_hash)
+            position = check_alone(before, layout, name)
         try:
             for page in self.events.pages(conn, self.key, name, after=after):
                 for row in page:
