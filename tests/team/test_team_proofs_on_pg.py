@@ -91,3 +91,27 @@ def test_a_stream_or_event_that_is_not_there_is_refused_clearly_on_pg(on_pg):
     assert "no stream 'runs.nope'" in on_pg("checkpoint", "runs.nope", ok=False).stderr
     assert "no event number 99" in on_pg("prove", "intent:99", ok=False).stderr
     assert "no event 'not-an-id'" in on_pg("prove", "not-an-id", ok=False).stderr
+
+
+@pytest.mark.slow
+def test_an_intent_purge_on_pg_is_refused_before_anything_changes_saying_what_to_do(on_pg, pg_url: str):
+    on_pg("intent", "start", "--claim", "outcome:Ship the proof")
+    (claim,) = json.loads(on_pg("intent", "show", "--json").stdout)["by_facet"]["outcome"]["explicit"]
+    before = json.loads(on_pg("log", "--stream", "intent", "--json").stdout)["streams"][0]["events"]
+    refused = json.loads(on_pg("intent", "purge", "claim", claim["claim_id"], "--yes", "--json", ok=False).stdout)
+    error = refused["error"]
+    assert error["code"] == "INVALID_PARAMS" and "refused on the shared store" in error["message"]
+    assert "write-ahead log" in error["message"] and "loopstate intent invalidate" in error["message"]
+    assert error["details"]["store"].startswith("postgresql://")
+    after = json.loads(on_pg("log", "--stream", "intent", "--json").stdout)["streams"][0]["events"]
+    assert after == before  # not a row re-chained
+    project = Project(str(on_pg.root), data_dir=on_pg.data_dir)
+    assert not (project.dir / "purges").exists()  # no prepared record a retry would act on
+    # An unknown id gets the same refusal, not a NOT_FOUND that would send the user looking for it.
+    unknown = json.loads(on_pg("intent", "purge", "claim", "0" * 8 + "-0000-4000-8000-" + "0" * 12, "--yes",
+                               "--json", ok=False).stdout)["error"]
+    assert "refused on the shared store" in unknown["message"]
+    with psycopg.connect(pg_url) as conn:
+        (rows,) = conn.execute("SELECT count(*) FROM loopstate.events WHERE project = %s AND stream = 'intent'",
+                               (project.project_id,)).fetchone()
+    assert rows == len(before)
