@@ -163,3 +163,30 @@ def env_for_child(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LOOPSTATE_DATA_DIR"] = str(data_dir)
     return env
+
+
+def store_env() -> dict[str, str]:
+    """``LOOPSTATE_STORE`` as this test runs with it (nothing on the JSONL store), for a child
+    process whose environment a test builds from nothing."""
+    url = os.environ.get("LOOPSTATE_STORE")
+    return {"LOOPSTATE_STORE": url} if url else {}
+
+
+def rows_at_rest(project) -> list[tuple[str, bytes]]:  # noqa: ANN001 (a Project)
+    """On PostgreSQL, what the database keeps of ``project``: every column of its rows in every
+    ``loopstate`` table that has a ``project`` column, one entry per table (nothing on JSONL, whose
+    files a test reads itself). For the tests that check a secret is nowhere at rest."""
+    url = os.environ.get("LOOPSTATE_STORE")
+    if not url:
+        return []
+    import psycopg
+
+    found = []
+    with psycopg.connect(url) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = 'loopstate' "
+            "AND column_name = 'project' ORDER BY table_name")]
+        for table in tables:
+            rows = conn.execute(f'SELECT * FROM loopstate."{table}" WHERE project = %s', (project.project_id,)).fetchall()
+            found.append((f"postgresql:loopstate.{table}", "\n".join(map(repr, rows)).encode()))
+    return found

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from hookkit import hook, host_input, receipt_of
+from tests.conftest import store_env
 
 PROBE = ("import json, sys\n"
          "from loopstate.cli.main import main  # as the console script does\n"
@@ -33,7 +34,7 @@ def loaded_by_hook(event: str, payload: dict, *, cwd: Path, data_dir: Path) -> t
     """A real `loopstate hook claude EVENT` process: its answer and the modules it had loaded at exit."""
     done = subprocess.run([sys.executable, "-c", PROBE, "hook", "claude", event], input=json.dumps(payload), cwd=cwd,
                           capture_output=True, text=True, timeout=60, env={"LOOPSTATE_DATA_DIR": str(data_dir),
-                                                                            "PATH": "/usr/bin:/bin"})
+                                                                            "PATH": "/usr/bin:/bin", **store_env()})
     return json.loads(done.stdout), set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
 
 
@@ -99,7 +100,7 @@ def test_an_injecting_hook_defines_no_dataclass_and_compiles_no_credential_patte
     done = subprocess.run([sys.executable, "-c", BARE_PROBE, "hook", "claude", "SessionStart"],
                           input=json.dumps(host_input("claude", "SessionStart", project, "s", source="resume")),
                           cwd=project, capture_output=True, text=True, timeout=60,
-                          env={"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"})
+                          env={"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()})
     out = json.loads(done.stdout)
     assert "keep the API stable" in out["hookSpecificOutput"]["additionalContext"], out
     compiled, modules = done.stderr.rsplit("COMPILED ", 1)[1].split(" MODULES ")

@@ -65,6 +65,7 @@ def test_a_store_without_a_current_task_picks_the_newest_task_with_the_users_wor
         "event_type"] == "claim_added"  # recorded once
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_the_current_task_survives_a_snapshot_and_a_purge_of_it(it: Intent, svc, root, data_dir):
     from loopstate.domains.intent import DOMAIN
     from loopstate.service import Service

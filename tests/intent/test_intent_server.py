@@ -33,6 +33,7 @@ def statements(snapshot: dict) -> set[str]:
     return {c["statement"] for by_status in snapshot["by_facet"].values() for claims in by_status.values() for c in claims}
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_a_snapshot_subscriber_sees_claims_arrive_and_a_purge_take_one_away(server: LoopstateClient, root: Path):
     task = server.execute(str(root), {"kind": "intent.task_start", "label": "live"}, "r1").events[0]["task_id"]
     sub = server.subscribe(str(root), f"intent/snapshot/{task}")

@@ -157,6 +157,7 @@ def test_recovery_may_replace_a_revoked_grant_with_a_current_one(h):
     assert events[-1]["lease_id"] == events[0]["lease_id"]
 
 
+@pytest.mark.jsonl_only("holds the grant's lock file from another process")
 def test_revocation_waits_for_an_intent_holding_the_shared_grant_lock(h):
     grant_id = h.grant()
     holder = spawn(h, "hold", h.root, f"grants.{grant_id}", "shared")

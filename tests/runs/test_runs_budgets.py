@@ -160,6 +160,7 @@ def _cut_after(h, run_id, keep_events: int, partial_bytes: int) -> None:
     os.close(fd)
 
 
+@pytest.mark.jsonl_only("cuts the stream file to fake a crash")
 def test_crash_in_the_middle_of_the_marker_sequence_is_repaired_without_replaying(h, data_dir):
     from tests.runs.conftest import Harness
 
@@ -178,6 +179,7 @@ def test_crash_in_the_middle_of_the_marker_sequence_is_repaired_without_replayin
     assert fresh.status(run_id).missing_markers == 0
 
 
+@pytest.mark.jsonl_only("cuts the stream file to fake a crash")
 def test_every_exclusive_command_repairs_the_missing_suffix_before_its_own_work(h, data_dir):
     from tests.runs.conftest import Harness
 
