@@ -326,14 +326,13 @@ class HookSession:
         private session a control file), so it needs no part of its own; a pin does."""
         if binding.run_id or self.faults:
             return None
-        paths = [self.project.stream_path("intent"), self.project.dir / "private-sessions",
-                 Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
-        if binding.goal_id:
-            try:
-                paths.append(self.project.stream_path(f"goals.{binding.goal_id}"))
-            except LoopstateError:
-                return None
+        streams = ["intent"] + ([f"goals.{binding.goal_id}"] if binding.goal_id else [])
+        paths = [self.project.dir / "private-sessions", Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
         parts = [self._pin() or "", standing_switch(self.root) or ""]
+        try:
+            parts += self._stream_stamps(streams)
+        except LoopstateError:
+            return None
         for path in paths:
             try:
                 info = os.stat(path)
@@ -342,6 +341,33 @@ class HookSession:
             else:
                 parts.append(f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
         return sessions.state_digest(self.session, parts)
+
+    def _stream_stamps(self, streams: list[str]) -> list[str]:
+        """What says each stream changed: its file's identity on the local store; on a shared store,
+        where another machine appends and no file here changes, its head (one query a stream)."""
+        from loopstate.service.shared_stop import on_shared_store
+
+        if not on_shared_store(self.root):
+            stamps = []
+            for name in streams:
+                try:
+                    info = os.stat(self.project.stream_path(name))
+                except OSError:
+                    stamps.append("-")
+                else:
+                    stamps.append(f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
+            return stamps
+        from loopstate.core.project import check_stream_name
+        from loopstate.core.stores import open_store
+        from loopstate.service.front import stream_layout
+
+        store = open_store(self.project)
+        heads = []
+        for name in streams:
+            check_stream_name(name)
+            head = store.head(name, stream_layout(name))
+            heads.append(f"{head.sequence}:{head.hash}")
+        return heads
 
     def inject(self, binding: sessions.Binding, *, always: bool) -> str | None:
         """The context when it should be injected now (and the session marked), else None.
