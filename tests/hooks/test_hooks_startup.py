@@ -7,6 +7,8 @@ kill switch) must stay a probe of a few files. The registration that
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -38,6 +40,7 @@ def loaded_by_hook(event: str, payload: dict, *, cwd: Path, data_dir: Path) -> t
     return json.loads(done.stdout), set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_the_common_tool_call_path_loads_no_domain_and_no_ledger(tmp_path: Path, data_dir: Path) -> None:
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
@@ -49,6 +52,7 @@ def test_the_common_tool_call_path_loads_no_domain_and_no_ledger(tmp_path: Path,
     assert not modules & NEVER
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_an_ordinary_prompt_with_an_unchanged_context_loads_no_domain(tmp_path: Path, data_dir: Path) -> None:
     """The prompt is not an /intent command, and the store did not change since SessionStart injected:
     the answer comes from the session file and file identities, so no domain, engine or ledger is loaded."""
@@ -88,6 +92,7 @@ BARE_PROBE = ("import sys\n"
               "sys.stderr.write('\\nCOMPILED %d MODULES %s' % (redaction._patterns.cache_info().currsize, ' '.join(sys.modules)))\n")
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_an_injecting_hook_defines_no_dataclass_and_compiles_no_credential_pattern(tmp_path: Path, data_dir: Path) -> None:
     """SessionStart on resume reads the intent ledger and injects the user's claim: what it loads stays lean
     (the session id is only hashed, so the credential patterns are never compiled for it)."""

@@ -113,12 +113,15 @@ def standing_switch(root: str) -> str | None:
     """The first kill switch that stands, reading no stream: a STOP the user can see always counts
     (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch),
     then, on a team's shared store, the stop recorded there from any machine (service/shared_stop.py)."""
-    found = probe_kill_switches(root, every_switch(root))
-    if found is not None:
-        return found["path"]
     from loopstate.service.shared_stop import standing
 
-    return standing(root)
+    found = probe_kill_switches(root, every_switch(root))
+    if found is None:
+        return standing(root)
+    # `run stop` on a shared store sets both; removing the file alone would leave the shared one
+    # standing, so a denial that named only the file would send the user to a resume that fails.
+    shared = standing(root)
+    return str(found["path"]) if shared is None else f"{found['path']} and {shared}"
 
 
 class HookSession:
