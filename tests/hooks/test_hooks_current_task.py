@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hookkit import context_of, hook, host_input, loopstate, receipt_of
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 HEADER = "User-stated intent (verbatim claims from the user's own messages):"
 
 

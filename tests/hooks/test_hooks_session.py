@@ -17,6 +17,8 @@ from hookkit import context_of, denial_of, grep_at_rest, hook, host_input, loops
 
 from tests.conftest import needs_conformance
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 ORDINARY = f"Refactor the checkout module, my token is {SECRET} if you need it"
 
@@ -52,8 +54,10 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     if host == "claude":  # a read-only tool still runs
         assert call("PreToolUse", tool_name="Read", tool_input={"file_path": "x"}) == {"continue": True}
     changed = call("UserPromptSubmit", prompt="why did it stop?")  # the switch changed the context
-    assert context_of(changed).startswith("Kill switch: .loopstate/STOP stands")
+    assert context_of(changed).startswith("Kill switch: .loopstate/STOP ")  # on PostgreSQL: "and the stop recorded..."
     (project / ".loopstate" / "STOP").unlink()
+    if os.environ.get("LOOPSTATE_STORE"):  # the shared store's stop stands until `run unstop` lifts it
+        loopstate("run", "unstop", cwd=project, data_dir=data_dir)
 
     assert call("PreCompact") == {"continue": True}
     if host == "codex":

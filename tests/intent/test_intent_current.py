@@ -10,6 +10,8 @@ from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 from test_intent_cli import as_json, cli
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def current(it: Intent) -> p.CurrentTask:
     return it.ask(p.IntentCurrent())

@@ -18,6 +18,8 @@ from loopstate.service.intent_effects import session_hash, write_control
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SECRET_PLAN = "Rename the product to Falcon before the launch"
 
 

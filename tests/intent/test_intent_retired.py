@@ -30,6 +30,8 @@ from loopstate.domains.intent import projections, retired
 from loopstate.service import Service
 from tests.conftest import store_env
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
 

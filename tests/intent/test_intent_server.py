@@ -10,6 +10,8 @@ import pytest
 
 from loopstate_protocol.client import LoopstateClient, RpcError
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
 DOOMED = "The launch codename is Bluebird"
 

@@ -16,6 +16,8 @@ from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 from tests.conftest import rows_at_rest
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 OPENAI_KEY = "sk-proj-Q7vX2mN9pL4kR8tY1wZ3cB6dF0gH5jS"
 DB_URL_PASSWORD = "s3cretPassw0rd"
 

@@ -14,6 +14,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def test_start_with_initial_claims_gets_server_created_ids(it: Intent, data_dir):
     outcome = it.run(p.IntentTaskStart(label="refactor", initial_claims=[

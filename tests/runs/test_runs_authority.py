@@ -13,6 +13,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.service.engine import Service
 from tests.runs.conftest import AGENT, LOCAL_SCOPE, as_json, lease_args, spawn
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 INTEND = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"},
           "action": "local_write", "destination": "repository"}
 

@@ -18,6 +18,8 @@ from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
 from tests.conftest import needs_conformance
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 LOCAL = {"action": "local_write", "destination": "repository"}
 
 

@@ -11,6 +11,8 @@ from loopstate.core.project import Project
 from tests.conftest import stored_streams
 from tests.runs.clikit import Cli, files_under
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 GRANT = ("run", "authority", "grant", "--level", "bounded", "--by", "me", "--asset", "app", "--action", "local_write",
          "--destination", "repository", "--risk", "files change", "--confirm", "CONFIRM", "--expires",
          "2099-01-01T00:00:00Z")
