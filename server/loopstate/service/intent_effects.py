@@ -722,7 +722,7 @@ def _purge_refused_on_shared_store(project: Project) -> LoopstateError:
         "intent invalidate` takes the claim out of every view (it stays in the audit); private mode (`loopstate "
         "intent mode TASK private`) keeps what is said next off the shared store; to erase the text, the "
         "database's administrator removes the project's rows and their WAL and backups (docs/storage.md, "
-        "*What the PostgreSQL store refuses*)",
+        "*What works on PostgreSQL, and what is refused*)",
         store=open_store(project).url,
     )
 
