@@ -5,11 +5,21 @@ conformance records in ../shared, a system tool such as strace): they skip with 
 reason starting "prerequisite missing:", so a fresh clone tests green, and with
 LOOPSTATE_REQUIRE_PREREQUISITES=1 (what .ci/run sets) any such skip fails the run,
 so CI cannot pass without having run them.
+
+And the rule for which store a test runs on (docs/storage.md, *Which tests run on
+PostgreSQL*): every test runs on the local JSONL store; a test (or module) marked
+``both_stores`` runs a second time on a real PostgreSQL server, its id ending in
+``[postgresql]``, with ``LOOPSTATE_STORE`` naming one database of the session's cluster
+(each test's root, and so its project id, is its own, so tests share the database and
+never see each other's rows). ``pytest --store=postgresql`` runs every test of the
+given folders on PostgreSQL instead, for finding what a folder's other tests would meet;
+a test marked ``jsonl_only(reason)`` is about the JSONL file itself and skips there.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,6 +71,80 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(f"  {line}")
 
 
+STORES = ("jsonl", "postgresql")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store", choices=(*STORES, "both"), default=None,
+        help="run every test on this store (both: each test twice); default: JSONL, and "
+             "tests marked both_stores on PostgreSQL too",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_stores: run on the local JSONL store and again on a real PostgreSQL server "
+        "(the test touches storage only through the store contract)")
+    config.addinivalue_line(
+        "markers", "jsonl_only(reason): the test is about the JSONL file itself (torn tails, fsync, "
+        "modes, checkpoint files); it never runs on PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "on_store" not in metafunc.fixturenames:
+        return
+    chosen = metafunc.config.getoption("store")
+    if chosen == "both" or (chosen is None and metafunc.definition.get_closest_marker("both_stores")):
+        metafunc.parametrize("on_store", STORES, indirect=True)
+    elif chosen is not None:
+        metafunc.parametrize("on_store", [chosen], indirect=True)
+
+
+_suite_database: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def on_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The kind of store this test runs on; on PostgreSQL, ``LOOPSTATE_STORE`` names it for
+    this process and every child the test starts (they inherit the environment)."""
+    kind = getattr(request, "param", "jsonl")
+    if kind == "jsonl":
+        monkeypatch.delenv("LOOPSTATE_STORE", raising=False)
+        yield kind
+        return
+    reason = request.node.get_closest_marker("jsonl_only")
+    if reason is not None:
+        pytest.skip(f"JSONL only: {reason.args[0] if reason.args else reason.kwargs.get('reason')}")
+    from tests.pg.pg_cluster import shared_cluster, skip_reason
+
+    missing = skip_reason()
+    if missing:
+        pytest.skip(missing)
+    if not _suite_database:
+        _suite_database.append(shared_cluster(request.config).new_database("suites"))
+    monkeypatch.setenv("LOOPSTATE_STORE", _suite_database[0])
+    yield kind
+    from loopstate.core.stores import close_opened
+
+    close_opened()  # the test's stores' connections end with it: the server's clients are few
+
+
+def stored_lines(project, name: str) -> list[bytes]:  # noqa: ANN001 (a Project)
+    """Stream ``name``'s canonical lines as the project's store holds them, whichever store that is."""
+    from loopstate.core.stores import open_store
+    from loopstate.service.front import stream_layout
+
+    return [stored.line for stored in open_store(project).read(name, stream_layout(name))]
+
+
+def stored_streams(project) -> list[str]:  # noqa: ANN001 (a Project)
+    """The project's stream names, from its store."""
+    from loopstate.core.stores import open_store
+
+    return open_store(project).stream_names()
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "data"
@@ -79,3 +163,30 @@ def env_for_child(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LOOPSTATE_DATA_DIR"] = str(data_dir)
     return env
+
+
+def store_env() -> dict[str, str]:
+    """``LOOPSTATE_STORE`` as this test runs with it (nothing on the JSONL store), for a child
+    process whose environment a test builds from nothing."""
+    url = os.environ.get("LOOPSTATE_STORE")
+    return {"LOOPSTATE_STORE": url} if url else {}
+
+
+def rows_at_rest(project) -> list[tuple[str, bytes]]:  # noqa: ANN001 (a Project)
+    """On PostgreSQL, what the database keeps of ``project``: every column of its rows in every
+    ``loopstate`` table that has a ``project`` column, one entry per table (nothing on JSONL, whose
+    files a test reads itself). For the tests that check a secret is nowhere at rest."""
+    url = os.environ.get("LOOPSTATE_STORE")
+    if not url:
+        return []
+    import psycopg
+
+    found = []
+    with psycopg.connect(url) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = 'loopstate' "
+            "AND column_name = 'project' ORDER BY table_name")]
+        for table in tables:
+            rows = conn.execute(f'SELECT * FROM loopstate."{table}" WHERE project = %s', (project.project_id,)).fetchall()
+            found.append((f"postgresql:loopstate.{table}", "\n".join(map(repr, rows)).encode()))
+    return found

@@ -11,6 +11,7 @@ from loopstate.core.clock import FixedClock
 from loopstate.core.project import Project
 from loopstate.domains.goals import DOMAIN
 from loopstate.service.engine import Service
+from tests.conftest import stored_lines
 
 START = "2026-03-02T12:00:00Z"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "goals" / "ACTIVE_GOAL_STATE.md"
@@ -47,4 +48,4 @@ class Harness:
         return self.stream_path(goal_id).read_bytes()
 
     def events(self, goal_id: str) -> list[dict[str, Any]]:
-        return [canonical.decode(line) for line in self.stream_bytes(goal_id).splitlines()]
+        return [canonical.decode(line) for line in stored_lines(self.project, f"goals.{goal_id}")]

@@ -33,6 +33,7 @@ def _lifecycle(h: Harness) -> None:
     h.run(g.CompleteTodo(goal_id="g", todo_id="T001", rationale="merged", validation_refs=["pr#1"]))
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_markdown_remains_a_workbench_projection_not_canonical_truth(h: Harness) -> None:
     _lifecycle(h)
     h.run(g.RenderMarkdown(goal_id="g"))
@@ -101,6 +102,7 @@ def test_same_priority_todos_preserve_planner_order_and_append_order(h: Harness)
     assert positions == sorted(positions)
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_duplicate_identical_event_id_append_is_idempotent(h: Harness) -> None:
     command = g.AddTodo(goal_id="g", title="once", event_id="evt-add-1")
     first = h.run(command, "first-request")
@@ -120,6 +122,7 @@ def test_duplicate_identical_event_id_append_is_idempotent(h: Harness) -> None:
     assert replay("g", events + [events[0]]).store.event_count == 2
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_duplicate_conflicting_event_id_append_fails_closed(h: Harness) -> None:
     h.run(g.AddTodo(goal_id="g", title="original", event_id="evt-1"))
     size = len(h.stream_bytes("g"))
@@ -139,6 +142,7 @@ def test_duplicate_conflicting_event_id_append_fails_closed(h: Harness) -> None:
     assert consumer.value.code is ErrorCode.EVENT_ID_CONFLICT
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_prior_events_are_never_mutated_or_deleted(h: Harness) -> None:
     h.run(g.AddTodo(goal_id="g", title="first", metadata={"area": "storage"}))
     h.run(g.AddGate(goal_id="g", title="approve", todo_id="T001"))
@@ -214,6 +218,7 @@ def test_public_projections_exclude_local_paths_credentials_transcripts_logs_and
     assert any("title omitted" in note for note in public.omissions)
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_ignored_private_state_may_reference_private_links_while_tracked_outputs_need_redaction(h: Harness) -> None:
     root = Path(h.root)
     subprocess.run(["git", "init", "-q", str(root)], check=True)

@@ -17,6 +17,8 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def _append(h: Harness, event_type: str, payload: dict, **envelope):
     return h.run(g.AppendEvent(goal_id="g", event_type=event_type, payload=payload, **envelope))

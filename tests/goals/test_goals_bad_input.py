@@ -120,6 +120,7 @@ def test_completing_a_completed_todo_is_an_invalid_transition(h: Harness) -> Non
     {"payload": {"title": "no todo id"}},
     {"goal_id": "G"},  # another goal's line (e.g. "G" and "g" sharing a file on a case-insensitive file system)
 ])
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_a_sealed_line_that_no_goals_writer_produced_stops_replay_as_corrupt(h: Harness, change: dict) -> None:
     h.run(g.AddTodo(goal_id="g", title="x"))
     stream = Stream(h.project.dir, "goals.g", LAYOUT)

@@ -235,6 +235,7 @@ def test_a_tag_index_keeps_every_entry_of_a_shared_tag_in_insertion_order() -> N
     assert packed.first(index, packed.tag_of("T3000")) == -1 and packed.find(index, packed.tag_of("T3000"))[0] == -1
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
     """Layout 1 held the state bare (every todo in ``todos``, a ``seen`` dict): read as today's
     layout it would lack the archive and the event ids, so it must not decode at all."""
@@ -263,6 +264,7 @@ def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harnes
     assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_after_a_restart_from_the_snapshot_an_old_event_id_is_still_known_with_its_time(h: Harness) -> None:
     """The event-id table a snapshot restores is the fold's: a repeat of the first event, long
     archived, is a no-op (it gets the original's time back, not the clock's), a changed one conflicts,
@@ -335,6 +337,7 @@ def test_an_event_ids_sequence_is_exact_when_the_fold_skipped_repeats_and_after_
         assert {event_id: eventids.lookup(table, event_id).sequence for event_id in firsts} == firsts
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_of_layout_2_is_not_used_and_the_goal_folds_in_full(h: Harness) -> None:
     """Layout 2 kept event ids in one table of 24-byte slots: a snapshot that says layout 2 must
     not be read as today's tables; the goal folds from its first event instead, and stays whole."""

@@ -9,6 +9,8 @@ import pytest
 
 from goalkit import FIXTURE
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 @pytest.mark.slow
 def test_cli_records_todos_and_gates_and_shows_the_board(cli, root: Path) -> None:

@@ -86,6 +86,7 @@ def test_backfilling_the_same_file_twice_appends_nothing_even_for_items_without_
     assert [g["title"] for g in board["user_inbox"]] == ["Approve the format"]
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_an_event_stored_with_its_defaults_spelled_out_is_repeated_not_conflicting(cli, h) -> None:
     """A store written before defaults were normalized away holds ``role: agent`` in the body."""
     cli("add", "g1", "first")

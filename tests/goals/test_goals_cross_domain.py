@@ -15,6 +15,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import SequentialIds
 from loopstate.service.engine import Service
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SCOPE = {"assets": ["demo"], "actions": ["local_write"], "destinations": ["repository"], "exclusions": []}
 
 

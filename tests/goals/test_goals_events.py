@@ -123,6 +123,7 @@ def test_schema_versions_classify_v0_ok_later_future_and_others_invalid() -> Non
         assert envelope.classify_schema(value) == "invalid"
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_a_stream_written_by_a_newer_schema_is_refused_with_future_schema(h: Harness) -> None:
     h.run(g.AddTodo(goal_id="g", title="x"))
     stream = Stream(h.project.dir, "goals.g", LAYOUT)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ def goals_cli(data_dir: Path, root: Path, *args: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, env=env, timeout=60)
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_board_read_from_a_snapshot_refuses_a_record_changed_before_it(data_dir: Path, root: Path) -> None:
     for number in range(5):
         assert goals_cli(data_dir, root, "add", "g1", f"task {number}").returncode == 0

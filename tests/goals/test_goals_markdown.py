@@ -62,6 +62,7 @@ def test_backfill_marks_producer_and_source_refs_and_keeps_private_material_out_
     assert "/home/alice" not in public and "notes://incident" not in public
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_backfilling_the_same_file_again_appends_nothing(h: Harness) -> None:
     text = FIXTURE.read_text()
     first = h.run(g.Backfill(goal_id="payments", markdown=text))

@@ -19,6 +19,7 @@ API_KEY = "sk-FAKEtestFAKEtestFAKEtest1234"
 PRIVATE_BODY = "PRIVATE-BODY: the customer's contract clause 7 reads ..."
 
 
+@pytest.mark.jsonl_only("reads or edits the stream file")
 def test_a_public_projection_of_a_stream_holding_a_home_path_an_api_key_and_a_private_body_contains_none(h: Harness) -> None:
     h.run(g.AddTodo(goal_id="g", title=f"Rotate the key in {HOME_PATH}", privacy="local_private",
                     details=PRIVATE_BODY, metadata={"key": API_KEY}))

@@ -58,6 +58,7 @@ def _many(h: Harness, count: int) -> None:
         h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_snapshot_compaction_speeds_replay_without_replacing_the_lineage(h: Harness) -> None:
     _many(h, 60)
     before = h.stream_bytes("g")
@@ -87,6 +88,7 @@ def _rewrite(h: Harness, change) -> None:
     path.write_bytes(msgspec.msgpack.encode(change(envelope)))
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
@@ -97,6 +99,7 @@ def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) 
     assert loaded.state.todos["T001"].title == "task 0"
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 @pytest.mark.parametrize("field", ["hash", "prefix_sha256", "first_hash", "sequence"])
 def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness, field: str) -> None:
     _many(h, 5)
@@ -111,6 +114,7 @@ def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness
     assert loaded.events_folded == 6 and [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_without_its_snapshot_file_a_goal_replays_from_the_first_event(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))

@@ -10,6 +10,8 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def _refused(h: Harness, command, code: ErrorCode) -> LoopstateError:
     size = len(h.stream_bytes(command.goal_id)) if h.stream_path(command.goal_id).exists() else 0

@@ -147,6 +147,16 @@ def denial_of(out: dict[str, Any]) -> str | None:
     return specific.get("permissionDecisionReason") if specific.get("permissionDecision") == "deny" else None
 
 
+def grep_at_rest(data_dir: Path, root: Path, needle: bytes) -> list[str]:
+    """Where ``needle`` is at rest: the names of the files under the data dir that hold it and, on
+    PostgreSQL, the ``loopstate`` tables whose rows of ``root``'s project hold it."""
+    from loopstate.core.project import Project
+    from tests.conftest import rows_at_rest
+
+    rows = rows_at_rest(Project(str(root), data_dir=data_dir))
+    return [path.name for path in grep_data(data_dir, needle)] + [where for where, data in rows if needle in data]
+
+
 def grep_data(data_dir: Path, needle: bytes) -> list[Path]:
     """Every file under the data dir that holds ``needle``."""
     return [path for path in data_dir.rglob("*") if path.is_file() and needle in path.read_bytes()]

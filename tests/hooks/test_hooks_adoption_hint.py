@@ -52,6 +52,7 @@ def test_session_start_in_a_moved_folder_names_the_adoption(tmp_path, host):
     assert json.loads(loopstate("verify", "--json", cwd=new, data_dir=data).stdout)["ok"] is True
 
 
+@pytest.mark.jsonl_only("counts the stream files below the data dir")
 def test_a_prompt_without_session_start_is_told_once(tmp_path):
     data, old, new = moved_project(tmp_path)
     session = f"s-{uuid.uuid4()}"

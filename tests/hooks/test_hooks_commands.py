@@ -55,6 +55,7 @@ def tool(project: Path, data_dir: Path, **env: str) -> dict:
                 cwd=project, env=env)
 
 
+@pytest.mark.jsonl_only("lifts the switch by deleting the STOP file; on a shared store the denial names run unstop (tests/team/test_team_hook_switch.py)")
 @pytest.mark.slow
 def test_a_ready_run_and_a_halted_one_are_lifted_by_the_commands_their_denials_name(project, data_dir) -> None:
     created = json.loads(loopstate("run", "create", "--objective", "Fix checkout", "--done-gate", "tests pass",
@@ -91,6 +92,7 @@ def test_an_open_gate_is_resolved_by_the_command_the_stop_reason_names(project, 
     assert stop() == {"continue": True}
 
 
+@pytest.mark.jsonl_only("corrupts the stream file")
 @pytest.mark.slow
 def test_a_corrupt_ledger_is_repaired_by_the_commands_the_fault_names(project, data_dir) -> None:
     for text in ("Keep the API", "Keep the docs"):  # the second is damaged: recover keeps the first

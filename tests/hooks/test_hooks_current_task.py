@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hookkit import context_of, hook, host_input, loopstate, receipt_of
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 HEADER = "User-stated intent (verbatim claims from the user's own messages):"
 
 
@@ -171,6 +173,7 @@ def old_rule_store(project: Path, data_dir: Path) -> tuple[str, str]:
     return user_task, session_task
 
 
+@pytest.mark.jsonl_only("writes a stream file of the old rule")
 def test_a_store_of_the_old_rule_keeps_working_and_its_first_write_records_the_current_task(project, data_dir):
     user_task, session_task = old_rule_store(project, data_dir)
     shown = json.loads(loopstate("intent", "show", "--json", cwd=project, data_dir=data_dir).stdout)

@@ -52,6 +52,7 @@ def remember(host: str, project: Path, data_dir: Path) -> None:
     assert "remembered" in receipt_of(host, out)
 
 
+@pytest.mark.jsonl_only("corrupts, locks or write-protects the local store's files")
 @pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_corrupt_ledger(host: str, project: Path, data_dir: Path) -> None:
@@ -68,6 +69,7 @@ def test_a_corrupt_ledger(host: str, project: Path, data_dir: Path) -> None:
                                            data_dir=data_dir, cwd=project))
 
 
+@pytest.mark.jsonl_only("corrupts, locks or write-protects the local store's files")
 @pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_lock_held_by_another_process(host: str, project: Path, data_dir: Path) -> None:
@@ -149,6 +151,7 @@ def _chattr_works() -> bool:
     return shutil.which("chattr") is not None
 
 
+@pytest.mark.jsonl_only("corrupts, locks or write-protects the local store's files")
 @prerequisite(_chattr_works(), "chattr (e2fsprogs), to make a folder read-only for root")
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_read_only_data_dir(host: str, project: Path, data_dir: Path) -> None:
@@ -180,6 +183,7 @@ def test_an_enclosing_projects_switch_denies_tools_in_a_nested_project(host: str
     assert reason is not None and str(project / ".loopstate" / "STOP") in reason
 
 
+@pytest.mark.jsonl_only("corrupts, locks or write-protects the local store's files")
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_fault_is_told_once_per_session_as_context(host: str, project: Path, data_dir: Path) -> None:
     """Print modes show no systemMessage: the first hook of a session that meets a fault puts it in the context."""

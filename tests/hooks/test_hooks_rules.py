@@ -7,6 +7,8 @@ import pytest
 from loopstate.domains import harness as h
 from loopstate.domains.intent.prompt_commands import PromptCommand, parse
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 RUN = "11111111-1111-4111-8111-111111111111"
 
 

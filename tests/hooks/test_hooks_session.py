@@ -9,12 +9,15 @@ prompt: no raw prompt and no secret anywhere in the data dir.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, denial_of, grep_data, hook, host_input, loopstate, receipt_of
+from hookkit import context_of, denial_of, grep_at_rest, hook, host_input, loopstate, receipt_of
 
 from tests.conftest import needs_conformance
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 ORDINARY = f"Refactor the checkout module, my token is {SECRET} if you need it"
@@ -51,8 +54,10 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     if host == "claude":  # a read-only tool still runs
         assert call("PreToolUse", tool_name="Read", tool_input={"file_path": "x"}) == {"continue": True}
     changed = call("UserPromptSubmit", prompt="why did it stop?")  # the switch changed the context
-    assert context_of(changed).startswith("Kill switch: .loopstate/STOP stands")
+    assert context_of(changed).startswith("Kill switch: .loopstate/STOP ")  # on PostgreSQL: "and the stop recorded..."
     (project / ".loopstate" / "STOP").unlink()
+    if os.environ.get("LOOPSTATE_STORE"):  # the shared store's stop stands until `run unstop` lifts it
+        loopstate("run", "unstop", cwd=project, data_dir=data_dir)
 
     assert call("PreCompact") == {"continue": True}
     if host == "codex":
@@ -67,10 +72,11 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     assert call("Stop", stop_hook_active=True) == {"continue": True}
     assert call("SessionEnd") == {"continue": True}
 
-    assert [p.name for p in grep_data(data_dir, b"Never change the public API")] == ["intent.jsonl"]
-    assert grep_data(data_dir, SECRET.encode()) == []
-    assert grep_data(data_dir, b"Refactor the checkout") == []
-    assert grep_data(data_dir, b"host-session-42") == []  # the session id is stored only hashed
+    kept_in = ["postgresql:loopstate.events"] if os.environ.get("LOOPSTATE_STORE") else ["intent.jsonl"]
+    assert grep_at_rest(data_dir, project, b"Never change the public API") == kept_in
+    assert grep_at_rest(data_dir, project, SECRET.encode()) == []
+    assert grep_at_rest(data_dir, project, b"Refactor the checkout") == []
+    assert grep_at_rest(data_dir, project, b"host-session-42") == []  # the session id is stored only hashed
     shown = json.loads(loopstate("intent", "show", "--json", cwd=project, data_dir=data_dir).stdout)
     claims = [c for statuses in shown["by_facet"].values() for cs in statuses.values() for c in cs]
     assert [(c["statement"], c["direct_user"], c["source_ref"]["kind"]) for c in claims] == [

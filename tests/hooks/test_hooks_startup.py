@@ -7,12 +7,15 @@ kill switch) must stay a probe of a few files. The registration that
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from hookkit import hook, host_input, receipt_of
+from tests.conftest import store_env
 
 PROBE = ("import json, sys\n"
          "from loopstate.cli.main import main  # as the console script does\n"
@@ -33,10 +36,11 @@ def loaded_by_hook(event: str, payload: dict, *, cwd: Path, data_dir: Path) -> t
     """A real `loopstate hook claude EVENT` process: its answer and the modules it had loaded at exit."""
     done = subprocess.run([sys.executable, "-c", PROBE, "hook", "claude", event], input=json.dumps(payload), cwd=cwd,
                           capture_output=True, text=True, timeout=60, env={"LOOPSTATE_DATA_DIR": str(data_dir),
-                                                                            "PATH": "/usr/bin:/bin"})
+                                                                            "PATH": "/usr/bin:/bin", **store_env()})
     return json.loads(done.stdout), set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_the_common_tool_call_path_loads_no_domain_and_no_ledger(tmp_path: Path, data_dir: Path) -> None:
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
@@ -48,6 +52,7 @@ def test_the_common_tool_call_path_loads_no_domain_and_no_ledger(tmp_path: Path,
     assert not modules & NEVER
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_an_ordinary_prompt_with_an_unchanged_context_loads_no_domain(tmp_path: Path, data_dir: Path) -> None:
     """The prompt is not an /intent command, and the store did not change since SessionStart injected:
     the answer comes from the session file and file identities, so no domain, engine or ledger is loaded."""
@@ -87,6 +92,7 @@ BARE_PROBE = ("import sys\n"
               "sys.stderr.write('\\nCOMPILED %d MODULES %s' % (redaction._patterns.cache_info().currsize, ' '.join(sys.modules)))\n")
 
 
+@pytest.mark.jsonl_only("the local store's fast path reads file identities; a shared store's is a query through its driver")
 def test_an_injecting_hook_defines_no_dataclass_and_compiles_no_credential_pattern(tmp_path: Path, data_dir: Path) -> None:
     """SessionStart on resume reads the intent ledger and injects the user's claim: what it loads stays lean
     (the session id is only hashed, so the credential patterns are never compiled for it)."""
@@ -99,7 +105,7 @@ def test_an_injecting_hook_defines_no_dataclass_and_compiles_no_credential_patte
     done = subprocess.run([sys.executable, "-c", BARE_PROBE, "hook", "claude", "SessionStart"],
                           input=json.dumps(host_input("claude", "SessionStart", project, "s", source="resume")),
                           cwd=project, capture_output=True, text=True, timeout=60,
-                          env={"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"})
+                          env={"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()})
     out = json.loads(done.stdout)
     assert "keep the API stable" in out["hookSpecificOutput"]["additionalContext"], out
     compiled, modules = done.stderr.rsplit("COMPILED ", 1)[1].split(" MODULES ")

@@ -5,16 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from loopstate.core.project import Project
 from loopstate.domains.intent.records import CURRENT_TASK_SET
 from loopstate.service import Service
 from loopstate_protocol import intent as p
 
-from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE  # noqa: F401 (re-exported to conftest.py)
+from tests.conftest import CONFORMANCE, HAVE_CONFORMANCE, stored_lines, stored_streams  # noqa: F401 (re-exported)
 
 SCHEMA_PATH = CONFORMANCE / "intent-loop" / "ledger-event.schema.json"
 LOOPSTATE_ADDED = ("sequence", "request_fingerprint", "batch")
@@ -51,11 +53,22 @@ def schema_errors(event: dict[str, Any]) -> list[str]:
     return [e.message for e in _validator().iter_errors(conformant(event))]
 
 
-def ledger_events(data_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(data_dir.glob("projects/*/streams/intent.jsonl")):
-        out.extend(json.loads(line) for line in path.read_text().splitlines() if line)
-    return out
+def ledger_events(data_dir: Path, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every intent event at rest: on the JSONL store, every project's file below ``data_dir``, read
+    as bytes (a test may have torn one); on another store, the stream of the project at ``root``
+    (default: the conftest's ``workspace`` beside ``data_dir``), read through the store."""
+    if not os.environ.get("LOOPSTATE_STORE"):
+        out = []
+        for path in sorted(data_dir.glob("projects/*/streams/intent.jsonl")):
+            out.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+        return out
+    root = root if root is not None else data_dir.parent / "workspace"
+    if not root.is_dir():
+        return []
+    project = Project(str(root), data_dir=data_dir)
+    if "intent" not in stored_streams(project):
+        return []
+    return [json.loads(line) for line in stored_lines(project, "intent")]
 
 
 class Intent:

@@ -9,6 +9,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def refused(call, code: ErrorCode = ErrorCode.VALIDATION_FAILED) -> LoopstateError:
     with pytest.raises(LoopstateError) as err:

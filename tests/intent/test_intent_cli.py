@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -9,12 +11,13 @@ from pathlib import Path
 
 from intentkit import Intent, ledger_events, user_claim
 from loopstate_protocol import intent as p
+from tests.conftest import store_env
 
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 
 
 def cli(root: Path, data_dir: Path, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     done = subprocess.run([str(LOOPSTATE), "intent", *args, "--root", str(root)], capture_output=True, text=True,
                           env=env, input=stdin, timeout=60)
     if ok:
@@ -60,6 +63,7 @@ def test_refusals_exit_1_with_the_stable_code(root, data_dir):
     assert ledger_events(data_dir) == []
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_replace_audit_export_import_and_purge(root, data_dir, tmp_path):
     task = as_json(cli(root, data_dir, "start", "--claim", "soft_constraint:Prefer tabs", "--json"))["events"][0]["task_id"]
     old = [c for c in as_json(cli(root, data_dir, "audit", "--json"))["claims"]][0]["claim_id"]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from intentkit import ledger_events
+from tests.conftest import store_env
 
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 
 
 def cli(root: Path, data_dir: Path, *args: str, expect: int = 0) -> subprocess.CompletedProcess:
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     done = subprocess.run([str(LOOPSTATE), "intent", *args, "--root", str(root)], capture_output=True, text=True,
                           env=env, timeout=60)
     assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)

@@ -60,6 +60,7 @@ def test_the_schema_check_catches_a_bad_event(it: Intent, data_dir):
         assert schema_errors(broken), broken
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_a_future_schema_version_is_refused_on_read(it: Intent, svc, root, data_dir):
     task = it.start()
     project = svc.project(str(root))

@@ -10,6 +10,8 @@ from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 from test_intent_cli import as_json, cli
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def current(it: Intent) -> p.CurrentTask:
     return it.ask(p.IntentCurrent())
@@ -65,6 +67,7 @@ def test_a_store_without_a_current_task_picks_the_newest_task_with_the_users_wor
         "event_type"] == "claim_added"  # recorded once
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_the_current_task_survives_a_snapshot_and_a_purge_of_it(it: Intent, svc, root, data_dir):
     from loopstate.domains.intent import DOMAIN
     from loopstate.service import Service

@@ -28,6 +28,8 @@ from loopstate.domains.intent.handoff import FACET_ORDER, STATUS_ORDER, ActiveCl
 from loopstate.domains.intent.records import Claim, Task
 from loopstate.domains.intent.state import IntentState
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 NOW = parse_time("2026-06-01T00:00:00Z")
 BINDING = Checkpoint(dev=1, ino=2, line_start=0, offset=10, sequence=1, hash="h", prefix_sha256="p", first_hash="f")
 TASKS = [str(uuid.UUID(int=n, version=4)) for n in range(1, 4)]

@@ -16,6 +16,7 @@ from intentkit import Intent
 from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
+from tests.conftest import store_env
 
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 
@@ -94,6 +95,7 @@ def test_a_cursor_that_does_not_fit_is_refused_with_what_to_do(it: Intent) -> No
         assert "limit: " in refusal(it, task_id=task, limit=limit)
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_a_cursor_from_before_a_purge_that_removed_its_claim_is_refused(it: Intent) -> None:
     task, ids = claims_of(it, 5)
     cursor = it.ask(p.IntentAudit(task_id=task, limit=2)).next_cursor
@@ -105,7 +107,7 @@ def test_a_cursor_from_before_a_purge_that_removed_its_claim_is_refused(it: Inte
 
 
 def cli(root: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     return subprocess.run([str(LOOPSTATE), *args, "--root", str(root)], capture_output=True, text=True, env=env, timeout=60)
 
 

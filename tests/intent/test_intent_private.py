@@ -18,6 +18,8 @@ from loopstate.service.intent_effects import session_hash, write_control
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SECRET_PLAN = "Rename the product to Falcon before the launch"
 
 
@@ -198,6 +200,7 @@ def test_a_private_task_view_shows_its_memory_beside_the_durable_claims(it: Inte
     assert secret not in json.dumps(ledger_events(data_dir))
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_private_memory_survives_another_process_rewriting_the_ledger(it: Intent, data_dir, root):
     durable = it.start()
     doomed = it.add(durable, "to be purged elsewhere")

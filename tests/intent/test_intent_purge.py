@@ -17,6 +17,8 @@ from loopstate.service import Service
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
+
 DOOMED = "The launch codename is Bluebird"
 
 

@@ -3,12 +3,16 @@ purge cut short between its record and the stream's replacement is finished by i
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 
 DOOMED = "The launch codename is Bluebird"
 

@@ -19,6 +19,7 @@ from loopstate.core.ids import SequentialIds
 from loopstate.domains.intent import DOMAIN
 from loopstate.service import Service
 from loopstate_protocol import intent as p
+from tests.conftest import store_env
 
 
 def fresh(data_dir: Path, root: Path) -> Intent:
@@ -51,6 +52,7 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, victim=st.integers(0, 50), whole_task=st.booleans())
@@ -117,7 +119,7 @@ except LoopstateError as exc:
 
 
 def test_private_session_ownership_is_compare_and_set_across_processes(root, data_dir):
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     children = [
         subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)

@@ -28,13 +28,16 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.intent import projections, retired
 from loopstate.service import Service
+from tests.conftest import store_env
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
 
 
 def cli(root: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     return subprocess.run([str(LOOPSTATE), *args, "--root", str(root)], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -91,6 +94,7 @@ def test_an_audit_after_a_restart_shows_the_retired_claims_exactly_as_written(it
     assert without_stale(msgspec.to_builtins(fresh.query(str(root), p.IntentAudit(task_id=task))))["claims"] == expected["claims"]
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_the_snapshot_holds_places_not_the_retired_claims_text(it, root, data_dir):
     task, _ = history(it)
     assert cli(root, data_dir, "compact", "intent").returncode == 0
@@ -121,6 +125,7 @@ def edit_line(path: Path, needle: bytes, change, *, rehash: bool) -> None:
     path.write_bytes(b"\n".join(lines))
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 @pytest.mark.parametrize("rehash", [False, True], ids=["byte changed", "line rewritten with a valid hash"])
 def test_a_changed_record_under_a_retired_claim_is_reported_never_shown(it, svc, root, data_dir, rehash):
     task, _ = history(it)
@@ -150,6 +155,7 @@ def test_a_refusal_on_a_retired_claim_reads_it_back(it, root):
     assert "already superseded" in refused.value.message
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_after_a_purge_rewrites_the_stream_the_retired_claims_are_read_from_the_new_file(it, svc, root, data_dir):
     """A purge re-chains the stream (every later line moves): the state is folded again, so no place dangles."""
     doomed = it.start(user_claim("a task the user wants forgotten"))

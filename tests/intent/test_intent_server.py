@@ -10,6 +10,8 @@ import pytest
 
 from loopstate_protocol.client import LoopstateClient, RpcError
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 SERVE = [sys.executable, "-m", "loopstate.cli.main", "serve"]
 DOOMED = "The launch codename is Bluebird"
 
@@ -33,6 +35,7 @@ def statements(snapshot: dict) -> set[str]:
     return {c["statement"] for by_status in snapshot["by_facet"].values() for claims in by_status.values() for c in claims}
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_a_snapshot_subscriber_sees_claims_arrive_and_a_purge_take_one_away(server: LoopstateClient, root: Path):
     task = server.execute(str(root), {"kind": "intent.task_start", "label": "live"}, "r1").events[0]["task_id"]
     sub = server.subscribe(str(root), f"intent/snapshot/{task}")

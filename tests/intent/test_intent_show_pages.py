@@ -25,13 +25,14 @@ from loopstate.core.clock import FixedClock
 from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
+from tests.conftest import store_env
 
 LOOPSTATE = Path(sys.executable).parent / "loopstate"
 NEXT = "the next page: "
 
 
 def cli(root: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    env = {"LOOPSTATE_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin", **store_env()}
     return subprocess.run([str(LOOPSTATE), *args, "--root", str(root)], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -138,6 +139,7 @@ def refusal(it: Intent, **query) -> str:
     return refused.value.message
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 def test_a_cursor_or_limit_that_does_not_fit_is_refused_with_what_to_do(it: Intent, clock: FixedClock) -> None:
     task, ids = mixed_task(it, clock, 6)
     other = it.start()

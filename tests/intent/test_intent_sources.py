@@ -14,6 +14,9 @@ from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import fingerprint
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
+from tests.conftest import rows_at_rest
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 OPENAI_KEY = "sk-proj-Q7vX2mN9pL4kR8tY1wZ3cB6dF0gH5jS"
 DB_URL_PASSWORD = "s3cretPassw0rd"
@@ -156,8 +159,9 @@ def test_a_seeded_api_key_in_a_prompt_and_a_claim_is_nowhere_at_rest(it: Intent,
         "sha256(prompt)": hashlib.sha256(prompt.encode()).hexdigest().encode(),
         "raw fingerprint": fingerprint("intent.task_start", msgspec.to_builtins(start)).encode(),
     }
-    files = all_bytes(data_dir)
-    assert any(path.name == "intent.jsonl" for path, _ in files)
+    files = [(str(path), data) for path, data in all_bytes(data_dir)] + rows_at_rest(it.svc.project(it.root))
+    assert any(where.endswith("intent.jsonl") or (where == "postgresql:loopstate.events" and data)
+               for where, data in files)
     for path, data in files:
         for name, needle in forbidden.items():
             assert needle not in data, f"{name} found at rest in {path}"

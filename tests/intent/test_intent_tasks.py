@@ -14,6 +14,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def test_start_with_initial_claims_gets_server_created_ids(it: Intent, data_dir):
     outcome = it.run(p.IntentTaskStart(label="refactor", initial_claims=[
@@ -94,6 +96,7 @@ def test_task_reads_need_an_existing_task_of_this_project(it: Intent):
     assert err.value.code == ErrorCode.VALIDATION_FAILED
 
 
+@pytest.mark.jsonl_only("copies a stream file between projects")
 def test_a_task_recorded_under_another_project_is_refused(svc, tmp_path, data_dir):
     first = tmp_path / "first"
     second = tmp_path / "second"
@@ -184,6 +187,7 @@ def test_the_default_service_serves_intent(data_dir, root):
     assert outcome.events[0]["event_type"] == "task_started" and outcome.head.sequence == 1
 
 
+@pytest.mark.jsonl_only("copies a stream file between projects")
 def test_project_wide_views_of_a_copied_ledger_show_only_this_projects_tasks(svc, tmp_path, data_dir):
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()

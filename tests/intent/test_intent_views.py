@@ -32,6 +32,8 @@ from loopstate.domains.intent.state import IntentState
 from loopstate_protocol import intent as p
 from loopstate_protocol.errors import ErrorCode
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 PROJECT = "f" * 64
 NOW = parse_time("2026-03-01T09:00:00Z")
 BINDING = Checkpoint(dev=1, ino=2, line_start=0, offset=10, sequence=1, hash="h", prefix_sha256="p", first_hash="f")

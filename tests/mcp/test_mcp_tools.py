@@ -19,7 +19,7 @@ from loopstate.service.engine import Service
 from tests.mcp.mcpkit import connected, needs_sdk
 from tests.runs.clikit import Cli
 
-pytestmark = needs_sdk
+pytestmark = [pytest.mark.both_stores, needs_sdk]
 
 TOOLS = {"intent_task", "intent_claim", "intent_show", "run_status", "run_heartbeat", "run_operation", "run_issue",
          "todo_ready", "todo"}

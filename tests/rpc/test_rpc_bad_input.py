@@ -158,6 +158,7 @@ def test_a_bad_project_root_is_refused_with_invalid_root(shared) -> None:
     still_serving(client, root)
 
 
+@pytest.mark.jsonl_only("corrupts the stream file")
 def test_a_corrupt_store_is_reported_as_corrupt_ledger_and_nothing_is_written(servers, root: Path, data_dir: Path) -> None:
     writer = servers.start()
     writer.execute(str(root), task_start("one"), "r-1")
@@ -179,6 +180,7 @@ def test_a_corrupt_store_is_reported_as_corrupt_ledger_and_nothing_is_written(se
     assert client.query("/", {"kind": "intent.tasks"}) == []  # another project is fine
 
 
+@pytest.mark.jsonl_only("makes the fault through the stream file")
 def test_a_handler_fault_is_an_internal_error_and_the_server_keeps_serving(servers, root: Path, data_dir: Path) -> None:
     """A chain-valid record the domain cannot fold (say, written by a buggy tool) faults the handler."""
     writer = servers.start()

@@ -10,6 +10,8 @@ event of it.
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 import msgspec
@@ -21,6 +23,8 @@ from loopstate_protocol.intent import IntentSnapshot, IntentTaskStart
 
 from loopstate.core.news import News
 from loopstate.service.engine import NEWS_LIMIT, Service
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 BATCH = 3 * NEWS_LIMIT
 

@@ -14,6 +14,8 @@ from rpckit import servers, Servers, stream_log  # noqa: F401 (fixtures)
 from loopstate_protocol.client import LoopstateClient
 from loopstate_protocol.messages import ChangedNotification
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 AGENT = {"harness": "codex", "actor": "synthetic-agent", "session_id": "session-1"}
 USER = {"harness": "manual", "actor": "synthetic-user", "session_id": "terminal"}
 ASSET = {"name": "synthetic-asset", "root": ".", "track": "code", "boundaries": ["repository-local files"]}

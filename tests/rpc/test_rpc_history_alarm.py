@@ -3,6 +3,8 @@ stream it follows against its own tree of it, and tells every client once when h
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from rpckit import client, run_cli, servers, Servers  # noqa: F401 (fixtures)
@@ -25,6 +27,7 @@ def alarms(client: LoopstateClient, wait: float) -> list[dict]:
             found.append(params)
 
 
+@pytest.mark.jsonl_only("rewrites the stream file behind the sidecar")
 def test_a_rewrite_behind_the_sidecar_is_pushed_once_and_honest_growth_never(servers: Servers, root: Path,
                                                                            data_dir: Path) -> None:
     """The editor is closed while history is rewritten (a running server would see its verified bytes change

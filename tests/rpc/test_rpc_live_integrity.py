@@ -24,6 +24,8 @@ from loopstate.core.chain import Position, seal
 from loopstate.core.project import Project
 from loopstate.domains.intent import LAYOUT as INTENT
 
+pytestmark = pytest.mark.jsonl_only("changes the stream file's bytes under running servers")
+
 GOOD, BAD = b'"label":"two"', b'"label":"tw0"'
 
 

@@ -114,6 +114,7 @@ def test_bad_project_queries_are_refused_with_what_to_do(client: LoopstateClient
     assert not (root / ".loopstate" / "STOP").exists(), "a refused stop sets no switch"
 
 
+@pytest.mark.jsonl_only("expects the STOP file alone removed; on a shared store run unstop lifts the shared stop too (tests/team)")
 def test_stop_and_resume_over_the_wire_with_the_topics_pushed(client: LoopstateClient, root: Path, data_dir: Path) -> None:
     r = str(root)
     run_id = create_run(data_dir, root, "to halt")
@@ -183,6 +184,7 @@ def test_project_topics_follow_runs_and_goals_created_by_other_processes(
     assert note.snapshot["goals"][0]["goal_id"] == "g1"
 
 
+@pytest.mark.jsonl_only("corrupts the stream file")
 def test_a_corrupt_run_stream_is_a_stream_error_then_recover_pushes_rewritten(
         client: LoopstateClient, root: Path, data_dir: Path) -> None:
     r = str(root)
@@ -224,6 +226,7 @@ def test_initialize_advertises_the_project_topics(servers: Servers) -> None:
     assert {"project/runs", "project/goals", "project/kill_switch"} <= set(caps["topics"])
 
 
+@pytest.mark.jsonl_only("corrupts the stream file")
 def test_a_domain_topic_after_a_stream_error_gets_the_recovered_stream_as_rewritten(
         client: LoopstateClient, root: Path, data_dir: Path) -> None:
     """The same recovery for a domain topic: streamError, then `loopstate recover` in another process,

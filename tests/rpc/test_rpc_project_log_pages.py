@@ -18,6 +18,8 @@ from loopstate.service import log_pages
 from loopstate.service.engine import Service
 from loopstate.service.front import stream_layout
 
+pytestmark = pytest.mark.jsonl_only("pages the JSONL file from its verified mark")
+
 EVENTS = 240
 
 

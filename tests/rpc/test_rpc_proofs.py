@@ -12,6 +12,8 @@ from rpckit import client, run_cli, servers, Servers  # noqa: F401 (fixtures)
 from loopstate_protocol import proofs
 from loopstate_protocol.client import LoopstateClient, RpcError
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def claims(data_dir: Path, root: Path, count: int) -> None:
     listed = msgspec.json.decode(run_cli(data_dir, "intent", "tasks", "--json", "--root", str(root)).stdout)

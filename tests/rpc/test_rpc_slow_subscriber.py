@@ -12,6 +12,8 @@ from rpckit import SERVE, start_writer, stream_log
 
 from loopstate_protocol import methods
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 WRITES = 800
 # What can be in flight when the client resumes: the pipe (64 KiB), the server's
 # write buffer (high water 256 KiB) and one pending notification per subscription

@@ -12,6 +12,8 @@ from loopstate_protocol.messages import StreamErrorNotification
 
 from loopstate.core.project import Project
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def sequences(changes) -> list[int]:
     return [e["sequence"] for c in changes for e in c.events]
@@ -129,6 +131,7 @@ def test_a_bad_topic_is_refused_naming_the_topics(client: LoopstateClient, root:
     assert refused.value.code == "INVALID_PARAMS" and fragment in refused.value.message
 
 
+@pytest.mark.jsonl_only("corrupts the stream file")
 def test_a_stream_corrupted_by_another_process_is_reported_to_its_subscribers(
         client: LoopstateClient, root: Path, data_dir: Path) -> None:
     client.execute(str(root), task_start(), "one")
@@ -145,6 +148,7 @@ def test_a_stream_corrupted_by_another_process_is_reported_to_its_subscribers(
     assert client.query("/", {"kind": "intent.tasks"}) == []  # the server keeps serving
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 @pytest.mark.slow
 def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_subscriber(
         servers: Servers, root: Path, data_dir: Path) -> None:
@@ -167,6 +171,7 @@ def test_a_purge_that_rewrites_the_stream_is_announced_as_rewritten_to_every_sub
         assert not change.rewritten and change.previous_sequence == 1 and change.head.sequence == 2
 
 
+@pytest.mark.jsonl_only("purge rewrites the intent file; on PostgreSQL it is refused (tests/team/test_team_proofs_on_pg.py)")
 @pytest.mark.slow
 def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root: Path) -> None:
     a, b = servers.start(), servers.start()
@@ -181,6 +186,7 @@ def test_a_purge_that_empties_the_stream_is_announced_too(servers: Servers, root
         assert snapshot == []
 
 
+@pytest.mark.jsonl_only("reads the stream file")
 @pytest.mark.slow
 def test_since_further_back_than_one_subscribe_returns_is_refused_with_what_to_do(
         servers: Servers, root: Path, data_dir: Path) -> None:

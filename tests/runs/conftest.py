@@ -15,6 +15,7 @@ from loopstate.core import canonical
 from loopstate.core.clock import FixedClock
 from loopstate.core.ids import SequentialIds
 from loopstate.service.engine import Service
+from tests.conftest import stored_lines, stored_streams
 
 T0 = "2026-08-16T08:00:00Z"
 AGENT = {"harness": "codex", "actor": "synthetic-agent", "session_id": "session-1"}
@@ -73,9 +74,7 @@ class Harness:
         return run_id, self.acquire(run_id)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        project = self.service.project(self.root)
-        path = project.dir / "streams" / f"runs.{run_id}.jsonl"
-        return [canonical.decode(line) for line in path.read_bytes().splitlines()]
+        return [canonical.decode(line) for line in stored_lines(self.service.project(self.root), f"runs.{run_id}")]
 
 
 def lease_args(lease: dict) -> dict:
@@ -88,9 +87,9 @@ def check_store_against_schemas(harness: Harness) -> None:
     from tests.runs.schemas import schema_errors
 
     project = harness.service.project(harness.root)
-    for stream in project.stream_names():
+    for stream in stored_streams(project):
         if stream.startswith("grants."):
-            for line in (project.dir / "streams" / f"{stream}.jsonl").read_bytes().splitlines():
+            for line in stored_lines(project, stream):
                 errors = schema_errors("grant", canonical.decode(line)["grant"])
                 assert not errors, (stream, errors)
             projection = project.dir / "grants" / f"{stream[len('grants.'):]}.json"

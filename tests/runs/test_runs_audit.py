@@ -24,6 +24,7 @@ def stream_path(h, run_id):
     return h.service.project(h.root).dir / "streams" / f"runs.{run_id}.jsonl"
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_one_stream_per_run_with_sequence_plus_one_and_a_digest_chain(h):
     first, lease = h.leased()
     second = h.create()
@@ -86,6 +87,7 @@ def test_a_stale_projection_is_never_trusted_over_the_log(h):
     assert json.loads((folder / "run.json").read_text())["status"] == "active"
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_a_corrupt_chain_is_preserved_and_blocks_mutation(h):
     run_id, lease = h.leased()
     path = stream_path(h, run_id)
@@ -112,6 +114,7 @@ def _append_raw(h, run_id, event):
         handle.write(line)
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_projection_continuity_break_blocks_mutation(h):
     run_id, lease = h.leased()
     forged = dict(h.events(run_id)[-1])
@@ -134,6 +137,7 @@ def test_schema_versions_one_point_x_are_read_and_a_higher_major_is_future():
         assert classify_schema(bad) == "invalid"
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_a_future_major_schema_event_makes_the_run_read_only(h):
     run_id = h.create()
     future = dict(h.events(run_id)[-1])
@@ -178,6 +182,7 @@ def _forged_copy_of_last(h, run_id, **changes):
     return event
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 @pytest.mark.parametrize("forgery", ["interleaved", "envelope", "owner", "backwards", "second_run_created", "authority"])
 def test_each_projection_continuity_rule_blocks_mutation(h, forgery):
     h.record_sweep = False  # the forged event breaks the very rules loopstate's validator checks

@@ -13,6 +13,8 @@ from loopstate.core.errors import LoopstateError
 from loopstate.service.engine import Service
 from tests.runs.conftest import AGENT, LOCAL_SCOPE, as_json, lease_args, spawn
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 INTEND = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"},
           "action": "local_write", "destination": "repository"}
 
@@ -157,6 +159,7 @@ def test_recovery_may_replace_a_revoked_grant_with_a_current_one(h):
     assert events[-1]["lease_id"] == events[0]["lease_id"]
 
 
+@pytest.mark.jsonl_only("holds the grant's lock file from another process")
 def test_revocation_waits_for_an_intent_holding_the_shared_grant_lock(h):
     grant_id = h.grant()
     holder = spawn(h, "hold", h.root, f"grants.{grant_id}", "shared")

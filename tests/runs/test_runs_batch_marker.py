@@ -3,6 +3,8 @@ accepts the marker loopstate writes and refuses a malformed one."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from loopstate.cli.main import main
@@ -10,6 +12,7 @@ from loopstate.core import canonical
 from loopstate.service.engine import Service
 
 
+@pytest.mark.jsonl_only("reads and edits the stream file")
 def test_run_create_is_one_batch_and_validate_checks_the_marker(root, data_dir, capsys, tmp_path):
     assert main(["run", "create", "--root", str(root), "--objective", "o", "--done-gate", "g", "--asset", "app", "--json"]) == 0
     run_id = json.loads(capsys.readouterr().out)["run_id"]

@@ -18,6 +18,8 @@ from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
 from tests.conftest import needs_conformance
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 LOCAL = {"action": "local_write", "destination": "repository"}
 
 
@@ -160,6 +162,7 @@ def _cut_after(h, run_id, keep_events: int, partial_bytes: int) -> None:
     os.close(fd)
 
 
+@pytest.mark.jsonl_only("cuts the stream file to fake a crash")
 def test_crash_in_the_middle_of_the_marker_sequence_is_repaired_without_replaying(h, data_dir):
     from tests.runs.conftest import Harness
 
@@ -178,6 +181,7 @@ def test_crash_in_the_middle_of_the_marker_sequence_is_repaired_without_replayin
     assert fresh.status(run_id).missing_markers == 0
 
 
+@pytest.mark.jsonl_only("cuts the stream file to fake a crash")
 def test_every_exclusive_command_repairs_the_missing_suffix_before_its_own_work(h, data_dir):
     from tests.runs.conftest import Harness
 

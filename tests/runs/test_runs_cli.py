@@ -206,6 +206,7 @@ def test_cli_create_without_a_grant_binds_the_default_local_authority(root, data
     assert acquired["events"][0]["projection"]["run"]["status"] == "active"
 
 
+@pytest.mark.jsonl_only("reads a line of the stream file")
 def test_validate_accepts_an_event_loopstate_wrote_with_its_added_fields(root, data_dir, capsys, tmp_path):
     from loopstate.core import canonical
     from loopstate.service.engine import Service
@@ -234,6 +235,7 @@ def test_a_verb_group_without_its_verb_lists_its_verbs(group, capsys):
     assert f"usage: loopstate {' '.join(group)}" in capsys.readouterr().err
 
 
+@pytest.mark.jsonl_only("clears the kill switch by deleting the STOP file; a shared store's stop is lifted by run unstop (tests/team)")
 @pytest.mark.slow
 def test_cli_by_subprocess_create_acquire_stop_resume_with_json(root, data_dir):
     def run(*args: str) -> dict:

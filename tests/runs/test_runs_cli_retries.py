@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from loopstate.core.project import Project
+from tests.conftest import stored_streams
 from tests.runs.clikit import Cli, files_under
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 GRANT = ("run", "authority", "grant", "--level", "bounded", "--by", "me", "--asset", "app", "--action", "local_write",
          "--destination", "repository", "--risk", "files change", "--confirm", "CONFIRM", "--expires",
@@ -19,7 +24,11 @@ def cli(root: Path, data_dir: Path) -> Cli:
 
 
 def streams(data_dir: Path) -> list[str]:
-    return sorted(p.name for p in data_dir.glob("projects/*/streams/*.jsonl"))
+    """The streams the store holds: the files below ``data_dir``, or, on PostgreSQL, the stored
+    streams of the project at the conftest's ``workspace`` root beside it."""
+    if os.environ.get("LOOPSTATE_STORE"):
+        return stored_streams(Project(str(data_dir.parent / "workspace"), data_dir=data_dir))
+    return sorted(p.name[:-len(".jsonl")] for p in data_dir.glob("projects/*/streams/*.jsonl"))
 
 
 def test_run_create_with_a_request_id_twice_is_one_run_and_one_grant(cli, data_dir):
@@ -28,7 +37,7 @@ def test_run_create_with_a_request_id_twice_is_one_run_and_one_grant(cli, data_d
     assert again["run_id"] == first["run_id"] and again["authority_grant_id"] == first["authority_grant_id"]
     assert first["replayed"] is False and again["replayed"] is True
     assert again["events"] == first["events"]
-    assert streams(data_dir) == sorted([f"runs.{first['run_id']}.jsonl", f"grants.{first['authority_grant_id']}.jsonl"])
+    assert streams(data_dir) == sorted([f"runs.{first['run_id']}", f"grants.{first['authority_grant_id']}"])
     assert len(cli.json("run", "list")["runs"]) == 1
 
 
@@ -45,7 +54,7 @@ def test_authority_grant_with_a_request_id_twice_is_one_grant(cli, data_dir):
     first = cli.json(*GRANT, "--request-id", "G-1")
     again = cli.json(*GRANT, "--request-id", "G-1")
     assert again["grant_id"] == first["grant_id"] and again["replayed"] is True
-    assert streams(data_dir) == [f"grants.{first['grant_id']}.jsonl"]
+    assert streams(data_dir) == [f"grants.{first['grant_id']}"]
     changed = list(GRANT)
     changed[changed.index("bounded")] = "scoped"
     assert cli.refused(*changed, "--request-id", "G-1")["code"] == "REQUEST_ID_REUSED"
@@ -77,7 +86,7 @@ def test_a_create_refused_for_its_grant_scope_leaves_no_default_grant(cli, data_
     error = cli.refused("run", "create", "--objective", "o", "--done-gate", "g", "--asset", "elsewhere",
                         "--grant", grant)
     assert error["code"] == "AUTHORITY_DENIED"
-    assert streams(data_dir) == [f"grants.{grant}.jsonl"]
+    assert streams(data_dir) == [f"grants.{grant}"]
 
 
 @pytest.mark.parametrize("argv", [

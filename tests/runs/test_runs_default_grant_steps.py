@@ -8,6 +8,8 @@ create's exact retry binds to that grant and records no second one.
 
 from __future__ import annotations
 
+import pytest
+
 import signal
 import subprocess
 import sys
@@ -81,6 +83,7 @@ def create(run_id: str) -> proto.Create:
                         actor=USER)
 
 
+@pytest.mark.jsonl_only("probes the stream's and the founding lock files")
 def test_a_crash_between_the_default_grant_and_the_create_is_finished_by_the_exact_retry(
         root: Path, data_dir: Path) -> None:
     import json

@@ -73,6 +73,7 @@ def test_every_seed_event_type_is_written_and_valid(h, root):
     assert written == COMPAT_EVENT_TYPES
 
 
+@pytest.mark.jsonl_only("edits the stream file")
 def test_an_unparsable_event_time_halts_mutation(h):
     run_id, lease = h.leased()
     path = h.service.project(h.root).dir / "streams" / f"runs.{run_id}.jsonl"

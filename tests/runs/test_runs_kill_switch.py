@@ -17,6 +17,8 @@ from tests.runs.conftest import AGENT, USER, lease_args, write_json
 from tests.runs.schemas import THE_LOOP
 from tests.conftest import needs_conformance
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 INTEND = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"},
           "action": "local_write", "destination": "repository"}
 

@@ -15,6 +15,8 @@ from tests.runs.conftest import AGENT, OTHER, USER, as_json, lease_args, spawn, 
 from tests.runs.schemas import THE_LOOP
 from tests.conftest import needs_conformance
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 
 def refused(h, command, code: ErrorCode) -> LoopstateError:
     with pytest.raises(LoopstateError) as info:

@@ -59,6 +59,7 @@ def test_a_second_stage_is_refused_while_the_first_is_open_and_the_open_one_may_
     verify_clean(cli)
 
 
+@pytest.mark.jsonl_only("writes a stream file of an older layout")
 def test_a_stream_with_overlapping_stages_written_before_the_rule_still_folds(cli, root, data_dir, monkeypatch):
     """The overlapping start is written by the real service with the check switched off, as
     loopstate wrote streams before it had the rule; fresh CLI processes with the rule then
@@ -98,6 +99,7 @@ def test_the_fold_tracks_the_open_stage(h):
     assert opened[-1] == "test" and state.open_stage_sequence == len(types)
 
 
+@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_run_snapshot_of_the_layout_before_open_stages_is_not_decoded(h):
     run_id, lease = h.leased()
     h.run(proto.StageStart(run_id=run_id, stage="build", **lease_args(lease)))

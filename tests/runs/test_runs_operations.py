@@ -13,6 +13,8 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.errors import LoopstateError
 from tests.runs.conftest import AGENT, OTHER, USER, as_json, lease_args, spawn
 
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
+
 START_BUILD = {"completion_event_type": "stage_started", "completion_data": {"stage": "build"}}
 LOCAL = {"action": "local_write", "destination": "repository"}
 WIDE_SCOPE = {"assets": ["*"], "actions": ["*"], "destinations": ["*"], "exclusions": []}

@@ -11,6 +11,8 @@ other child patches issues.json into its spare file on every issue event
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import random
@@ -44,6 +46,7 @@ def _states(events):
     return state, seen
 
 
+@pytest.mark.jsonl_only("kills a child between JSONL appends and projection writes; the PostgreSQL store's faults are tests/pg/test_pg_faults.py")
 def test_projection_files_stay_whole_and_right_under_sigkill(h, tmp_path):
     h.record_sweep = False  # the child's events are checked below, file by file
     run_id, lease = h.leased(budgets=BUDGETS)

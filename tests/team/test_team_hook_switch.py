@@ -41,3 +41,23 @@ def test_a_bad_store_file_still_lets_the_stop_file_deny(root, data_dir):
     (root / ".loopstate" / "store.json").write_text("{not json")
     (root / ".loopstate" / "STOP").write_text("")
     assert ".loopstate/STOP" in (_pre(root, data_dir) or "")
+
+
+@pytest.mark.slow
+def test_a_denial_after_run_stop_on_a_shared_store_names_run_unstop_beside_the_file(root, data_dir, team_url, pg_user,
+                                                                                     monkeypatch):
+    """`run stop` sets the file and the shared row; the file alone removed would leave the row standing."""
+    import subprocess
+    import sys
+
+    _team(root, team_url)
+    monkeypatch.setenv("PGUSER", pg_user)
+    subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "stop", "--root", str(root)], check=True,
+                   capture_output=True, timeout=60)
+    denial = _pre(root, data_dir, PGUSER=pg_user) or ""
+    assert ".loopstate/STOP and the stop recorded in the shared store" in denial and "`loopstate run unstop`" in denial
+    (root / ".loopstate" / "STOP").unlink()
+    assert "`loopstate run unstop` lifts it" in (_pre(root, data_dir, PGUSER=pg_user) or "")  # the row still stands
+    subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "unstop", "--root", str(root)], check=True,
+                   capture_output=True, timeout=60)
+    assert _pre(root, data_dir, PGUSER=pg_user) is None

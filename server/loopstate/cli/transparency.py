@@ -82,7 +82,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         key = transparency.public_key(project)
         emit_json({"public_key": key}) if args.json else print(key)
         return 0
-    names = [args.stream] if args.stream else project.stream_names()
+    names = [args.stream] if args.stream else transparency.stream_names(project)
     notes = {name: transparency.make_checkpoint(project, name) for name in names}
     if args.publish:
         folder = Path(args.publish)

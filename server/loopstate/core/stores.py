@@ -136,3 +136,14 @@ def open_store(project: Project, url: str | None = None) -> Store:
         store = opener_for(chosen if chosen is not None else f"{JSONL}:")(chosen or f"{JSONL}:", project)
         _opened[project] = store
         return store
+
+
+def close_opened() -> None:
+    """Close every store ``open_store`` has made that is still in use, and forget them: for a
+    process (a test session's fixtures among them) that is done with all of its projects, so
+    a shared store's connections end now rather than when the objects are collected."""
+    with _opening:
+        opened = list(_opened.values())
+        _opened.clear()
+    for store in opened:
+        store.close()

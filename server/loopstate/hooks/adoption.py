@@ -31,7 +31,13 @@ def _has_state(root: str) -> bool:
     """``service.adopt.has_state`` for the hook's hot path: the root's carried project has a stream."""
     from loopstate.core.adopted import adopted_id
     from loopstate.core.paths import project_id_for, resolve_data_dir
+    from loopstate.service.shared_stop import on_shared_store
 
+    if on_shared_store(root):  # no files here: the store lists the project's streams (one query)
+        from loopstate.core.project import Project
+        from loopstate.core.stores import open_store
+
+        return bool(open_store(Project(root)).stream_names())
     data_dir = resolve_data_dir()
     streams = data_dir / "projects" / adopted_id(data_dir, project_id_for(root)) / "streams"
     try:

@@ -139,14 +139,21 @@ def runs_domain_has(project: Project, run_id: str) -> bool:
     """Does the runs domain of this project hold a run with this id (a non-empty ``runs.<id>`` stream)?
 
     Runs-domain ids are UUIDs; any other id cannot name one. (The runs domain is
-    imported here, not at the top: a goals reader does not pay for it.)
+    imported here, not at the top: a goals reader does not pay for it.) On a shared store
+    the run's stream is asked of the store, which lists a stream from its first event: a
+    run created on another machine is this project's too.
     """
     from loopstate.domains.runs import run_stream
+    from loopstate.service.shared_stop import on_shared_store
 
     try:
         stream = run_stream(run_id)
     except LoopstateError:
         return False
+    if on_shared_store(project.root):
+        from loopstate.core.stores import open_store
+
+        return stream in open_store(project).stream_names()
     try:
         return (project.dir / "streams" / f"{stream}.jsonl").stat().st_size > 0
     except OSError:

@@ -113,12 +113,15 @@ def standing_switch(root: str) -> str | None:
     """The first kill switch that stands, reading no stream: a STOP the user can see always counts
     (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch),
     then, on a team's shared store, the stop recorded there from any machine (service/shared_stop.py)."""
-    found = probe_kill_switches(root, every_switch(root))
-    if found is not None:
-        return found["path"]
     from loopstate.service.shared_stop import standing
 
-    return standing(root)
+    found = probe_kill_switches(root, every_switch(root))
+    if found is None:
+        return standing(root)
+    # `run stop` on a shared store sets both; removing the file alone would leave the shared one
+    # standing, so a denial that named only the file would send the user to a resume that fails.
+    shared = standing(root)
+    return str(found["path"]) if shared is None else f"{found['path']} and {shared}"
 
 
 class HookSession:
@@ -326,14 +329,13 @@ class HookSession:
         private session a control file), so it needs no part of its own; a pin does."""
         if binding.run_id or self.faults:
             return None
-        paths = [self.project.stream_path("intent"), self.project.dir / "private-sessions",
-                 Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
-        if binding.goal_id:
-            try:
-                paths.append(self.project.stream_path(f"goals.{binding.goal_id}"))
-            except LoopstateError:
-                return None
+        streams = ["intent"] + ([f"goals.{binding.goal_id}"] if binding.goal_id else [])
+        paths = [self.project.dir / "private-sessions", Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
         parts = [self._pin() or "", standing_switch(self.root) or ""]
+        try:
+            parts += self._stream_stamps(streams)
+        except LoopstateError:
+            return None
         for path in paths:
             try:
                 info = os.stat(path)
@@ -342,6 +344,33 @@ class HookSession:
             else:
                 parts.append(f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
         return sessions.state_digest(self.session, parts)
+
+    def _stream_stamps(self, streams: list[str]) -> list[str]:
+        """What says each stream changed: its file's identity on the local store; on a shared store,
+        where another machine appends and no file here changes, its head (one query a stream)."""
+        from loopstate.service.shared_stop import on_shared_store
+
+        if not on_shared_store(self.root):
+            stamps = []
+            for name in streams:
+                try:
+                    info = os.stat(self.project.stream_path(name))
+                except OSError:
+                    stamps.append("-")
+                else:
+                    stamps.append(f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
+            return stamps
+        from loopstate.core.project import check_stream_name
+        from loopstate.core.stores import open_store
+        from loopstate.service.front import stream_layout
+
+        store = open_store(self.project)
+        heads = []
+        for name in streams:
+            check_stream_name(name)
+            head = store.head(name, stream_layout(name))
+            heads.append(f"{head.sequence}:{head.hash}")
+        return heads
 
     def inject(self, binding: sessions.Binding, *, always: bool) -> str | None:
         """The context when it should be injected now (and the session marked), else None.

@@ -50,6 +50,7 @@ from loopstate.domains.intent.state import IntentState
 from loopstate.domains.intent.wording import op
 from loopstate.service import tree_heads
 from loopstate.service.lifecycle import Effects, Prepared, command_tag
+from loopstate.service.shared_stop import on_shared_store
 
 if TYPE_CHECKING:
     from loopstate_protocol.base import Command
@@ -595,6 +596,8 @@ class IntentEffects(Effects[IntentState]):
                 "a purge physically deletes data: only the user can do it, with confirm=true", field="confirm",
             )
         target_id = rules.check_uuid(command.id, "id")
+        if on_shared_store(project.root):
+            raise _purge_refused_on_shared_store(project)
         if command.target == "task":
             known = target_id in state.tasks or target_id in memory.tasks
         else:
@@ -634,11 +637,7 @@ class IntentEffects(Effects[IntentState]):
         folded = service.folded(project, DOMAIN, STREAM)
         ledger = folded.ledger
         if folded.local is None:
-            raise LoopstateError(
-                ErrorCode.INVALID_PARAMS,
-                f"purge rewrites the intent stream's file, and this project's store ({open_store(project).url}) "
-                "keeps no such file; purge the project on a local store",
-            )
+            raise _purge_refused_on_shared_store(project)
         with ledger.mutation():
             stream = folded.local
             old_sequence = ledger.head[0]
@@ -706,6 +705,26 @@ class IntentEffects(Effects[IntentState]):
         ]
         data = b"".join(canonical.encode(entry) + b"\n" for entry in scrubbed)
         safefs.atomic_write(quarantine.path_for(project.dir, STREAM), project.dir, data)
+
+
+def _purge_refused_on_shared_store(project: Project) -> LoopstateError:
+    """Why a purge is not done on a store without a local file, and what to do instead.
+
+    A purge promises that the purged text is nowhere at rest. On a shared server the
+    deleted rows live on in its write-ahead log, backups and replicas, and in the fold of
+    every other machine serving the project: nothing a client can erase or re-chain, so
+    the promise cannot be kept there and the command is refused before anything changes."""
+    return LoopstateError(
+        ErrorCode.INVALID_PARAMS,
+        f"intent purge is refused on the shared store {open_store(project).url}: a purge must leave the text "
+        "nowhere at rest, and on a shared server the deleted rows would live on in its write-ahead log, backups "
+        "and replicas and in every other machine's copy, which loopstate cannot erase. Instead: `loopstate "
+        "intent invalidate` takes the claim out of every view (it stays in the audit); private mode (`loopstate "
+        "intent mode TASK private`) keeps what is said next off the shared store; to erase the text, the "
+        "database's administrator removes the project's rows and their WAL and backups (docs/storage.md, "
+        "*What works on PostgreSQL, and what is refused*)",
+        store=open_store(project).url,
+    )
 
 
 def _forget_private_claim(task: PrivateTask, removed: set[str]) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 from loopstate_protocol.errors import ErrorCode
 from loopstate_protocol.project import ProjectQuery
 
-from loopstate.core import merkle, safefs
+from loopstate.core import canonical, merkle, safefs
 from loopstate.core.errors import LoopstateError
 from loopstate.core.project import Project
 from loopstate.core.proof_check import CONSISTENCY_HEADER, INCLUSION_HEADER
@@ -36,6 +36,8 @@ from loopstate.service.front import stream_layout
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from loopstate.core.backend import Store
 
 KEY_FILE = "checkpoint-ed25519.pem"
 
@@ -139,12 +141,22 @@ def read_tree(project: Project, stream_name: str, keep: int | None = None, root_
     The file is read in chunks, so memory is the packed leaf hashes and one
     chunk, whatever the stream's size; ``keep`` names a line to hand back.
     """
-    if stream_name not in project.stream_names():
-        raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {stream_name!r} in this project; `loopstate log` lists them",
-                             stream=stream_name)
-    stream = Stream(project.dir, stream_name, stream_layout(stream_name))
+    _known(project, stream_name)
     packed, kept, count, rest = bytearray(), None, 0, b""
     compact, earlier = merkle.CompactRange(), merkle.EMPTY_ROOT if root_at == 0 else None
+    store = shared_store(project)
+    if store is not None:  # the stored lines, verified as they are read: the same bytes as a file's
+        for stored in store.read(stream_name, stream_layout(stream_name)):
+            leaf = merkle.leaf_hash(stored.line)
+            packed += leaf
+            compact.append(leaf)
+            if count == keep:
+                kept = stored.line
+            count += 1
+            if count == root_at:
+                earlier = compact.root()
+        return Tree(stream_name, Leaves(bytes(packed)), compact.root(), kept, earlier)
+    stream = Stream(project.dir, stream_name, stream_layout(stream_name))
     with project.lock(stream_name).shared():
         stream.verify_ahead()
         for _ in stream.read_new(parallel=True):
@@ -185,16 +197,45 @@ def make_checkpoint(project: Project, stream_name: str) -> str:
     """
     from loopstate.service import tree_heads
 
+    store = shared_store(project)
+    if store is not None:
+        _known(project, stream_name)
+        layout = stream_layout(stream_name)
+        for _ in store.read(stream_name, layout):  # the whole chain, verified as it is read
+            pass
+        kept = tree_heads.extend_from_store(store, stream_name, layout,
+                                            tree_heads.load_from_store(project, store, stream_name, layout), None)
+        project.ensure()  # the tree and its checkpoints are this machine's, kept in its data dir
+        return tree_heads.sign_and_keep(project, stream_name, kept)[1]
     stream = _verified(project, stream_name)
     with project.lock(stream_name).shared():
         kept = tree_heads.extend(stream, tree_heads.load(project, stream), stream.position.offset)
         return tree_heads.sign_and_keep(project, stream_name, kept)[1]
 
 
-def _verified(project: Project, stream_name: str) -> Stream:
-    if stream_name not in project.stream_names():
+def shared_store(project: Project) -> Store | None:
+    """The project's store when its streams are not this machine's files (a team's PostgreSQL), else None:
+    there the lines are read through the storage contract, and the tree is grown from them."""
+    from loopstate.core.stores import open_store
+    from loopstate.service.shared_stop import on_shared_store
+
+    return open_store(project) if on_shared_store(project.root) else None
+
+
+def stream_names(project: Project) -> list[str]:
+    """The project's streams, from whichever store holds them."""
+    store = shared_store(project)
+    return store.stream_names() if store is not None else project.stream_names()
+
+
+def _known(project: Project, stream_name: str) -> None:
+    if stream_name not in stream_names(project):
         raise LoopstateError(ErrorCode.NOT_FOUND, f"no stream {stream_name!r} in this project; `loopstate log` lists them",
                              stream=stream_name)
+
+
+def _verified(project: Project, stream_name: str) -> Stream:
+    _known(project, stream_name)
     stream = Stream(project.dir, stream_name, stream_layout(stream_name))
     with project.lock(stream_name).shared():
         stream.verify_ahead()
@@ -270,7 +311,13 @@ def locate(project: Project, event: str) -> tuple[str, int]:
         if sequence < 1:
             raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{event!r}: sequences start at 1")
         return stream_name, sequence - 1
-    for name in project.stream_names():
+    store = shared_store(project)
+    if store is not None:
+        for name in store.stream_names():
+            for index, stored in enumerate(store.read(name, stream_layout(name))):
+                if stored.line.find(event.encode()) >= 0 and canonical.decode(stored.line).get("event_id") == event:
+                    return name, index
+    for name in project.stream_names() if store is None else ():
         stream = Stream(project.dir, name, stream_layout(name))
         with project.lock(name).shared():
             for index, record in enumerate(stream.read_new()):

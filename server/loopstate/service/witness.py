@@ -85,6 +85,10 @@ def _save(project: Project, who: Watcher, stream: str, seen: Seen) -> None:
 
 def _grow(project: Project, stream: str, seen: Seen, size: int) -> Seen | None:
     """The witness's tree grown to ``size`` leaves from the stream file; None if the file has fewer lines there."""
+    from loopstate.service.shared_stop import on_shared_store
+
+    if on_shared_store(project.root):
+        return _grow_from_store(project, stream, seen, size)
     compact = merkle.CompactRange(seen.size, seen.peaks)
     offset = seen.offset
     path = project.dir / "streams" / f"{stream}.jsonl"
@@ -98,6 +102,29 @@ def _grow(project: Project, stream: str, seen: Seen, size: int) -> Seen | None:
                 compact.append(merkle.leaf_hash(line[:-1]))
                 offset += len(line)
     except OSError:
+        return None
+    return msgspec.structs.replace(seen, size=compact.size, offset=offset, peaks=compact.peaks)
+
+
+def _grow_from_store(project: Project, stream: str, seen: Seen, size: int) -> Seen | None:
+    """``_grow`` on a store without a local file (a team's PostgreSQL): the lines after the witness's
+    tree are the store's events after that many, the same bytes a file would hold; None if it has
+    fewer events than ``size`` there, or what it holds does not read back as a chain."""
+    from loopstate.core.errors import LoopstateError
+    from loopstate.core.stores import open_store
+    from loopstate.service.front import stream_layout
+
+    compact = merkle.CompactRange(seen.size, seen.peaks)
+    offset = seen.offset
+    try:
+        for stored in open_store(project).read(stream, stream_layout(stream), after=compact.size):
+            if compact.size >= size:
+                break
+            compact.append(merkle.leaf_hash(stored.line))
+            offset = stored.end
+    except LoopstateError:
+        return None
+    if compact.size < size:
         return None
     return msgspec.structs.replace(seen, size=compact.size, offset=offset, peaks=compact.peaks)
 
