@@ -4,7 +4,7 @@ They work on raw streams with each domain's chain layout, so they keep working
 when a domain's projection cannot be built (that is when they are needed).
 ``verify`` and ``log`` ask the service (``project.verify``, ``project.log``, the
 answers the sidecar gives an editor); ``recover`` rewrites streams itself, under
-each stream's exclusive lock. ``store export`` and ``store import`` copy the
+each stream's exclusive lock, or on a shared store has the store cut them back. ``store export`` and ``store import`` copy the
 project's streams between two stores (service/store_copy.py): the local data
 dir and a team's shared PostgreSQL, or two data dirs.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopstate_protocol.errors import ErrorCode
 
@@ -23,6 +23,9 @@ from loopstate.core.project import Project
 from loopstate.core.recovery import plan_recovery, recover_stream
 from loopstate.core.stream import Stream
 from loopstate.service.front import stream_layout
+
+if TYPE_CHECKING:
+    from loopstate.core.backend import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,6 +134,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     project = _project(args)
+    from loopstate.service.transparency import shared_store
+
+    store = shared_store(project)
+    if store is not None:
+        return _recover_in_store(args, project, store)
     if args.dry_run:
         return _recover_dry_run(args, project)
     results = [_recover(project, name, args.export, allow_empty=args.yes) for name in project.stream_names()]
@@ -147,12 +155,67 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recover_in_store(args: argparse.Namespace, project: Project, store: "Store") -> int:
+    """``recover`` on a shared store (a team's PostgreSQL): each damaged stream is cut back to its verified
+    prefix by the store itself (``Recovers``: the later rows move to the store's quarantine, in one
+    transaction under the stream's lock), with the same dry run and the same question before a stream
+    would be left with nothing."""
+    from loopstate.core.backend import Recovers
+
+    if not isinstance(store, Recovers):
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"the store {store.url} cannot cut a stream back to its "
+                             "verified prefix; `loopstate verify` says where each stream is damaged", store=store.url)
+    recovers: Recovers = store
+    if args.export:
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, "--export copies the verified prefixes of a store of files; "
+                             f"on the shared store {store.url}, recover first, then `loopstate store export --to "
+                             "jsonl:` copies the verified streams to this machine", store=store.url)
+    plans = [_store_plan(recovers.verify_stream(name, stream_layout(name))) for name in store.stream_names()]
+    if args.dry_run:
+        if args.json:
+            emit_json({"project_id": project.project_id, "dry_run": True, "streams": plans})
+            return 0
+        if not plans:
+            print(f"no streams yet for {project.root}")
+        for plan in plans:
+            print(_recovery_line(plan, planned=True))
+        print("dry run: nothing was written")
+        return 0
+    empty = [p for p in plans if p["action"] == "recover" and p["events"] == 0]
+    if empty and not args.yes:
+        _confirm_empty(empty)
+    results = [p if p["action"] == "none" else recovers.recover_stream(p["stream"], stream_layout(p["stream"]))
+               for p in plans]
+    if args.json:
+        emit_json({"project_id": project.project_id, "streams": results})
+        return 0
+    for r in results:
+        print(_recovery_line(r, planned=False))
+    return 0
+
+
+def _store_plan(report: dict[str, Any]) -> dict[str, Any]:
+    """What recover would do with a stream, from a store's verify report."""
+    if report["ok"]:
+        return {"stream": report["stream"], "action": "none", "events": report["events"]}
+    error = report["error"]
+    return {"stream": report["stream"], "action": "recover", "events": report["sequence"], "reason": error["reason"],
+            "offset": error["offset"], "suffix": f"every event after sequence {report['sequence']}"}
+
+
 def _recovery_line(r: dict[str, Any], *, planned: bool) -> str:
     """One stream's recovery, done or (with ``planned``) what a dry run found would be done."""
     name, events = r["stream"], r["events"]
     width = 13 if planned else 9  # the labels' longest: "would recover", "recovered"
     if r["action"] == "none":
         return f"{'ok':<{width}} {name}: chain holds ({events} events)" + ("; nothing to do" if planned else "")
+    if "quarantined_events" in r:  # done by a shared store
+        return (f"{'recovered':<{width}} {name}: kept {events} verified events; moved {r['quarantined_events']} "
+                f"later event(s) to the store's quarantine ({r['reason']})")
+    if "suffix" in r:  # planned on a shared store
+        ask = "; recover asks first, since nothing would be left" if events == 0 else ""
+        return (f"{'would recover':<{width}} {name}: keep {events} verified events; quarantine {r['suffix']} "
+                f"({r['reason']}){ask}")
     if r["action"] == "cut_torn_tail":
         return (f"{'would repair' if planned else 'repaired':<{width}} {name}: cut a partial final line of "
                 f"{r['suffix_bytes']} bytes at byte {r['offset']} (length and SHA-256 kept in quarantine)")
@@ -175,8 +238,9 @@ def _confirm_empty(pending: list[dict[str, Any]]) -> None:
     """Ask before a stream is cut to nothing; without a terminal to ask on, refuse (--yes skips this)."""
     names = ", ".join(r["stream"] for r in pending)
     for r in pending:
+        moved = r["suffix"] if "suffix" in r else f"all {r['suffix_bytes']} bytes"
         sys.stderr.write(f"loopstate: recover would keep 0 events of {r['stream']}: its first record is damaged "
-                         f"({r['reason']}); all {r['suffix_bytes']} bytes would move to quarantine\n")
+                         f"({r['reason']}); {moved} would move to quarantine\n")
     if not sys.stdin.isatty():
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"not cutting {names} to 0 events without confirmation; "
                              "see `loopstate recover --dry-run`, then run again with --yes")
