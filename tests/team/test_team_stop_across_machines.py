@@ -73,3 +73,18 @@ def test_a_stop_while_the_shared_store_is_down_sets_the_local_switch_and_says_th
     assert (root / ".loopstate" / "STOP").exists()
     assert ".loopstate/STOP" in (denial_of(hook("claude", "PreToolUse", claude_input("PreToolUse", root, "s-1"),
                                                 data_dir=data_dir, cwd=root)) or "")
+
+
+@pytest.mark.slow
+def test_a_run_halted_by_the_shared_stop_says_how_that_stop_is_lifted(machines):
+    a, b = machines
+    run_id = b.cli("run", "create", "--objective", "ship", "--done-gate", "tests pass", "--asset", "app")["run_id"]
+    a.cli("run", "stop")
+    (a.root / ".loopstate" / "STOP").unlink()  # a's own file gone: only the shared stop stands
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "resume", run_id, "--reason", "go on",
+                           "--root", str(b.root), "--json"], capture_output=True, text=True, env=b.env, timeout=60)
+    assert done.returncode != 0
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "KILL_SWITCH" and "shared store" in error["message"]
+    assert "`loopstate run unstop` lifts a shared store's stop" in error["message"]
+    a.cli("run", "unstop")

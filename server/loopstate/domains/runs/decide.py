@@ -169,6 +169,10 @@ def _boundary_refusal(plan: Plan) -> LoopstateError:
     return safety_refusal(plan.events[-1])
 
 
+# How each kind of switch is lifted: a STOP file by hand, a team store's stop by the command that set it.
+LIFTING = "delete a STOP file; `loopstate run unstop` lifts a shared store's stop"
+
+
 def safety_refusal(last: dict[str, Any]) -> LoopstateError:
     """Why a command was refused when a safety write (``last``) took its place, and what to do next."""
     run = last["projection"]["run"]
@@ -179,7 +183,7 @@ def safety_refusal(last: dict[str, Any]) -> LoopstateError:
         return LoopstateError(
             ErrorCode.KILL_SWITCH,
             f"run {run_id} halted: {reason.get('explanation')}; the switch never authorizes work: remove it "
-            "yourself, then recover with `loopstate run resume`",
+            f"yourself, then recover with `loopstate run resume` ({LIFTING})",
             path=last["data"]["path"])
     if last["type"] == "authority_revoked":
         data = last["data"]
@@ -576,7 +580,7 @@ def resume(state: RunState, c: proto.Resume, ctx: Context) -> list[dict[str, Any
         return refuse(plan, LoopstateError(
             ErrorCode.KILL_SWITCH,
             f"kill switch {kill_switch['path']} is {kill_switch['state']}; it halts and never authorizes: remove it "
-            "yourself before resuming", path=kill_switch["path"]))
+            f"yourself before resuming ({LIFTING})", path=kill_switch["path"]))
     assert plan.run is not None
     status = plan.run["status"]
     if status in TERMINAL:
