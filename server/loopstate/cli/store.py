@@ -172,15 +172,7 @@ def _recover_in_store(args: argparse.Namespace, project: Project, store: "Store"
                              "jsonl:` copies the verified streams to this machine", store=store.url)
     plans = [_store_plan(recovers.verify_stream(name, stream_layout(name))) for name in store.stream_names()]
     if args.dry_run:
-        if args.json:
-            emit_json({"project_id": project.project_id, "dry_run": True, "streams": plans})
-            return 0
-        if not plans:
-            print(f"no streams yet for {project.root}")
-        for plan in plans:
-            print(_recovery_line(plan, planned=True))
-        print("dry run: nothing was written")
-        return 0
+        return _show_plans(args, project, plans)
     empty = [p for p in plans if p["action"] == "recover" and p["events"] == 0]
     if empty and not args.yes:
         _confirm_empty(empty)
@@ -256,6 +248,11 @@ def _recover_dry_run(args: argparse.Namespace, project: Project) -> int:
         stream = Stream(project.dir, name, stream_layout(name))
         with project.lock(name).shared():
             plans.append(plan_recovery(stream))
+    return _show_plans(args, project, plans)
+
+
+def _show_plans(args: argparse.Namespace, project: Project, plans: list[dict[str, Any]]) -> int:
+    """A dry run's answer: what recover would do with each stream, nothing written."""
     if args.json:
         emit_json({"project_id": project.project_id, "dry_run": True, "streams": plans})
         return 0
