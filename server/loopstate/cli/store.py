@@ -147,12 +147,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         _confirm_empty(pending)
         confirmed = {r["stream"]: _recover(project, r["stream"], args.export, allow_empty=True) for r in pending}
         results = [confirmed.get(r["stream"], r) for r in results]
-    if args.json:
-        emit_json({"project_id": project.project_id, "streams": results})
-        return 0
-    for r in results:
-        print(_recovery_line(r, planned=False))
-    return 0
+    return _show_results(args, project, results)
 
 
 def _recover_in_store(args: argparse.Namespace, project: Project, store: "Store") -> int:
@@ -169,15 +164,19 @@ def _recover_in_store(args: argparse.Namespace, project: Project, store: "Store"
     if args.export:
         raise LoopstateError(ErrorCode.INVALID_PARAMS, "--export copies the verified prefixes of a store of files; "
                              f"on the shared store {store.url}, recover first, then `loopstate store export --to "
-                             "jsonl:` copies the verified streams to this machine", store=store.url)
+                             "DIR` copies the verified streams into a data dir", store=store.url)
     plans = [_store_plan(recovers.verify_stream(name, stream_layout(name))) for name in store.stream_names()]
     if args.dry_run:
         return _show_plans(args, project, plans)
     empty = [p for p in plans if p["action"] == "recover" and p["events"] == 0]
     if empty and not args.yes:
         _confirm_empty(empty)
-    results = [p if p["action"] == "none" else recovers.recover_stream(p["stream"], stream_layout(p["stream"]))
-               for p in plans]
+    return _show_results(args, project, [
+        p if p["action"] == "none" else recovers.recover_stream(p["stream"], stream_layout(p["stream"])) for p in plans])
+
+
+def _show_results(args: argparse.Namespace, project: Project, results: list[dict[str, Any]]) -> int:
+    """What recover did with each stream."""
     if args.json:
         emit_json({"project_id": project.project_id, "streams": results})
         return 0
