@@ -57,3 +57,40 @@ def test_the_kill_switch_is_read_inside_a_section_beside_the_append_it_allows(pg
     open_pg(pg_url, root, data_dir).set_stop("stop now")
     assert store.stopped() is not None
     assert names_in(store) == ["allowed"]
+
+
+def test_a_long_lived_fold_on_another_machine_follows_a_recovery_instead_of_keeping_the_cut_events(
+        pg_url, root, data_dir):
+    """A process that folded past the cut (another machine's sidecar) reads the stream from its first event
+    again, once, and then appends after the kept head: not a stale fold, nor writes refused forever."""
+    here, there = open_pg(pg_url, root, data_dir), open_pg(pg_url, root, data_dir)
+    resets: list[int] = []
+    folded: list[object] = []
+    ledger = there.open_ledger(STREAM, TEST_LAYOUT, on_record=lambda r: folded.append(r.event["n"]),
+                               on_reset=lambda: (resets.append(1), folded.clear()))
+    for name in ("a", "b", "c", "d", "e"):
+        append(here, name)
+    assert [r.event["n"] for r in ledger.refresh()] == ["a", "b", "c", "d", "e"]
+    assert ledger.refresh() == []  # nothing new: its own head is still there as folded
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE loopstate.events SET line = convert_to(replace(convert_from(line, 'UTF8'), "
+                     "'\"d\"', '\"D\"'), 'UTF8') WHERE sequence = 4")
+    assert here.recover_stream(STREAM, TEST_LAYOUT)["events"] == 3
+    assert [r.event["n"] for r in ledger.refresh()] == ["a", "b", "c"] and resets == [1]
+    assert folded == ["a", "b", "c"] and ledger.head[0] == 3
+
+    append(here, "x")  # appended after the recovery by the other machine
+    assert [r.event["n"] for r in ledger.refresh()] == ["x"] and resets == [1]
+    with ledger.mutation() as tx:
+        tx.append([{"n": "y", "schema_version": 1}])
+    assert names_in(here) == ["a", "b", "c", "x", "y"] and folded == ["a", "b", "c", "x", "y"]
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # cut again, then grown past the old head
+        conn.execute("UPDATE loopstate.events SET line = convert_to(replace(convert_from(line, 'UTF8'), "
+                     "'\"x\"', '\"X\"'), 'UTF8') WHERE sequence = 4")
+    here.recover_stream(STREAM, TEST_LAYOUT)
+    for name in ("p", "q", "r"):
+        append(here, name)
+    with ledger.mutation() as tx:  # the re-fold happens inside the mutation, which appends after the new head
+        tx.append([{"n": "z", "schema_version": 1}])
+    assert names_in(here) == ["a", "b", "c", "p", "q", "r", "z"] and folded == names_in(here) and resets == [1, 1]

@@ -89,22 +89,42 @@ class PostgresLedger:
         fresh = News(self.news_limit)
         events = self.events
         try:
-            for page in events.pages(conn, self.key, self.name, after=self._position.sequence, lock=lock):
-                for row in page:
-                    event, after = check_row(row, self.layout, self._position, self.name)
-                    record = Record(event, row.start, after.offset)
-                    self._note(record)
-                    if self.on_record is not None:
-                        self.on_record(record)
-                    self._position = after
-                    if collect:
-                        fresh.add(record)
+            if not self._fold_after_head(conn, fresh, collect, lock):
+                # The event this fold ends at is gone or another (a recover or an import elsewhere
+                # re-chained the stream): drop the fold and fold the stream again from its first event.
+                self._forget()
+                self._opened = True
+                fresh = News(self.news_limit)
+                self._fold_after_head(conn, fresh, collect, False)
         except psycopg.errors.LockNotAvailable:
             raise  # the mutation's transaction names the holder (LOCK_TIMEOUT)
         except psycopg.OperationalError as exc:
             events.drop()
             raise events.unreachable(exc, f"read stream {self.name!r} from") from None
         return fresh
+
+    def _fold_after_head(self, conn: Connection, fresh: News, collect: bool, lock: bool) -> bool:
+        """Fold the events after the head; False when the head's own event is not in the table as it
+        was folded. The read starts at the head's event (one row more, no round trip more), so a
+        stream cut back or re-chained under this fold is seen at once, not read as "nothing new"."""
+        at = self._position
+        check = at.sequence > 0
+        for page in self.events.pages(conn, self.key, self.name, after=at.sequence - 1 if check else 0, lock=lock):
+            for row in page:
+                if check:
+                    if row.sequence != at.sequence or row.event_hash != at.hash:
+                        return False
+                    check = False
+                    continue
+                event, after = check_row(row, self.layout, self._position, self.name)
+                record = Record(event, row.start, after.offset)
+                self._note(record)
+                if self.on_record is not None:
+                    self.on_record(record)
+                self._position = after
+                if collect:
+                    fresh.add(record)
+        return not check
 
     # writing ---------------------------------------------------------------------------------
 
