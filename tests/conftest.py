@@ -138,6 +138,18 @@ def stored_lines(project, name: str) -> list[bytes]:  # noqa: ANN001 (a Project)
     return [stored.line for stored in open_store(project).read(name, stream_layout(name))]
 
 
+def snapshot_file(project, name: str):  # noqa: ANN001 (a Project)
+    """Where this machine keeps stream ``name``'s projection snapshot, and the type of that file's
+    envelope, whichever store the test runs on (core/snapshot.py, core/postgres/snapshots.py)."""
+    if os.environ.get("LOOPSTATE_STORE"):
+        from loopstate.core.postgres import snapshots
+
+        return snapshots.path_for(project, name), snapshots.SnapshotFile
+    from loopstate.core.snapshot import SnapshotFile
+
+    return project.dir / "snapshots" / f"{name}.msgpack", SnapshotFile
+
+
 def stored_streams(project) -> list[str]:  # noqa: ANN001 (a Project)
     """The project's stream names, from its store."""
     from loopstate.core.stores import open_store

@@ -26,6 +26,7 @@ from loopstate.core.errors import LoopstateError
 from loopstate.domains.goals import DOMAIN
 from loopstate.domains.goals.projection import RECENT_COMPLETED, build_board
 from loopstate.domains.goals.state import GoalState, state_checksum
+from tests.conftest import snapshot_file
 
 AT = "2026-03-02T12:00:00Z"
 RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
@@ -235,7 +236,6 @@ def test_a_tag_index_keeps_every_entry_of_a_shared_tag_in_insertion_order() -> N
     assert packed.first(index, packed.tag_of("T3000")) == -1 and packed.find(index, packed.tag_of("T3000"))[0] == -1
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harness) -> None:
     """Layout 1 held the state bare (every todo in ``todos``, a ``seen`` dict): read as today's
     layout it would lack the archive and the event ids, so it must not decode at all."""
@@ -247,8 +247,8 @@ def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harnes
         h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
     h.run(g.Compact(goal_id="g"))
     assert load_state(h.project, "g").snapshot_sequence is not None  # today's layout is used
-    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
-    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    path, kind = snapshot_file(h.project, "goals.g")
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=kind)
     current = msgspec.msgpack.decode(envelope.state)
     bare = {**current["state"], "seen": {}}  # what layout 1 wrote: the state itself
     for name in ("order", "status_counts", "recent_done", "done", "done_ids", "event_ids"):
@@ -264,7 +264,6 @@ def test_a_snapshot_of_the_state_layout_before_the_archive_is_not_used(h: Harnes
     assert info.value.code is ErrorCode.EVENT_ID_CONFLICT
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_after_a_restart_from_the_snapshot_an_old_event_id_is_still_known_with_its_time(h: Harness) -> None:
     """The event-id table a snapshot restores is the fold's: a repeat of the first event, long
     archived, is a no-op (it gets the original's time back, not the clock's), a changed one conflicts,
@@ -337,7 +336,6 @@ def test_an_event_ids_sequence_is_exact_when_the_fold_skipped_repeats_and_after_
         assert {event_id: eventids.lookup(table, event_id).sequence for event_id in firsts} == firsts
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_of_layout_2_is_not_used_and_the_goal_folds_in_full(h: Harness) -> None:
     """Layout 2 kept event ids in one table of 24-byte slots: a snapshot that says layout 2 must
     not be read as today's tables; the goal folds from its first event instead, and stays whole."""
@@ -349,8 +347,8 @@ def test_a_snapshot_of_layout_2_is_not_used_and_the_goal_folds_in_full(h: Harnes
         h.run(g.CompleteTodo(goal_id="g", todo_id=f"T{number:03d}", rationale="done"))
     h.run(g.Compact(goal_id="g"))
     assert load_state(h.project, "g").snapshot_sequence == 11
-    path = next((h.project.dir / "snapshots").glob("goals.g.*"))
-    envelope = msgspec.msgpack.decode(path.read_bytes(), type=snapshot.SnapshotFile)
+    path, kind = snapshot_file(h.project, "goals.g")
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=kind)
     old = msgspec.msgpack.encode({**msgspec.msgpack.decode(envelope.state), "layout": 2})
     envelope.state, envelope.state_crc32 = old, snapshot.checksum(old)
     path.write_bytes(msgspec.msgpack.encode(envelope))

@@ -12,10 +12,12 @@ from loopstate_protocol import goals as g
 from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core.errors import LoopstateError
-from loopstate.core.snapshot import SnapshotFile
 from loopstate.domains.goals.ordering import replay, replay_key, replay_order
 from loopstate.domains.goals.state import state_checksum
 from loopstate.service.goals_effects import load_state
+from tests.conftest import snapshot_file, stored_lines
+
+pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
 
 def _event(sequence: int, recorded_at: str, event_id: str) -> dict:
@@ -58,15 +60,14 @@ def _many(h: Harness, count: int) -> None:
         h.run(g.AddTodo(goal_id="g", title=f"task {number}"))
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_snapshot_compaction_speeds_replay_without_replacing_the_lineage(h: Harness) -> None:
     _many(h, 60)
-    before = h.stream_bytes("g")
+    before = stored_lines(h.project, "goals.g")
     state_at_60 = state_checksum(replay("g", h.events("g")))
     compaction = h.run(g.Compact(goal_id="g")).events[0]
     _many(h, 3)
-    after = h.stream_bytes("g")
-    assert after.startswith(before) and len(h.events("g")) == 64  # every event is still there
+    after = stored_lines(h.project, "goals.g")
+    assert after[:60] == before and len(h.events("g")) == 64  # every event is still there
     assert compaction["payload"]["through_append_sequence"] == 60
     assert compaction["payload"]["state_checksum"] == state_at_60  # the declared checkpoint is reproducible
     assert compaction["payload"]["source_checksum"] == "sha256:" + h.events("g")[59]["event_hash"]
@@ -78,17 +79,12 @@ def test_snapshot_compaction_speeds_replay_without_replacing_the_lineage(h: Harn
     assert state_checksum(fast.state) == state_checksum(full.state)
 
 
-def _snapshot_path(h: Harness):
-    return h.project.dir / "snapshots" / "goals.g.msgpack"
-
-
 def _rewrite(h: Harness, change) -> None:
-    path = _snapshot_path(h)
-    envelope = msgspec.msgpack.decode(path.read_bytes(), type=SnapshotFile)
+    path, kind = snapshot_file(h.project, "goals.g")
+    envelope = msgspec.msgpack.decode(path.read_bytes(), type=kind)
     path.write_bytes(msgspec.msgpack.encode(change(envelope)))
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
@@ -99,7 +95,7 @@ def test_a_snapshot_that_no_longer_matches_is_ignored_never_trusted(h: Harness) 
     assert loaded.state.todos["T001"].title == "task 0"
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
+@pytest.mark.jsonl_only("a JSONL file's binding (tests/pg/test_pg_snapshots.py changes PostgreSQL's)")
 @pytest.mark.parametrize("field", ["hash", "prefix_sha256", "first_hash", "sequence"])
 def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness, field: str) -> None:
     _many(h, 5)
@@ -114,11 +110,10 @@ def test_a_snapshot_pointing_at_a_changed_record_or_prefix_is_ignored(h: Harness
     assert loaded.events_folded == 6 and [t.title for t in loaded.state.todos.values()] == [f"task {n}" for n in range(5)]
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_without_its_snapshot_file_a_goal_replays_from_the_first_event(h: Harness) -> None:
     _many(h, 5)
     h.run(g.Compact(goal_id="g"))
-    os.unlink(_snapshot_path(h))
+    os.unlink(snapshot_file(h.project, "goals.g")[0])
     loaded = load_state(h.project, "g")
     assert (loaded.snapshot_sequence, loaded.events_folded) == (None, 6)
     assert len(loaded.state.todos) == 5

@@ -25,10 +25,11 @@ from loopstate_protocol.errors import ErrorCode
 
 from loopstate.core import canonical
 from loopstate.core.errors import LoopstateError
+from loopstate.core.project import Project
 from loopstate.domains.intent import DOMAIN as INTENT
 from loopstate.domains.intent import projections, retired
 from loopstate.service import Service
-from tests.conftest import store_env
+from tests.conftest import snapshot_file, store_env
 
 pytestmark = pytest.mark.both_stores  # docs/storage.md, *Which tests run on PostgreSQL*
 
@@ -94,12 +95,10 @@ def test_an_audit_after_a_restart_shows_the_retired_claims_exactly_as_written(it
     assert without_stale(msgspec.to_builtins(fresh.query(str(root), p.IntentAudit(task_id=task))))["claims"] == expected["claims"]
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_the_snapshot_holds_places_not_the_retired_claims_text(it, root, data_dir):
     task, _ = history(it)
     assert cli(root, data_dir, "compact", "intent").returncode == 0
-    (snapshot,) = data_dir.glob("projects/*/snapshots/intent.msgpack")
-    held = snapshot.read_bytes()
+    held = snapshot_file(Project(str(root), data_dir=data_dir), "intent")[0].read_bytes()
     assert b"third wording of the rule" in held  # the active claim
     for retired_text in (b"first wording", b"second wording", b"a rule dropped later", b"the user took it back"):
         assert retired_text not in held

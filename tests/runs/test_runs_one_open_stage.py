@@ -21,6 +21,7 @@ from loopstate.core import snapshot
 from loopstate.domains.runs import DOMAIN, decide, run_stream
 from loopstate.domains.runs.state import RunSnapshot, RunState
 from loopstate.service.engine import Service
+from tests.conftest import snapshot_file
 from tests.runs.clikit import Cli
 from tests.runs.conftest import lease_args
 
@@ -99,12 +100,11 @@ def test_the_fold_tracks_the_open_stage(h):
     assert opened[-1] == "test" and state.open_stage_sequence == len(types)
 
 
-@pytest.mark.jsonl_only("reads the projection snapshot file (no snapshots on PostgreSQL)")
 def test_a_run_snapshot_of_the_layout_before_open_stages_is_not_decoded(h):
     run_id, lease = h.leased()
     h.run(proto.StageStart(run_id=run_id, stage="build", **lease_args(lease)))
     stream = run_stream(run_id)
-    path = h.service.project(h.root).dir / "snapshots" / f"{stream}.msgpack"
+    path, kind = snapshot_file(h.service.project(h.root), stream)
     for number in range(400):  # a snapshot is due once the stream has grown enough past the last one
         if path.exists():
             break
@@ -112,10 +112,10 @@ def test_a_run_snapshot_of_the_layout_before_open_stages_is_not_decoded(h):
     assert path.exists(), "the service wrote no run snapshot"
     codec = snapshot.codec_for(DOMAIN, stream, lambda: None, lambda state: None)
     data = path.read_bytes()
-    binding, wrapped = snapshot.decode(data, stream, codec)
+    binding, wrapped = snapshot.decode(data, stream, codec, kind)
     assert isinstance(wrapped, RunSnapshot) and wrapped.state.open_stage == "build"
     # The same state as the earlier layout wrote it: bare, with no open-stage fields.
     bare = msgspec.msgpack.decode(msgspec.msgpack.encode(wrapped.state), type=dict)
     del bare["open_stage"], bare["open_stage_sequence"]
     old = snapshot.Pending(stream, "runs", binding, msgspec.msgpack.encode(bare)).encode()
-    assert snapshot.decode(old, stream, codec) is None
+    assert snapshot.decode(old, stream, codec, kind) is None

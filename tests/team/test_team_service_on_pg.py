@@ -131,3 +131,15 @@ def test_the_kill_switch_topic_on_one_machine_hears_the_others_stop(pair):
     assert any("shared store" in path for path in note.snapshot["paths"])
     a.cli("run", "unstop")
     next_change(b.client, sub.subscription_id, lambda n: not n.snapshot["set"])
+
+
+@pytest.mark.slow
+def test_a_machine_that_never_wrote_reads_a_goal_from_the_shared_store_in_the_clis_own_checks(pair):
+    """`goals add --role R` takes a role a todo of the goal already has; machine b holds no folder of the
+    project, and its check reads the goal from the shared store (it read nothing, and refused the role)."""
+    a, b = pair
+    a.cli("goals", "add", "g1", "write the notes", "--new-goal", "--role", "tech-writer", "--new-role")
+    assert not Project(str(b.root), data_dir=b.data_dir).exists()
+    b.cli("goals", "add", "g1", "review the notes", "--role", "tech-writer")
+    board = msgspec.json.encode(b.cli("goals", "board", "g1")).decode()
+    assert "write the notes" in board and "review the notes" in board

@@ -48,10 +48,10 @@ RecordFn = Callable[[Record], None]
 T = TypeVar("T")
 
 # A ledger with a snapshot codec writes a snapshot once the verified tail since the last
-# one is at least SNAPSHOT_MIN_TAIL bytes (~90 intent-sized events) and at least
-# 1/SNAPSHOT_TAIL_SHARE of the last snapshot's size (``Ledger._snapshot_due``).
-SNAPSHOT_MIN_TAIL = 64 << 10
-SNAPSHOT_TAIL_SHARE = 8
+# one is at least SNAPSHOT_MIN_TAIL bytes and at least 1/SNAPSHOT_TAIL_SHARE of the last
+# snapshot's size (``Ledger._snapshot_due``; the rule every store's ledger follows).
+SNAPSHOT_MIN_TAIL = snapshot.MIN_TAIL
+SNAPSHOT_TAIL_SHARE = snapshot.TAIL_SHARE
 # The request index is stored (``request_file``) once memory holds this many requests and
 # 1/SNAPSHOT_TAIL_SHARE of the stored file's (``Ledger._save_requests_if_due``).
 REQUESTS_MIN_HELD = 1024

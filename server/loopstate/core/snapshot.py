@@ -16,7 +16,7 @@ trusted and never an error: the reader folds from byte 0 as it would without
 one, and that read reports whatever is wrong with the stream.
 
 The file is msgpack (msgspec): a small envelope with a format number, the
-stream and domain names, the binding, the SHA-256 of the state's msgpack
+stream and domain names, the binding, the checksum of the state's msgpack
 encoding, and that encoding itself, embedded as the envelope's last value
 (``msgspec.Raw``: the reader checks and decodes it where it lies in the file's
 bytes, without a copy). It is written atomically (a 0600 temp file renamed over
@@ -48,7 +48,7 @@ from __future__ import annotations
 import gc
 import zlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 import msgspec
 
@@ -63,6 +63,13 @@ from loopstate.core.stream import Stream
 # 3: the state's checksum is its CRC-32, not its SHA-256.
 FORMAT = 3
 
+# A ledger with a codec takes a snapshot once the folded tail since the last one is at
+# least MIN_TAIL bytes (~90 intent-sized events) and at least 1/TAIL_SHARE of the last
+# snapshot's size: a cold reader folds at most that tail after decoding the snapshot, and
+# a writer's cost per appended byte stays a constant whatever the state's size.
+MIN_TAIL = 64 << 10
+TAIL_SHARE = 8
+
 
 def checksum(state: bytes | memoryview) -> int:
     """The state's CRC-32: what says a snapshot was not torn or damaged at rest.
@@ -76,13 +83,24 @@ def checksum(state: bytes | memoryview) -> int:
     return zlib.crc32(state)
 
 
-class SnapshotFile(msgspec.Struct, kw_only=True):
+B = TypeVar("B")
+
+
+class Envelope(msgspec.Struct, Generic[B], kw_only=True):
+    """A snapshot file. ``binding`` says which head of which store the state was folded
+    through, in the store's own terms: a JSONL file's ``Checkpoint`` here, a PostgreSQL
+    stream's head in ``core/postgres/snapshots.py``."""
+
     format: int
     stream: str
     domain: str
-    binding: Checkpoint
+    binding: B
     state_crc32: int
     state: msgspec.Raw  # last: the state's own msgpack, where it lies in the file
+
+
+SnapshotFile = Envelope[Checkpoint]
+"""The JSONL store's snapshot file."""
 
 
 class Codec(msgspec.Struct, frozen=True):
@@ -123,11 +141,11 @@ class Pending(msgspec.Struct, frozen=True):
 
     stream_name: str
     domain: str
-    binding: Checkpoint
+    binding: Any  # the store's binding (``Envelope``)
     state: bytes
 
     def encode(self) -> bytes:
-        return msgspec.msgpack.encode(SnapshotFile(
+        return msgspec.msgpack.encode(Envelope(
             format=FORMAT, stream=self.stream_name, domain=self.domain, binding=self.binding,
             state_crc32=checksum(self.state), state=msgspec.Raw(self.state),
         ))
@@ -137,14 +155,18 @@ class Pending(msgspec.Struct, frozen=True):
         return len(self.state)
 
     def write(self, stream: Stream) -> int:
-        """Write it (atomically, not fsynced: a snapshot lost in a crash only costs a
-        longer read); returns the file's size, 0 when it could not be written (another
-        writer's first mutation swept the temp file away, a full disk): only a cache."""
-        target = path_for(stream)
+        """Write it beside the stream's file (``write_at``)."""
+        return self.write_at(path_for(stream), stream.base)
+
+    def write_at(self, target: Path, base: Path) -> int:
+        """Write it at ``target`` inside the folder ``base`` (atomically, not fsynced: a
+        snapshot lost in a crash only costs a longer read); returns the file's size, 0 when
+        it could not be written (another writer's first mutation swept the temp file away,
+        a full disk): only a cache."""
         data = self.encode()
         try:
-            safefs.ensure_dir(target.parent, stream.base)
-            safefs.atomic_write(target, stream.base, data, durable=False)
+            safefs.ensure_dir(target.parent, base)
+            safefs.atomic_write(target, base, data, durable=False)
         except (OSError, LoopstateError):
             return 0
         return len(data)
@@ -164,12 +186,13 @@ def encode(stream_name: str, binding: Checkpoint, codec: Codec) -> bytes:
     return Pending(stream_name, codec.domain, binding, msgspec.msgpack.encode(codec.capture())).encode()
 
 
-def decode(data: bytes, stream_name: str, codec: Codec) -> tuple[Checkpoint, Any] | None:
+def decode(data: bytes, stream_name: str, codec: Codec, envelope_type: Any = SnapshotFile) -> tuple[Any, Any] | None:
     """The binding and the state object in ``data``, if it is a whole snapshot of this
-    stream and domain in this format; None otherwise (torn, edited, older, another's).
-    The state is checked and decoded in place (``msgspec.Raw``: no copy of its bytes)."""
+    stream and domain in this format, its binding of ``envelope_type``'s kind; None
+    otherwise (torn, edited, older, another's, another store's). The state is checked
+    and decoded in place (``msgspec.Raw``: no copy of its bytes)."""
     try:
-        envelope = msgspec.msgpack.decode(data, type=SnapshotFile)
+        envelope = msgspec.msgpack.decode(data, type=envelope_type)
     except msgspec.MsgspecError:
         return None
     if (envelope.format, envelope.stream, envelope.domain) != (FORMAT, stream_name, codec.domain):
@@ -200,11 +223,17 @@ def save(stream: Stream, binding: Checkpoint, codec: Codec) -> int:
 def load(stream: Stream, codec: Codec) -> tuple[Checkpoint, Any, int] | None:
     """The stream's snapshot (its binding, its state object and the file's size), decoded
     but not yet checked against the file."""
+    return load_at(path_for(stream), stream.base, stream.name, codec, SnapshotFile)
+
+
+def load_at(target: Path, base: Path, stream_name: str, codec: Codec, envelope_type: Any) -> tuple[Any, Any, int] | None:
+    """The snapshot at ``target`` (its binding, its state object and the file's size),
+    decoded but not yet checked against the store; None when there is none to use."""
     try:
-        data = safefs.read_file(path_for(stream), stream.base)
+        data = safefs.read_file(target, base)
     except (OSError, LoopstateError):  # unreadable, or not a safe regular file: not used
         return None
     if not data:
         return None
-    decoded = decode(data, stream.name, codec)
+    decoded = decode(data, stream_name, codec, envelope_type)
     return None if decoded is None else (*decoded, len(data))

@@ -39,6 +39,7 @@ from loopstate.domains.goals import names
 from loopstate.domains.goals.domain import PREFIX, rendered_text, stream_name, validated
 from loopstate.domains.goals.state import GoalState, initial
 from loopstate.service.lifecycle import Effects, Prepared
+from loopstate.service.shared_stop import on_shared_store
 
 if TYPE_CHECKING:
     from loopstate_protocol.base import Command
@@ -298,7 +299,7 @@ def load_state(project: Project, goal_id: str, *, use_snapshot: bool = True) -> 
     (core/snapshot.py); events after it are verified and folded as usual, and a
     snapshot that does not match is ignored (a full fold), never trusted."""
     name = stream_name(goal_id)
-    if not project.exists():
+    if not project.exists() and not on_shared_store(project.root):  # a shared store needs no folder here
         return Replay(initial(goal_id), 0, None)
     from loopstate.domains.goals import DOMAIN
     from loopstate.service.engine import Folded

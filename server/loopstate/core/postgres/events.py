@@ -330,6 +330,21 @@ class Events:
             return None, []
         return rows[0][4], [Row(int(s), str(h), bytes(line), int(start)) for s, h, line, start, _ in rows]
 
+    def request_spans(self, conn: Connection, project: str, stream: str, *, through: int) -> list[tuple[str, int, int]]:
+        """Where each request up to sequence ``through`` begins: (request id, start, end) of its
+        first event, in stream order (index ``events_request``; no line is sent)."""
+        rows = conn.execute(
+            "SELECT request_id, start, start + octet_length(line) + 1 FROM loopstate.events "
+            "WHERE project = %s AND stream = %s AND request_id IS NOT NULL AND sequence <= %s ORDER BY sequence",
+            (project, stream, through),
+        ).fetchall()
+        spans, last = [], None
+        for request_id, start, end in rows:
+            if request_id != last:  # a request's later events add nothing to the index
+                spans.append((str(request_id), int(start), int(end)))
+                last = request_id
+        return spans
+
     def streams(self, conn: Connection, project: str) -> list[str]:
         rows = conn.execute("SELECT stream FROM loopstate.streams WHERE project = %s ORDER BY stream", (project,)).fetchall()
         return [str(row[0]) for row in rows]

@@ -13,6 +13,13 @@ from the table by the next catch-up, so it never holds an event the store does n
 ``submit`` runs its work in a mutation of its own: threads of one process take turns on
 the stream's lock, and PostgreSQL flushes the WAL of transactions committing together in
 one write, so concurrent writers share flushes without a queue of ours.
+
+With a snapshot codec the first catch-up starts from this machine's projection snapshot
+(``snapshots.py``) when the database still holds the event it was folded through, and
+folds only what follows; a new snapshot is written when the folded tail since the last one
+is due (``core/snapshot.py``'s rule), after a mutation's commit or a first catch-up, and by
+``save_snapshot``. A ledger that started from a snapshot has folded no request id before
+it: its lookups ask the table until its second mutation fills the index from the table.
 """
 
 from __future__ import annotations
@@ -22,15 +29,18 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 import psycopg
 
 from loopstate_protocol.errors import ErrorCode
 
+from loopstate.core import snapshot
 from loopstate.core.backend import Head, RecordFn, seal_batch
 from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, Position
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import RequestIndex
 from loopstate.core.news import News
+from loopstate.core.postgres import snapshots
 from loopstate.core.postgres.rows import check_row, record_of
 from loopstate.core.record import ProgressFn, Record
 
@@ -40,6 +50,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# A ledger that started from a snapshot fills its request index from the table at its
+# second mutation's lookup: a one-command process asks the table once, a long-lived
+# writer stops asking.
+TABLE_LOOKUPS_BEFORE_INDEX = 1
+
 
 class PostgresLedger:
     """A stream's fold kept current from the table: every event reaches ``on_record`` once, in order."""
@@ -48,6 +63,7 @@ class PostgresLedger:
         self, events: Events, key: str, project: Project, name: str, layout: ChainLayout, *,
         on_record: RecordFn | None,
         on_reset: Callable[[], None] | None, announce_history: bool, news_limit: int | None, keep_requests: bool,
+        snapshots: snapshot.Codec | None = None,
     ) -> None:
         """``keep_requests``: index the request ids folded (core/idempotency.py's RequestIndex,
         about 11 bytes each), so that ``earlier`` answers a new id without asking the server;
@@ -61,11 +77,19 @@ class PostgresLedger:
         self.on_reset = on_reset
         self.announce_history = announce_history
         self.news_limit = news_limit
-        self.started_from: int | None = None  # no snapshots: a fold starts from the first event
+        self.snapshots = snapshots
+        self.started_from: int | None = None  # the sequence of the snapshot the first catch-up started from
         self._position = Position(0, 0, None)  # after the last folded event: its end, sequence, hash
         self._opened = False
         self.requests = RequestIndex() if keep_requests else None
         self._using = threading.Lock()  # one mutation or catch-up of this ledger at a time
+        self._restore: Any = None  # a snapshot's state, restored once its head is seen in the table
+        self._snapshot_offset = 0  # where the last snapshot (written or started from) ends
+        self._snapshot_bytes = 0  # that snapshot's size: the next is due at a share of it
+        self._taken: snapshot.Pending | None = None  # taken in a mutation, written after its commit
+        self._requests_partial = False  # started from a snapshot: the ids before it are only in the table
+        self._table_lookups = 0
+        self._tx: PostgresMutation | None = None  # the mutation under way
 
     @property
     def head(self) -> tuple[int, str | None]:
@@ -75,27 +99,37 @@ class PostgresLedger:
 
     def catch_up(self, progress: ProgressFn | None = None, *, collect: bool = True) -> News:
         with self._held():
-            return self._catch_up(self.events.conn, collect)
+            first = not self._opened
+            news = self._catch_up(self.events.conn, collect, progress=progress)
+            if first and self._snapshot_due():
+                self._write(self._take())  # a cold reader's long fold: the next one starts from it
+            return news
 
     def refresh(self, progress: ProgressFn | None = None, *, collect: bool = True) -> list[Record]:
         return self.catch_up(progress, collect=collect).records
 
-    def _catch_up(self, conn: Connection, collect: bool, *, lock: bool = False) -> News:
+    def _catch_up(
+        self, conn: Connection, collect: bool, *, lock: bool = False, progress: ProgressFn | None = None,
+    ) -> News:
         """Fold what was committed after the head; the records as News (none on a first open
         that does not announce the history). ``lock``: take the stream's lock with the first read."""
         if not self._opened:
             self._opened = True
             collect = collect and self.announce_history
+            if self.snapshots is not None:
+                self._resume_from_snapshot()
         fresh = News(self.news_limit)
         events = self.events
         try:
-            if not self._fold_after_head(conn, fresh, collect, lock):
+            total = self._end_of_stream(conn) if progress is not None else 0
+            if not self._fold_after_head(conn, fresh, collect, lock, progress, total):
                 # The event this fold ends at is gone or another (a recover or an import elsewhere
-                # re-chained the stream): drop the fold and fold the stream again from its first event.
+                # re-chained the stream, or a snapshot's head is not this database's): drop the
+                # fold and fold the stream again from its first event.
                 self._forget()
                 self._opened = True
                 fresh = News(self.news_limit)
-                self._fold_after_head(conn, fresh, collect, False)
+                self._fold_after_head(conn, fresh, collect, False, progress, total)
         except psycopg.errors.LockNotAvailable:
             raise  # the mutation's transaction names the holder (LOCK_TIMEOUT)
         except psycopg.OperationalError as exc:
@@ -103,10 +137,13 @@ class PostgresLedger:
             raise events.unreachable(exc, f"read stream {self.name!r} from") from None
         return fresh
 
-    def _fold_after_head(self, conn: Connection, fresh: News, collect: bool, lock: bool) -> bool:
+    def _fold_after_head(
+        self, conn: Connection, fresh: News, collect: bool, lock: bool, progress: ProgressFn | None, total: int,
+    ) -> bool:
         """Fold the events after the head; False when the head's own event is not in the table as it
         was folded. The read starts at the head's event (one row more, no round trip more), so a
-        stream cut back or re-chained under this fold is seen at once, not read as "nothing new"."""
+        stream cut back or re-chained under this fold is seen at once, not read as "nothing new";
+        a snapshot's state is restored only once its head is seen there."""
         at = self._position
         check = at.sequence > 0
         for page in self.events.pages(conn, self.key, self.name, after=at.sequence - 1 if check else 0, lock=lock):
@@ -115,6 +152,8 @@ class PostgresLedger:
                     if row.sequence != at.sequence or row.event_hash != at.hash:
                         return False
                     check = False
+                    if self._restore is not None:
+                        self._started_at(at.sequence)
                     continue
                 event, after = check_row(row, self.layout, self._position, self.name)
                 record = Record(event, row.start, after.offset)
@@ -124,7 +163,59 @@ class PostgresLedger:
                 self._position = after
                 if collect:
                     fresh.add(record)
+            if progress is not None:
+                progress(self._position.offset, max(total, self._position.offset))
         return not check
+
+    def _end_of_stream(self, conn: Connection) -> int:
+        """The byte offset after the stream's last event now (a progress report's whole)."""
+        row = self.events.head(conn, self.key, self.name)
+        return 0 if row is None else row.start + len(row.line) + 1
+
+    # snapshots -------------------------------------------------------------------------------
+
+    def _resume_from_snapshot(self) -> None:
+        """Take this machine's snapshot of the stream as the fold's starting head, its state held
+        back until the read that follows finds that head's event in the table (``_started_at``)."""
+        assert self.snapshots is not None
+        loaded = snapshots.load(self.project, self.name, self.snapshots)
+        if loaded is None:
+            return
+        binding, state, size = loaded
+        if binding.store != self.events.where or binding.sequence < 1:
+            return
+        self._position = Position(binding.offset, binding.sequence, binding.hash)
+        self._restore = state
+        self._snapshot_offset, self._snapshot_bytes = binding.offset, size
+
+    def _started_at(self, sequence: int) -> None:
+        assert self.snapshots is not None
+        state, self._restore = self._restore, None
+        self.snapshots.restore(state)
+        self.started_from = sequence
+        self._requests_partial = self.requests is not None
+
+    def _snapshot_due(self) -> bool:
+        """Whether the tail folded since the last snapshot calls for a new one (``core/snapshot.py``)."""
+        if self.snapshots is None or self._position.sequence == 0:
+            return False
+        tail = self._position.offset - self._snapshot_offset
+        return tail >= snapshot.MIN_TAIL and tail * snapshot.TAIL_SHARE >= self._snapshot_bytes
+
+    def _take(self) -> snapshot.Pending:
+        """The state folded through the head now, encoded, with its binding."""
+        assert self.snapshots is not None
+        at = self._position
+        assert at.hash is not None
+        binding = snapshots.Binding(self.events.where, at.sequence, at.hash, at.offset)
+        return snapshot.Pending(self.name, self.snapshots.domain, binding, msgspec.msgpack.encode(self.snapshots.capture()))
+
+    def _write(self, taken: snapshot.Pending) -> bool:
+        size = snapshots.write(self.project, taken)
+        self._snapshot_offset = taken.binding.offset
+        if size:
+            self._snapshot_bytes = size
+        return size > 0
 
     # writing ---------------------------------------------------------------------------------
 
@@ -134,16 +225,35 @@ class PostgresLedger:
             tx: PostgresMutation | None = None
             try:
                 with self.events.transaction(self.key, self.name, caller_locks=True) as conn:
-                    tx = PostgresMutation(self, conn, self._catch_up(conn, collect=True, lock=True))
+                    tx = self._tx = PostgresMutation(self, conn, self._catch_up(conn, collect=True, lock=True))
                     yield tx
             except BaseException:
+                self._tx = self._taken = None
                 if tx is not None and tx.appended:
                     self._forget()  # folded, then not committed (or not known to be): rebuild from the table
                 raise
+            # Committed: a snapshot taken in it, or due now, binds a head the table holds.
+            taken, self._taken, self._tx = self._taken, None, None
+            if taken is None and self._snapshot_due():
+                taken = self._take()
+            if taken is not None:
+                self._write(taken)
 
     def submit(self, work: Callable[[PostgresMutation], T]) -> T:
         with self.mutation() as tx:
             return work(tx)
+
+    def _index_from_table(self, conn: Connection) -> None:
+        """For a ledger that started from a snapshot: count a lookup the table answers, and at the
+        next after ``TABLE_LOOKUPS_BEFORE_INDEX`` note every request before the snapshot's head
+        from the table (its ids and offsets only), so lookups are answered here again."""
+        assert self.requests is not None and self.started_from is not None
+        self._table_lookups += 1
+        if self._table_lookups <= TABLE_LOOKUPS_BEFORE_INDEX:
+            return
+        for request_id, start, end in self.events.request_spans(conn, self.key, self.name, through=self.started_from):
+            self.requests.note_earlier(request_id, start, end)
+        self._requests_partial = False
 
     def _note(self, record: Record) -> None:
         request_id = record.event.get(REQUEST_ID)
@@ -153,6 +263,10 @@ class PostgresLedger:
     def _forget(self) -> None:
         self._position = Position(0, 0, None)
         self._opened = False
+        self._restore = None
+        self.started_from = None
+        self._snapshot_offset = 0
+        self._requests_partial = False
         if self.requests is not None:
             self.requests.clear()
         if self.on_reset is not None:
@@ -172,10 +286,19 @@ class PostgresLedger:
             self._using.release()
 
     def save_snapshot(self, *, after_release: bool = False) -> bool:
-        return False  # no snapshots in this store yet: a fold starts from the first event
+        """Inside a mutation: the snapshot of the fold at the head now. Written at once when the
+        mutation has appended nothing (the head is committed; True when the file was written),
+        else taken now and written after the commit (True: taken)."""
+        if self.snapshots is None or self._position.sequence == 0:
+            return False
+        taken = self._take()
+        if after_release or (self._tx is not None and self._tx.appended):
+            self._taken = taken
+            return True
+        return self._write(taken)
 
     def snapshot_behind(self) -> bool:
-        return False
+        return self._opened and self._snapshot_due()
 
     def close(self) -> None:
         """Nothing of its own to let go: connections belong to the store."""
@@ -194,7 +317,9 @@ class PostgresMutation:
         """From the ledger's request index when it says the id is new (it has folded every event
         to the head, under this lock); from the table when the id may be there."""
         ledger = self.ledger
-        if ledger.requests is not None:
+        if ledger._requests_partial:
+            ledger._index_from_table(self.conn)
+        if ledger.requests is not None and not ledger._requests_partial:
             try:
                 ledger.requests.lookup(request_id, fp, _may_be_there, ledger.layout.sequence_field)
                 return None  # no event was ever noted under this id's tag

@@ -19,7 +19,7 @@ from loopstate_protocol.errors import ErrorCode
 from loopstate.core.backend import EMPTY, ChangeFn, Head, HeadConflict, RecordFn, StoredEvent, verify_chain
 from loopstate.core.chain import ChainError, ChainLayout, Position
 from loopstate.core.errors import LoopstateError
-from loopstate.core.postgres.events import Connection, Events, Outcome, client_name
+from loopstate.core.postgres.events import READ_PAGE, Connection, Events, Outcome, client_name
 from loopstate.core.postgres.feed import NotifyFeed
 from loopstate.core.postgres.ledger import PostgresLedger
 from loopstate.core.postgres.rows import check_alone, check_row, rebase, request_of
@@ -58,9 +58,10 @@ class PostgresStore:
         on_reset: Callable[[], None] | None = None, keep_requests: bool = True, announce_history: bool = True,
         snapshots: Codec | None = None, news_limit: int | None = None,
     ) -> PostgresLedger:
-        """``snapshots`` is accepted and not used yet: a fold starts from the first event."""
+        """``snapshots``: start from this machine's snapshot of the stream and keep it (``snapshots.py``)."""
         return PostgresLedger(self.events, self.key, self.project, check_stream_name(name), layout, on_record=on_record, on_reset=on_reset,
-                              announce_history=announce_history, news_limit=news_limit, keep_requests=keep_requests)
+                              announce_history=announce_history, news_limit=news_limit, keep_requests=keep_requests,
+                              snapshots=snapshots)
 
     def head(self, name: str, layout: ChainLayout) -> Head:
         row = self._reading(lambda conn: self.events.head(conn, self.key, name), f"read stream {name!r} from")
@@ -184,9 +185,12 @@ class PostgresStore:
         report: dict[str, Any] = {"stream": name, "ok": True}
         head = EMPTY
         offset = 0
+        total = self._end_of(name) if progress is not None else 0
         try:
             for stored in self.read(name, layout):
                 head, offset = Head(stored.sequence, stored.hash), stored.end
+                if progress is not None and stored.sequence % READ_PAGE == 0:
+                    progress(offset, max(total, offset))  # a page's worth at a time
         except ChainError as exc:
             report.update(ok=False, error={"code": exc.code.value, "offset": exc.offset, "sequence": exc.sequence,
                                            "reason": exc.reason})
@@ -195,8 +199,15 @@ class PostgresStore:
                 raise
             report.update(ok=False, error={"code": exc.code.value, "offset": offset, "sequence": head.sequence + 1,
                                            "reason": exc.message})
+        if progress is not None and head.sequence:
+            progress(offset, max(total, offset))
         report.update(events=head.sequence, sequence=head.sequence, hash=head.hash, bytes=offset)
         return report
+
+    def _end_of(self, name: str) -> int:
+        """The byte offset after the stream's last event now (a progress report's whole)."""
+        row = self._reading(lambda conn: self.events.head(conn, self.key, name), f"read stream {name!r} from")
+        return 0 if row is None else row.start + len(row.line) + 1
 
     def recover_stream(self, name: str, layout: ChainLayout) -> dict[str, Any]:
         """Keep the verified prefix: the rows after it move to ``loopstate.quarantine`` (as they
