@@ -143,3 +143,16 @@ def test_a_machine_that_never_wrote_reads_a_goal_from_the_shared_store_in_the_cl
     b.cli("goals", "add", "g1", "review the notes", "--role", "tech-writer")
     board = msgspec.json.encode(b.cli("goals", "board", "g1")).decode()
     assert "write the notes" in board and "review the notes" in board
+
+
+@pytest.mark.slow
+def test_a_gate_opened_on_one_machine_holds_the_stop_hook_on_a_machine_that_never_wrote(pair):
+    """The stop hook's open gates are read from the shared store, not from a folder this machine lacks."""
+    from tests.hooks.hookkit import hook, host_input
+
+    a, b = pair
+    a.cli("goals", "gate", "ship", "Owner sign-off", "--new-goal")
+    (b.root / ".loopstate" / "hooks.json").write_text('{"enforce_gates": true, "goal": "ship"}')
+    assert not Project(str(b.root), data_dir=b.data_dir).exists()
+    stopped = hook("claude", "Stop", host_input("claude", "Stop", b.root, "s-team"), data_dir=b.data_dir, cwd=b.root)
+    assert stopped.get("decision") == "block" and "Owner sign-off" in stopped["reason"], stopped
