@@ -24,6 +24,10 @@ Last, the append side (`--appends N`): N single-command durable appends
 largest store, in alternating rounds with the snapshot codec on and off, and
 the time of one snapshot write of that store's state (a writer pays one each
 time its tail passes 64 KiB and an eighth of the last snapshot's size).
+With ``--postgres`` the same stores are built in a PostgreSQL database of a cluster the
+script starts (tests/pg/pg_cluster.py) and read through it: the snapshots are this
+machine's (docs/storage.md, *Projection snapshots on PostgreSQL*), and the append side is
+not run.
 Not part of the test run (the file is not named test_*.py).
 """
 
@@ -149,10 +153,12 @@ def heartbeat(clock: SteppingClock) -> Callable[[Any, int], Any]:
     return command
 
 
-def cold(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
-    """Best wall time (s) and peak RSS (MiB) of ``argv`` in a fresh process."""
+def cold(argv: list[str], env: dict[str, str], repeat: int, before: Callable[[], None] | None = None) -> tuple[float, float]:
+    """Best wall time (s) and peak RSS (MiB) of ``argv`` in a fresh process (``before`` runs before each)."""
     best, rss = float("inf"), 0.0
     for _ in range(repeat):
+        if before is not None:
+            before()
         start = time.perf_counter()
         child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(child.pid, 0)
@@ -217,6 +223,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,10000,100000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--postgres", action="store_true", help="read a PostgreSQL store (a cluster of its own)")
     parser.add_argument("--build", type=int, help=argparse.SUPPRESS)  # the child that builds one store
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -224,8 +231,28 @@ def main() -> None:
         return build_store(args.root, args.build)
     sizes = [int(size) for size in args.sizes.split(",")]
     loopstate = [sys.executable, "-m", "loopstate.cli.main"]
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.pg.pg_cluster import Cluster, skip_reason
+
+        if skip_reason():
+            raise SystemExit(skip_reason())
+        cluster = Cluster()
+    try:
+        run(args, sizes, loopstate, None if cluster is None else cluster.new_database("reads"))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def run(args: argparse.Namespace, sizes: list[int], loopstate: list[str], store: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "LOOPSTATE_DATA_DIR": str(Path(tmp) / "data")}
+        env.pop("LOOPSTATE_STORE", None)
+        if store is not None:
+            env["LOOPSTATE_STORE"] = store
+            print(f"store: PostgreSQL ({store})")
         floor, floor_rss = cold([sys.executable, "-c", "pass"], env, args.repeat)
         print(f"process floor (python -c pass): {floor * 1000:.0f} ms, {floor_rss:.0f} MiB peak RSS\n")
         rows: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
@@ -242,10 +269,10 @@ def main() -> None:
             # Built in a child process: a child forked from a parent that had grown would report
             # the parent's pages as its own peak RSS.
             subprocess.run([sys.executable, __file__, "--build", str(size), "--root", str(root)], env=env, check=True)
-            store = Service(data_dir=Path(tmp) / "data").project(str(root)).dir
-            print(f"{size:,} events per stream built in {time.perf_counter() - built:.1f} s "
-                  f"(intent {os.path.getsize(store / 'streams' / 'intent.jsonl') / 1e6:.1f} MB)")
-            snapshots = store / "snapshots"
+            folder = Service(data_dir=Path(tmp) / "data").project(str(root)).dir
+            size_of = "" if store else f" (intent {os.path.getsize(folder / 'streams' / 'intent.jsonl') / 1e6:.1f} MB)"
+            print(f"{size:,} events per stream built in {time.perf_counter() - built:.1f} s{size_of}")
+            snapshots = folder / "snapshots" / "postgresql" if store else folder / "snapshots"
             for label, argv in reads.items():
                 command = [*loopstate, *argv, "--root", str(root)]
                 rows.setdefault((label, "writer's snapshot"), {})[size] = cold(command, env, args.repeat)
@@ -253,11 +280,17 @@ def main() -> None:
             for label, argv in reads.items():
                 command = [*loopstate, *argv, "--root", str(root)]
                 rows.setdefault((label, "after compact"), {})[size] = cold(command, env, args.repeat)
-            for path in snapshots.iterdir():
-                path.unlink()
+            def no_snapshots(folder: Path = snapshots) -> None:
+                for path in folder.iterdir():
+                    if path.is_file():
+                        path.unlink()
+
+            no_snapshots()
+            # On PostgreSQL a cold reader keeps the snapshot of its long fold: each read starts without one.
+            again = no_snapshots if store else None
             for label, argv in reads.items():
                 command = [*loopstate, *argv, "--root", str(root)]
-                rows.setdefault((label, "no snapshot"), {})[size] = cold(command, env, args.repeat)
+                rows.setdefault((label, "no snapshot"), {})[size] = cold(command, env, args.repeat, again)
         print()
         header = "| read | snapshot | " + " | ".join(f"{size:,} events" for size in sizes) + " |"
         print(header)
@@ -267,7 +300,7 @@ def main() -> None:
             cells = [f"{by_size[size][0]:.3f} s ({by_size[size][0] / reference:.2f}x, {by_size[size][1]:.0f} MiB)"
                      for size in sizes]
             print(f"| `{label}` | {kind} | " + " | ".join(cells) + " |")
-        if args.appends:
+        if args.appends and store is None:
             append_cost(Path(tmp) / "data", Path(tmp) / f"ws{sizes[-1]}", asked_task(sizes[-1]), args.appends)
 
 

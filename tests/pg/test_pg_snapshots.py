@@ -32,7 +32,7 @@ def h(pg_url: str, data_dir, root, monkeypatch: pytest.MonkeyPatch):
 
 def many(h: Harness, count: int, start: int = 0) -> None:
     for number in range(start, start + count):
-        h.run(g.AddTodo(goal_id="g", title=f"task {number} " + "x" * 250))
+        h.run(g.AddTodo(goal_id="g", title=f"task {number} " + "x" * 250), f"add-{number}")
 
 
 def path(h: Harness):
@@ -168,3 +168,20 @@ def test_the_snapshot_envelope_is_the_one_every_store_uses():
     data = snapshot.Pending("s", "test", binding, msgspec.msgpack.encode({"a": 1})).encode()
     assert snapshot.decode(data, "s", codec, pg_snapshots.SnapshotFile) == (binding, {"a": 1})
     assert snapshot.decode(data, "s", codec) is None  # not a JSONL file's checkpoint binding
+
+
+def test_an_idle_server_keeps_the_snapshot_of_what_another_machine_appended(h: Harness, tmp_path, root):
+    """``Service.snapshot_idle`` (what an idle `loopstate serve` runs): the tail others appended is due."""
+    many(h, 3)
+    served = h.fresh()
+    served.query(h.root, g.GetBoard(goal_id="g"))  # a long-lived reader holds the stream, nothing due
+    assert served.snapshot_idle(lambda: False) == []
+    many(Harness(tmp_path / "machine-b", root), 200, start=3)  # another machine's writes: not this one's files
+    served.query(h.root, g.GetBoard(goal_id="g"))
+    before = path(h).stat().st_mtime_ns if path(h).exists() else None
+    assert served.snapshot_idle(lambda: False) == [STREAM]
+    binding = msgspec.msgpack.decode(path(h).read_bytes(), type=pg_snapshots.SnapshotFile).binding
+    assert binding.sequence == 203 and path(h).stat().st_mtime_ns != before
+    assert served.snapshot_idle(lambda: False) == []  # nothing more is due
+    cold = load_state(h.project, "g")
+    assert (cold.snapshot_sequence, cold.events_folded) == (203, 0) and len(cold.state.todos) == 203
