@@ -76,3 +76,18 @@ def test_goals_a_goal_added_is_listed_and_on_its_board(cli):
     assert "g1" in json.dumps(cli("goals", "list"))
     board = json.dumps(cli("goals", "board", "g1"))
     assert "ship the thing" in board and "T001" in board
+
+
+@pytest.mark.slow
+def test_compact_writes_every_streams_snapshot_and_the_next_read_starts_from_it(cli):
+    started = cli("intent", "start", "--label", "t", "--claim", "outcome:ship it")
+    task_id = started["events"][0]["task_id"]
+    cli("intent", "add", "--facet", "hard_constraint", task_id, "keep the API")
+    done = cli("compact")
+    assert [(s["stream"], s["snapshot"]) for s in done["streams"]] == [("intent", True)]
+    assert done["streams"][0]["sequence"] == 2
+    (kept,) = cli.data_dir.glob("projects/*/snapshots/postgresql/intent.msgpack" if cli.kind == "postgresql"
+                                else "projects/*/snapshots/intent.msgpack")
+    assert kept.stat().st_size > 0
+    shown = cli("intent", "show")["by_facet"]
+    assert [c["statement"] for c in shown["hard_constraint"]["explicit"]] == ["keep the API"]
