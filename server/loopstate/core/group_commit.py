@@ -49,14 +49,30 @@ class Host(Protocol):
 
 
 class _Job(Generic[T]):
-    """One caller's work in a group commit, and what came of it."""
+    """One caller's work in a group commit, and what came of it.
+
+    Its caller is woken once (its group is durable, or it is to lead the next one) through a
+    lock taken at creation and released by the waker: one futex wake, where an ``Event``'s
+    condition variable cost a lock, a waiter list and a notify per job (a sixth of a
+    16-thread group's CPU in a profile).
+    """
+
+    __slots__ = ("work", "done", "_woken", "result", "error")
 
     def __init__(self, work: Callable[[Mutation], T]) -> None:
         self.work = work
         self.done = False
-        self.wake = threading.Event()
+        self._woken = threading.Lock()
+        self._woken.acquire()
         self.result: T | None = None
         self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        """Wake the caller (once: each job is woken by exactly one waker)."""
+        self._woken.release()
+
+    def wait(self) -> None:
+        self._woken.acquire()
 
     def outcome(self) -> T:
         if self.error is not None:
@@ -93,7 +109,7 @@ class GroupCommit:
                 self._group.notify()  # a gathering leader has all it waits for
         if not leading:
             # Woken once: when a group made this job durable, or to lead the next group.
-            job.wake.wait()
+            job.wait()
             if job.done:
                 return job.outcome()
         batch: list[_Job[Any]] = []
@@ -110,9 +126,10 @@ class GroupCommit:
                 successor = self._queue[0] if self._queue else None
                 self._leading = successor is not None
             for done in batch:
-                done.wake.set()
+                if done is not job:
+                    done.wake()
             if successor is not None:
-                successor.wake.set()  # leadership passes to the oldest waiter
+                successor.wake()  # leadership passes to the oldest waiter
         return job.outcome()
 
     def _run_group(self, batch: list[_Job[Any]]) -> None:
