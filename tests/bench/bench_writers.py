@@ -18,8 +18,9 @@ p99 are of each append's latency. After every run the stream is opened fresh and
 checked exact: every request id exactly once, the expected count, one chain
 (a cold open verifies every link), no torn tail. Verdicts: processes at least
 1x the serial writer, group commit at least 5x one thread one at a time.
-With ``--baseline TREE`` (another tree's ``server`` and ``protocol``) every process
-row is measured again in the same round with the writer processes importing that tree.
+With ``--baseline TREE`` (another tree's ``server`` and ``protocol``) every row is
+measured again in the same round with the writer processes importing that tree (the
+thread rows each run in a fresh process of their own, on either tree).
 Not part of the test run (the file is not named test_*.py).
 """
 
@@ -68,12 +69,17 @@ def child(data_dir: str, root: str, name: str, appends: int) -> None:
     print(json.dumps({"latencies": latencies, "end": time.monotonic(), "switches": switches, "cpu": cpu}), flush=True)
 
 
+def tree_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a process that imports ``tree``'s loopstate (None: this tree's)."""
+    if tree is None:
+        return None
+    return {**os.environ, "PYTHONPATH": os.pathsep.join((os.path.join(tree, "server"), os.path.join(tree, "protocol")))}
+
+
 def processes(base: Path, label: str, writers: int, appends: int, tree: str | None = None) -> dict:
     project = new_project(base, label)
     args = [sys.executable, __file__, "--child", str(project.data_dir), project.root]
-    env = None
-    if tree is not None:  # the writers import the baseline tree's loopstate
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.path.join(tree, "server"), os.path.join(tree, "protocol")))}
+    env = tree_env(tree)
     procs = [subprocess.Popen([*args, f"w{w}", str(appends)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=env)
              for w in range(writers)]
@@ -142,6 +148,15 @@ def threads(base: Path, label: str, writers: int, appends: int, grouped: bool) -
             "groups": groups}
 
 
+def threads_in(tree: str | None, base: Path, label: str, writers: int, appends: int, grouped: bool) -> dict:
+    """``threads`` in a fresh process importing ``tree`` (None: this tree)."""
+    done = subprocess.run([sys.executable, __file__, "--threads-child", str(base), label, str(writers), str(appends),
+                           "grouped" if grouped else "one-at-a-time"], env=tree_env(tree), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def check(project: Project, expected: set[str]) -> None:
     """A fresh open verifies every link; every request id is there exactly once, nothing else, no torn tail."""
     ledger = Ledger(project, "core", LAYOUT)
@@ -166,10 +181,15 @@ def main() -> int:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--only", choices=("processes", "threads"), default=None)
     parser.add_argument("--child", nargs=4, metavar=("DATA_DIR", "ROOT", "NAME", "APPENDS"))
+    parser.add_argument("--threads-child", nargs=5, metavar=("BASE", "LABEL", "WRITERS", "APPENDS", "MODE"))
     parser.add_argument("--baseline", default=None, help="another tree (its server/ and protocol/), measured beside")
     args = parser.parse_args()
     if args.child:
         child(*args.child[:3], int(args.child[3]))
+        return 0
+    if args.threads_child:
+        folder, label, writers, appends, mode = args.threads_child
+        print(json.dumps(threads(Path(folder), label, int(writers), int(appends), grouped=mode == "grouped")))
         return 0
     n = args.appends
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
@@ -193,15 +213,16 @@ def main() -> int:
                               f"{row['cpu'] * 1e6:.0f} us CPU (all writers)")
             if args.only == "processes":
                 continue
-            one = threads(base, f"r{r}-one-thread", 1, 16 * n, grouped=False)
-            group = threads(base, f"r{r}-group", 16, n, grouped=True)
-            ratio = group["rate"] / one["rate"]
-            verdicts.append(("16 threads group commit / one thread", ratio, 5.0))
-            for name, row, rel in ((f"1 thread, {16 * n} appends one at a time (reference)", one, 1.0),
-                                   (f"16 threads x {n}, group commit", group, ratio)):
-                print(f"  {name:44} {row['rate']:10,.0f} {row['p50'] * 1e3:7.2f}ms {row['p99'] * 1e3:7.2f}ms "
-                      f"{rel:12.2f}x")
-            print(f"  group commit: {16 * n} appends in {group['groups']} writes+fsyncs")
+            for tree, tag in trees:
+                one = threads_in(tree, base, f"r{r}-one-thread{tag[:4]}", 1, 16 * n, grouped=False)
+                group = threads_in(tree, base, f"r{r}-group{tag[:4]}", 16, n, grouped=True)
+                ratio = group["rate"] / one["rate"]
+                verdicts.append((f"{tag}16 threads group commit / one thread", ratio, 5.0))
+                for name, row, rel in ((f"{tag}1 thread, {16 * n} appends one at a time (reference)", one, 1.0),
+                                       (f"{tag}16 threads x {n}, group commit", group, ratio)):
+                    print(f"  {name:44} {row['rate']:10,.0f} {row['p50'] * 1e3:7.2f}ms {row['p99'] * 1e3:7.2f}ms "
+                          f"{rel:12.2f}x")
+                print(f"  {tag}group commit: {16 * n} appends in {group['groups']} writes+fsyncs")
             print("  every run exact: each request id once, one verified chain, no torn tail")
     print(f"\nload average {os.getloadavg()[0]:.2f}\nverdicts:")
     for name, ratio, target in verdicts:
