@@ -4,6 +4,8 @@ Real server; the goals domain through the real service."""
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 import psycopg
 import pytest
@@ -15,10 +17,12 @@ from loopstate.core import snapshot
 from loopstate.core.errors import LoopstateError
 from loopstate.core.postgres import snapshots as pg_snapshots
 from loopstate.core.stores import close_opened, open_store
+from loopstate.domains.goals import DOMAIN
 from loopstate.domains.goals.state import state_checksum
 from loopstate.service.front import stream_layout
 from loopstate.service.goals_effects import load_state
 from tests.goals.goalkit import Harness
+from tests.pg.pgkit import backends, terminate
 
 STREAM = "goals.g"
 
@@ -185,3 +189,24 @@ def test_an_idle_server_keeps_the_snapshot_of_what_another_machine_appended(h: H
     assert served.snapshot_idle(lambda: False) == []  # nothing more is due
     cold = load_state(h.project, "g")
     assert (cold.snapshot_sequence, cold.events_folded) == (203, 0) and len(cold.state.todos) == 203
+
+
+def test_a_connection_lost_on_the_read_that_checks_the_snapshot_loses_nothing(h: Harness, pg_url: str):
+    """The first read of a ledger that loaded a snapshot fails (its server process killed): the error names
+    the store, nothing is restored, and the next read checks the head, restores and folds as if uninterrupted."""
+    many(h, 5)
+    h.service.compact(h.root, [STREAM])
+    many(h, 2, start=5)
+    store = open_store(h.project)
+    store.head(STREAM, stream_layout(STREAM))  # the connection is open
+    terminate(pg_url, backends(pg_url, f"loopstate % pid {os.getpid()}"))
+    folded: list[int] = []
+    codec = snapshot.codec_for(DOMAIN, STREAM, lambda: None, lambda state: folded.append(-1))
+    ledger = store.open_ledger(STREAM, stream_layout(STREAM), snapshots=codec,
+                               on_record=lambda record: folded.append(record.event["append_sequence"]))
+    with pytest.raises(LoopstateError) as lost:
+        ledger.catch_up()
+    assert lost.value.code is ErrorCode.STORE_IO_ERROR and store.url in lost.value.message
+    assert folded == [] and ledger.started_from is None
+    ledger.catch_up()
+    assert folded == [-1, 6, 7] and ledger.started_from == 5 and ledger.head[0] == 7
