@@ -210,3 +210,14 @@ def test_a_connection_lost_on_the_read_that_checks_the_snapshot_loses_nothing(h:
     assert folded == [] and ledger.started_from is None
     ledger.catch_up()
     assert folded == [-1, 6, 7] and ledger.started_from == 5 and ledger.head[0] == 7
+
+
+def test_a_temp_file_left_by_a_writer_killed_mid_snapshot_is_swept_by_the_next_writer(h: Harness):
+    many(h, 5)
+    h.service.compact(h.root, [STREAM])
+    orphan = path(h).with_name(path(h).name + ".loopstate-tmp-0123456789abcdef")
+    other = path(h).with_name("goals.other.msgpack.loopstate-tmp-0123456789abcdef")  # another stream's: kept
+    orphan.write_bytes(b"half a snapshot")
+    other.write_bytes(b"being written")
+    h.fresh().execute(h.root, g.AddTodo(goal_id="g", title="next"), "after-the-kill")
+    assert not orphan.exists() and other.exists() and path(h).exists()

@@ -90,6 +90,7 @@ class PostgresLedger:
         self._requests_partial = False  # started from a snapshot: the ids before it are only in the table
         self._table_lookups = 0
         self._tx: PostgresMutation | None = None  # the mutation under way
+        self._swept = snapshots is None  # the snapshot's orphan temp files: swept at the first mutation
 
     @property
     def head(self) -> tuple[int, str | None]:
@@ -222,6 +223,9 @@ class PostgresLedger:
     @contextlib.contextmanager
     def mutation(self) -> Iterator[PostgresMutation]:
         with self._held():
+            if not self._swept:
+                snapshots.sweep(self.project, self.name)
+                self._swept = True
             tx: PostgresMutation | None = None
             try:
                 with self.events.transaction(self.key, self.name, caller_locks=True) as conn:

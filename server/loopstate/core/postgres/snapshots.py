@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from loopstate.core import snapshot
+from loopstate.core import safefs, snapshot
 from loopstate.core.errors import LoopstateError
 
 if TYPE_CHECKING:
@@ -55,6 +55,16 @@ def load(project: Project, stream: str, codec: snapshot.Codec) -> tuple[Binding,
     """The stream's snapshot on this machine (binding, state object, file size), decoded
     and checksummed but not yet checked against the database; None when there is none."""
     return snapshot.load_at(path_for(project, stream), project.data_dir, stream, codec, SnapshotFile)
+
+
+def sweep(project: Project, stream: str) -> None:
+    """Remove the temp files a process killed mid-write left beside the stream's snapshot. Safe at
+    any time: a writer whose temp file is removed before its rename only writes no snapshot."""
+    target = path_for(project, stream)
+    try:
+        safefs.remove_orphan_temps(target.parent, target.name)
+    except OSError:
+        pass  # only disk is at stake
 
 
 def write(project: Project, pending: snapshot.Pending) -> int:
