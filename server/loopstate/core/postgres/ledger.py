@@ -40,7 +40,7 @@ from loopstate.core.chain import REQUEST_FINGERPRINT, REQUEST_ID, ChainLayout, P
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import RequestIndex
 from loopstate.core.news import News
-from loopstate.core.postgres import snapshots
+from loopstate.core.postgres import snapshots as machine_snapshots
 from loopstate.core.postgres.rows import check_row, record_of
 from loopstate.core.record import ProgressFn, Record
 
@@ -179,7 +179,7 @@ class PostgresLedger:
         """Take this machine's snapshot of the stream as the fold's starting head, its state held
         back until the read that follows finds that head's event in the table (``_started_at``)."""
         assert self.snapshots is not None
-        loaded = snapshots.load(self.project, self.name, self.snapshots)
+        loaded = machine_snapshots.load(self.project, self.name, self.snapshots)
         if loaded is None:
             return
         binding, state, size = loaded
@@ -208,11 +208,11 @@ class PostgresLedger:
         assert self.snapshots is not None
         at = self._position
         assert at.hash is not None
-        binding = snapshots.Binding(self.events.where, at.sequence, at.hash, at.offset)
+        binding = machine_snapshots.Binding(self.events.where, at.sequence, at.hash, at.offset)
         return snapshot.Pending(self.name, self.snapshots.domain, binding, msgspec.msgpack.encode(self.snapshots.capture()))
 
     def _write(self, taken: snapshot.Pending) -> bool:
-        size = snapshots.write(self.project, taken)
+        size = machine_snapshots.write(self.project, taken)
         self._snapshot_offset = taken.binding.offset
         if size:
             self._snapshot_bytes = size
@@ -224,7 +224,7 @@ class PostgresLedger:
     def mutation(self) -> Iterator[PostgresMutation]:
         with self._held():
             if not self._swept:
-                snapshots.sweep(self.project, self.name)
+                machine_snapshots.sweep(self.project, self.name)
                 self._swept = True
             tx: PostgresMutation | None = None
             try:
