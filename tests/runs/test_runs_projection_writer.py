@@ -80,6 +80,20 @@ def test_a_heartbeat_writes_only_what_it_changed_and_the_files_equal_the_log(h):
     assert (after.st_ino, after.st_mtime_ns) == (issues_before.st_ino, issues_before.st_mtime_ns), "issues.json rewritten"
     assert {p.name: os.stat(p).st_ino for p in (folder / "evidence").iterdir()} == evidence_before
     assert json.loads(files["issues.json"])["issues"] == [json.loads(canonical.encode(i)) for i in h.status(run_id).issues]
+    # What a live writer keeps: its spare of each small file it rewrote (the bytes it exchanged out), no other temp.
+    kept = sorted(p.name.split(".loopstate-tmp-")[0] for p in folder.rglob("*") if ".loopstate-tmp-" in p.name)
+    assert kept == ["lease.json", "run.json"], kept
+    inodes = {name: os.stat(folder / name).st_ino for name in ("run.json", "lease.json")}
+    spares = {p.name: p.stat().st_ino for p in folder.iterdir() if ".loopstate-tmp-" in p.name}
+    h.clock.advance(200)
+    assert h.types(proto.Heartbeat(run_id=run_id, **held)) == ["lease_renewed"]
+    _, files = _files(h, run_id)
+    assert files["lease.json"] == canonical.encode(h.status(run_id).lease)
+    # The next heartbeat writes into the spare and exchanges it in: the two files take turns, none is made.
+    assert {p.name: p.stat().st_ino for p in folder.iterdir() if ".loopstate-tmp-" in p.name}.keys() == spares.keys()
+    assert os.stat(folder / "lease.json").st_ino == spares[next(n for n in spares if n.startswith("lease.json"))]
+    assert os.stat(folder / "run.json").st_ino in (inodes["run.json"], spares[next(n for n in spares if n.startswith("run.json"))])
+    PROJECTIONS.forget()  # as the process's end: its spares go (a cold writer also removes any left)
     assert not [p for p in folder.rglob("*") if ".loopstate-tmp-" in p.name], "a temp file was left"
 
 

@@ -25,9 +25,15 @@ of the whole evidence folder, the issue ledger sorted and encoded again):
   affected);
 * the issue ledger is encoded only when the fold's issue map is a new object
   (the fold builds a new map only on issue events), one issue at a time;
-* a big issues.json (``SPARE_FROM``) is not written whole: the file it was
-  exchanged with last time (its previous bytes, this process's spare) is
-  patched from the first byte that differs and exchanged in (``_patch_spare``);
+* a file this process wrote before is written into its spare, the file it was
+  exchanged with last time (its previous bytes, under a temp name of this
+  process), and exchanged in (``_patch_spare``): no file is created or removed,
+  where a temp file made and an old one unlinked per file and event were most
+  of what a heartbeat cost beyond its append on a fast disk (run.json and
+  lease.json: a heartbeat 0.93-1.04 against 1.25-1.49 ms p50 at 10,000 events,
+  `tests/bench/bench_run_events.py`); a
+  big issues.json (``SPARE_FROM``) is patched there only from the first byte
+  that differs, not written whole;
 * evidence records never change: each is written once, when its event is
   folded; the folder is listed only when its identity (inode, mtime) differs
   from the one this process last saw, i.e. in a cold process or after
@@ -67,7 +73,7 @@ from loopstate.core.project import Project
 from loopstate.domains.runs.state import RECORD_FIELD, RunState
 
 MUTABLE = ("run.json", "lease.json", "issues.json")
-SPARE_FROM = 64 * 1024  # an issues.json at least this big is patched into a spare file, not written whole
+SPARE_FROM = 64 * 1024  # an issues.json at least this big is patched into its spare from the first change, not written whole
 REMEMBERED_RUNS = 256  # run folders remembered per process (a sidecar may serve many runs)
 
 Identity = tuple[int, int, int, int]
@@ -151,18 +157,20 @@ def _drop(path: str) -> None:
 
 def _patch_spare(project: Project, path: Path, data: bytes, current: bytes, info: os.stat_result,
                  spare: _Spare | None, same_until: int) -> tuple[bool, _Spare | None]:
-    """Put ``data`` at ``path`` (an issues.json this process last wrote, holding ``current``) by patching
-    the spare file from the first byte that differs and exchanging the two names. Returns whether
-    ``data`` is at ``path`` now (False: the caller writes it whole) and the new spare (the old
-    issues.json, holding ``current``; None where there is none: no exchange here, or it changed).
+    """Put ``data`` at ``path`` (a projection file this process last wrote, holding ``current``) by
+    patching the spare file from byte ``same_until`` at most (0: all of it) where it first differs, and
+    exchanging the two names. Returns whether ``data`` is at ``path`` now (False: the caller writes it
+    whole) and the new spare (the old file, holding ``current``; None where there is none: no exchange
+    here, or it changed). Without a spare yet, one is made (a temp file, as a whole write makes).
 
     An issue event changes one issue and the frame's tail (usually the end of the file), where the whole
-    file is ~0.4 MB at 1,200 issues: the patch writes a few hundred bytes into pages that are already
-    allocated. The spare is this process's own temp file (the store's temp mark: a cold writer removes
-    it, as it removes a killed writer's temp files), trusted only while its identity is the one this
-    process left; a kill during the patch leaves a torn spare and issues.json untouched, as a kill during
-    a whole write leaves a torn temp file. Readers see the old bytes or the new, never a mix: the patched
-    file reaches the name only through the atomic exchange.
+    issues.json is ~0.4 MB at 1,200 issues: the patch writes a few hundred bytes into pages that are
+    already allocated; run.json and lease.json are small and written whole into theirs. The spare is this
+    process's own temp file (the store's temp mark: a cold writer removes it, as it removes a killed
+    writer's temp files), trusted only while its identity is the one this process left; a kill during the
+    patch leaves a torn spare and the file untouched, as a kill during a whole write leaves a torn temp
+    file. Readers see the old bytes or the new, never a mix: the patched file reaches the name only
+    through the atomic exchange.
     """
     if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
         if spare is not None:
@@ -326,7 +334,7 @@ class _Spare(NamedTuple):
 class _Folder:
     """What this process last wrote into one run's folder, and how to recognise it untouched."""
 
-    __slots__ = ("files", "sources", "issues", "evidence_dir", "evidence", "spare")
+    __slots__ = ("files", "sources", "issues", "evidence_dir", "evidence", "spares")
 
     def __init__(self) -> None:
         self.files: dict[str, tuple[bytes | None, Identity | None]] = {}
@@ -334,13 +342,13 @@ class _Folder:
         self.issues = _IssueLedger()
         self.evidence_dir: Identity | None = None  # the evidence folder's identity when last listed or written
         self.evidence: set[str] = set()
-        self.spare: _Spare | None = None  # issues.json's previous bytes, under a temp name of this process
+        self.spares: dict[str, _Spare] = {}  # each file's previous bytes, under a temp name of this process
 
 
     def drop_spare(self) -> None:
-        """Remove the spare file (this process will not patch it again)."""
-        spare, self.spare = self.spare, None
-        if spare is not None:
+        """Remove the spare files (this process will not write into them again)."""
+        spares, self.spares = self.spares, {}
+        for spare in spares.values():
             _drop(spare.path)
 
     def encoded(self, name: str, record: dict[str, Any] | None) -> bytes | None:
@@ -422,18 +430,20 @@ class RunProjections:
             memo.files[name] = (data, None if info is None else _identity(info))
             return False
         memo.files.pop(name, None)  # until the write is done, this process knows nothing of the file
-        if name == "issues.json":
-            spare, memo.spare = memo.spare, None
-            if data is not None and current is not None and info is not None and known is not None \
-                    and current is known[0] and len(data) >= SPARE_FROM:
-                written, memo.spare = _patch_spare(project, path, data, current, info, spare, memo.issues.same_until)
-                if written:
-                    after = _lstat(os.fspath(path))
-                    if after is not None and stat.S_ISREG(after.st_mode):
-                        memo.files[name] = (data, _identity(after))
-                    return True
-            elif spare is not None:
-                _drop(spare.path)
+        spare = memo.spares.pop(name, None)
+        if data is not None and current is not None and info is not None and known is not None \
+                and current is known[0] and (name != "issues.json" or len(data) >= SPARE_FROM):
+            same_until = memo.issues.same_until if name == "issues.json" else 0
+            written, new_spare = _patch_spare(project, path, data, current, info, spare, same_until)
+            if new_spare is not None:
+                memo.spares[name] = new_spare
+            if written:
+                after = _lstat(os.fspath(path))
+                if after is not None and stat.S_ISREG(after.st_mode):
+                    memo.files[name] = (data, _identity(after))
+                return True
+        elif spare is not None:
+            _drop(spare.path)
         if data is None:
             safefs.unlink_durably(path, project.dir)
             memo.files[name] = (None, None)
