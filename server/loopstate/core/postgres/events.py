@@ -319,6 +319,11 @@ class Events:
         ).fetchone()
         return None if row is None else Row(int(row[0]), str(row[1]), bytes(row[2]), int(row[3]))
 
+    def end_of(self, conn: Connection, project: str, stream: str) -> int:
+        """The byte offset after the stream's last event now (0 for none): a long read's whole."""
+        row = self.head(conn, project, stream)
+        return 0 if row is None else row.start + len(row.line) + 1
+
     def request(self, conn: Connection, project: str, stream: str, request_id: str) -> tuple[str | None, list[Row]]:
         """The fingerprint and events of an earlier request with this id (``(None, [])``: none)."""
         rows = conn.execute(

@@ -122,7 +122,7 @@ class PostgresLedger:
         fresh = News(self.news_limit)
         events = self.events
         try:
-            total = self._end_of_stream(conn) if progress is not None else 0
+            total = self.events.end_of(conn, self.key, self.name) if progress is not None else 0
             if not self._fold_after_head(conn, fresh, collect, lock, progress, total):
                 # The event this fold ends at is gone or another (a recover or an import elsewhere
                 # re-chained the stream, or a snapshot's head is not this database's): drop the
@@ -167,11 +167,6 @@ class PostgresLedger:
             if progress is not None:
                 progress(self._position.offset, max(total, self._position.offset))
         return not check
-
-    def _end_of_stream(self, conn: Connection) -> int:
-        """The byte offset after the stream's last event now (a progress report's whole)."""
-        row = self.events.head(conn, self.key, self.name)
-        return 0 if row is None else row.start + len(row.line) + 1
 
     # snapshots -------------------------------------------------------------------------------
 

@@ -185,7 +185,8 @@ class PostgresStore:
         report: dict[str, Any] = {"stream": name, "ok": True}
         head = EMPTY
         offset = 0
-        total = self._end_of(name) if progress is not None else 0
+        total = 0 if progress is None else self._reading(
+            lambda conn: self.events.end_of(conn, self.key, name), f"read stream {name!r} from")
         try:
             for stored in self.read(name, layout):
                 head, offset = Head(stored.sequence, stored.hash), stored.end
@@ -203,11 +204,6 @@ class PostgresStore:
             progress(offset, max(total, offset))
         report.update(events=head.sequence, sequence=head.sequence, hash=head.hash, bytes=offset)
         return report
-
-    def _end_of(self, name: str) -> int:
-        """The byte offset after the stream's last event now (a progress report's whole)."""
-        row = self._reading(lambda conn: self.events.head(conn, self.key, name), f"read stream {name!r} from")
-        return 0 if row is None else row.start + len(row.line) + 1
 
     def recover_stream(self, name: str, layout: ChainLayout) -> dict[str, Any]:
         """Keep the verified prefix: the rows after it move to ``loopstate.quarantine`` (as they
