@@ -87,7 +87,10 @@ def goal_views(state) -> bytes:
 
 
 def stream_events(project_dir: Path, name: str) -> list[dict]:
-    return [canonical.decode(line) for line in (project_dir / "streams" / f"{name}.jsonl").read_bytes().splitlines()]
+    """The stream's whole lines: a final line without its newline is a torn tail (a writer killed inside its
+    append's write, which a kill can cut short at a page boundary), which readers skip and the next mutation cuts."""
+    lines = (project_dir / "streams" / f"{name}.jsonl").read_bytes().split(b"\n")
+    return [canonical.decode(line) for line in lines[:-1]]
 
 
 # Any history, every cut -----------------------------------------------------------------------------------
