@@ -262,8 +262,9 @@ class KillSwitchState(msgspec.Struct, kw_only=True):
     """
 
     set: bool
-    paths: list[str]  # the configured switches found present or unreadable
+    paths: list[str]  # the configured switches found present or unreadable (and a shared store's stop, named)
     config_error: str | None = None  # the project config is invalid: the default switches were probed
+    shared: str | None = None  # the shared store (its URL, no password) whose recorded stop stands; else None
 
 
 class RunStatus(msgspec.Struct, kw_only=True):

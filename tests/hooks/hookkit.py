@@ -104,15 +104,20 @@ def host_input(host: str, event: str, root: Path, session: str, **fields: Any) -
     return (codex_input if host == "codex" else claude_input)(event, root, session, **fields)
 
 
+_AS_SENT = "as sent"
+
+
 def hook(host: str, event: str, payload: Any, *, data_dir: Path | None, cwd: Path, env: dict[str, str] | None = None,
-         user: int | None = None) -> dict[str, Any]:
-    """Run one hook; the output, checked against the host's shapes."""
+         user: int | None = None, registered: str | None = _AS_SENT) -> dict[str, Any]:
+    """Run one hook for the host's ``event``; the output, checked against the host's shapes for it.
+    ``registered``: the event the registration names on the command line, when not ``event`` (None: none)."""
     base = {k: v for k, v in os.environ.items() if k not in ("LOOPSTATE_DATA_DIR", "CODEX_HOME", "PLUGIN_DATA",
                                                              "LOOPSTATE_RUN", "LOOPSTATE_GOAL", "LOOPSTATE_TASK")}
     if data_dir is not None:
         base["LOOPSTATE_DATA_DIR"] = str(data_dir)
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "hook", host, event], cwd=cwd,
+    named = [event] if registered == _AS_SENT else [] if registered is None else [registered]
+    done = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "hook", host, *named], cwd=cwd,
                           env={**base, **(env or {})}, input=data, capture_output=True, timeout=120,
                           user=user)
     assert done.returncode == 0, done

@@ -114,6 +114,38 @@ def test_an_unknown_event_or_host(host: str, project: Path, data_dir: Path) -> N
 
 
 @pytest.mark.parametrize("host", HOSTS)
+def test_a_registration_without_its_event_answers_the_event_the_host_names(host: str, project: Path,
+                                                                           data_dir: Path) -> None:
+    """`loopstate hook HOST` with no EVENT (a registration written by hand) answers the event the host's input
+    names (both hosts send hook_event_name): a standing kill switch denies as it does for `hook HOST PreToolUse`."""
+    payload = host_input(host, "PreToolUse", project, "s-no-event")
+    assert hook(host, "PreToolUse", payload, data_dir=data_dir, cwd=project, registered=None) == {"continue": True}
+    stop_file(project)
+    denied = hook(host, "PreToolUse", payload, data_dir=data_dir, cwd=project, registered=None)
+    assert "the kill switch .loopstate/STOP stands" in denial_of(denied) and "systemMessage" not in denied
+    session = host_input(host, "SessionStart", project, "s-no-event")
+    assert "Kill switch: .loopstate/STOP stands" in context_of(hook(host, "SessionStart", session, data_dir=data_dir,
+                                                                     cwd=project, registered=None))
+    bare = {k: v for k, v in payload.items() if k != "hook_event_name"}
+    unnamed = hook(host, "PreToolUse", bare, data_dir=data_dir, cwd=project, registered=None)
+    assert "names no event" in unnamed["systemMessage"] and "loopstate hook HOST EVENT" in unnamed["systemMessage"]
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("registered", ["PreTooluse", "PostToolUse", "SessionStart"])
+def test_a_pre_tool_use_under_a_wrong_registration_is_still_denied_by_a_kill_switch(
+        host: str, registered: str, project: Path, data_dir: Path) -> None:
+    """A registration naming another event fails open with a message saying so; the host's PreToolUse is
+    still answered in its own shape and denied while a kill switch the user can see stands."""
+    stop_file(project)
+    out = hook(host, "PreToolUse", host_input(host, "PreToolUse", project, "s-wrong"), data_dir=data_dir, cwd=project,
+               registered=registered)
+    assert f"registered for {registered} but the host sent 'PreToolUse'" in out["systemMessage"]
+    assert f"loopstate hook {host} {registered}:" in out["systemMessage"]
+    assert "the kill switch .loopstate/STOP stands" in denial_of(out)
+
+
+@pytest.mark.parametrize("host", HOSTS)
 def test_a_data_dir_that_cannot_exist(host: str, project: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -54,7 +54,7 @@ def test_a_whole_session(host: str, tmp_path: Path, data_dir: Path) -> None:
     if host == "claude":  # a read-only tool still runs
         assert call("PreToolUse", tool_name="Read", tool_input={"file_path": "x"}) == {"continue": True}
     changed = call("UserPromptSubmit", prompt="why did it stop?")  # the switch changed the context
-    assert context_of(changed).startswith("Kill switch: .loopstate/STOP ")  # on PostgreSQL: "and the stop recorded..."
+    assert context_of(changed).startswith("Kill switch: .loopstate/STOP ")  # on PostgreSQL: "and a stop recorded..."
     (project / ".loopstate" / "STOP").unlink()
     if os.environ.get("LOOPSTATE_STORE"):  # the shared store's stop stands until `run unstop` lifts it
         loopstate("run", "unstop", cwd=project, data_dir=data_dir)

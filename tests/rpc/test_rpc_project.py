@@ -64,7 +64,8 @@ def test_every_project_query_answers_as_the_cli_does(client: LoopstateClient, ro
     assert [g.goal_id for g in goals.goals] == ["payments"]
     assert goals.goals[0].status_counts and goals.goals[0].active_total == 1
 
-    assert client.query(r, {"kind": "project.kill_switch"}) == {"set": False, "paths": [], "config_error": None}
+    assert client.query(r, {"kind": "project.kill_switch"}) == {"set": False, "paths": [], "config_error": None,
+                                                                  "shared": None}
 
     verified = client.query(r, {"kind": "project.verify"})
     cli_verify = msgspec.json.decode(run_cli(data_dir, "verify", "--json", "--root", r).stdout)

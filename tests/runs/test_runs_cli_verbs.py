@@ -132,7 +132,7 @@ def test_run_list_shows_status_stage_owner_and_budget_use(cli):
     assert rows[second]["status"] == "active" and rows[second]["stage"] == "build"
     assert rows[second]["owner"] == "worker-7" and rows[second]["lease_live"] is True
     assert rows[second]["budgets"]["mutations"] == [0, 7]
-    assert listed["kill_switch"] == {"set": False, "paths": [], "config_error": None}
+    assert listed["kill_switch"] == {"set": False, "paths": [], "config_error": None, "shared": None}
     text = cli.ok("run", "list")
     assert first[:8] in text and second[:8] in text and "worker-7" in text and "0/7" in text
 
@@ -188,12 +188,12 @@ def test_grant_issue_and_lease_ids_by_prefix(cli):
 def test_status_tells_when_a_kill_switch_stands(cli, root):
     run_id = cli.create()
     cli.acquire(run_id)
-    assert cli.status(run_id)["kill_switch"] == {"set": False, "paths": [], "config_error": None}
+    assert cli.status(run_id)["kill_switch"] == {"set": False, "paths": [], "config_error": None, "shared": None}
     (root / ".the-loop").mkdir()
     (root / ".the-loop" / "STOP").write_text("")
     status = cli.status(run_id)
     assert status["run"]["status"] == "active"  # nothing has run since: the halt is written at the next command
-    assert status["kill_switch"] == {"set": True, "paths": [".the-loop/STOP"], "config_error": None}
+    assert status["kill_switch"] == {"set": True, "paths": [".the-loop/STOP"], "config_error": None, "shared": None}
     text = cli.ok("run", "status", run_id)
     assert "kill switch: SET (.the-loop/STOP)" in text and "halts at its next command" in text
 

@@ -34,11 +34,11 @@ def test_a_create_without_a_grant_gets_the_default_local_authority_and_status_sh
     assert again.replayed is True and again.events == created.events
 
     status = client.query(str(root), {"kind": "runs.status", "run_id": run_id})
-    assert status["kill_switch"] == {"set": False, "paths": [], "config_error": None}
+    assert status["kill_switch"] == {"set": False, "paths": [], "config_error": None, "shared": None}
     (root / ".loopstate").mkdir()
     (root / ".loopstate" / "STOP").write_text("")
     status = client.query(str(root), {"kind": "runs.status", "run_id": run_id})
-    assert status["kill_switch"] == {"set": True, "paths": [".loopstate/STOP"], "config_error": None}
+    assert status["kill_switch"] == {"set": True, "paths": [".loopstate/STOP"], "config_error": None, "shared": None}
 
 
 def test_runs_stop_sets_the_switch_even_when_the_config_is_invalid(servers: Servers, root: Path) -> None:

@@ -55,9 +55,12 @@ def test_a_denial_after_run_stop_on_a_shared_store_names_run_unstop_beside_the_f
     subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "stop", "--root", str(root)], check=True,
                    capture_output=True, timeout=60)
     denial = _pre(root, data_dir, PGUSER=pg_user) or ""
-    assert ".loopstate/STOP and the stop recorded in the shared store" in denial and "`loopstate run unstop`" in denial
+    assert "the kill switch .loopstate/STOP and a stop recorded in the shared store postgresql://" in denial
+    assert "Run `loopstate run unstop` (on any machine of the project) to lift both" in denial
     (root / ".loopstate" / "STOP").unlink()
-    assert "`loopstate run unstop` lifts it" in (_pre(root, data_dir, PGUSER=pg_user) or "")  # the row still stands
+    alone = _pre(root, data_dir, PGUSER=pg_user) or ""  # the row still stands
+    assert "a stop recorded in the shared store postgresql://" in alone and "stands for this project" in alone
+    assert "Run `loopstate run unstop` (on any machine of the project) to lift it." in alone and ".loopstate/STOP" not in alone
     subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "unstop", "--root", str(root)], check=True,
                    capture_output=True, timeout=60)
     assert _pre(root, data_dir, PGUSER=pg_user) is None

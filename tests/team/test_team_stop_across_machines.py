@@ -49,14 +49,36 @@ def machines(tmp_path: Path, team_url: str, pg_user: str) -> tuple[Machine, Mach
 def test_a_stop_on_one_machine_denies_the_others_next_tool_call_until_it_is_lifted(machines):
     a, b = machines
     assert b.pre_tool_use() is None
-    a.cli("run", "stop")
+    stopped = a.cli("run", "stop")
+    assert stopped["state"]["shared"] and stopped["state"]["shared"].startswith("postgresql://")
+    assert len(stopped["state"]["paths"]) == 2  # the file and the shared store's stop, each once
     assert (a.root / ".loopstate" / "STOP").exists()  # the local switch as always, beside the shared one
     assert not (b.root / ".loopstate" / "STOP").exists()  # b has no switch file of its own
     denied = b.pre_tool_use()
     assert denied is not None and "shared store" in denied and "unstop" in denied
     lifted = a.cli("run", "unstop")
-    assert any("shared store" in path for path in lifted["removed"]) and not lifted["state"]["set"]
+    assert len(lifted["removed"]) == 2 and any("shared store" in path for path in lifted["removed"])
+    assert lifted["kept"] == [] and not lifted["state"]["set"] and lifted["state"]["shared"] is None
     assert b.pre_tool_use() is None
+
+
+@pytest.mark.slow
+def test_run_unstop_on_another_machine_lifts_the_shared_stop_and_leaves_the_first_machines_file(machines):
+    """The denial says `run unstop` works from any machine: there it lifts the shared stop; the file the
+    stop set on the first machine is that machine's, and still denies there, naming only itself."""
+    a, b = machines
+    said = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "stop", "--root", str(a.root)],
+                          capture_output=True, text=True, env=a.env, timeout=60)
+    assert said.returncode == 0 and "recorded in the shared store postgresql://" in said.stdout, said
+    lifted = b.cli("run", "unstop")
+    assert lifted["kept"] == [] and len(lifted["removed"]) == 1 and "shared store" in lifted["removed"][0]
+    assert not lifted["state"]["set"] and b.pre_tool_use() is None
+    left = a.pre_tool_use() or ""
+    assert "the kill switch .loopstate/STOP stands" in left and "shared store" not in left
+    text = subprocess.run([sys.executable, "-m", "loopstate.cli.main", "run", "unstop", "--root", str(a.root)],
+                          capture_output=True, text=True, env=a.env, timeout=60)
+    assert text.returncode == 0 and "kill switch cleared: removed" in text.stdout and "still set" not in text.stdout
+    assert a.pre_tool_use() is None
 
 
 def test_a_stop_while_the_shared_store_is_down_sets_the_local_switch_and_says_the_others_were_not_told(

@@ -706,6 +706,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {
         "root": done.root, "kill_switch": done.kill_switch, "halted": done.halted,
         "failed": msgspec.to_builtins(done.failed), "projects": msgspec.to_builtins(done.projects),
+        "state": msgspec.to_builtins(done.state),
     }
     if args.run_id is not None:
         try:
@@ -738,6 +739,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
             for failure in reached["failed"]:
                 print(f"  run {failure['run_id'][:8]} did not record its halt ({failure['code']}: "
                       f"{failure['message']}); it still halts at its next command")
+            if index == 0 and done.state.shared is not None:
+                print(f"  recorded in the shared store {done.state.shared} too: every machine of the project "
+                      "denies its next tool call, and its runs halt")
         named = result.get("named", {})
         if args.run_id is not None:
             print(f"  run stop {args.run_id} stopped every run, not only {args.run_id}: the kill switch is "

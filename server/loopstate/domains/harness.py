@@ -43,10 +43,24 @@ class RunFacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Facts(msgspec.Struct, frozen=True, kw_only=True):
-    kill_switch: str | None = None  # the configured path of the first standing switch
+    kill_switch: str | None = None  # the configured path of the first standing switch file
+    shared_stop: str | None = None  # the shared store (its URL) whose recorded stop stands: `run unstop` lifts it
     run: RunFacts | None = None
     gates: tuple[Gate, ...] = ()
     faults: tuple[str, ...] = ()  # what could not be read (each fails open, said in the context)
+
+
+def _switches(facts: Facts, file_as: str = "the kill switch ") -> str:
+    """What stands when a shared store's stop is among it, as the subject of a sentence (the file, when one
+    stands too, introduced by ``file_as``)."""
+    shared = f"a stop recorded in the shared store {facts.shared_stop}"
+    if facts.kill_switch is None:
+        return f"{shared} stands"
+    return f"{file_as}{facts.kill_switch} and {shared} stand"
+
+
+def _it(facts: Facts) -> str:
+    return "it" if facts.kill_switch is None else "both"
 
 
 def _short(text: str) -> str:
@@ -69,11 +83,14 @@ def tool_denial(tool_name: str, facts: Facts) -> str | None:
     if tool_name in READ_ONLY_TOOLS:
         return None
     run = facts.run
-    if facts.kill_switch is not None:
+    if facts.kill_switch is not None or facts.shared_stop is not None:
         then = (f", then resume the halted run with {_resume(run, 'kill switch lifted')}"
                 if run is not None and run.found else "")
-        return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
-                f"things are denied. Remove {facts.kill_switch} to lift it{then}.")
+        if facts.shared_stop is None:
+            return (f"loopstate: the kill switch {facts.kill_switch} stands for this project, so tools that change "
+                    f"things are denied. Remove {facts.kill_switch} to lift it{then}.")
+        return (f"loopstate: {_switches(facts)} for this project, so tools that change things are denied. "
+                f"Run `loopstate run unstop` (on any machine of the project) to lift {_it(facts)}{then}.")
     if run is None:
         return None
     if not run.found:
@@ -122,7 +139,10 @@ def stop_block(facts: Facts, *, enforce_gates: bool, stop_hook_active: bool) -> 
 def status_lines(facts: Facts) -> list[str]:
     """One line each for a standing kill switch, the bound run, and what is open; in a fixed order."""
     lines = []
-    if facts.kill_switch is not None:
+    if facts.shared_stop is not None:
+        lifts = f"`loopstate run unstop` lifts {_it(facts)}"
+        lines.append(f"Kill switch: {_switches(facts, file_as='')} ({lifts}); tools that change things are denied.")
+    elif facts.kill_switch is not None:
         lines.append(f"Kill switch: {facts.kill_switch} stands; tools that change things are denied.")
     run = facts.run
     if run is not None:

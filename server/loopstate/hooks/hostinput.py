@@ -14,10 +14,19 @@ import msgspec
 
 
 class BadInput(Exception):
-    """The host's stdin is not the shape a hook expects (said in the message, with the fix)."""
+    """The host's stdin is not the shape a hook expects (said in the message, with the fix).
+
+    ``named`` is the event the host's input names (``hook_event_name``), when it could be read: a
+    PreToolUse whose registration is wrong must still be denied while a kill switch stands."""
+
+    def __init__(self, message: str, named: str | None = None) -> None:
+        super().__init__(message)
+        self.named = named
 
 
-def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
+def parse(data: bytes, event: str | None, *, prompt_id_field: str | None) -> Any:
+    """The hook input for ``event``, the event the registration names; with no event named there,
+    the one the host's input names (both hosts send ``hook_event_name``)."""
     from loopstate.service.front import hook_event
 
     try:
@@ -29,14 +38,21 @@ def parse(data: bytes, event: str, *, prompt_id_field: str | None) -> Any:
                        "the host should send its hook input there") from None
     if not isinstance(payload, dict):
         raise BadInput("the hook's stdin is not a JSON object; the host should send its hook input there")
+    named = payload.get("hook_event_name")
+    named = named if isinstance(named, str) and named else None
     session_id, cwd = payload.get("session_id"), payload.get("cwd")
     if not isinstance(session_id, str) or not session_id:
-        raise BadInput("the hook input has no session_id; is this hook registered for the right host?")
+        raise BadInput("the hook input has no session_id; is this hook registered for the right host?", named)
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise BadInput("the hook input has no absolute cwd; is this hook registered for the right host?")
-    named = payload.get("hook_event_name")
-    if named is not None and named != event:
-        raise BadInput(f"the hook was registered for {event} but the host sent {named!r}; run `loopstate setup apply`")
+        raise BadInput("the hook input has no absolute cwd; is this hook registered for the right host?", named)
+    if not event:
+        if named is None:
+            raise BadInput("the registration names no event and the host's input none either (hook_event_name); "
+                           "register it as `loopstate hook HOST EVENT` (`loopstate setup apply` does)")
+        event = named
+    elif named is not None and named != event:
+        raise BadInput(f"the hook was registered for {event} but the host sent {named!r}; run `loopstate setup apply`",
+                       named)
 
     def text(name: str) -> str | None:
         value = payload.get(name)

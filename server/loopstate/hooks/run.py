@@ -30,7 +30,7 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
         from loopstate.hooks.hostinput import parse
         from loopstate.service.front import hook_answer, resolve_root
 
-        hook_event = parse(data, event or "", prompt_id_field=host.prompt_id_field)
+        hook_event = parse(data, event, prompt_id_field=host.prompt_id_field)
         root = resolve_root(cwd=hook_event.cwd).root
         answer = hook_answer(root, hook_event, env)
         said = adoption_hint(root, hook_event.event, hook_event.session_id)
@@ -43,9 +43,13 @@ def run(host_name: str | None, event: str | None, data: bytes, env: Mapping[str,
 
         said = str(error) if isinstance(error, BadInput) else hook_fault(error)
         session_id = hook_event.session_id if hook_event is not None else None
-        out = host.output(event or "", hook_fault_answer(event or "", session_id, f"loopstate hook {host.name} {event}",
-                                                         said))
-        if event == "PreToolUse":
+        # Answered as the event the host sent, when it said (its own reply format); a wrong registration
+        # of a PreToolUse still denies while a kill switch stands.
+        sent = hook_event.event if hook_event is not None else (
+            error.named if isinstance(error, BadInput) and error.named else event or "")
+        command = " ".join(("loopstate hook", host.name, *((event,) if event else ())))
+        out = host.output(sent, hook_fault_answer(sent, session_id, command, said))
+        if sent == "PreToolUse" or event == "PreToolUse":
             denial = _switch_denial(hook_event.cwd if hook_event is not None else None)
             if denial is not None:
                 out["hookSpecificOutput"] = {"hookEventName": "PreToolUse", "permissionDecision": "deny",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, NamedTuple
 
 import msgspec
 
@@ -56,7 +56,7 @@ HOOKS_CONFIG = Path(".loopstate") / "hooks.json"
 CONFIG_DEFAULTS = {"enforce_gates": False, "context_max_chars": harness.DEFAULT_CONTEXT_CHARS, "goal": None}
 MAX_CONTEXT_CHARS = 9000  # under Claude's 10,000-character output cap and Codex's ~2,500-token preview
 LOCK_BOUND = 1.5  # seconds a hook waits for a held lock before it fails open
-UNSEEN = "UNSEEN"  # a status line for facts a hook could not read
+_UNPROBED: Any = object()  # facts() probes the kill switch itself unless the caller already did
 
 
 class HookEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,19 +109,30 @@ def hooks_config(root: str) -> dict[str, Any]:
     return merged
 
 
-def standing_switch(root: str) -> str | None:
-    """The first kill switch that stands, reading no stream: a STOP the user can see always counts
-    (the defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch),
-    then, on a team's shared store, the stop recorded there from any machine (service/shared_stop.py)."""
+class Standing(NamedTuple):
+    """A kill switch that stands: the first switch file found, and the shared store whose stop stands."""
+
+    file: str | None
+    shared: str | None
+
+
+def standing_switch(root: str) -> Standing | None:
+    """The kill switch that stands, reading no stream: a STOP the user can see always counts (the
+    defaults and whatever the runs config lists, valid or not: core.killswitch.every_switch), and, on
+    a team's shared store, the stop recorded there from any machine (service/shared_stop.py).
+
+    `run stop` on a shared store sets both; removing the file alone would leave the shared one
+    standing, so a denial names both, and the command that lifts both (harness.tool_denial)."""
     from loopstate.service.shared_stop import standing
 
     found = probe_kill_switches(root, every_switch(root))
-    if found is None:
-        return standing(root)
-    # `run stop` on a shared store sets both; removing the file alone would leave the shared one
-    # standing, so a denial that named only the file would send the user to a resume that fails.
     shared = standing(root)
-    return str(found["path"]) if shared is None else f"{found['path']} and {shared}"
+    if found is None and shared is None:
+        return None
+    return Standing(None if found is None else str(found["path"]), shared)
+
+
+NO_SWITCH = Standing(None, None)
 
 
 class HookSession:
@@ -236,8 +247,8 @@ class HookSession:
 
     # --- facts ------------------------------------------------------------------------
 
-    def facts(self, binding: sessions.Binding | None, *, switch: str | None = UNSEEN) -> harness.Facts:
-        if switch == UNSEEN:
+    def facts(self, binding: sessions.Binding | None, *, switch: Standing | None = _UNPROBED) -> harness.Facts:
+        if switch is _UNPROBED:
             switch = standing_switch(self.root)
         run = None
         gates: tuple[harness.Gate, ...] = ()
@@ -245,7 +256,8 @@ class HookSession:
             run = self._run_facts(binding.run_id)
         if binding is not None and binding.goal_id:
             gates = self._open_gates(binding.goal_id)
-        return harness.Facts(kill_switch=switch, run=run, gates=gates, faults=tuple(self.faults))
+        file, shared = switch or NO_SWITCH
+        return harness.Facts(kill_switch=file, shared_stop=shared, run=run, gates=gates, faults=tuple(self.faults))
 
     def _run_facts(self, run_id: str) -> harness.RunFacts | None:
         from loopstate_protocol import runs as r
@@ -331,7 +343,8 @@ class HookSession:
             return None
         streams = ["intent"] + ([f"goals.{binding.goal_id}"] if binding.goal_id else [])
         paths = [self.project.dir / "private-sessions", Path(self.root) / HOOKS_CONFIG, Path(self.root) / RUNS_CONFIG]
-        parts = [self._pin() or "", standing_switch(self.root) or ""]
+        switch = standing_switch(self.root)
+        parts = [self._pin() or "", "" if switch is None else f"{switch.file}|{switch.shared}"]
         try:
             parts += self._stream_stamps(streams)
         except LoopstateError:
@@ -540,7 +553,8 @@ def _pre_tool_use(hs: HookSession) -> HookAnswer:
 
 def deny_if_switch(root: str) -> str | None:
     """For a hook that failed: a kill switch the user can see still denies (no store read)."""
-    return harness.tool_denial("", harness.Facts(kill_switch=standing_switch(root)))
+    file, shared = standing_switch(root) or NO_SWITCH
+    return harness.tool_denial("", harness.Facts(kill_switch=file, shared_stop=shared))
 
 
 # --- /intent commands -------------------------------------------------------------------

@@ -33,7 +33,6 @@ import msgspec
 from loopstate_protocol import project as proto
 from loopstate_protocol.base import Head
 from loopstate_protocol.errors import ErrorCode
-from loopstate_protocol.runs import KillSwitchState
 
 from loopstate.core.errors import LoopstateError
 from loopstate.core.idempotency import check_request_id
@@ -74,7 +73,7 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
     records.decode("project.stop", records.Actor, command.actor, "$.actor")  # refused before the switch is set
     root = service.project(root).root
     try:
-        shared = shared_stop.set_stop(root, command.reason)
+        shared_stop.set_stop(root, command.reason)
     except LoopstateError as error:  # the store is down: the local switch still goes up and denies here
         try:
             halt_project(service, root, command.actor, request_id=request_id, reason=command.reason)
@@ -95,29 +94,22 @@ def stop(service: "Service", root: str, command: proto.ProjectStop, request_id: 
         failed=[proto.RunFailure(**f) for f in done["failed"]],
         projects=[proto.ProjectHalt(root=p["root"], kill_switch=p["kill_switch"], halted=p["halted"],
                                     failed=[proto.RunFailure(**f) for f in p["failed"]]) for p in reached],
-        state=_with_shared(kill_switch(done["root"]), shared),
+        state=kill_switch(done["root"]),  # the shared store's stop among them, as it reads back
     )
     return ProjectDone(events=[], head=None, replayed=replayed, project=outcome)
 
 
-def _with_shared(state: KillSwitchState, shared: str | None) -> KillSwitchState:
-    """The switches that stand, the shared store's stop among them when it is set."""
-    if shared is None:
-        return state
-    return msgspec.structs.replace(state, set=True, paths=[*state.paths, shared])
-
-
 def resume(service: "Service", root: str, command: proto.ProjectResume) -> ProjectDone:
     from loopstate.core.killswitch import enclosing_switches, switch_path
+    from loopstate.service.runs_effects import standing_switch_files
     from loopstate.service.runs_project import kill_switch, run_ids, run_state
 
     root = service.project(root).root
-    before = kill_switch(root)
     own = os.path.join(os.path.realpath(root), ".loopstate")
     enclosing = set(enclosing_switches(root))
     removed: list[str] = []
     kept: list[proto.KeptSwitch] = []
-    for configured in before.paths:
+    for configured in standing_switch_files(root)[0]:  # the files; the shared store's stop is lifted below
         path = switch_path(root, configured)
         if configured in enclosing:
             outer = os.path.dirname(os.path.dirname(configured))
@@ -157,9 +149,7 @@ def resume(service: "Service", root: str, command: proto.ProjectResume) -> Proje
             continue
         if run is not None and run["status"] == HALTED:
             halted.append(run_id)
-    outcome = proto.ResumeOutcome(removed=removed, kept=kept, state=_with_shared(kill_switch(root),
-                                                                               shared_stop.standing(root)),
-                                  halted_runs=halted,
+    outcome = proto.ResumeOutcome(removed=removed, kept=kept, state=kill_switch(root), halted_runs=halted,
                                   note=RESUME_NOTE)
     return ProjectDone(events=[], head=None, replayed=False, project=outcome)
 

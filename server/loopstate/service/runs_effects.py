@@ -108,12 +108,9 @@ def _state_root_inside(root: str, state_root: str) -> None:
                              f"{state_root!r} leads to {target}, outside the project (through a link); point it inside")
 
 
-def kill_switch_state(root: str) -> proto.KillSwitchState:
-    """Every configured switch that stands (present or unreadable), and a shared store's stop, for readers.
-
-    An invalid config refuses mutations; a reader is still told about the
-    default switches and about the config's fault.
-    """
+def standing_switch_files(root: str) -> tuple[list[str], str | None]:
+    """Every configured switch file that stands (present or unreadable), the enclosing projects' among them,
+    and the config's fault (an invalid config: the default switches are probed)."""
     try:
         switches, fault = load_config(root)["kill_switches"], None
     except LoopstateError as error:
@@ -123,13 +120,24 @@ def kill_switch_state(root: str) -> proto.KillSwitchState:
         found = probe_kill_switches(root, [configured])
         if found is not None:
             standing.append(found["path"])
+    return standing, fault
+
+
+def kill_switch_state(root: str) -> proto.KillSwitchState:
+    """Every configured switch that stands (present or unreadable), and a shared store's stop, for readers.
+
+    An invalid config refuses mutations; a reader is still told about the
+    default switches and about the config's fault.
+    """
+    standing, fault = standing_switch_files(root)
     try:
         shared = shared_stop.as_switch(root)  # the stop a team's shared store holds (set from any machine)
     except LoopstateError as error:
         shared, fault = None, fault or error.message
     if shared is not None:
         standing.append(shared["path"])
-    return proto.KillSwitchState(set=bool(standing), paths=standing, config_error=fault)
+    return proto.KillSwitchState(set=bool(standing), paths=standing, config_error=fault,
+                                 shared=None if shared is None else shared["store"])
 
 
 def create_project_kill_switch(root: str, note: str) -> Path:

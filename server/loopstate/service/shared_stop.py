@@ -63,20 +63,24 @@ def _switch(root: str) -> StopSwitch | None:
     return store if isinstance(store, StopSwitch) else None
 
 
+def store_label(store: "StopSwitch") -> str:
+    """How the shared store is named to a person: its URL without a password."""
+    return str(getattr(store, "url", "")) or "(the shared store)"
+
+
 def describe(store: "StopSwitch") -> str:
-    url = getattr(store, "url", "the shared store")
-    return f"the stop recorded in the shared store {url} (`loopstate run unstop` lifts it)"
+    return f"the stop recorded in the shared store {store_label(store)}"
 
 
 def standing(root: str) -> str | None:
-    """What the hook says stands: the shared store's stop, or None (none set, or no shared store).
+    """The shared store (its label) whose recorded stop stands for the hook, or None (none set, or no shared store).
 
     A store that does not answer is logged and denies nothing here (the hook fails open)."""
     try:
         switch = _switch(root)
         if switch is None:
             return None
-        return describe(switch) if switch.stopped() is not None else None
+        return store_label(switch) if switch.stopped() is not None else None
     except LoopstateError as error:
         import logging
 
@@ -85,7 +89,8 @@ def standing(root: str) -> str | None:
 
 
 def as_switch(root: str) -> dict[str, str] | None:
-    """The shared stop as the runs domain sees a standing switch (``{"path", "state": "present"}``), or None.
+    """The shared stop as the runs domain sees a standing switch (``{"path", "state": "present"}``, and the
+    store's label under ``"store"``), or None.
 
     For the runs' own checks (service/runs_effects.py: create, acquire, heartbeat and the rest are refused
     or halted while it stands). Unlike ``standing`` a store that does not answer raises: the command that
@@ -93,7 +98,7 @@ def as_switch(root: str) -> dict[str, str] | None:
     switch = _switch(root)
     if switch is None or switch.stopped() is None:
         return None
-    return {"path": f"in the shared store {getattr(switch, 'url', '')}".rstrip(), "state": "present"}
+    return {"path": f"in the shared store {store_label(switch)}", "state": "present", "store": store_label(switch)}
 
 
 def set_stop(root: str, reason: str | None) -> str | None:

@@ -1361,6 +1361,7 @@ export interface KillSwitchState {
   set: boolean;
   paths: string[];
   config_error?: string | null;
+  shared?: string | null;
 }
 /**
  * What ``project.resume`` did: the switch files removed, those left standing, and the runs still halted.
