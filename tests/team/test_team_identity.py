@@ -78,6 +78,24 @@ def test_init_store_writes_the_url_and_rewrites_a_folder_ignore(root, data_dir):
     assert again["store_file_action"] == "kept" and again["config_kept"] and not again["gitignore_added"]
 
 
+def test_init_store_writes_the_file_and_says_when_the_store_does_not_answer_yet(root, data_dir, tmp_path):
+    """A team may commit the store before its server runs: the file is written, and init says what failed."""
+    url = f"postgresql:///loopstate?host={tmp_path / 'no-server'}"
+    done = Cli(root, data_dir).json("init", "--store", url)
+    assert done["store_file_action"] == "wrote" and (root / ".loopstate" / "store.json").is_file()
+    assert "cannot connect" in done["store_problem"] and "no-server" in done["store_problem"]
+    said = Cli(root, data_dir).ok("init", "--store", url)
+    assert "note: the store does not answer yet: cannot connect" in said and "`loopstate doctor` asks again" in said
+    assert Cli(root, data_dir).json("init", "--share-id", "--force")["store_problem"] is None  # each machine's own
+
+
+@pytest.mark.slow
+def test_init_store_on_a_server_that_answers_says_nothing_more(root, data_dir, team_url, pg_user):
+    done = Cli(root, data_dir).json("init", "--store", team_url)
+    assert done["store_file_action"] == "wrote" and done["store_problem"] is None
+    assert "does not answer" not in Cli(root, data_dir).ok("init", "--store", team_url)
+
+
 def test_a_user_name_may_be_committed(root, data_dir):
     done = Cli(root, data_dir).json("init", "--store", "postgresql://loopstate@db.example.org/loopstate")
     assert done["store"] == "postgresql://loopstate@db.example.org/loopstate"

@@ -47,6 +47,8 @@ def cmd_init(args: argparse.Namespace) -> int:
               "commit it, so every clone is this project")
         print(f"{done['gitignore']} now ignores .loopstate/ but the store file" if done["gitignore_added"]
               else f"{done['gitignore']} already ignores .loopstate/ but the store file")
+        if done["store_problem"]:
+            print(f"note: the store does not answer yet: {done['store_problem']} (`loopstate doctor` asks again)")
         if done["store"] != "jsonl:" and done["local_streams"]:
             print(f"this machine's data dir holds {done['local_streams']} stream(s) of the project: copy them into "
                   f"the shared store with `loopstate store import --from {done['data_dir']}`")

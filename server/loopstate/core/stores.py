@@ -125,6 +125,17 @@ def opener_for(url: str) -> Opener:
     return opener
 
 
+def count_streams(url: str, project: Project) -> int:
+    """How many streams of ``project`` the store at ``url`` holds, asked through a store of its own (closed
+    after): the cheapest question every store answers, so whether it answers at all (a LoopstateError
+    naming the URL, without its password, when it does not)."""
+    store = opener_for(url)(url, project)
+    try:
+        return len(store.stream_names())
+    finally:
+        store.close()
+
+
 def open_store(project: Project, url: str | None = None) -> Store:
     """The store of ``project``: at ``url`` if given, else the configured one (``configured_url``),
     else the local JSONL store. One per project object, made on first use."""

@@ -20,7 +20,7 @@ from loopstate.core.stores import redacted as redact
 
 def check_store(root: str) -> dict[str, Any]:
     """``{"url", "source", "answers", "streams", "problem"}`` for the project at ``root``."""
-    from loopstate.core.stores import JSONL, STORE_ENV, configured_url, opener_for
+    from loopstate.core.stores import JSONL, STORE_ENV, configured_url, count_streams
 
     report: dict[str, Any] = {"url": None, "source": None, "answers": False, "streams": None, "problem": None}
     try:
@@ -32,17 +32,11 @@ def check_store(root: str) -> dict[str, Any]:
     report["source"] = (STORE_ENV if os.environ.get(STORE_ENV, "").strip() else
                         STORE_FILE if url is not None else "the default: the local data dir")
     report["url"] = redact(url) if url is not None else f"jsonl: {project.data_dir}"
-    store = None
     try:
-        chosen = url if url is not None else f"{JSONL}:"
-        store = opener_for(chosen)(chosen, project)  # a store of its own, closed after the question
-        report["streams"] = len(store.stream_names())
+        report["streams"] = count_streams(url if url is not None else f"{JSONL}:", project)
         report["answers"] = True
     except LoopstateError as error:
         report["problem"] = f"the store {report['url']} does not answer: {error.message}"
-    finally:
-        if store is not None:
-            store.close()
     return report
 
 

@@ -104,8 +104,22 @@ def init_project(root: str, *, force: bool = False, store: str | None = None, sh
     local = Project(str(project))  # its streams in this machine's data dir: what `store import` would bring in
     done.update(store_file=str(file_path), store_file_action=action, store=redact(content.url),
                 data_dir=str(local.data_dir), local_streams=len(local.stream_names()),
-                gitignore_added=_ignore_state_keep_store_file(gitignore))
+                gitignore_added=_ignore_state_keep_store_file(gitignore), store_problem=_unanswered(content.url, local))
     return done
+
+
+def _unanswered(url: str, project: Project) -> str | None:
+    """Why the shared store at ``url`` does not answer yet, or None (it does, or the store is each machine's
+    own). The file is written either way: a team may set the store up before its server runs."""
+    if url == LOCAL:
+        return None
+    from loopstate.core.stores import count_streams
+
+    try:
+        count_streams(url, project)
+    except LoopstateError as error:
+        return error.message
+    return None
 
 
 def _planned_store_file(root: str, identity: str, url: str, *, force: bool) -> tuple[Path, StoreFile, str]:
