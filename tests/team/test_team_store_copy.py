@@ -89,6 +89,26 @@ def test_a_target_that_is_no_store_is_refused(a, where, code):
     assert a.refused("store", "export", "--to", where)["code"] == code
 
 
+@pytest.mark.parametrize("where", ["", "   "])
+def test_an_empty_target_or_source_is_refused_and_nothing_is_written(a, root, where):
+    """An empty path is not the current folder: exporting there would put a data dir in the work tree."""
+    for verb, option in (("export", "--to"), ("import", "--from")):
+        error = a.refused("store", verb, option, where)
+        assert error["code"] == "INVALID_PARAMS" and f"{option} is empty" in error["message"]
+    assert not (root / "projects").exists()
+
+
+def test_a_source_data_dir_that_is_not_there_is_refused_not_taken_for_an_empty_store(a, tmp_path):
+    missing = a.refused("store", "import", "--from", str(tmp_path / "no-such-dir"))
+    assert missing["code"] == "NOT_FOUND" and "does not exist" in missing["message"]
+    (tmp_path / "a-file").write_text("")
+    not_a_folder = a.refused("store", "import", "--from", str(tmp_path / "a-file"))
+    assert not_a_folder["code"] == "NOT_FOUND" and "is not a folder" in not_a_folder["message"]
+    empty = tmp_path / "empty-data-dir"
+    empty.mkdir()
+    assert a.json("store", "import", "--from", str(empty))["copied"] == 0  # a data dir without the project
+
+
 def test_the_projects_own_data_dir_is_no_target(a, tmp_path):
     error = a.refused("store", "export", "--to", str(tmp_path / "a"))
     assert error["code"] == "INVALID_PARAMS" and "own data dir" in error["message"]

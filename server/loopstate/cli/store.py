@@ -316,18 +316,27 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _other_store(project: Project, where: str, here: Any):
-    """The store ``where`` names for this project: a URL with a scheme, else a data dir's path (JSONL);
-    never the store ``here`` itself (the project's data dir while its store is the local one)."""
+def _other_store(project: Project, where: str, here: Any, *, option: str):
+    """The store ``where`` (given as ``option``: ``--to`` or ``--from``) names for this project: a URL with
+    a scheme, else a data dir's path (JSONL); never the store ``here`` itself (the project's data dir while
+    its store is the local one). A source data dir must exist: a mistyped path is not an empty store."""
     import os
     import re
     from pathlib import Path
 
     from loopstate.core.stores import opener_for
 
+    if not where.strip():
+        raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{option} is empty: name a store URL "
+                             "(postgresql://HOST[:PORT]/DATABASE) or a data dir's path")
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", where):  # a scheme (two letters or more: not a drive letter)
         return opener_for(where)(where, Project(project.root))
     folder = Path(os.path.abspath(os.path.expanduser(where)))
+    if option == "--from" and not folder.is_dir():
+        raise LoopstateError(ErrorCode.NOT_FOUND, f"--from {where}: no data dir there ({folder} "
+                             f"{'is not a folder' if folder.exists() else 'does not exist'}); name a data dir, the "
+                             "folder that holds projects/ (`loopstate root --json` shows this machine's project "
+                             "folder, DATA_DIR/projects/ID, as store)", path=str(folder))
     other = Project(project.root, data_dir=folder)
     if other.data_dir == project.data_dir and here.url.split(":", 1)[0] in ("jsonl", "file"):
         raise LoopstateError(ErrorCode.INVALID_PARAMS, f"{where} is this project's own data dir; name another store")
@@ -353,7 +362,8 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 
     project = _project(args)
     here = open_store(project)
-    other = _other_store(project, args.to if args.direction == "export" else args.source, here)
+    exporting = args.direction == "export"
+    other = _other_store(project, args.to if exporting else args.source, here, option="--to" if exporting else "--from")
     source, target = (here, other) if args.direction == "export" else (other, here)
     try:
         copies = copy_project(source, target, progress=_copy_progress(args.direction))
