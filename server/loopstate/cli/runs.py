@@ -487,7 +487,7 @@ def cmd_status(args: argparse.Namespace) -> int:
           + (f" ({reason['code']}: {reason['explanation']})" if reason else "") + halting)
     if switch and switch.set:
         print(f"  kill switch: {paint('SET', 'red')} ({', '.join(switch.paths)}); project-wide: no run works or starts "
-              "until you remove it")
+              "until `loopstate run unstop` lifts it")
     if switch and switch.config_error:
         print(f"  config: {switch.config_error}")
     print(f"  objective: {run['objective']}")
