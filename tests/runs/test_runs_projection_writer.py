@@ -230,3 +230,38 @@ def test_a_small_issue_ledger_is_written_whole_and_leaves_no_spare(h):
         h.run(proto.IssueOpen(run_id=run_id, title=f"issue {n}", severity="low", blocking=False, **held))
     assert len((folder / "issues.json").read_bytes()) < run_projections.SPARE_FROM
     assert _spares(folder) == []
+
+
+def test_the_grant_file_is_read_only_when_it_changed_and_put_right_when_it_did(h, monkeypatch):
+    """Every run command passes its grant's file: untouched since this process wrote it, that is one lstat
+    and no read; edited in place, replaced or removed, it is read, compared and rewritten from the log."""
+    grant_id = h.grant()
+    run_id, lease = h.leased(grant_id=grant_id)
+    held = {"lease_id": lease["lease_id"], "generation": lease["generation"]}
+    path = h.service.project(h.root).dir / "grants" / f"{grant_id}.json"
+    good = path.read_bytes()
+    assert json.loads(good)["grant_id"] == grant_id
+    reads = []
+    read_file = run_projections.safefs.read_file
+    monkeypatch.setattr(run_projections.safefs, "read_file",
+                        lambda p, base: reads.append(os.fspath(p)) or read_file(p, base))
+    inode = os.stat(path).st_ino
+    h.run(proto.EvidenceAdd(run_id=run_id, evidence=EVIDENCE, **held))
+    assert os.fspath(path) not in reads and os.stat(path).st_ino == inode
+    for damage in ("in place", "replaced", "removed"):
+        if damage == "in place":
+            with open(path, "r+b") as handle:  # same size, same inode: only the file times tell
+                handle.write(b"X")
+        elif damage == "replaced":
+            (path.parent / "other").write_bytes(good.replace(b"bounded", b"ABOUNDED"))
+            os.replace(path.parent / "other", path)
+        else:
+            path.unlink()
+        h.run(proto.Sync(run_id=run_id))
+        assert path.read_bytes() == good, damage
+    assert reads.count(os.fspath(path)) == 2  # the in-place edit and the replaced file were read and compared
+    PROJECTIONS.forget()  # a fresh process: reads and compares once, then trusts its own write again
+    reads.clear()
+    h.run(proto.Sync(run_id=run_id))
+    h.run(proto.Sync(run_id=run_id))
+    assert reads.count(os.fspath(path)) == 1 and path.read_bytes() == good

@@ -38,6 +38,9 @@ of the whole evidence folder, the issue ledger sorted and encoded again):
   folded; the folder is listed only when its identity (inode, mtime) differs
   from the one this process last saw, i.e. in a cold process or after
   someone else changed it;
+* a grant's file (``write_grant``), which every run command bound to the
+  grant passes, is one ``lstat`` while the fold holds the record this process
+  last wrote or found there and the file's identity is the one it left;
 * a cold process (a CLI call) reads and compares, as before, and first
   removes the temp files a killed writer left in the run's folders (under the
   run stream's exclusive lock, which every writer of these files holds).
@@ -362,11 +365,21 @@ class _Folder:
         return data
 
 
+class _Grant(NamedTuple):
+    """What this process last wrote (or found) at one grant's file: the record it encoded, the bytes,
+    and the file's identity right after."""
+
+    record: object
+    data: bytes
+    identity: Identity
+
+
 class RunProjections:
     """The projection writer of one process (see the module docstring)."""
 
     def __init__(self) -> None:
         self._folders: OrderedDict[str, _Folder] = OrderedDict()
+        self._grants: OrderedDict[str, _Grant] = OrderedDict()
         self._guard = threading.Lock()
 
     def forget(self) -> None:
@@ -375,6 +388,40 @@ class RunProjections:
             for memo in self._folders.values():
                 memo.drop_spare()
             self._folders.clear()
+            self._grants.clear()
+
+    def write_grant(self, project: Project, grant_id: str, grant: dict[str, Any]) -> bool:
+        """Make ``grants/<grant_id>.json`` hold ``grant`` (the grant stream's latest fold); whether it was written.
+
+        Every run command passes through here with its grant, which almost never changes: when the fold
+        holds the very record this process last wrote or found there, and the file's identity is the one
+        it left, that is one ``lstat``. Anything else (a new record, another writer, a cold process) reads
+        and compares, and writes atomically only bytes that differ. Called under the grant stream's lock,
+        shared by every run command bound to the grant: they all write the same bytes for the same fold.
+        """
+        path = project.dir / "grants" / f"{grant_id}.json"
+        key = os.fspath(path)
+        info = _lstat(key)
+        with self._guard:
+            known = self._grants.get(key)
+        if known is not None and known.record is grant and info is not None and _identity(info) == known.identity:
+            return False
+        project.ensure()
+        data = known.data if known is not None and known.record is grant else canonical.encode(grant)
+        safefs.ensure_dir(path.parent, project.dir)
+        written = info is None or safefs.read_file(path, project.dir) != data
+        if written:
+            safefs.atomic_write(path, project.dir, data, durable=False)
+        after = _lstat(key)
+        with self._guard:
+            if after is not None and stat.S_ISREG(after.st_mode):
+                self._grants[key] = _Grant(grant, data, _identity(after))
+                self._grants.move_to_end(key)
+                while len(self._grants) > REMEMBERED_RUNS:
+                    self._grants.popitem(last=False)
+            else:
+                self._grants.pop(key, None)
+        return written
 
     def _folder(self, project: Project, folder: Path) -> tuple[_Folder, bool]:
         key = os.fspath(folder)

@@ -50,7 +50,7 @@ import msgspec
 from loopstate_protocol import runs as proto
 from loopstate_protocol.errors import ErrorCode
 
-from loopstate.core import canonical, safefs
+from loopstate.core import safefs
 from loopstate.core.clock import format_time
 from loopstate.core.errors import LoopstateError
 from loopstate.core.ids import derived_uuid, random_uuid
@@ -191,20 +191,14 @@ def write_projections(project: Project, state: RunState) -> list[str]:
 
 
 def write_grant_projection(project: Project, state: GrantState) -> bool:
-    """grants/<grant_id>.json, the grant record, from the grant's stream.
+    """grants/<grant_id>.json, the grant record, from the grant's stream (only when it differs: see
+    ``RunProjections.write_grant``).
 
     A view for readers on this machine, never the authority: a command reads its grant from the grant's
     stream (in the store, shared with every machine on a team store), so the folder is made on demand."""
     if state.grant is None:
         return False
-    project.ensure()
-    path = project.dir / "grants" / f"{state.grant_id}.json"
-    data = canonical.encode(state.grant)
-    safefs.ensure_dir(path.parent, project.dir)
-    if safefs.read_file(path, project.dir) == data:
-        return False
-    safefs.atomic_write(path, project.dir, data, durable=False)
-    return True
+    return PROJECTIONS.write_grant(project, state.grant_id, state.grant)
 
 
 class RunsPrepared(Prepared):
