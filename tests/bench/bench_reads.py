@@ -18,7 +18,8 @@ one task (the middle one), the default `loopstate goals board` and
 last checkpoint, then at the head after `loopstate compact`, then without any
 snapshot (the file deleted: the cold read folds every event, starting from the
 core checkpoint). Each figure is the best of ``--repeat`` runs: wall time and
-the child's peak RSS (``wait4``), with `python -c pass` as the process floor.
+the child's peak RSS (``wait4``, in a small launcher process of its own), with `python -c pass` as
+the process floor.
 Last, the append side (`--appends N`): N single-command durable appends
 (`intent add`'s command through Service.execute, one write+fsync each) on the
 largest store, in alternating rounds with the snapshot codec on and off, and
@@ -153,22 +154,34 @@ def heartbeat(clock: SteppingClock) -> Callable[[Any, int], Any]:
     return command
 
 
+# Started fresh for each measured process, it spawns that process and reports its wall time, peak
+# RSS and exit code. A child spawned by this script itself would count this script's pages (psycopg
+# and a cluster's client under --postgres) in its peak RSS: Linux carries the spawning memory's high
+# water mark into the child across exec. This launcher's own few MiB are the floor instead.
+SPAWN = """import os, sys, time
+actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+start = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=actions)
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
 def cold(argv: list[str], env: dict[str, str], repeat: int, before: Callable[[], None] | None = None) -> tuple[float, float]:
-    """Best wall time (s) and peak RSS (MiB) of ``argv`` in a fresh process (``before`` runs before each)."""
+    """Best wall time (s) and peak RSS (MiB) of ``argv`` in a fresh process (``before`` runs before each),
+    spawned by a fresh launcher (``SPAWN``), which also times it."""
     best, rss = float("inf"), 0.0
     for _ in range(repeat):
         if before is not None:
             before()
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        error = child.stderr.read() if child.stderr else b""
-        if child.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed: {error.decode()}")
-        if seconds < best:
-            best, rss = seconds, usage.ru_maxrss / 1024
+        done = subprocess.run([sys.executable, "-c", SPAWN, *argv], env=env, capture_output=True, text=True)
+        if done.returncode != 0 or len(done.stdout.split()) != 3:
+            raise SystemExit(f"the launcher of {' '.join(argv)} failed: {done.stderr}")
+        seconds, peak, code = done.stdout.split()
+        if int(code) != 0:
+            raise SystemExit(f"{' '.join(argv)} failed (exit code {code}): {done.stderr}")
+        if float(seconds) < best:
+            best, rss = float(seconds), int(peak) / 1024
     return best, rss
 
 
