@@ -105,7 +105,7 @@ def test_a_backend_killed_before_a_mutation_commits_loses_the_batch_cleanly(pg_u
         tx.append([{"n": "kept", "schema_version": 1}])
     with pytest.raises(LoopstateError) as caught, ledger.mutation() as tx:
         tx.append([{"n": "never committed", "schema_version": 1}])
-        terminate(pg_url, backends(pg_url, "loopstate %pid%"))  # the server process dies before COMMIT
+        terminate(pg_url, backends(pg_url, "loopstate %pid%"))  # the server process dies before the commit
     assert caught.value.code is ErrorCode.STORE_IO_ERROR
     assert names_in(store) == ["kept"]  # a new connection, the same truth
     with ledger.mutation() as tx:
@@ -212,7 +212,7 @@ def test_a_wait_for_a_held_section_times_out_naming_the_holder(pg_url, root, dat
 
 
 def test_an_append_refused_inside_a_mutation_rolls_the_whole_mutation_back(pg_url, root, data_dir):
-    """The mutation's append is read back only with its COMMIT; a refusal there (a writer that
+    """The mutation's append is read back only with its commit; a refusal there (a writer that
     bypassed the lock put a row at the head) aborts everything and drops the fold."""
     store = open_pg(pg_url, root, data_dir)
     folded: list[object] = []
@@ -253,6 +253,39 @@ def test_a_section_inside_a_section_is_a_savepoint_rolled_back_alone(pg_url, roo
         append(store, "never", stream="other")
         raise RuntimeError("the outer section failed")
     assert names_in(store, "other") == ["outer"]
+
+
+def test_a_section_inside_a_mutation_joins_it_and_commits_or_rolls_back_with_it(pg_url, root, data_dir):
+    """An outermost mutation sends no BEGIN (its pipeline's sync commits it); a section opened
+    inside it makes it a transaction block first, so the inner savepoint works and what the
+    mutation did before it is kept, or undone with it."""
+    store = open_pg(pg_url, root, data_dir)
+    ledger = store.open_ledger(STREAM, TEST_LAYOUT)
+    with ledger.mutation() as tx:
+        tx.append([{"n": "before the section", "schema_version": 1}])
+        with store.exclusive("leases"):
+            append(store, "in the section", stream="other")
+        assert advisory_locks(pg_url) == 3  # the stream's, the section's and "other"'s: nothing committed early
+        with pytest.raises(RuntimeError), store.exclusive("leases"):
+            append(store, "section undone", stream="other")
+            raise RuntimeError("the inner section failed")
+        tx.append([{"n": "after the section", "schema_version": 1}])
+    assert names_in(store) == ["before the section", "after the section"]
+    assert names_in(store, "other") == ["in the section"]
+    with pytest.raises(RuntimeError), ledger.mutation() as tx:
+        tx.append([{"n": "never", "schema_version": 1}])
+        with store.exclusive("leases"):
+            append(store, "never either", stream="other")
+        raise RuntimeError("the mutation failed after its section")
+    assert names_in(store) == ["before the section", "after the section"]
+    assert names_in(store, "other") == ["in the section"]
+    assert advisory_locks(pg_url) == 0  # none left behind by either transaction
+
+
+def advisory_locks(pg_url: str) -> int:
+    """How many advisory locks the server's clients hold now, seen from a connection of its own."""
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone()[0]
 
 
 def test_a_mutation_waiting_for_a_held_stream_times_out_naming_the_holder(pg_url, root, data_dir):

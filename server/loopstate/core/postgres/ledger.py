@@ -1,10 +1,11 @@
 """One stream of a PostgreSQL store, folded: the contract's ``StreamLedger`` (core/backend.py).
 
-A mutation is one transaction on the calling thread's connection, pipelined: BEGIN, the
-stream's advisory lock and the read of what others committed since this ledger's head go
-in one round trip; a request-id lookup is one more; the append is sent without waiting
-and its answer read with the COMMIT. So an append is durable when the mutation's block
-ends (the COMMIT's WAL flush, synchronous_commit as the server has it), not when
+A mutation is one transaction on the calling thread's connection, pipelined: the stream's
+advisory lock and the read of what others committed since this ledger's head go in one
+round trip; a request-id lookup is one more; the append is sent without waiting and its
+answer read with the pipeline's closing sync, which commits (no BEGIN or COMMIT is sent:
+``Events.transaction``). So an append is durable when the mutation's block ends (the
+commit's WAL flush, synchronous_commit as the server has it), not when
 ``append`` returns: the service acknowledges after the block. Appended events are folded
 at once: if the append is refused (only possible if a writer bypassed the lock), the commit
 fails or anything after the append raises, the fold is dropped (``on_reset``) and rebuilt

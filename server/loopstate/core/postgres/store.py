@@ -102,7 +102,7 @@ class PostgresStore:
         verify_chain(rebased, layout, name, expected)
         request_id, fp = request_of(rebased[0].line) if rebased else (None, None)
         conn = self._conn()
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if self.events.in_section:
             return self._append(conn, name, expected, rebased, request_id, fp)  # inside this thread's section
         try:
             return self._append(conn, name, expected, rebased, request_id, fp)
