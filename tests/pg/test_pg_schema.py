@@ -51,6 +51,55 @@ def test_a_version_1_schema_is_brought_to_this_version_keeping_its_events(pg_url
         assert conn.execute("SELECT value FROM loopstate.meta WHERE key = 'schema_version'").fetchone()[0] == "2"
 
 
+
+def function_source(url: str, name: str) -> str:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (name,)).fetchone()[0]
+
+
+def meta(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute("SELECT key, value FROM loopstate.meta").fetchall())
+
+
+def test_older_function_bodies_are_replaced_once_by_a_newer_client_and_newer_ones_kept(pg_url, root, data_dir):
+    """Function bodies change within a schema version (their arguments and answers do not): a
+    database whose functions predate this client's revision gets this client's bodies, events
+    untouched; one a newer client wrote keeps its bodies, so two machines never swap them."""
+    store = open_pg(pg_url, root, data_dir)
+    append(store, "a")
+    store.close()
+    assert meta(pg_url) == {"schema_version": str(schema.SCHEMA_VERSION), "functions_revision": str(schema.FUNCTIONS_REVISION)}
+    current = function_source(pg_url, "loopstate.append_in_section")
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # what a client before revisions left
+        conn.execute("DELETE FROM loopstate.meta WHERE key = 'functions_revision'")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION loopstate.append_in_section(p_project text, p_stream text, p_after bigint, "
+            "p_after_hash text, p_lines bytea[], p_hashes text[], p_prevs text[], p_request_id text, "
+            "p_fingerprint text) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$ BEGIN RAISE EXCEPTION 'old body'; END $$")
+    again = open_pg(pg_url, root, data_dir)
+    ledger = again.open_ledger(STREAM, TEST_LAYOUT)
+    with ledger.mutation() as tx:  # would raise 'old body' had the function been left
+        tx.append([{"n": "b", "schema_version": 1}])
+    assert names_in(again) == ["a", "b"]
+    assert function_source(pg_url, "loopstate.append_in_section") == current
+    assert meta(pg_url)["functions_revision"] == str(schema.FUNCTIONS_REVISION)
+    again.close()
+    newer = current.replace("BEGIN", "BEGIN\n    -- a newer revision's body", 1)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE loopstate.meta SET value = %s WHERE key = 'functions_revision'",
+                     (str(schema.FUNCTIONS_REVISION + 1),))
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION loopstate.append_in_section(p_project text, p_stream text, p_after bigint, "
+            "p_after_hash text, p_lines bytea[], p_hashes text[], p_prevs text[], p_request_id text, "
+            "p_fingerprint text) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $body$" + newer + "$body$")
+    third = open_pg(pg_url, root, data_dir)
+    with third.open_ledger(STREAM, TEST_LAYOUT).mutation() as tx:
+        tx.append([{"n": "c", "schema_version": 1}])
+    assert names_in(third) == ["a", "b", "c"]
+    assert function_source(pg_url, "loopstate.append_in_section") == newer
+    assert meta(pg_url)["functions_revision"] == str(schema.FUNCTIONS_REVISION + 1)
+
 @pytest.mark.slow
 def test_a_fresh_database_opened_by_many_processes_at_once_gets_one_schema(pg_url):
     code = ("import sys; from loopstate.core.postgres.events import Events; "
@@ -60,8 +109,7 @@ def test_a_fresh_database_opened_by_many_processes_at_once_gets_one_schema(pg_ur
     for child in children:
         _, err = child.communicate(timeout=60)
         assert child.returncode == 0, err
-    with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT count(*) FROM loopstate.meta").fetchone()[0] == 1
+    assert meta(pg_url) == {"schema_version": str(schema.SCHEMA_VERSION), "functions_revision": str(schema.FUNCTIONS_REVISION)}
 
 
 def test_the_table_holds_the_exact_line_its_hash_and_its_jsonl_offset(pg_url, root, data_dir):
