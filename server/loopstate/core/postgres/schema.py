@@ -314,10 +314,10 @@ def ensure(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
 
 def _versions(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int | None, int]:
     """The database's schema version (None: not made yet) and its functions' revision (0: before revisions)."""
-    rows = dict(conn.execute(
-        "SELECT key, value FROM loopstate.meta WHERE key IN ('schema_version', 'functions_revision')").fetchall())
+    rows = {str(key): str(value) for key, value in conn.execute(
+        "SELECT key, value FROM loopstate.meta WHERE key IN ('schema_version', 'functions_revision')")}
     version = rows.get("schema_version")
-    return (None if version is None else int(str(version))), int(str(rows.get("functions_revision", 0)))
+    return (None if version is None else int(version)), int(rows.get("functions_revision", "0"))
 
 
 def _current(version: int | None, revision: int) -> bool:
