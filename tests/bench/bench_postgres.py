@@ -1,6 +1,6 @@
 """The PostgreSQL store beside the eventsourcing library's PostgreSQL recorder, on one server.
 
-    .venv/bin/python tests/bench/bench_postgres.py [--appends 400] [--writers 8] [--rounds 3] [--notify 1000]
+    .venv/bin/python tests/bench/bench_postgres.py [--appends 1600] [--writers 8] [--rounds 3] [--notify 1000]
 
 Starts its own PostgreSQL cluster (tests/pg/pg_cluster.py: initdb + pg_ctl in a temp dir,
 Unix socket only, the server's defaults: fsync on, synchronous_commit on), and runs
@@ -529,7 +529,8 @@ def verdicts(figures: dict[str, float], n: int) -> list[tuple[str, bool, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--appends", type=int, default=400, help="appends of the serial writer (each of N writers: this / N x 2)")
+    parser.add_argument("--appends", type=int, default=1600,
+                        help="appends of the serial writer (each of N writers: this / N x 2, in two halves)")
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--notify", type=int, default=1000, help="samples of notification latency, per subject")
